@@ -1,0 +1,51 @@
+// The `adj` dialect, declared in IRDL so that stock MLIR parses, prints and verifies it
+// (`mlir-opt --irdl-file=dialects/adj.irdl.mlir`). Kernels and device functions are not ops
+// of this dialect: they are `func.func` marked with `adj.kernel` / `adj.func` attributes, so
+// they stay isolated, callable symbols that every upstream pass understands.
+//
+// IRDL cannot express: terminators (regions end in `gpu.yield`), traits, or a constraint
+// over a heterogeneous variadic. What it cannot check, the pass that reads the op checks
+// (see dialects/adj.py: verify_launch and friends) and reports as a diagnostic.
+irdl.dialect @adj {
+  // Linear global index of the current work item (row-major over ndrange).
+  irdl.operation @index {
+    %idx = irdl.is index
+    irdl.results(id: %idx)
+  }
+  // Index of the current work item along dimension `dim` (attribute, i64).
+  irdl.operation @global_id {
+    %idx = irdl.is index
+    irdl.results(id: %idx)
+  }
+  // Extent of the launch's ndrange along dimension `dim` (attribute, i64).
+  irdl.operation @global_size {
+    %idx = irdl.is index
+    irdl.results(size: %idx)
+  }
+  // A kernel launch over ndrange (one index operand per dimension). Attributes:
+  // `kernel` (symbol of a func.func marked adj.kernel), optional `workgroupsize`
+  // (array<i64>). The body holds exactly one func.call of `kernel` with the
+  // launch's arguments, then gpu.yield: the call gives the heterogeneous argument
+  // list a verified signature, which an IRDL variadic cannot.
+  irdl.operation @launch {
+    %idx = irdl.is index
+    irdl.operands(ndrange: variadic %idx)
+    %body = irdl.region
+    irdl.regions(body: %body)
+  }
+  // Wait for every launch issued so far (a no-op on the CPU, where launches block).
+  irdl.operation @sync {
+  }
+  // Runtime check: when `ok` is false, the call that runs it raises the Python error
+  // named by attribute `error` with `message` (and the op's location).
+  irdl.operation @check {
+    %i1 = irdl.is i1
+    irdl.operands(ok: %i1)
+  }
+  // Differentiation request, a declaration: the autodiff pass replaces it with generated
+  // functions named after `sym_name`. Attributes: `fn` (symbol of the differentiated
+  // function), `mode` ("forward" | "reverse"), `activity` (array of strings, one per
+  // argument: "const" | "active" | "dup" | "dupnoneed"), `ret_activity`, `width`.
+  irdl.operation @autodiff {
+  }
+}

@@ -1,0 +1,96 @@
+"""The `adj` dialect: loading its IRDL declaration and typed builders for its ops.
+
+Ops are created with `ir.Operation.create` because IRDL dialects have no generated Python
+classes; each builder below is the one place that spells an op's operands and attributes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from mlir import ir
+from mlir.dialects import irdl
+
+IRDL_PATH = Path(__file__).with_name("adj.irdl.mlir")
+_IRDL_TEXT = IRDL_PATH.read_text()
+
+KERNEL_ATTR = "adj.kernel"       # on func.func: this function is a kernel body
+NDIM_ATTR = "adj.ndim"           # on kernels: rank of the ndrange it is launched over
+FUNC_ATTR = "adj.func"           # on func.func: a device function (@adjit.func)
+ENTRY_ATTR = "adj.entry"         # on func.func: called from Python
+
+
+def load_adj(ctx: ir.Context) -> None:
+    """Registers the `adj` dialect in `ctx` once (loading it twice aborts the process)."""
+    if ctx.is_registered_operation("adj.launch"):
+        return
+    with ctx, ir.Location.unknown():
+        irdl.load_dialects(ir.Module.parse(_IRDL_TEXT))
+
+
+def make_context() -> ir.Context:
+    """A context with every upstream dialect and `adj` loaded."""
+    ctx = ir.Context()
+    load_adj(ctx)
+    return ctx
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def index() -> ir.Value:
+    return ir.Operation.create("adj.index", results=[ir.IndexType.get()]).result
+
+
+def global_id(dim: int) -> ir.Value:
+    return ir.Operation.create("adj.global_id", results=[ir.IndexType.get()],
+                               attributes={"dim": _i64(dim)}).result
+
+
+def global_size(dim: int) -> ir.Value:
+    return ir.Operation.create("adj.global_size", results=[ir.IndexType.get()],
+                               attributes={"dim": _i64(dim)}).result
+
+
+def sync() -> ir.Operation:
+    return ir.Operation.create("adj.sync")
+
+
+def check(ok: ir.Value, error: str, message: str) -> ir.Operation:
+    return ir.Operation.create("adj.check", operands=[ok], attributes={
+        "error": ir.StringAttr.get(error), "message": ir.StringAttr.get(message)})
+
+
+def launch(kernel: str, kernel_type: ir.FunctionType, args: Sequence[ir.Value],
+           ndrange: Sequence[ir.Value], workgroupsize: Sequence[int] | None = None) -> ir.Operation:
+    """`adj.launch` over `ndrange` whose body calls `kernel(*args)`."""
+    from mlir.dialects import func, gpu
+    attrs = {"kernel": ir.FlatSymbolRefAttr.get(kernel)}
+    if workgroupsize:
+        attrs["workgroupsize"] = ir.DenseI64ArrayAttr.get(list(workgroupsize))
+    op = ir.Operation.create("adj.launch", operands=list(ndrange), attributes=attrs, regions=1)
+    block = op.regions[0].blocks.append()
+    with ir.InsertionPoint(block):
+        func.CallOp(list(kernel_type.results), ir.FlatSymbolRefAttr.get(kernel), list(args))
+        gpu.YieldOp([])
+    return op
+
+
+def launch_call(op: ir.Operation) -> ir.Operation:
+    """The func.call inside a launch, after checking the body has the required shape."""
+    ops = list(op.regions[0].blocks[0].operations) if len(op.regions[0].blocks) == 1 else []
+    if len(ops) != 2 or ops[0].name != "func.call" or ops[1].name != "gpu.yield":
+        raise AdjError(op, "adj.launch body must be one func.call of the kernel and gpu.yield")
+    kernel = ir.FlatSymbolRefAttr(op.attributes["kernel"]).value
+    if ir.FlatSymbolRefAttr(ops[0].attributes["callee"]).value != kernel:
+        raise AdjError(op, f"adj.launch body calls a function other than its kernel @{kernel}")
+    return ops[0]
+
+
+class AdjError(Exception):
+    """A malformed adj op found by a pass; carries the op, whose location the diagnostic names."""
+
+    def __init__(self, op: ir.Operation, message: str):
+        super().__init__(message)
+        self.op = op

@@ -1,0 +1,1 @@
+"""Passes over the `adj` dialect: autodiff, and the CPU and GPU lowerings."""

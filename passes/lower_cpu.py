@@ -1,0 +1,96 @@
+"""`--adj-lower-cpu`: the adj dialect to upstream dialects for the CPU.
+
+Each `adj.launch` becomes an `scf.parallel` over its ndrange whose body calls the kernel
+with the work item's ids and the sizes; `async-parallel-for` (in the LLVM pipeline) then
+spreads that loop over MLIR's async runtime thread pool, so no scheduler of ours exists.
+Launches block on the CPU, so `adj.sync` has nothing to wait for and is dropped.
+`adj.check` becomes a store of the check's number into the module's error cell, which the
+runtime reads after each call (a trap would kill the Python process).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from ..dialects.adj import AdjError, launch_call
+from .kernel_abi import expose_work_item, is_kernel, kernel_ndim
+
+ERROR_GLOBAL = "__adj_error"
+ERROR_TABLE_ATTR = "adj.error_table"
+
+
+def _ops_named(root: ir.Operation, *names: str) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in names:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found
+
+
+def _symbol_table(module: ir.Operation) -> dict[str, ir.Operation]:
+    return {ir.StringAttr(op.attributes["sym_name"]).value: op
+            for op in module.regions[0].blocks[0].operations if "sym_name" in op.attributes}
+
+
+def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> None:
+    call = launch_call(launch)
+    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    kernel = kernels.get(name)
+    if kernel is None or not is_kernel(kernel):
+        raise AdjError(launch, f"adj.launch of @{name}, which is not a func.func marked adj.kernel")
+    ndrange = list(launch.operands)
+    if len(ndrange) != kernel_ndim(kernel):
+        raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
+                               f"{kernel_ndim(kernel)}-D kernel @{name}")
+    with ir.InsertionPoint(launch), launch.location:
+        zero = arith.constant(ir.IndexType.get(), 0)
+        one = arith.constant(ir.IndexType.get(), 1)
+        n = len(ndrange)
+        loop = scf.ParallelOp([], [zero] * n, ndrange, [one] * n, [])
+        body = loop.regions[0].blocks.append(*([ir.IndexType.get()] * n))
+        with ir.InsertionPoint(body):
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name),
+                        list(call.operands) + list(body.arguments) + ndrange)
+            scf.ReduceOp([], 0)
+    launch.erase()
+
+
+def lower_checks(module: ir.Operation) -> None:
+    checks = _ops_named(module, "adj.check")
+    table = [f"{ir.StringAttr(c.attributes['error']).value}\x1f"
+             f"{ir.StringAttr(c.attributes['message']).value}" for c in checks]
+    module.attributes[ERROR_TABLE_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in table])
+    if not checks:
+        return
+    i64 = ir.IntegerType.get_signless(64)
+    cell = ir.MemRefType.get([1], i64)
+    with ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]), module.location:
+        memref.GlobalOp(ERROR_GLOBAL, cell, sym_visibility="public",
+                        initial_value=ir.DenseElementsAttr.get_splat(
+                            ir.RankedTensorType.get([1], i64), ir.IntegerAttr.get(i64, 0)))
+    for number, check in enumerate(checks, start=1):
+        with ir.InsertionPoint(check), check.location:
+            failed = arith.xori(check.operands[0], arith.constant(ir.IntegerType.get_signless(1), 1))
+            branch = scf.IfOp(failed)
+            with ir.InsertionPoint(branch.then_block):
+                slot = memref.get_global(cell, ERROR_GLOBAL)
+                memref.store(arith.constant(i64, number), slot,
+                             [arith.constant(ir.IndexType.get(), 0)])
+                scf.YieldOp([])
+        check.erase()
+
+
+def lower_cpu(module: ir.Operation) -> None:
+    """Rewrites `module` in place; raises AdjError (with the op) on malformed adj IR."""
+    symbols = _symbol_table(module)
+    for launch in _ops_named(module, "adj.launch"):
+        lower_launch_to_parallel(launch, symbols)
+    for kernel in (op for op in symbols.values() if is_kernel(op)):
+        expose_work_item(kernel)
+    for op in _ops_named(module, "adj.sync"):
+        op.erase()
+    lower_checks(module)

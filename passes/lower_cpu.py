@@ -32,7 +32,7 @@ def _ops_named(root: ir.Operation, *names: str) -> list[ir.Operation]:
 
 
 def _symbol_table(module: ir.Operation) -> dict[str, ir.Operation]:
-    return {ir.StringAttr(op.attributes["sym_name"]).value: op
+    return {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
             for op in module.regions[0].blocks[0].operations if "sym_name" in op.attributes}
 
 

@@ -1,0 +1,222 @@
+"""`adjit-opt`: the mlir-opt of adjit, to run its passes on IR files and test them with FileCheck.
+
+    adjit-opt [file.mlir|-] [--pass-pipeline='builtin.module(...)'] [--adj-autodiff]
+              [--adj-lower-cpu] [--adj-lower-gpu] [--emit=mlir|llvm|ptx]
+              [--mlir-print-ir-after-all] [--mlir-print-debuginfo] [-o out]
+
+Passes run in command-line order; `--emit` then lowers what is left and prints the result.
+Every user error (bad IR, a failed pass, a malformed adj op) is printed as an MLIR diagnostic
+`file:line:col: error: message` with exit status 1, never as a Python traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from mlir import ir, passmanager
+
+from ..dialects import make_context
+from ..dialects.adj import AdjError
+from .lower_cpu import ERROR_TABLE_ATTR, lower_cpu
+
+Pass = Callable[[ir.Module], None]   # rewrites the module in place
+
+
+class ToolError(Exception):
+    """A problem that no IR location explains: a pass not written yet, a bad pipeline string."""
+
+
+def _lazy(module: str, name: str) -> Pass:
+    """A pass imported only when it runs: passes still being written do not break the tool.
+
+    An import error from *inside* an existing module is a bug there and propagates."""
+    def run(m: ir.Module) -> None:
+        try:
+            fn = getattr(importlib.import_module(module), name, None)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            fn = None
+        if fn is None:
+            raise ToolError(f"this pass is not available yet ({module}.{name} does not exist)")
+        fn(m)
+    return run
+
+
+# Each entry becomes the flag --<name>; adding a pass is one line here.
+PASSES: dict[str, Pass] = {
+    "adj-autodiff": _lazy("adjit.passes.autodiff", "run_autodiff"),
+    "adj-lower-cpu": lambda m: lower_cpu(m.operation),
+    "adj-lower-gpu": _lazy("adjit.passes.lower_gpu", "lower_gpu"),
+}
+
+
+def run_pipeline(op: ir.Operation, text: str, print_ir_after_all: bool = False) -> None:
+    """Runs an upstream textual pipeline; its PassManager prints its own IR dumps to stderr."""
+    try:
+        pm = passmanager.PassManager.parse(text)
+    except ValueError as e:   # the bindings report a bad pipeline string this way
+        raise ToolError(f"invalid pass pipeline: {e}") from None
+    if print_ir_after_all:
+        pm.enable_ir_printing()
+    pm.run(op)
+
+
+def _ops(root: ir.Operation, keep: Callable[[ir.Operation], bool]) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if keep(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    return found
+
+
+def _emit_llvm(module: ir.Module) -> str:
+    """LLVM IR of the module, lowered as the runtime lowers it (the runtime's own pipeline)."""
+    from mlir.dialects import llvm
+    from .pipeline import cpu_pipeline, lower_to_llvm
+    if ERROR_TABLE_ATTR in module.operation.attributes:   # lower_cpu ran: do not run it twice
+        run_pipeline(module.operation, cpu_pipeline())
+    else:
+        lower_to_llvm(module)
+    op = module.operation
+    # Translating an op with no LLVM translation crashes the process: refuse it first.
+    left = _ops(op, lambda o: o.name != "builtin.module" and not o.name.startswith("llvm."))
+    if left:
+        raise AdjError(left[0], f"'{left[0].name}' is left after lowering to the LLVM dialect "
+                                "and cannot be translated to LLVM IR (a pass is missing)")
+    return str(llvm.translate_module_to_llvmir(op))
+
+
+def _emit_ptx(module: ir.Module) -> str:
+    """The PTX that --adj-lower-gpu (run here unless it already ran) left in gpu.binary ops."""
+    from mlir.dialects import gpu
+    op = module.operation
+    if not _ops(op, lambda o: o.name == "gpu.binary"):
+        PASSES["adj-lower-gpu"](module)
+    ptx = [gpu.ObjectAttr(obj).object.decode()
+           for binary in _ops(op, lambda o: o.name == "gpu.binary")
+           for obj in ir.ArrayAttr(binary.attributes["objects"])
+           if gpu.ObjectAttr(obj).format == gpu.CompilationTarget.Assembly]
+    if not ptx:
+        raise ToolError("no PTX in the module: no gpu.binary holds an object in assembly format")
+    return "".join(ptx)
+
+
+def _where(loc: ir.Location) -> str | None:
+    """`file:line:col` of the first file location inside `loc`, None if it has none."""
+    if loc.is_a_file():
+        return f"{loc.filename}:{loc.start_line}:{loc.start_col}"
+    if loc.is_a_name():
+        return _where(loc.child_loc)
+    if loc.is_a_callsite():
+        return _where(loc.callee)
+    if loc.is_a_fused():
+        return next(filter(None, map(_where, loc.locations)), None)
+    return None
+
+
+def _report(loc: ir.Location | None, severity: str, message: str) -> None:
+    where = _where(loc) if loc is not None else None
+    print(f"{where or 'adjit-opt'}: {severity}: {message}", file=sys.stderr)
+
+
+def _report_diagnostic(diag: Any) -> None:
+    """Prints an ir.Diagnostic or ir.DiagnosticInfo (same fields) and its notes."""
+    severity = str(diag.severity).rsplit(".", 1)[-1].lower()
+    _report(diag.location, severity, diag.message)
+    for note in diag.notes:
+        _report_diagnostic(note)
+
+
+class _Step(argparse.Action):
+    """Appends (pass name, pipeline text or None) to args.steps: passes run in command-line order."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        namespace.steps = [*namespace.steps, (self.dest, values if isinstance(values, str) else None)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="adjit-opt", description=__doc__.split("\n")[0])
+    p.add_argument("input", nargs="?", default="-", help="input .mlir file, or - for stdin")
+    p.add_argument("--pass-pipeline", dest="pass-pipeline", action=_Step, metavar="PIPELINE",
+                   help="upstream passes, e.g. 'builtin.module(canonicalize)'")
+    for name in PASSES:
+        p.add_argument(f"--{name}", dest=name, action=_Step, nargs=0, help=f"run {name}")
+    p.add_argument("--emit", choices=["mlir", "llvm", "ptx"], default="mlir",
+                   help="mlir: the IR after the passes; llvm: LLVM IR (CPU); ptx: GPU kernels")
+    p.add_argument("--mlir-print-ir-after-all", action="store_true",
+                   help="print the IR to stderr after each pass")
+    p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
+    p.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
+    p.set_defaults(steps=[])
+    return p
+
+
+def _run(args: argparse.Namespace) -> str:
+    if args.input == "-":
+        module = ir.Module.parse(sys.stdin.read())
+    else:
+        module = ir.Module.parseFile(args.input)   # locations then name the file
+    op = module.operation
+    for name, pipeline in args.steps:
+        if pipeline is not None:
+            run_pipeline(op, pipeline, args.mlir_print_ir_after_all)
+        else:
+            PASSES[name](module)
+        op.verify()   # a pass that leaves invalid IR fails here, at the op it broke
+        if args.mlir_print_ir_after_all and pipeline is None:
+            print(f"// -----// IR Dump After {name} //----- //\n{op}\n", file=sys.stderr)
+    if args.emit == "llvm":
+        return _emit_llvm(module)
+    if args.emit == "ptx":
+        return _emit_ptx(module)
+    return op.get_asm(enable_debug_info=args.mlir_print_debuginfo) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    ctx = make_context()
+    failed = False
+
+    def on_diagnostic(diag: ir.Diagnostic) -> bool:
+        # Diagnostics a pass emits without raising; raised ones arrive in ir.MLIRError.
+        nonlocal failed
+        failed |= diag.severity == ir.DiagnosticSeverity.ERROR
+        _report_diagnostic(diag)
+        return True
+
+    ctx.attach_diagnostic_handler(on_diagnostic)
+    try:
+        with ctx, ir.Location.unknown():
+            text = _run(args)
+        if failed:
+            return 1
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.output).write_text(text)
+    except ir.MLIRError as e:
+        for diag in e.error_diagnostics:
+            _report_diagnostic(diag)
+        if not e.error_diagnostics:
+            _report(None, "error", e.message)
+        return 1
+    except AdjError as e:
+        _report(e.op.location, "error", str(e))
+        return 1
+    except (ToolError, OSError) as e:
+        _report(None, "error", str(e))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""adjit: a JIT compiler for Python array kernels on MLIR, with automatic differentiation.
+
+    @adjit.kernel   a function run once per point of an index space (ndrange=)
+    @adjit.func     a device function, callable from kernels and compiled functions
+    @adjit.jit      a compiled host function: control flow, arrays, kernel launches
+"""
+from .frontend.builtins import namespace as _ns
+from .frontend.errors import CompilationError
+from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
+from .frontend.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
+
+globals().update(_ns)   # index, index_nd, sin, ..., atomic_add, zeros, sum, ...
+
+
+def memory_stats() -> dict:
+    """Bytes adjit itself allocated: `bytes_in_use`, `peak_bytes`."""
+    from .runtime.memory import memory_stats as stats
+    return stats()
+
+
+def reset_peak_memory() -> None:
+    from .runtime.memory import reset_peak_memory as reset
+    reset()
+
+
+__all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "Array",
+           "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
+           "reset_peak_memory", *sorted(_ns)]

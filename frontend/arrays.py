@@ -1,0 +1,267 @@
+"""Arrays in compiled code: element access, fused element-wise expressions, reductions and
+array creation. Element-wise expressions stay lazy (values.ArrayExpr) until something needs
+memory, so a whole expression becomes one parallel loop over the flattened elements."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from ..dialects import adj
+from . import scalar_ops as S
+from .errors import UserError
+from .types import ArrayType, ScalarType, f32, f64, i64, index
+from .values import Array, ArrayExpr, Literal, Scalar
+
+# Elements per partial sum: each partial is a short loop with LANES independent accumulators
+# (vectorisable, like NumPy's 8-way unrolled pairwise sum), partials are then added in order.
+CHUNK = 4096
+LANES = 8
+
+
+def idx(v: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), v)
+
+
+def dims(a: Array) -> list[ir.Value]:
+    return [memref.dim(a.value, idx(d)) for d in range(a.type.ndim)]
+
+
+def numel(shape: Sequence[ir.Value]) -> ir.Value:
+    n = idx(1)
+    for d in shape:
+        n = arith.muli(n, d)
+    return n
+
+
+def flat(a: Array) -> ir.Value:
+    """A 1-D view of a C-contiguous array."""
+    if a.type.ndim == 1:
+        return a.value
+    t = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], a.type.dtype.mlir())
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get(
+        [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in range(a.type.ndim)])])
+    return memref.collapse_shape(t, a.value, reassoc)
+
+
+def load(a: Array, subs: list[ir.Value], debug: bool) -> Scalar:
+    if len(subs) != a.type.ndim:
+        raise UserError(f"indexing a {a.type.ndim}-D array with {len(subs)} indices "
+                        "(adjit reads single elements: give one index per dimension)")
+    if debug:
+        ok = _in_bounds(a, subs)
+        adj.check(ok, "IndexError", "array index out of bounds")
+        branch = scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([memref.load(a.value, subs)])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([S.as_scalar(Literal(0), a.type.dtype).value])
+        return Scalar(branch.result, a.type.dtype)
+    return Scalar(memref.load(a.value, subs), a.type.dtype)
+
+
+def store(a: Array, subs: list[ir.Value], v, debug: bool) -> None:
+    if len(subs) != a.type.ndim:
+        raise UserError(f"assigning into a {a.type.ndim}-D array with {len(subs)} indices "
+                        "(give one index per dimension)")
+    value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
+    if debug:
+        ok = _in_bounds(a, subs)
+        adj.check(ok, "IndexError", "array index out of bounds")
+        branch = scf.IfOp(ok)
+        with ir.InsertionPoint(branch.then_block):
+            memref.store(value, a.value, subs)
+            scf.YieldOp([])
+        return
+    memref.store(value, a.value, subs)
+
+
+def atomic_add(a: Array, subs: list[ir.Value], v) -> Scalar:
+    if len(subs) != a.type.ndim:
+        raise UserError(f"atomic_add into a {a.type.ndim}-D array with {len(subs)} indices")
+    t = a.type.dtype
+    if t.is_bool:
+        raise UserError("atomic_add needs a numeric array, not bool")
+    value = S.cast(S.as_scalar(v, t), t).value
+    kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0 if t.is_float else 1)
+    return Scalar(memref.atomic_rmw(kind, value, a.value, subs), t)
+
+
+def _in_bounds(a: Array, subs: list[ir.Value]) -> ir.Value:
+    ok = None
+    for d, s in enumerate(subs):
+        inside = arith.cmpi(arith.CmpIPredicate.ult, s, memref.dim(a.value, idx(d)))
+        ok = inside if ok is None else arith.andi(ok, inside)
+    return ok
+
+
+# ---- element-wise expressions --------------------------------------------------------
+
+def as_expr(a: Array | ArrayExpr) -> ArrayExpr:
+    if isinstance(a, ArrayExpr):
+        return a
+    if a.type.ndim == 0:
+        raise UserError("0-d arrays are not supported in array expressions")
+    view = flat(a)
+    return ArrayExpr(a.type.dtype, dims(a),
+                     lambda i: Scalar(memref.load(view, [i]), a.type.dtype))
+
+
+def same_shape(x: ArrayExpr, y: ArrayExpr) -> list[ir.Value]:
+    """x's shape, with a runtime check that y has it too (shapes are dynamic)."""
+    if len(x.shape) != len(y.shape):
+        raise UserError(f"element-wise operation between a {len(x.shape)}-D and a "
+                        f"{len(y.shape)}-D array (adjit broadcasts scalars only)")
+    ok = None
+    for a, b in zip(x.shape, y.shape):
+        eq = arith.cmpi(arith.CmpIPredicate.eq, a, b)
+        ok = eq if ok is None else arith.andi(ok, eq)
+    adj.check(ok, "ValueError", "element-wise operation on arrays of different shapes")
+    # Iterate over the smaller of the two so a mismatch never reads out of bounds.
+    return [arith.minui(a, b) for a, b in zip(x.shape, y.shape)]
+
+
+def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExpr:
+    """Lifts a scalar function over operands of which at least one is an array."""
+    exprs = [as_expr(o) if isinstance(o, (Array, ArrayExpr)) else None for o in operands]
+    first = next(e for e in exprs if e is not None)
+    shape = first.shape
+    for e in exprs:
+        if e is not None and e is not first:
+            shape = same_shape(ArrayExpr(first.dtype, shape, first.element), e)
+
+    def element(i: ir.Value):
+        args = [e.element(i) if e is not None else o for e, o in zip(exprs, operands)]
+        return S.as_scalar(fn(*args))
+
+    return ArrayExpr(_result_dtype(fn, exprs, operands), shape, element)
+
+
+def _result_dtype(fn, exprs, operands) -> ScalarType:
+    """Result dtype of `fn` on one element, found by running it on typed placeholders in a
+    scratch block that is then discarded."""
+    region_op = scf.ExecuteRegionOp([])
+    block = region_op.regions[0].blocks.append()
+    with ir.InsertionPoint(block):
+        args = []
+        for e, o in zip(exprs, operands):
+            if e is None:
+                args.append(o)
+            else:
+                args.append(S.as_scalar(Literal(0), e.dtype))
+        out = S.as_scalar(fn(*args))
+    region_op.operation.erase()
+    return out.type
+
+
+def materialize(v) -> Array:
+    if isinstance(v, Array):
+        return v
+    e: ArrayExpr = v
+    out = alloc(e.dtype, e.shape)
+    view = flat(out)
+    n = numel(e.shape)
+    loop = scf.ParallelOp([], [idx(0)], [n], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        i = body.arguments[0]
+        memref.store(S.cast(e.element(i), e.dtype).value, view, [i])
+        scf.ReduceOp([], 0)
+    return out
+
+
+def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
+    t = ArrayType(dtype, len(shape))
+    return Array(memref.alloc(t.mlir(), list(shape), []), t)
+
+
+def fill(a: Array, v) -> None:
+    value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
+    view = flat(a)
+    loop = scf.ParallelOp([], [idx(0)], [numel(dims(a))], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        memref.store(value, view, [body.arguments[0]])
+        scf.ReduceOp([], 0)
+
+
+def copy(a: Array | ArrayExpr) -> Array:
+    if isinstance(a, ArrayExpr):
+        return materialize(a)
+    out = alloc(a.type.dtype, dims(a))
+    memref.copy(a.value, out.value)
+    return out
+
+
+# ---- reductions ----------------------------------------------------------------------
+
+def _accumulator_type(t: ScalarType, op: str) -> ScalarType:
+    if op != "sum":
+        return t
+    if t == f32:
+        return f64      # f32 sums accumulate in f64: more accurate than NumPy's pairwise sum
+    return t if t.is_float else i64
+
+
+def _combine(op: str, acc: Scalar, x: Scalar) -> Scalar:
+    if op == "sum":
+        return S.binary("+", acc, x)
+    if acc.type.is_float:   # NaN-propagating, as np.max / np.min
+        fn = arith.maximumf if op == "max" else arith.minimumf
+        return Scalar(fn(acc.value, x.value), acc.type)
+    fn = arith.maxsi if op == "max" else arith.minsi
+    return Scalar(fn(acc.value, x.value), acc.type)
+
+
+def _identity(op: str, t: ScalarType) -> Scalar:
+    if op == "sum":
+        return S.as_scalar(Literal(0), t)
+    if t.is_float:
+        return S.as_scalar(Literal(float("-inf") if op == "max" else float("inf")), t)
+    big = (1 << (t.bits - 1)) - 1 if t.bits > 1 else 1
+    return S.as_scalar(Literal(-big - 1 if op == "max" else big), t)
+
+
+def reduce(op: str, v: Array | ArrayExpr) -> Scalar:
+    """sum / max / min over all elements: chunks reduced in parallel, then in order."""
+    e = as_expr(v)
+    acc_t = _accumulator_type(e.dtype, op)
+    n = numel(e.shape)
+    if op != "sum":
+        ok = arith.cmpi(arith.CmpIPredicate.ugt, n, idx(0))
+        adj.check(ok, "ValueError", f"{op}() of an empty array (no identity)")
+    chunks = arith.ceildivui(n, idx(CHUNK))
+    partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc_t.mlir()),
+                           [chunks], [])
+    loop = scf.ParallelOp([], [idx(0)], [chunks], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        c = body.arguments[0]
+        lo = arith.muli(c, idx(CHUNK))
+        hi = arith.minui(arith.addi(lo, idx(CHUNK)), n)
+        full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), idx(LANES)), idx(LANES)))
+        init = [_identity(op, acc_t).value] * LANES
+        lanes = scf.ForOp(lo, full, idx(LANES), init)
+        with ir.InsertionPoint(lanes.body):
+            j = lanes.induction_variable
+            accs = [_combine(op, Scalar(a, acc_t),
+                             S.cast(e.element(arith.addi(j, idx(k))), acc_t)).value
+                    for k, a in enumerate(lanes.inner_iter_args)]
+            scf.YieldOp(accs)
+        total = Scalar(lanes.results[0], acc_t)
+        for k in range(1, LANES):
+            total = _combine(op, total, Scalar(lanes.results[k], acc_t))
+        tail = scf.ForOp(full, hi, idx(1), [total.value])
+        with ir.InsertionPoint(tail.body):
+            x = S.cast(e.element(tail.induction_variable), acc_t)
+            scf.YieldOp([_combine(op, Scalar(tail.inner_iter_args[0], acc_t), x).value])
+        memref.store(tail.results[0], partial, [c])
+        scf.ReduceOp([], 0)
+    final = scf.ForOp(idx(0), chunks, idx(1), [_identity(op, acc_t).value])
+    with ir.InsertionPoint(final.body):
+        x = Scalar(memref.load(partial, [final.induction_variable]), acc_t)
+        scf.YieldOp([_combine(op, Scalar(final.inner_iter_args[0], acc_t), x).value])
+    memref.dealloc(partial)
+    result = Scalar(final.results[0], acc_t)
+    return S.cast(result, e.dtype) if e.dtype.is_float else result

@@ -1,0 +1,322 @@
+"""Scalar arithmetic with Python's meaning, emitted as arith/math ops.
+
+Every function takes and returns frontend values (Scalar or Literal) and raises UserError
+for what Python would reject or adjit does not take; the code generator adds the position.
+"""
+from __future__ import annotations
+
+import math as pymath
+import operator
+
+from mlir import ir
+from mlir.dialects import arith, math
+
+from .errors import UserError
+from .types import ScalarType, bool_, f32, f64, i64, index, promote
+from .values import Literal, Scalar
+
+
+def literal_type(v: int | float | bool) -> ScalarType:
+    return bool_ if isinstance(v, bool) else i64 if isinstance(v, int) else f64
+
+
+def constant(v: int | float | bool, t: ScalarType) -> Scalar:
+    if t.is_float:
+        attr = ir.FloatAttr.get(t.mlir(), float(v))
+    elif t.is_bool:
+        attr = ir.IntegerAttr.get(t.mlir(), int(bool(v)))
+    else:
+        if isinstance(v, float):
+            raise UserError(f"cannot use the float {v!r} as an integer {t!r}")
+        attr = ir.IntegerAttr.get(t.mlir(), int(v))
+    return Scalar(arith.ConstantOp(t.mlir(), attr).result, t)
+
+
+def as_scalar(v, t: ScalarType | None = None) -> Scalar:
+    """Materialises a Literal (with type `t`, or its Python type); checks a Scalar."""
+    if isinstance(v, Literal):
+        return constant(v.value, t or literal_type(v.value))
+    if isinstance(v, Scalar):
+        return v
+    raise UserError(f"expected a scalar here, got {describe(v)}")
+
+
+def describe(v) -> str:
+    from .values import Array, ArrayExpr, Shape
+    if isinstance(v, (Array, ArrayExpr)):
+        return f"an array {v.type!r}"
+    if isinstance(v, Shape):
+        return "a shape tuple"
+    if isinstance(v, tuple):
+        return f"a tuple of {len(v)}"
+    if isinstance(v, Scalar):
+        return f"a {v.type!r} value"
+    if isinstance(v, Literal):
+        return f"the constant {v.value!r}"
+    return f"{type(v).__name__}"
+
+
+def cast(s: Scalar, to: ScalarType) -> Scalar:
+    """Numeric conversion as NumPy's astype (floats to ints truncate toward zero)."""
+    frm = s.type
+    if frm == to:
+        return s
+    v, t = s.value, to.mlir()
+    if to.is_bool:
+        return truth(s)
+    if frm.is_bool:
+        v = arith.extui(i64.mlir() if to.is_float else t, v) if to.bits > 1 else v
+        return Scalar(arith.uitofp(t, v) if to.is_float else v, to)
+    if frm.is_float and to.is_float:
+        return Scalar(arith.extf(t, v) if to.bits > frm.bits else arith.truncf(t, v), to)
+    if frm.is_float:
+        if to == index:
+            return Scalar(arith.index_cast(t, arith.fptosi(i64.mlir(), v)), to)
+        return Scalar(arith.fptosi(t, v), to)
+    if to.is_float:
+        if frm == index:
+            v = arith.index_cast(i64.mlir(), v)
+        return Scalar(arith.sitofp(t, v), to)
+    if frm == index or to == index:
+        return Scalar(arith.index_cast(t, v), to)
+    return Scalar(arith.extsi(t, v) if to.bits > frm.bits else arith.trunci(t, v), to)
+
+
+def unify(a, b) -> tuple[Scalar, Scalar]:
+    """Two operands at their common type: a Literal takes the other side's type (a float
+    literal meeting an integer value makes both f64, as in NumPy)."""
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        raise AssertionError("constant operands are folded before this")
+    if isinstance(a, Literal) or isinstance(b, Literal):
+        lit, val = (a, b) if isinstance(a, Literal) else (b, a)
+        val = as_scalar(val)
+        t = val.type
+        if isinstance(lit.value, float) and not t.is_float:
+            t = f64
+        elif isinstance(lit.value, int) and not isinstance(lit.value, bool) and t.is_bool:
+            t = i64
+        if t == index:
+            t = i64
+        out = (as_scalar(lit, t), cast(val, t))
+        return out if isinstance(a, Literal) else out[::-1]
+    a, b = as_scalar(a), as_scalar(b)
+    t = promote(a.type, b.type)
+    return cast(a, t), cast(b, t)
+
+
+_PY_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+              "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
+              "&": operator.and_, "|": operator.or_, "^": operator.xor,
+              "<<": operator.lshift, ">>": operator.rshift}
+
+
+def binary(op: str, a, b):
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        try:
+            return Literal(_PY_BINOPS[op](a.value, b.value))
+        except ZeroDivisionError:
+            raise UserError(f"division by zero in constant expression") from None
+    if op == "**":
+        return power(a, b)
+    x, y = unify(a, b)
+    t = x.type
+    if op == "/":
+        if not t.is_float:
+            x, y = cast(x, f64), cast(y, f64)
+        return Scalar(arith.divf(x.value, y.value), x.type)
+    if t.is_bool and op in ("+", "-", "*", "//", "%"):
+        x, y = cast(x, i64), cast(y, i64)
+        t = i64
+    xv, yv = x.value, y.value
+    if op in ("&", "|", "^", "<<", ">>"):
+        if t.is_float:
+            raise UserError(f"operator {op} needs integers or bools, got {t!r}")
+        fn = {"&": arith.andi, "|": arith.ori, "^": arith.xori, "<<": arith.shli,
+              ">>": arith.shrsi}[op]
+        return Scalar(fn(xv, yv), t)
+    if t.is_float:
+        if op == "//":
+            return Scalar(math.floor(arith.divf(xv, yv)), t)
+        if op == "%":   # Python: the result has the divisor's sign
+            r = arith.remf(xv, yv)
+            zero = constant(0.0, t).value
+            fix = arith.andi(arith.cmpf(arith.CmpFPredicate.ONE, r, zero),
+                             arith.xori(arith.cmpf(arith.CmpFPredicate.OLT, r, zero),
+                                        arith.cmpf(arith.CmpFPredicate.OLT, yv, zero)))
+            return Scalar(arith.select(fix, arith.addf(r, yv), r), t)
+        fn = {"+": arith.addf, "-": arith.subf, "*": arith.mulf}[op]
+        return Scalar(fn(xv, yv), t)
+    if op == "//":
+        return Scalar(arith.floordivsi(xv, yv), t)
+    if op == "%":
+        r = arith.remsi(xv, yv)
+        zero = constant(0, t).value
+        fix = arith.andi(arith.cmpi(arith.CmpIPredicate.ne, r, zero),
+                         arith.xori(arith.cmpi(arith.CmpIPredicate.slt, r, zero),
+                                    arith.cmpi(arith.CmpIPredicate.slt, yv, zero)))
+        return Scalar(arith.select(fix, arith.addi(r, yv), r), t)
+    fn = {"+": arith.addi, "-": arith.subi, "*": arith.muli}[op]
+    return Scalar(fn(xv, yv), t)
+
+
+def power(a, b):
+    # Small integer exponents become multiplications: exact, fast, and simple to differentiate.
+    if isinstance(b, Literal) and not isinstance(b.value, bool) and b.value in (0, 1, 2, 3, 4) \
+            and isinstance(b.value, int):
+        base = as_scalar(a)
+        if b.value == 0:
+            return as_scalar(Literal(1), base.type)
+        out = base
+        for _ in range(b.value - 1):
+            out = binary("*", out, base)
+        return out
+    x, y = unify(a, b)
+    if x.type.is_float:
+        return Scalar(math.powf(x.value, y.value), x.type)
+    if x.type.is_bool:
+        x, y = cast(x, i64), cast(y, i64)
+    return Scalar(math.ipowi(x.value, y.value), x.type)
+
+
+_FPRED = {"<": "OLT", "<=": "OLE", ">": "OGT", ">=": "OGE", "==": "OEQ", "!=": "UNE"}
+_IPRED = {"<": "slt", "<=": "sle", ">": "sgt", ">=": "sge", "==": "eq", "!=": "ne"}
+_PY_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+           "==": operator.eq, "!=": operator.ne}
+
+
+def compare(op: str, a, b):
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        return Literal(_PY_CMP[op](a.value, b.value))
+    x, y = unify(a, b)
+    if x.type.is_float:
+        pred = getattr(arith.CmpFPredicate, _FPRED[op])
+        return Scalar(arith.cmpf(pred, x.value, y.value), bool_)
+    pred = getattr(arith.CmpIPredicate, _IPRED[op] if not x.type.is_bool or op in ("==", "!=")
+                   else _IPRED[op].replace("s", "u", 1))
+    return Scalar(arith.cmpi(pred, x.value, y.value), bool_)
+
+
+def truth(a) -> Scalar:
+    """Python truthiness of a number (x != 0) as i1."""
+    if isinstance(a, Literal):
+        return constant(bool(a.value), bool_)
+    a = as_scalar(a)
+    if a.type.is_bool:
+        return a
+    return compare("!=", a, Literal(0))
+
+
+def logical_not(a):
+    if isinstance(a, Literal):
+        return Literal(not a.value)
+    return Scalar(arith.xori(truth(a).value, constant(True, bool_).value), bool_)
+
+
+def negate(a):
+    if isinstance(a, Literal):
+        return Literal(-a.value)
+    a = as_scalar(a)
+    if a.type.is_float:
+        return Scalar(arith.negf(a.value), a.type)
+    if a.type.is_bool:
+        a = cast(a, i64)
+    return Scalar(arith.subi(constant(0, a.type).value, a.value), a.type)
+
+
+def invert(a):
+    if isinstance(a, Literal):
+        return Literal(~a.value)
+    a = as_scalar(a)
+    if a.type.is_float:
+        raise UserError("operator ~ needs an integer or bool")
+    if a.type.is_bool:
+        return logical_not(a)
+    return Scalar(arith.xori(a.value, constant(-1, a.type).value), a.type)
+
+
+def to_index(a) -> ir.Value:
+    """An array subscript or range bound as an `index` value."""
+    if isinstance(a, Literal):
+        if not isinstance(a.value, int) or isinstance(a.value, bool):
+            raise UserError(f"an index must be an integer, got {a.value!r}")
+        return constant(a.value, index).value
+    a = as_scalar(a)
+    if not a.type.is_int:
+        raise UserError(f"an index must be an integer, got a {a.type!r} value")
+    return cast(a, index).value
+
+
+def from_index(v: ir.Value) -> Scalar:
+    """An index value as the Python int (i64) user code sees."""
+    return cast(Scalar(v, index), i64)
+
+
+def to_float(a) -> Scalar:
+    if isinstance(a, Literal):
+        return as_scalar(Literal(float(a.value)))
+    a = as_scalar(a)
+    return a if a.type.is_float else cast(a, f64)
+
+
+# Unary math functions: name -> math dialect builder. Integer arguments become f64 as in
+# Python's math module; f32 stays f32.
+_UNARY_MATH = {
+    "sin": math.sin, "cos": math.cos, "tan": math.tan, "exp": math.exp, "exp2": math.exp2,
+    "expm1": math.expm1, "log": math.log, "log2": math.log2, "log10": math.log10,
+    "log1p": math.log1p, "sqrt": math.sqrt, "tanh": math.tanh, "sinh": math.sinh,
+    "cosh": math.cosh, "asin": math.asin, "acos": math.acos, "atan": math.atan,
+    "erf": math.erf, "rsqrt": math.rsqrt, "cbrt": math.cbrt,
+}
+_PY_UNARY = {"rsqrt": lambda x: 1 / pymath.sqrt(x), "exp2": lambda x: 2.0 ** x,
+             "cbrt": lambda x: pymath.copysign(abs(x) ** (1 / 3), x)}
+
+
+def math_unary(name: str, a):
+    if isinstance(a, Literal):
+        fn = _PY_UNARY.get(name) or getattr(pymath, name)
+        return Literal(fn(a.value))
+    x = to_float(a)
+    return Scalar(_UNARY_MATH[name](x.value), x.type)
+
+
+def floor_ceil(name: str, a):
+    if isinstance(a, Literal):
+        return Literal(getattr(pymath, name)(a.value))
+    x = as_scalar(a)
+    if not x.type.is_float:
+        return x
+    return Scalar((math.floor if name == "floor" else math.ceil)(x.value), x.type)
+
+
+def absolute(a):
+    if isinstance(a, Literal):
+        return Literal(abs(a.value))
+    x = as_scalar(a)
+    if x.type.is_float:
+        return Scalar(math.absf(x.value), x.type)
+    if x.type.is_bool:
+        return cast(x, i64)
+    return Scalar(math.absi(x.value), x.type)
+
+
+def minmax(name: str, a, b):
+    """Python's min/max: min(a, b) is b if b < a else a (so NaN handling matches Python)."""
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        return Literal(min(a.value, b.value) if name == "min" else max(a.value, b.value))
+    x, y = unify(a, b)
+    better = compare("<" if name == "min" else ">", y, x)
+    return Scalar(arith.select(better.value, y.value, x.value), x.type)
+
+
+def atan2(a, b):
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        return Literal(pymath.atan2(a.value, b.value))
+    x, y = unify(a, b)
+    x, y = to_float(x), to_float(y)
+    return Scalar(math.atan2(x.value, y.value), x.type)
+
+
+def select(cond, a, b) -> Scalar:
+    x, y = unify(a, b) if not (isinstance(a, Scalar) and isinstance(b, Scalar)
+                                and a.type == b.type) else (a, b)
+    return Scalar(arith.select(truth(cond).value, x.value, y.value), x.type)

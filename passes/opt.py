@@ -136,11 +136,12 @@ def _report_diagnostic(diag: Any) -> None:
 
 
 class _Step(argparse.Action):
-    """Appends (pass name, pipeline text or None) to args.steps: passes run in command-line order."""
+    """Appends (pass name, pipeline text or None) to args.steps: passes run in argv order."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        namespace.steps = [*namespace.steps, (self.dest, values if isinstance(values, str) else None)]
+        pipeline = values if isinstance(values, str) else None   # flags get values == []
+        namespace.steps = [*namespace.steps, (self.dest, pipeline)]
 
 
 def _parser() -> argparse.ArgumentParser:

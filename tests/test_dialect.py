@@ -44,7 +44,8 @@ def test_builders_make_verified_ops() -> None:
         with ir.InsertionPoint(module.body):
             kernel = func.FuncOp("k", ktype)
             kernel.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
-            kernel.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
+            i64 = ir.IntegerType.get_signless(64)
+            kernel.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(i64, 1)
             with ir.InsertionPoint(kernel.add_entry_block()):
                 adj.index()
                 ok = arith.cmpi(arith.CmpIPredicate.ult, adj.global_id(0), adj.global_size(0))

@@ -44,13 +44,16 @@ def run_lines(path: Path) -> list[str]:
     return commands
 
 
-@pytest.mark.parametrize("path", sorted(HERE.rglob("*.mlir")), ids=lambda p: str(p.relative_to(HERE)))
+@pytest.mark.parametrize("path", sorted(HERE.rglob("*.mlir")),
+                         ids=lambda p: str(p.relative_to(HERE)))
 def test_ir(path: Path) -> None:
     commands = run_lines(path)
     assert commands, f"{path} has no // RUN: line"
     for command in commands:
         # Tools first, so that a file path substituted for %s is never rewritten.
-        shell = _TOOL.sub(lambda m: TOOLS[m.group(1)], command).replace("%s", shlex.quote(str(path)))
-        done = subprocess.run(["bash", "-o", "pipefail", "-c", shell], capture_output=True, text=True)
+        shell = _TOOL.sub(lambda m: TOOLS[m.group(1)], command)
+        shell = shell.replace("%s", shlex.quote(str(path)))
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", shell],
+                              capture_output=True, text=True)
         assert done.returncode == 0, (f"RUN: {command}\nexit {done.returncode}\n"
                                       f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")

@@ -262,6 +262,5 @@ def reduce(op: str, v: Array | ArrayExpr) -> Scalar:
     with ir.InsertionPoint(final.body):
         x = Scalar(memref.load(partial, [final.induction_variable]), acc_t)
         scf.YieldOp([_combine(op, Scalar(final.inner_iter_args[0], acc_t), x).value])
-    memref.dealloc(partial)
     result = Scalar(final.results[0], acc_t)
     return S.cast(result, e.dtype) if e.dtype.is_float else result

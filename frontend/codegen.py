@@ -151,8 +151,9 @@ class CodeGenerator(ast.NodeVisitor):
                 with self._loc(tree):
                     func.ReturnOp([self._coerce(self.vars.get(f"%rv{k}"), t).value
                                    for k, t in enumerate(known)])
-        fn.operation.attributes["function_type"] = ir.TypeAttr.get(
-            ir.FunctionType.get(inputs, [t.mlir() for t in self.result_types or []]))
+        with self._loc(tree):
+            fn.operation.attributes["function_type"] = ir.TypeAttr.get(
+                ir.FunctionType.get(inputs, [t.mlir() for t in self.result_types or []]))
         return fn
 
     # ---- errors and locations ---------------------------------------------------------

@@ -105,7 +105,10 @@ class CompileUnit:
 
 def annotations_of(pyfn: Callable) -> list:
     """Per parameter: an adjit type from its annotation, or None."""
-    sig = inspect.signature(pyfn)
+    try:   # string annotations (`from __future__ import annotations`) are evaluated
+        sig = inspect.signature(pyfn, eval_str=True)
+    except Exception as e:
+        raise TypeError(f"{pyfn.__qualname__}: cannot evaluate its annotations: {e}") from None
     out = []
     for p in sig.parameters.values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
@@ -166,7 +169,8 @@ class _Compiled:
         self.adj_text = str(unit.module)
         if os.environ.get("ADJIT_DUMP_IR"):
             print(f"// ----- adjit: {entry} (adj) -----\n{self.adj_text}")
-        self.module = compile_module(unit.module)
+        with unit.ctx, ir.Location.unknown():
+            self.module = compile_module(unit.module)
         self.tuple_result = tuple_result
         self.call = self.module.function(entry, arg_types, result_types)
 

@@ -86,6 +86,11 @@ def lower_checks(module: ir.Operation) -> None:
 
 def lower_cpu(module: ir.Operation) -> None:
     """Rewrites `module` in place; raises AdjError (with the op) on malformed adj IR."""
+    with module.context, module.location:
+        _lower_cpu(module)
+
+
+def _lower_cpu(module: ir.Operation) -> None:
     symbols = _symbol_table(module)
     for launch in _ops_named(module, "adj.launch"):
         lower_launch_to_parallel(launch, symbols)

@@ -1,0 +1,113 @@
+"""CPU benchmarks: adjit against NumPy in one run, reported as ratios (NumPy time / adjit
+time: above 1 means adjit is faster) with adjit's first-call (compile) time.
+
+    python benchmarks/bench_cpu.py
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import adjit
+
+
+def best_of(fn, repeat: int = 7) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@adjit.kernel
+def saxpy(a: adjit.f32, x, y):
+    i = adjit.index()
+    y[i] = a * x[i] + y[i]
+
+
+@adjit.jit
+def transcendental(x, z):
+    return adjit.sin(adjit.exp(x)) * z + 0.5 * x * x
+
+
+@adjit.kernel
+def stencil_step(u, v):
+    i, j = adjit.index_nd()
+    n, m = u.shape[0], u.shape[1]
+    if 0 < i < n - 1 and 0 < j < m - 1:
+        v[i, j] = 0.2 * (u[i, j] + u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+    else:
+        v[i, j] = u[i, j]
+
+
+@adjit.jit
+def stencil(u0, steps: int):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    for _ in range(steps):
+        stencil_step(u, v, ndrange=u.shape)
+        u, v = v, u
+    return u
+
+
+def stencil_numpy(u0, steps):
+    u = u0.copy()
+    v = np.empty_like(u)
+    for _ in range(steps):
+        v[...] = u
+        v[1:-1, 1:-1] = 0.2 * (u[1:-1, 1:-1] + u[:-2, 1:-1] + u[2:, 1:-1]
+                               + u[1:-1, :-2] + u[1:-1, 2:])
+        u, v = v, u
+    return u
+
+
+@adjit.jit
+def sum_squares(x):
+    return adjit.sum(x * x)
+
+
+def row(name: str, first: float, ours: float, numpy: float) -> None:
+    print(f"{name:<34} {first * 1e3:>9.1f} {ours * 1e3:>10.3f} {numpy * 1e3:>10.3f} "
+          f"{numpy / ours:>8.2f}x")
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    print(f"{'benchmark':<34} {'compile ms':>9} {'adjit ms':>10} {'numpy ms':>10} {'ratio':>9}")
+
+    x = rng.random(10_000_000, dtype=np.float32)
+    y = rng.random(10_000_000, dtype=np.float32)
+    first = best_of(lambda: saxpy(2.0, x, y, ndrange=len(x)), 1)
+    ours = best_of(lambda: saxpy(2.0, x, y, ndrange=len(x)))
+    a = np.float32(2.0)
+
+    def np_saxpy():
+        np.multiply(x, a, out=x2)
+        np.add(x2, y, out=y)
+    x2 = np.empty_like(x)
+    row("saxpy 10M f32 (in place)", first, ours, best_of(np_saxpy))
+
+    x = rng.random(4_000_000, dtype=np.float32)
+    z = rng.random(4_000_000, dtype=np.float32)
+    first = best_of(lambda: transcendental(x, z), 1)
+    assert np.allclose(transcendental(x, z), np.sin(np.exp(x)) * z + 0.5 * x * x, rtol=1e-5)
+    row("sin(exp(x))*z + 0.5*x*x 4M f32", first, best_of(lambda: transcendental(x, z)),
+        best_of(lambda: np.sin(np.exp(x)) * z + 0.5 * x * x))
+
+    u0 = rng.random((1024, 1024))
+    first = best_of(lambda: stencil(u0, 20), 1)
+    assert np.allclose(stencil(u0, 20), stencil_numpy(u0, 20))
+    row("5-point stencil 1024^2 x20 f64", first, best_of(lambda: stencil(u0, 20), 3),
+        best_of(lambda: stencil_numpy(u0, 20), 3))
+
+    x = rng.random(10_000_000)
+    first = best_of(lambda: sum_squares(x), 1)
+    assert np.isclose(sum_squares(x), np.sum(x * x), rtol=1e-12)
+    row("sum of squares 10M f64", first, best_of(lambda: sum_squares(x)),
+        best_of(lambda: np.sum(x * x)))
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,11 @@ from .frontend.builtins import namespace as _ns
 from .frontend.errors import CompilationError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
 from .frontend.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
+from .frontend.autodiff import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
+                                ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
+                                ReverseWithPrimal, Tape, autodiff, autodiff_thunk, check_grad,
+                                grad, jvp, value_and_grad, vjp)
+from .frontend import rules
 
 globals().update(_ns)   # index, index_nd, sin, ..., atomic_add, zeros, sum, ...
 
@@ -25,4 +30,7 @@ def reset_peak_memory() -> None:
 
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "Array",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
-           "reset_peak_memory", *sorted(_ns)]
+           "reset_peak_memory", "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward",
+           "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
+           "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "jvp", "value_and_grad",
+           "vjp", "rules", *sorted(_ns)]

@@ -126,9 +126,7 @@ class CodeGenerator(ast.NodeVisitor):
             inputs = [t.mlir() for t in self.arg_types]
             fn = func.FuncOp(self.symbol, (inputs, []), visibility="private")
             entry = fn.add_entry_block()
-        params = [a.arg for a in tree.args.args]
-        for name, t, v in zip(params, self.arg_types, entry.arguments):
-            self.vars[name] = Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
+        self.vars.update(self.bind_params(list(entry.arguments)))
         self.vars.update(self.bound)
         body = tree.body
         with ir.InsertionPoint(entry):
@@ -641,13 +639,24 @@ class CodeGenerator(ast.NodeVisitor):
             self.vars[f"%rv{k}"] = v
         self.vars[RET] = Literal(True)
 
+    def bind_params(self, args: list[ir.Value]) -> dict:
+        """Python parameter names -> values of the function's arguments (custom-rule
+        compilation overrides this to bind annotated arguments)."""
+        params = [a.arg for a in self.src.tree.args.args]
+        return {name: Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
+                for name, t, v in zip(params, self.arg_types, args)}
+
+    def returned_items(self, value, node: ast.Return) -> list:
+        """The returned Python value as a list of results (overridden for custom rules)."""
+        return list(value) if isinstance(value, tuple) else [value]
+
     def _return_values(self, node: ast.Return) -> list:
         if node.value is None:
-            return []
+            return self.returned_items(PyObj(None), node) if self.kind == "rule" else []
         v = self.visit(node.value)
         if self.kind == "kernel":
             raise self.error(node, "kernels return nothing: write results into an array")
-        items = list(v) if isinstance(v, tuple) else [v]
+        items = self.returned_items(v, node)
         out = []
         for item in items:
             if isinstance(item, ArrayExpr):
@@ -731,6 +740,8 @@ class CodeGenerator(ast.NodeVisitor):
         return self._from_python(obj, name, node)
 
     def _from_python(self, obj, name: str, node: ast.AST):
+        if isinstance(obj, (Scalar, Array, Literal)):   # fields of rule arguments
+            return obj
         if isinstance(obj, (bool, int, float)):
             return Literal(obj)
         import numpy as np
@@ -854,47 +865,52 @@ class CodeGenerator(ast.NodeVisitor):
         return result
 
     def visit_BoolOp(self, node: ast.BoolOp):
-        """`and`/`or` short-circuit: the right side runs only when needed (it may index)."""
+        """`and`/`or` with Python's meaning: the result is the operand that decided it (of
+        the operands' common type), and the right side runs only when needed (it may index
+        or divide)."""
         is_and = isinstance(node.op, ast.And)
         acc = self.visit(node.values[0])
         for rhs in node.values[1:]:
             if isinstance(acc, Literal):
                 if bool(acc.value) != is_and:
-                    return Literal(acc.value)   # decided: False and ... / True or ...
+                    return acc   # decided: False and ... / True or ...
                 acc = self.visit(rhs)
                 continue
-            c = S.truth(acc).value
-            branch = scf.IfOp(c, [ir.IntegerType.get_signless(1)], has_else=True)
-            with ir.InsertionPoint(branch.then_block if is_and else branch.else_block):
-                scf.YieldOp([S.truth(self.visit(rhs)).value])
-            with ir.InsertionPoint(branch.else_block if is_and else branch.then_block):
-                scf.YieldOp([S.constant(not is_and, bool_).value])
-            acc = Scalar(branch.result, bool_)
+            left = acc
+            rest = (lambda r: lambda: self.visit(r))(rhs)
+            acc = self._choose(S.truth(left).value, rest if is_and else lambda: left,
+                               (lambda: left) if is_and else rest, node)
         return acc
 
     def visit_IfExp(self, node: ast.IfExp):
         cond = self.visit(node.test)
         if isinstance(cond, Literal):
             return self.visit(node.body if cond.value else node.orelse)
-        # Only the chosen side runs (it may read an element that exists only on that side).
+        return self._choose(S.truth(cond).value, lambda: self.visit(node.body),
+                            lambda: self.visit(node.orelse), node)
+
+    def _choose(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST):
+        """The scalar `then_fn()` if `cond` else `else_fn()`, as an scf.if: only the chosen
+        side's code runs (it may read an element that exists only on that side)."""
         before = dict(self.vars)
-        probe = scf.IfOp(S.truth(cond).value, [], has_else=True)
+        probe = scf.IfOp(cond, [], has_else=True)
         with ir.InsertionPoint(probe.then_block):
-            a = self.visit(node.body)
+            a = then_fn()
         with ir.InsertionPoint(probe.else_block):
-            b = self.visit(node.orelse)
+            b = else_fn()
+        self.vars = before
         for v in (a, b):
             if not isinstance(v, (Scalar, Literal)):
-                raise self.error(node, "conditional expressions choose between scalars")
+                raise self.error(node, f"{ast.unparse(node)[:40]!s} chooses between scalars "
+                                       f"only, not {S.describe(v)}")
         t = self._merge_type("", a, b, node)
-        final = scf.IfOp(S.truth(cond).value, [t.mlir()], has_else=True)
+        final = scf.IfOp(cond, [t.mlir()], has_else=True)
         for src, dst, v in ((probe.then_block, final.then_block, a),
                             (probe.else_block, final.else_block, b)):
             self._move_ops(src, dst)
             with ir.InsertionPoint(dst):
                 scf.YieldOp([self._coerce(v, t).value])
         probe.operation.erase()
-        self.vars = before
         return Scalar(final.result, t)
 
     # ---- calls ----------------------------------------------------------------------------

@@ -1,0 +1,512 @@
+"""Differentiation from Python, in Enzyme's terms: modes, activity annotations, `autodiff`,
+`autodiff_thunk`, and JAX-style conveniences on top.
+
+Each request compiles one module: the primal function (or, for a kernel, a wrapper that
+launches it), an `adj.autodiff` request op, the autodiff pass (which replaces the request by
+generated functions, see passes/autodiff for their ABI), then entry functions Python calls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import arith, func
+
+from ..dialects import adj
+from .functions import (CompileUnit, Function, Kernel, _function_type, _ndrange_tuple,
+                        _workgroup_tuple, debug_enabled, specialise)
+from .types import ArrayType, ScalarType, i64, type_of_value
+
+
+# ---- modes -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    reverse: bool
+    with_primal: bool
+    split: bool = False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Forward = Mode("Forward", False, False)
+ForwardWithPrimal = Mode("ForwardWithPrimal", False, True)
+Reverse = Mode("Reverse", True, False)
+ReverseWithPrimal = Mode("ReverseWithPrimal", True, True)
+ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", True, True, split=True)
+
+
+# ---- activity annotations --------------------------------------------------------------
+class Annotation:
+    activity = ""
+
+    def __init__(self, val, dval=None):
+        self.val, self.dval = val, dval
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.val!r})"
+
+
+class Const(Annotation):
+    activity = "const"
+
+    def __init__(self, val):
+        super().__init__(val)
+
+
+class Active(Annotation):
+    activity = "active"
+
+    def __init__(self, val):
+        super().__init__(val)
+
+
+class Duplicated(Annotation):
+    activity = "dup"
+
+    def __init__(self, val, dval):
+        super().__init__(val, dval)
+
+
+class DuplicatedNoNeed(Duplicated):
+    activity = "dupnoneed"
+
+
+def _annotate(args: Sequence) -> list[Annotation]:
+    return [a if isinstance(a, Annotation) else Const(a) for a in args]
+
+
+def _check(name: str, params: list[str], anns: list[Annotation], types: list,
+           reverse: bool) -> None:
+    """Refuses activities that make no sense, with the argument named."""
+    for p, a, t in zip(params, anns, types):
+        where = f"{name}(): argument {p!r}"
+        if isinstance(a, Active):
+            if isinstance(t, ArrayType):
+                raise TypeError(f"{where} is an array marked Active: arrays are "
+                                "Duplicated(x, dx) (the shadow dx receives the derivative)")
+            if not t.is_float:
+                raise TypeError(f"{where} is an integer or bool ({t!r}) marked Active: only "
+                                "floating-point values have derivatives")
+            if not reverse:
+                raise TypeError(f"{where}: forward mode takes Duplicated(x, dx) (the tangent"
+                                " dx), not Active")
+        if isinstance(a, Duplicated):
+            if a.dval is None:
+                raise TypeError(f"{where} is Duplicated without a shadow: "
+                                "Duplicated(x, dx)")
+            if isinstance(t, ArrayType):
+                d = a.dval
+                if not isinstance(d, np.ndarray):
+                    raise TypeError(f"{where}: the shadow must be a NumPy array, got "
+                                    f"{type(d).__name__}")
+                if d.shape != a.val.shape or d.dtype != a.val.dtype:
+                    raise ValueError(f"{where}: the shadow has shape {d.shape} and dtype "
+                                     f"{d.dtype}; it must match the array: {a.val.shape} "
+                                     f"{a.val.dtype}")
+                if not d.flags.c_contiguous:
+                    raise ValueError(f"{where}: the shadow must be C-contiguous")
+            else:
+                if not t.is_float:
+                    raise TypeError(f"{where} is an integer or bool ({t!r}) marked "
+                                    "Duplicated: only floating-point values have derivatives")
+                if reverse:
+                    raise TypeError(f"{where}: in reverse mode a scalar is Active(x) (its "
+                                    "derivative is returned), not Duplicated")
+                if isinstance(d := a.dval, np.ndarray) or not np.isscalar(d):
+                    raise TypeError(f"{where}: the tangent of a scalar must be a scalar")
+
+
+# ---- the compiled derivative -------------------------------------------------------------
+def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
+             ret_activity: str, with_primal: bool) -> None:
+    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+        s = ir.StringAttr.get
+        ir.Operation.create("adj.autodiff", attributes={
+            "sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol), "mode": s(mode),
+            "activity": ir.ArrayAttr.get([s(a) for a in activity]),
+            "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)})
+
+
+def _generated(unit: CompileUnit, symbol: str) -> tuple[list, list]:
+    """Input and result MLIR types of a function the autodiff pass generated."""
+    ftype = _function_type(unit, symbol)
+    return list(ftype.inputs), list(ftype.results)
+
+
+def _type_from_mlir(t: ir.Type):
+    """adjit type of a generated function's tape value (memref or scalar)."""
+    from .types import bool_, f32, f64, i32
+    scalars = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": i64}
+    if ir.MemRefType.isinstance(t):
+        m = ir.MemRefType(t)
+        return ArrayType(scalars[str(m.element_type)], m.rank)
+    return scalars[str(t)]
+
+
+@dataclass
+class _Plan:
+    """What one derivative specialisation needs: the primal's call signature, activities,
+    and how the generated functions' parameters are laid out."""
+    params: list[str]
+    types: list
+    activity: list[str]
+    result_types: list
+    ret_activity: str
+
+
+class Tape:
+    """The tape of a split reverse call: what the augmented forward pass recorded for the
+    reverse pass (arrays and scalars, laid out by the autodiff pass). Usable by several
+    reverse calls; freed when dropped."""
+
+    def __init__(self, values: list):
+        self.values = values
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes if isinstance(v, np.ndarray) else np.asarray(v).nbytes
+                   for v in self.values)
+
+    def __repr__(self) -> str:
+        return f"<adjit.Tape {len(self.values)} values, {self.nbytes} bytes>"
+
+
+def _flatten_args(anns: list[Annotation], types: list, values: list, with_shadow: bool):
+    """Argument values and types as generated functions take them: each primal, followed
+    by its shadow when the argument is Duplicated (and, in forward mode, by its tangent)."""
+    out_v, out_t = [], []
+    for a, t, v in zip(anns, types, values):
+        out_v.append(v)
+        out_t.append(t)
+        if isinstance(a, Duplicated) and with_shadow:
+            out_v.append(a.dval if isinstance(t, ArrayType) else t.np_dtype.type(a.dval))
+            out_t.append(t)
+    return out_v, out_t
+
+
+class _Derivative:
+    """A compiled derivative of one (function, mode, activities, types) specialisation."""
+
+    def __init__(self, target, mode: Mode, anns: list[Annotation], types: list,
+                 ndrange: tuple | None, wgs):
+        from ..passes.autodiff import run_autodiff
+        from ..runtime.engine import compile_module
+        self.mode = mode
+        unit = CompileUnit(debug_enabled())
+        activity = [a.activity for a in anns]
+        with unit.ctx, ir.Location.unknown():
+            fn_symbol, results, self.tuple_result = self._primal(unit, target, types, ndrange, wgs)
+            if len(results) > 1 or any(isinstance(r, ArrayType) for r in results):
+                raise TypeError(f"{target.__name__}: autodiff differentiates functions that "
+                                "return one float scalar or nothing")
+            self.results = results
+            float_result = bool(results) and results[0].is_float
+            ret = "active" if mode.reverse else "dup"
+            ret = ret if float_result else "const"
+            if isinstance(target, Kernel):
+                activity = activity + ["const"] * len(ndrange)
+            _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
+                     ret, mode.with_primal)
+            self.ret_activity = ret
+            run_autodiff(unit.module.operation, rule_provider=_rule_provider(unit))
+            flat_t = self._flat_types(anns, types, ndrange)
+            if mode.reverse:
+                self._reverse_entries(unit, flat_t, anns, types)
+            else:
+                self._forward_entry(unit, flat_t)
+            self.adj_text = str(unit.module)
+            self.module = compile_module(unit.module)
+            self.calls = {name: self.module.function(name, ins, outs)
+                          for name, (ins, outs) in self.entries.items()}
+
+    @staticmethod
+    def _primal(unit: CompileUnit, target, types, ndrange, wgs):
+        if isinstance(target, Function):
+            return unit.function(target, types)
+        # A kernel is differentiated through a function that launches it: the autodiff
+        # pass's launch rule makes the forward, augmented and reverse kernels.
+        symbol = unit.kernel(target, types, len(ndrange))
+        ktype = _function_type(unit, symbol)
+        wrapper = f"launch_{symbol}"
+        with ir.InsertionPoint(unit.module.body):
+            fn = func.FuncOp(wrapper, ([t.mlir() for t in types] + [i64.mlir()] * len(ndrange),
+                                       []), visibility="private")
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                n = len(types)
+                extents = [arith.index_cast(ir.IndexType.get(), a)
+                           for a in block.arguments[n:]]
+                adj.launch(symbol, ktype, list(block.arguments[:n]), extents, wgs)
+                func.ReturnOp([])
+        return wrapper, [], False
+
+    @staticmethod
+    def _flat_types(anns, types, ndrange) -> list:
+        flat = []
+        for a, t in zip(anns, types):
+            flat.append(t)
+            if isinstance(a, Duplicated):
+                flat.append(t)
+        return flat + [i64] * (len(ndrange) if ndrange else 0)
+
+    def _forward_entry(self, unit: CompileUnit, flat_t: list) -> None:
+        ins, outs = _generated(unit, "d")
+        out_types = [_type_from_mlir(t) for t in outs]
+        unit.entry("fwd", flat_t, out_types, lambda args: list(func.CallOp(
+            outs, ir.FlatSymbolRefAttr.get("d"), args).results))
+        self.entries = {"fwd": (flat_t, out_types)}
+
+    def _reverse_entries(self, unit: CompileUnit, flat_t: list, anns, types) -> None:
+        _, aug_outs = _generated(unit, "d_aug")
+        _, rev_outs = _generated(unit, "d_rev")
+        n_primal = len(self.results) if self.mode.with_primal else 0
+        tape_t = [_type_from_mlir(t) for t in aug_outs[n_primal:]]
+        primal_t = self.results[:n_primal]
+        grads_t = [_type_from_mlir(t) for t in rev_outs]
+        dret_t = [self.results[0]] if self.ret_activity == "active" else []
+        self.tape_types = tape_t
+
+        def combined(args):
+            # Augmented forward then reverse, in one call: the tape never leaves the machine.
+            n = len(flat_t)
+            aug = func.CallOp(aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args[:n])
+            tape = list(aug.results)[n_primal:]
+            rev = func.CallOp(rev_outs, ir.FlatSymbolRefAttr.get("d_rev"),
+                              args[:n] + args[n:] + tape)
+            return list(aug.results)[:n_primal] + list(rev.results)
+
+        unit.entry("rev_all", flat_t + dret_t, primal_t + grads_t, combined)
+        unit.entry("aug", flat_t, primal_t + tape_t, lambda args: list(func.CallOp(
+            aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args).results))
+        unit.entry("rev", flat_t + dret_t + tape_t, grads_t, lambda args: list(func.CallOp(
+            rev_outs, ir.FlatSymbolRefAttr.get("d_rev"), args).results))
+        self.entries = {"rev_all": (flat_t + dret_t, primal_t + grads_t),
+                        "aug": (flat_t, primal_t + tape_t),
+                        "rev": (flat_t + dret_t + tape_t, grads_t)}
+
+
+def _rule_provider(unit: CompileUnit) -> Callable | None:
+    from .rules import make_rule_provider
+    return make_rule_provider(unit)
+
+
+# ---- entry points ------------------------------------------------------------------------
+def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool):
+    if not isinstance(f, (Function, Kernel)):
+        raise TypeError(f"autodiff differentiates @adjit.jit, @adjit.func or @adjit.kernel "
+                        f"functions, got {f!r}")
+    anns = _annotate(args)
+    types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
+    _check(f.__name__, f.params, anns, types, reverse)
+    nd = wgs = None
+    if isinstance(f, Kernel):
+        nd = _ndrange_tuple(ndrange, f.__name__)
+        wgs = _workgroup_tuple(workgroupsize, len(nd), f.__name__)
+    elif ndrange is not None:
+        raise TypeError(f"{f.__name__} is not a kernel: ndrange= is for kernels")
+    return anns, types, values, nd, wgs
+
+
+def _derivative(f, mode: Mode, anns, types, nd, wgs) -> _Derivative:
+    key = (mode.reverse, mode.with_primal, tuple(a.activity for a in anns), tuple(types), nd and
+           len(nd), wgs, debug_enabled())
+    cache = f.__dict__.setdefault("_derivatives", {})
+    d = cache.get(key)
+    if d is None:
+        d = cache[key] = _Derivative(f, mode, anns, types, nd, wgs)
+    return d
+
+
+def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None):
+    """Differentiates `f` at `args` (each Const/Active/Duplicated/DuplicatedNoNeed; bare
+    values are Const). See SPEC: Reverse returns one derivative per argument (None for
+    non-Active), Forward the result's tangent; ...WithPrimal adds the primal result."""
+    if not isinstance(mode, Mode) or mode.split:
+        raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
+                        "ReverseWithPrimal (split mode is autodiff_thunk)")
+    anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse)
+    d = _derivative(f, mode, anns, types, nd, wgs)
+    flat, _ = _flatten_args(anns, types, values, True)
+    flat += list(nd or ())
+    if not mode.reverse:
+        out = d.calls["fwd"](*flat)
+        if isinstance(f, Kernel):
+            return None
+        outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+        if mode.with_primal:
+            primal = outs[0] if d.results else None
+            tangent = outs[1] if d.ret_activity != "const" and len(outs) > 1 else None
+            return tangent, primal
+        return outs[0] if d.ret_activity != "const" and outs else None
+    dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == "active" else []
+    out = d.calls["rev_all"](*flat, *dret)
+    outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+    n_primal = len(d.results) if mode.with_primal else 0
+    grads = _per_argument(anns, outs[n_primal:])
+    if mode.with_primal:
+        return grads, (outs[0] if n_primal else None)
+    return grads
+
+
+def _per_argument(anns: list[Annotation], active_grads: list) -> tuple:
+    it = iter(active_grads)
+    return tuple(next(it) if isinstance(a, Active) else None for a in anns)
+
+
+class _SplitHalf:
+    def __init__(self, f, kinds: tuple, forward: bool, ndrange, workgroupsize):
+        self.f, self.kinds, self.forward = f, kinds, forward
+        self.ndrange, self.workgroupsize = ndrange, workgroupsize
+
+    def _setup(self, args):
+        if len(args) != len(self.kinds):
+            raise TypeError(f"expected {len(self.kinds)} annotated arguments, got {len(args)}")
+        for a, k in zip(args, self.kinds):
+            if type(a) is not k:
+                raise TypeError(f"argument {a!r} does not match the thunk's activity "
+                                f"{k.__name__}")
+        anns, types, values, nd, wgs = _prepare(self.f, args, self.ndrange,
+                                                self.workgroupsize, True)
+        d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)
+        flat, _ = _flatten_args(anns, types, values, True)
+        return anns, d, flat + list(nd or ())
+
+    def __call__(self, *args):
+        if self.forward:
+            anns, d, flat = self._setup(args)
+            out = d.calls["aug"](*flat)
+            outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+            n_primal = len(d.results)
+            primal = outs[0] if n_primal else None
+            return Tape(outs[n_primal:]), primal, None
+        *args, dret, tape = args
+        anns, d, flat = self._setup(args)
+        if not isinstance(tape, Tape):
+            raise TypeError("the last argument of the reverse half is the Tape from the "
+                            "forward half")
+        dr = [d.results[0].np_dtype.type(dret)] if d.ret_activity == "active" else []
+        out = d.calls["rev"](*flat, *dr, *tape.values)
+        outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+        return _per_argument(anns, outs)
+
+
+def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None):
+    """Split mode: returns (forward, reverse). `forward(*annotated)` runs the augmented
+    primal and returns (tape, primal, shadow); `reverse(*annotated, dret, tape)` returns the
+    derivatives (one per argument, None for non-Active)."""
+    if mode is not ReverseSplitWithPrimal:
+        raise TypeError("autodiff_thunk takes ReverseSplitWithPrimal")
+    kinds = tuple(activities)
+    for k in kinds:
+        if not (isinstance(k, type) and issubclass(k, Annotation)):
+            raise TypeError(f"autodiff_thunk takes activity types (Const, Active, "
+                            f"Duplicated, DuplicatedNoNeed), got {k!r}")
+    return (_SplitHalf(f, kinds, True, ndrange, workgroupsize),
+            _SplitHalf(f, kinds, False, ndrange, workgroupsize))
+
+
+# ---- JAX-style conveniences --------------------------------------------------------------
+def _argnums(argnums, n: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for k in nums:
+        if not -n <= k < n:
+            raise ValueError(f"argnums {k} out of range for {n} arguments")
+    return tuple(k % n for k in nums)
+
+
+def _grad_call(f, argnums, args, with_value: bool):
+    nums = _argnums(argnums, len(args))
+    anns, shadows = [], {}
+    for k, a in enumerate(args):
+        if k in nums:
+            if isinstance(a, np.ndarray):
+                shadows[k] = np.zeros_like(a)
+                anns.append(Duplicated(a, shadows[k]))
+            else:
+                anns.append(Active(a))
+        else:
+            anns.append(Const(a))
+    grads, value = autodiff(ReverseWithPrimal, f, *anns)
+    if value is None or not np.isscalar(value):
+        raise TypeError(f"grad of {f.__name__}: the function must return a float scalar")
+    out = tuple(shadows[k] if k in shadows else grads[k] for k in nums)
+    out = out[0] if isinstance(argnums, int) else out
+    return (value, out) if with_value else out
+
+
+def grad(f, argnums=0) -> Callable:
+    """JAX's grad: a function returning the gradient w.r.t. `argnums`."""
+    return lambda *args: _grad_call(f, argnums, args, False)
+
+
+def value_and_grad(f, argnums=0) -> Callable:
+    return lambda *args: _grad_call(f, argnums, args, True)
+
+
+def jvp(f, primals: Sequence, tangents: Sequence):
+    """JAX's jvp: (f(primals), directional derivative along tangents)."""
+    if len(primals) != len(tangents):
+        raise ValueError("jvp: primals and tangents must have the same length")
+    anns = [Duplicated(p, np.asarray(t, dtype=p.dtype) if isinstance(p, np.ndarray) else t)
+            for p, t in zip(primals, tangents)]
+    tangent, primal = autodiff(ForwardWithPrimal, f, *anns)
+    return primal, tangent
+
+
+def vjp(f, *primals):
+    """JAX's vjp: (f(primals), a function from the result's cotangent to the primals')."""
+    value = f(*primals)
+
+    def pullback(cotangent):
+        anns, shadows = [], {}
+        for k, p in enumerate(primals):
+            if isinstance(p, np.ndarray):
+                shadows[k] = np.zeros_like(p)
+                anns.append(Duplicated(p, shadows[k]))
+            else:
+                anns.append(Active(p))
+        fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
+        tape, _, _ = fwd(*anns)
+        grads = rev(*anns, cotangent, tape)
+        return tuple(shadows[k] if k in shadows else grads[k] for k in range(len(primals)))
+
+    return value, pullback
+
+
+def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
+    """Compares reverse- and forward-mode derivatives of scalar-valued `f` with central
+    finite differences along a random direction; returns the worst relative error."""
+    rng = np.random.default_rng(seed)
+    direction = [rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
+                 else rng.standard_normal() if isinstance(a, float) else None for a in args]
+
+    def shifted(h):
+        return [a + h * d if d is not None else a for a, d in zip(args, direction)]
+
+    def cast(v, like):
+        return v.astype(like.dtype) if isinstance(like, np.ndarray) else float(v)
+
+    fd = (f(*[cast(v, a) for v, a in zip(shifted(eps), args)]) -
+          f(*[cast(v, a) for v, a in zip(shifted(-eps), args)])) / (2 * eps)
+    rev_anns, shadows = [], {}
+    for k, (a, d) in enumerate(zip(args, direction)):
+        if d is None:
+            rev_anns.append(Const(a))
+        elif isinstance(a, np.ndarray):
+            shadows[k] = np.zeros_like(a)
+            rev_anns.append(Duplicated(a.copy(), shadows[k]))
+        else:
+            rev_anns.append(Active(a))
+    grads = autodiff(Reverse, f, *rev_anns)
+    rev = sum(float(np.sum(shadows[k] * d)) if k in shadows else
+              float(grads[k]) * d for k, d in enumerate(direction) if d is not None)
+    fwd_anns = [Const(a) if d is None else Duplicated(a.copy() if isinstance(a, np.ndarray)
+                                                      else a, cast(d, a))
+                for a, d in zip(args, direction)]
+    fwd = float(autodiff(Forward, f, *fwd_anns))
+    scale = max(abs(fd), 1e-12)
+    return max(abs(rev - fd) / scale, abs(fwd - fd) / scale)

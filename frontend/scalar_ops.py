@@ -11,6 +11,7 @@ import operator
 from mlir import ir
 from mlir.dialects import arith, math
 
+from ..dialects import adj
 from .errors import UserError
 from .types import ScalarType, bool_, f32, f64, i64, index, promote
 from .values import Literal, Scalar
@@ -135,28 +136,56 @@ def binary(op: str, a, b):
               ">>": arith.shrsi}[op]
         return Scalar(fn(xv, yv), t)
     if t.is_float:
-        if op == "//":
-            return Scalar(math.floor(arith.divf(xv, yv)), t)
-        if op == "%":   # Python: the result has the divisor's sign
-            r = arith.remf(xv, yv)
-            zero = constant(0.0, t).value
-            fix = arith.andi(arith.cmpf(arith.CmpFPredicate.ONE, r, zero),
-                             arith.xori(arith.cmpf(arith.CmpFPredicate.OLT, r, zero),
-                                        arith.cmpf(arith.CmpFPredicate.OLT, yv, zero)))
-            return Scalar(arith.select(fix, arith.addf(r, yv), r), t)
+        if op in ("//", "%"):
+            div, mod = _float_divmod(xv, yv, t)
+            return Scalar(div if op == "//" else mod, t)
         fn = {"+": arith.addf, "-": arith.subf, "*": arith.mulf}[op]
         return Scalar(fn(xv, yv), t)
-    if op == "//":
-        return Scalar(arith.floordivsi(xv, yv), t)
-    if op == "%":
-        r = arith.remsi(xv, yv)
-        zero = constant(0, t).value
-        fix = arith.andi(arith.cmpi(arith.CmpIPredicate.ne, r, zero),
-                         arith.xori(arith.cmpi(arith.CmpIPredicate.slt, r, zero),
-                                    arith.cmpi(arith.CmpIPredicate.slt, yv, zero)))
-        return Scalar(arith.select(fix, arith.addi(r, yv), r), t)
+    if op in ("//", "%"):
+        return Scalar(_int_divmod(op, xv, yv, t), t)
     fn = {"+": arith.addi, "-": arith.subi, "*": arith.muli}[op]
     return Scalar(fn(xv, yv), t)
+
+
+def _int_divmod(op: str, x: ir.Value, y: ir.Value, t: ScalarType) -> ir.Value:
+    """Python's integer `//` or `%` (floored). The CPU traps, killing the process, on a
+    zero divisor and on MIN // -1: a zero divisor raises ZeroDivisionError instead, and
+    -1 is handled without dividing (x // -1 is -x, wrapping as NumPy does; x % -1 is 0)."""
+    I = arith.CmpIPredicate
+    zero, one, minus_one = (constant(c, t).value for c in (0, 1, -1))
+    adj.check(arith.cmpi(I.ne, y, zero), "ZeroDivisionError", "integer division or modulo "
+                                                              "by zero")
+    by_minus_one = arith.cmpi(I.eq, y, minus_one)
+    safe = arith.select(arith.ori(by_minus_one, arith.cmpi(I.eq, y, zero)), one, y)
+    if op == "//":
+        return arith.select(by_minus_one, arith.subi(zero, x), arith.floordivsi(x, safe))
+    r = arith.remsi(x, safe)
+    fix = arith.andi(arith.cmpi(I.ne, r, zero),
+                     arith.xori(arith.cmpi(I.slt, r, zero), arith.cmpi(I.slt, safe, zero)))
+    return arith.select(fix, arith.addi(r, safe), r)
+
+
+def _float_divmod(x: ir.Value, y: ir.Value, t: ScalarType) -> tuple[ir.Value, ir.Value]:
+    """Python's float `//` and `%` (CPython's float_divmod, as NumPy's): floor(x / y) is
+    wrong when x / y rounds up to an integer (`1.0 // 0.1` is 9.0, not 10.0), so the
+    quotient is derived from the remainder; the remainder has the divisor's sign, and a
+    zero remainder is a zero of that sign."""
+    F = arith.CmpFPredicate
+    zero, one, half = (constant(c, t).value for c in (0.0, 1.0, 0.5))
+    mod = arith.remf(x, y)
+    div = arith.divf(arith.subf(x, mod), y)
+    nonzero = arith.cmpf(F.UNE, mod, zero)
+    fix = arith.andi(nonzero, arith.xori(arith.cmpf(F.OLT, y, zero),
+                                         arith.cmpf(F.OLT, mod, zero)))
+    mod = arith.select(nonzero, arith.select(fix, arith.addf(mod, y), mod),
+                       math.copysign(zero, y))
+    div = arith.select(fix, arith.subf(div, one), div)
+    floor = math.floor(div)
+    floor = arith.select(arith.cmpf(F.OGT, arith.subf(div, floor), half),
+                         arith.addf(floor, one), floor)
+    div = arith.select(arith.cmpf(F.UNE, div, zero), floor,
+                       math.copysign(zero, arith.divf(x, y)))
+    return div, mod
 
 
 def power(a, b):
@@ -175,7 +204,29 @@ def power(a, b):
         return Scalar(math.powf(x.value, y.value), x.type)
     if x.type.is_bool:
         x, y = cast(x, i64), cast(y, i64)
-    return Scalar(math.ipowi(x.value, y.value), x.type)
+    return Scalar(_ipow(x.value, y.value, x.type), x.type)
+
+
+def _ipow(x: ir.Value, y: ir.Value, t: ScalarType) -> ir.Value:
+    """Integer power by repeated squaring (the CPU pipeline has no lowering of math.ipowi).
+    A negative exponent raises ValueError, as NumPy does for integer arrays."""
+    from mlir.dialects import scf
+    I = arith.CmpIPredicate
+    zero, one = constant(0, t).value, constant(1, t).value
+    adj.check(arith.cmpi(I.sge, y, zero), "ValueError",
+              "integers to negative integer powers are not allowed")
+    ty = t.mlir()
+    loop = scf.WhileOp([ty] * 3, [one, x, y])
+    before = loop.regions[0].blocks.append(ty, ty, ty)
+    after = loop.regions[1].blocks.append(ty, ty, ty)
+    with ir.InsertionPoint(before):
+        scf.ConditionOp(arith.cmpi(I.sgt, before.arguments[2], zero), list(before.arguments))
+    with ir.InsertionPoint(after):
+        acc, base, e = after.arguments
+        odd = arith.cmpi(I.ne, arith.andi(e, one), zero)
+        acc = arith.select(odd, arith.muli(acc, base), acc)
+        scf.YieldOp([acc, arith.muli(base, base), arith.shrui(e, one)])
+    return loop.results[0]
 
 
 _FPRED = {"<": "OLT", "<=": "OLE", ">": "OGT", ">=": "OGE", "==": "OEQ", "!=": "UNE"}

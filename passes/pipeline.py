@@ -1,0 +1,144 @@
+"""From adj-level IR to the LLVM dialect for the CPU: `lower_cpu`, then upstream passes.
+
+Memory: compiled code frees what it allocates (ownership-based buffer deallocation); an
+array an entry function returns comes back as a fresh allocation the caller owns (the pass
+clones anything it does not own, such as an argument). Allocation goes through the generic
+`_mlir_memref_to_llvm_{alloc,aligned_alloc,free}` symbols, which the runtime provides so
+that it can count the bytes (runtime/memory.py).
+
+Booleans: this MLIR build aborts (an assertion) when lowering a load or store of an `i1`
+memref, so `widen_bool_memrefs` stores booleans as bytes, as NumPy does, before that.
+
+Threads: each `scf.parallel` (one per launch) is split by `async-parallel-for` into tasks
+for MLIR's async runtime thread pool; with one thread it stays a plain loop.
+"""
+from __future__ import annotations
+
+import os
+
+from mlir import ir
+from mlir.dialects import arith
+from mlir.passmanager import PassManager
+
+from ..dialects.adj import ENTRY_ATTR
+from .lower_cpu import lower_cpu
+
+_C_INTERFACE_ATTR = "llvm.emit_c_interface"
+
+_PREPARE = "inline,symbol-dce,canonicalize,cse"
+_DEALLOCATE = ("ownership-based-buffer-deallocation,canonicalize,buffer-deallocation-simplification,"
+               "bufferization-lower-deallocations,cse,canonicalize,convert-bufferization-to-memref")
+_ASYNC = ("async-parallel-for{{async-dispatch=true num-workers={n}}},async-to-async-runtime,"
+          "async-runtime-ref-counting,async-runtime-ref-counting-opt,convert-async-to-llvm")
+# math-to-llvm takes the ops LLVM has intrinsics for; math-to-libm calls libm for the rest.
+_TO_LLVM = ("convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+            "finalize-memref-to-llvm{use-generic-functions=true},"
+            "convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
+            "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")
+
+
+def default_num_threads() -> int:
+    """ADJIT_NUM_THREADS, else every core this process may run on."""
+    env = os.environ.get("ADJIT_NUM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"ADJIT_NUM_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"ADJIT_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    return len(os.sched_getaffinity(0))
+
+
+def _stages(num_threads: int | None) -> tuple[str, str]:
+    # (before, after) the point where widen_bool_memrefs runs: after deallocation, whose
+    # lowering makes i1 memrefs of its own.
+    n = default_num_threads() if num_threads is None else num_threads
+    return ",".join([_PREPARE, _DEALLOCATE]), ",".join(([_ASYNC.format(n=n)] if n > 1 else []) + [_TO_LLVM])
+
+
+def cpu_pipeline(num_threads: int | None = None) -> str:
+    """The upstream pass pipeline that follows `lower_cpu` (num_threads None:
+    default_num_threads()). It aborts on i1 memrefs: `lower_to_llvm` runs it with
+    `widen_bool_memrefs` between deallocation and async-parallel-for."""
+    return f"builtin.module({','.join(_stages(num_threads))})"
+
+
+def _widened(t: ir.Type) -> ir.Type:
+    if isinstance(t, ir.MemRefType) and t.element_type == ir.IntegerType.get_signless(1):
+        return ir.MemRefType.get(t.shape, ir.IntegerType.get_signless(8), t.layout, t.memory_space)
+    return t
+
+
+def widen_bool_memrefs(module: ir.Operation) -> None:
+    """Retypes every memref of i1 as a memref of i8 (the same bytes as NumPy's bools):
+    loads compare the byte with 0, stores zero-extend."""
+    i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
+    loads: list[ir.Operation] = []
+    stores: list[ir.Operation] = []
+
+    def retype(op: ir.Operation) -> ir.WalkResult:
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    arg.set_type(_widened(arg.type))
+        for result in op.results:
+            result.set_type(_widened(result.type))
+        if op.name == "func.func":
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+                [_widened(t) for t in ftype.inputs], [_widened(t) for t in ftype.results]))
+        elif op.name == "memref.load" and op.result.type == i1:
+            loads.append(op)
+        elif op.name == "memref.store" and op.operands[0].type == i1:
+            stores.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(retype)
+    for op in loads:
+        op.result.set_type(i8)
+        with ir.InsertionPoint.after(op), op.location:
+            as_bool = arith.cmpi(arith.CmpIPredicate.ne, op.result, arith.constant(i8, 0))
+        op.result.replace_all_uses_except(as_bool, as_bool.owner.operation)
+    for op in stores:
+        with ir.InsertionPoint(op), op.location:
+            op.operands[0] = arith.extui(i8, op.operands[0])
+
+
+def _privatize_non_entries(module: ir.Module) -> None:
+    # Only entries are called from outside; private kernels and helpers can be inlined and
+    # dropped (symbol-dce) instead of compiled on their own.
+    for op in module.body.operations:
+        op = op.operation
+        if (op.name == "func.func" and len(op.regions[0].blocks) > 0
+                and ENTRY_ATTR not in op.attributes and _C_INTERFACE_ATTR not in op.attributes):
+            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+
+
+def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
+    """Lowers an adj-level module to the LLVM dialect in place."""
+    before, after = _stages(num_threads)
+    with module.context, ir.Location.unknown():
+        lower_cpu(module.operation)
+        _privatize_non_entries(module)
+        pm = PassManager()
+        pm.add(before)
+        pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
+        pm.add(after)
+        pm.run(module.operation)
+
+
+def llvm_dialect_text(module: ir.Module, num_threads: int | None = None) -> str:
+    """The LLVM-dialect MLIR of an adj-level module (left unchanged)."""
+    copy = ir.Module.parse(str(module), module.context)
+    lower_to_llvm(copy, num_threads)
+    return str(copy)
+
+
+def llvm_ir_text(module: ir.Module, num_threads: int | None = None) -> str:
+    """The LLVM IR of an adj-level module (left unchanged), before LLVM's optimisations."""
+    from mlir.dialects.llvm import translate_module_to_llvmir
+    copy = ir.Module.parse(str(module), module.context)
+    lower_to_llvm(copy, num_threads)
+    return str(translate_module_to_llvmir(copy.operation))

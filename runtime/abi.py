@@ -1,0 +1,208 @@
+"""Calling compiled entry functions from Python through their C interface.
+
+An entry marked `llvm.emit_c_interface` gets a wrapper `_mlir_ciface_<name>` that takes:
+- each memref argument as a pointer to its descriptor
+  {allocated, aligned, offset, sizes[rank], strides[rank]} (all 64-bit);
+- each scalar by value (i1 as a C bool; index as i64);
+- when there is a memref result or more than one result, first of all a pointer to a struct
+  that receives the results in order (descriptors inline). A single scalar is returned.
+Booleans in memory are bytes on both sides (passes/pipeline.py: widen_bool_memrefs).
+
+Calls go through ctypes (which releases the GIL) with everything that depends only on the
+signature prepared once: converters per parameter, the result struct class, the CFUNCTYPE.
+"""
+from __future__ import annotations
+
+import ctypes
+import operator
+import struct
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Sequence
+
+import mlir
+import numpy as np
+
+from ..frontend.types import ArrayType, ScalarType
+
+Type = ScalarType | ArrayType
+
+_capi = ctypes.CDLL(str(Path(list(mlir.__path__)[0]) / "_mlir_libs" / "libMLIRPythonCAPI.so"))
+
+
+class _StringRef(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_char_p), ("length", ctypes.c_size_t)]
+
+
+_capi.mlirExecutionEngineLookup.argtypes = [ctypes.c_void_p, _StringRef]
+_capi.mlirExecutionEngineLookup.restype = ctypes.c_void_p
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.argtypes = [ctypes.py_object]
+_capsule_name.restype = ctypes.c_char_p
+
+
+def lookup(engine, symbol: str) -> int:
+    """Address of `symbol` in an ExecutionEngine, or 0. (The bindings' `raw_lookup` finds
+    only the packed `_mlir_<name>` wrappers.)"""
+    capsule = engine._CAPIPtr
+    name = symbol.encode()
+    return _capi.mlirExecutionEngineLookup(
+        _capsule_pointer(capsule, _capsule_name(capsule)), _StringRef(name, len(name))) or 0
+
+
+_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32,
+           "i64": ctypes.c_int64, "index": ctypes.c_int64, "bool": ctypes.c_bool}
+_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "i32": np.dtype(np.int32),
+           "i64": np.dtype(np.int64), "index": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
+
+
+@lru_cache(maxsize=None)
+def descriptor_class(rank: int) -> type[ctypes.Structure]:
+    """The ctypes layout of a rank-`rank` memref descriptor."""
+    fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p), ("offset", ctypes.c_int64)]
+    if rank:
+        fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
+    return type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})
+
+
+def _ctype(t: Type):
+    return descriptor_class(t.ndim) if isinstance(t, ArrayType) else _CTYPES[t.name]
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+# The common ranks spelled out: a call's cost is mostly such Python-level steps.
+_STRIDES = {0: lambda shape: (), 1: lambda shape: (1,), 2: lambda shape: (shape[1], 1)}
+_NO_BYTES = ctypes.c_char * 0
+
+
+def _array_converter(t: ArrayType, where: str) -> Callable[[object], bytes]:
+    # A descriptor is packed into bytes, which ctypes passes as a pointer to their contents:
+    # several times cheaper than filling a ctypes Structure.
+    dtype, rank = _DTYPES[t.dtype.name], t.ndim
+    pack = struct.Struct(f"{3 + 2 * rank}q").pack
+    strides = _STRIDES.get(rank, _row_major_strides)
+    address, from_buffer, ndarray = ctypes.addressof, _NO_BYTES.from_buffer, np.ndarray
+
+    def refuse(a) -> None:
+        if not isinstance(a, ndarray):
+            raise TypeError(f"{where} must be a {rank}-D NumPy array of {dtype}, got {type(a).__name__}")
+        if a.dtype != dtype or a.ndim != rank:
+            raise TypeError(f"{where} must be a {rank}-D NumPy array of {dtype}, "
+                            f"got a {a.ndim}-D array of {a.dtype}")
+        raise ValueError(f"{where} must be C-contiguous (np.ascontiguousarray makes a copy that is)")
+
+    def convert(a) -> bytes:
+        if (not isinstance(a, ndarray) or (a.dtype is not dtype and a.dtype != dtype)
+                or a.ndim != rank or not a.flags.c_contiguous):
+            refuse(a)
+        try:   # the fastest way to an ndarray's address; read-only arrays refuse it
+            ptr = address(from_buffer(a))
+        except TypeError:
+            ptr = a.ctypes.data
+        shape = a.shape
+        return pack(ptr, ptr, 0, *shape, *strides(shape))
+
+    return convert
+
+
+def _scalar_converter(t: ScalarType, where: str) -> Callable[[object], object]:
+    if t.name in ("f32", "f64"):
+        def convert(v) -> float:
+            if isinstance(v, (float, int, np.floating, np.integer, np.bool_)):
+                return float(v)
+            raise TypeError(f"{where} must be a real number ({t!r}), got {type(v).__name__}")
+        return convert
+    if t.name == "bool":
+        def convert(v) -> bool:
+            if isinstance(v, (bool, np.bool_)):
+                return bool(v)
+            raise TypeError(f"{where} must be a bool, got {type(v).__name__}")
+        return convert
+    bits = 32 if t.name == "i32" else 64
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def convert(v) -> int:
+        try:
+            i = operator.index(v)
+        except TypeError:
+            raise TypeError(f"{where} must be an integer ({t!r}), got {type(v).__name__}") from None
+        if not lo <= i <= hi:
+            raise OverflowError(f"{where} = {i} does not fit in {t!r}")
+        return i
+
+    return convert
+
+
+def _result_reader(t: Type, field: str) -> Callable[[ctypes.Structure, dict], object]:
+    # `owners` maps each block already returned by this call to its array: an entry may
+    # return one array twice, which must not be freed twice.
+    dtype = _DTYPES[t.dtype.name if isinstance(t, ArrayType) else t.name]
+    if isinstance(t, ScalarType):
+        return lambda res, owners: dtype.type(getattr(res, field))
+    from .memory import wrap_allocation   # here: memory imports this module
+
+    def read(res, owners: dict) -> np.ndarray:
+        d = getattr(res, field)
+        allocated = d.allocated or 0
+        shape = tuple(d.sizes) if t.ndim else ()
+        a = wrap_allocation(allocated, (d.aligned or 0) + d.offset * dtype.itemsize, shape, dtype,
+                            owners.get(allocated))
+        owners.setdefault(allocated, a)
+        return a
+
+    return read
+
+
+def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types: Sequence[Type],
+                after_call: Callable[[], None]) -> Callable:
+    """A Python callable for `_mlir_ciface_<name>` at `address`: converts and checks the
+    arguments, calls, runs `after_call` (which raises the errors compiled code reported),
+    and returns None, one value, or a tuple."""
+    arg_types, result_types = tuple(arg_types), tuple(result_types)
+    converters = [(_array_converter if isinstance(t, ArrayType) else _scalar_converter)(
+        t, f"argument {i} of {name}") for i, t in enumerate(arg_types)]
+    params = [ctypes.c_char_p if isinstance(t, ArrayType) else _CTYPES[t.name] for t in arg_types]
+    nargs = len(arg_types)
+
+    def convert_all(args) -> list:
+        if len(args) != nargs:
+            raise TypeError(f"{name} takes {nargs} arguments, got {len(args)}")
+        return [convert(v) for convert, v in zip(converters, args)]
+
+    if not result_types or (len(result_types) == 1 and isinstance(result_types[0], ScalarType)):
+        fn = ctypes.CFUNCTYPE(_CTYPES[result_types[0].name] if result_types else None, *params)(address)
+        dtype = _DTYPES[result_types[0].name] if result_types else None
+
+        def call(*args):
+            r = fn(*convert_all(args))
+            after_call()
+            return None if dtype is None else dtype.type(r)
+
+        return call
+
+    fields = [f"r{i}" for i in range(len(result_types))]
+    results = type(f"{name}_results", (ctypes.Structure,),
+                   {"_fields_": [(f, _ctype(t)) for f, t in zip(fields, result_types)]})
+    fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(results), *params)(address)
+    readers = [_result_reader(t, f) for t, f in zip(result_types, fields)]
+    single = len(result_types) == 1
+
+    def call(*args):
+        res = results()
+        fn(ctypes.byref(res), *convert_all(args))
+        owners: dict = {}
+        values = [read(res, owners) for read in readers]   # owned now: freed if after_call raises
+        after_call()
+        return values[0] if single else tuple(values)
+
+    return call

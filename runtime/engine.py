@@ -1,0 +1,105 @@
+"""The CPU JIT: an adj-level module in, Python callables for its entry functions out.
+
+`compile_module` lowers a copy of the module (passes/pipeline.py), builds an MLIR
+ExecutionEngine and keeps it alive as long as the CompiledModule is referenced; compiling
+the same module text with the same options again returns the same CompiledModule while
+the first is alive.
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import hashlib
+import os
+import sys
+import threading
+import weakref
+from pathlib import Path
+from typing import Callable, Sequence
+
+import mlir
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from ..passes.lower_cpu import ERROR_GLOBAL, ERROR_TABLE_ATTR
+from ..passes.pipeline import default_num_threads, lower_to_llvm
+from .abi import Type, lookup, make_caller
+from .memory import runtime_symbols
+
+_LIB = Path(list(mlir.__path__)[0]) / "lib"
+# Loaded once, globally, so that every engine resolves the async runtime from the process.
+# Passing it in an engine's shared_libs instead makes that engine reset the runtime's global
+# state when destroyed, and the next engine to use it crashes. c_runner_utils provides
+# memrefCopy for copies that are not one block.
+for _lib in ("libmlir_async_runtime.so", "libmlir_c_runner_utils.so"):
+    ctypes.CDLL(str(_LIB / _lib), mode=ctypes.RTLD_GLOBAL)
+
+
+def _exception_class(kind: str) -> type[Exception]:
+    cls = getattr(builtins, kind, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
+
+
+class CompiledModule:
+    """A compiled module: `function()` gives callables for its entry functions."""
+
+    def __init__(self, engine: ExecutionEngine, errors: list[tuple[type[Exception], str]]):
+        self._engine = engine
+        self._errors = errors
+        cell = lookup(engine, ERROR_GLOBAL) if errors else 0
+        self._error_cell = ctypes.c_int64.from_address(cell) if cell else None
+        self._functions: dict[tuple, Callable] = {}
+
+    def _raise_reported_error(self) -> None:
+        cell = self._error_cell
+        if cell is not None and cell.value:
+            number, cell.value = cell.value, 0
+            cls, message = self._errors[number - 1]
+            raise cls(message)
+
+    def function(self, name: str, arg_types: Sequence[Type], result_types: Sequence[Type] = ()) -> Callable:
+        """A callable for entry function `name` with these adjit parameter and result
+        types: it takes Python values and returns None, one value or a tuple; arrays come
+        back as NumPy arrays that own their memory."""
+        key = (name, tuple(arg_types), tuple(result_types))
+        fn = self._functions.get(key)
+        if fn is None:
+            address = lookup(self._engine, f"_mlir_ciface_{name}")
+            if not address:
+                raise KeyError(f"no entry function {name!r} with a C interface in this module")
+            # The bound method also keeps this module, and so its code, alive with the callable.
+            fn = make_caller(address, name, arg_types, result_types, self._raise_reported_error)
+            self._functions[key] = fn
+        return fn
+
+
+_cache: weakref.WeakValueDictionary[str, CompiledModule] = weakref.WeakValueDictionary()
+_cache_lock = threading.Lock()
+
+
+def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
+    """Compiles an adj-level module (left unchanged) for this CPU."""
+    text = str(module)
+    num_threads = default_num_threads()
+    key = hashlib.sha256(f"{opt_level}\0{num_threads}\0{text}".encode()).hexdigest()
+    with _cache_lock:
+        compiled = _cache.get(key)
+        if compiled is None:
+            compiled = _compile(ir.Module.parse(text, module.context), opt_level, num_threads)
+            _cache[key] = compiled
+    return compiled
+
+
+def _compile(module: ir.Module, opt_level: int, num_threads: int) -> CompiledModule:
+    lower_to_llvm(module, num_threads)
+    if os.environ.get("ADJIT_DUMP_IR"):
+        print(f"// ----- adjit: LLVM dialect -----\n{module}", file=sys.stderr)
+    table = module.operation.attributes[ERROR_TABLE_ATTR]
+    errors = []
+    for entry in ir.ArrayAttr(table):
+        kind, _, message = ir.StringAttr(entry).value.partition("\x1f")
+        errors.append((_exception_class(kind), message))
+    engine = ExecutionEngine(module, opt_level=opt_level)
+    for symbol, address in runtime_symbols().items():
+        engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
+    return CompiledModule(engine, errors)

@@ -1,0 +1,157 @@
+"""Memory adjit allocates, and its accounting.
+
+One allocator serves compiled code and Python: compiled modules lower `memref.alloc` and
+`memref.dealloc` to calls of `_mlir_memref_to_llvm_alloc` / `_mlir_memref_to_llvm_free`
+(passes/pipeline.py), and every engine resolves those to the functions below; Python's
+`allocate` and arrays returned by compiled code use them too. So `bytes_in_use` counts
+temporaries inside compiled code, arrays it returns (until NumPy frees them), and tapes.
+
+The allocator is native code, compiled once per process by MLIR itself: allocation happens
+on async-runtime worker threads, where a Python callback would need the GIL. Counters are
+updated with atomic instructions. Each block carries a 16-byte header (offset to the start
+of the block, requested size) so that free knows what to subtract.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from math import prod
+from typing import Sequence
+
+import numpy as np
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from .abi import lookup
+
+_ALLOCATOR = """
+llvm.mlir.global external @adj_bytes_in_use(0 : i64) : i64
+llvm.mlir.global external @adj_peak_bytes(0 : i64) : i64
+llvm.func @malloc(i64) -> !llvm.ptr
+llvm.func @free(!llvm.ptr)
+
+llvm.func @adj_alloc(%size: i64) -> !llvm.ptr {
+  %header = llvm.mlir.constant(16 : i64) : i64
+  %total = llvm.add %size, %header : i64
+  %block = llvm.call @malloc(%total) : (i64) -> !llvm.ptr
+  %null = llvm.mlir.zero : !llvm.ptr
+  %failed = llvm.icmp "eq" %block, %null : !llvm.ptr
+  llvm.cond_br %failed, ^fail, ^ok
+^fail:
+  llvm.return %null : !llvm.ptr
+^ok:
+  %p = llvm.getelementptr %block[16] : (!llvm.ptr) -> !llvm.ptr, i8
+  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %header, %off_slot : i64, !llvm.ptr
+  %size_slot = llvm.getelementptr %p[-1] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %size, %size_slot : i64, !llvm.ptr
+  %in_use = llvm.mlir.addressof @adj_bytes_in_use : !llvm.ptr
+  %old = llvm.atomicrmw add %in_use, %size seq_cst : !llvm.ptr, i64
+  %new = llvm.add %old, %size : i64
+  %peak = llvm.mlir.addressof @adj_peak_bytes : !llvm.ptr
+  %0 = llvm.atomicrmw max %peak, %new seq_cst : !llvm.ptr, i64
+  llvm.return %p : !llvm.ptr
+}
+
+llvm.func @adj_free(%p: !llvm.ptr) {
+  %null = llvm.mlir.zero : !llvm.ptr
+  %is_null = llvm.icmp "eq" %p, %null : !llvm.ptr
+  llvm.cond_br %is_null, ^done, ^free
+^free:
+  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %off = llvm.load %off_slot : !llvm.ptr -> i64
+  %size_slot = llvm.getelementptr %p[-1] : (!llvm.ptr) -> !llvm.ptr, i64
+  %size = llvm.load %size_slot : !llvm.ptr -> i64
+  %in_use = llvm.mlir.addressof @adj_bytes_in_use : !llvm.ptr
+  %0 = llvm.atomicrmw sub %in_use, %size seq_cst : !llvm.ptr, i64
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  %neg = llvm.sub %zero, %off : i64
+  %block = llvm.getelementptr %p[%neg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+  llvm.call @free(%block) : (!llvm.ptr) -> ()
+  llvm.br ^done
+^done:
+  llvm.return
+}
+"""
+
+
+class _Allocator:
+    def __init__(self) -> None:
+        with ir.Context(), ir.Location.unknown():
+            # Never destroyed: arrays it allocated may outlive every compiled module.
+            self.engine = ExecutionEngine(ir.Module.parse(_ALLOCATOR), opt_level=2)
+        self.alloc_addr = lookup(self.engine, "adj_alloc")
+        self.free_addr = lookup(self.engine, "adj_free")
+        self.alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(self.alloc_addr)
+        self.free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.free_addr)
+        self.in_use = ctypes.c_int64.from_address(lookup(self.engine, "adj_bytes_in_use"))
+        self.peak = ctypes.c_int64.from_address(lookup(self.engine, "adj_peak_bytes"))
+
+
+_allocator: _Allocator | None = None
+_allocator_lock = threading.Lock()
+
+
+def _get() -> _Allocator:
+    global _allocator
+    if _allocator is None:
+        with _allocator_lock:
+            if _allocator is None:
+                _allocator = _Allocator()
+    return _allocator
+
+
+def runtime_symbols() -> dict[str, int]:
+    """The symbols compiled code allocates through, with their addresses."""
+    a = _get()
+    return {"_mlir_memref_to_llvm_alloc": a.alloc_addr, "_mlir_memref_to_llvm_free": a.free_addr}
+
+
+def memory_stats() -> dict[str, int]:
+    """Bytes adjit allocated and has not freed yet, and the most at any time since the
+    start or `reset_peak_memory()`."""
+    a = _get()
+    return {"bytes_in_use": a.in_use.value, "peak_bytes": a.peak.value}
+
+
+def reset_peak_memory() -> None:
+    """Sets the peak to the bytes in use now."""
+    a = _get()
+    a.peak.value = a.in_use.value
+
+
+class _Memory:
+    """The base NumPy keeps for an array over allocator memory: it frees block `ptr` when
+    the last array over it dies, or (`ptr` 0) keeps `owner`, an array that frees it, alive."""
+    __slots__ = ("__array_interface__", "_ptr", "_owner")
+
+    def __init__(self, ptr: int, owner: np.ndarray | None, data: int, shape: tuple[int, ...],
+                 dtype: np.dtype):
+        self._ptr, self._owner = ptr, owner
+        self.__array_interface__ = {"data": (data, False), "shape": shape,
+                                    "typestr": dtype.str, "version": 3}
+
+    def __del__(self) -> None:
+        if self._ptr:
+            _allocator.free(self._ptr)
+
+
+def wrap_allocation(allocated: int, data: int, shape: tuple[int, ...], dtype: np.dtype,
+                    owner: np.ndarray | None = None) -> np.ndarray:
+    """A C-contiguous array over `data` inside block `allocated` of this allocator, which
+    it frees when it and its views die; or, if `owner` (an array over the same block) is
+    given, which `owner` frees."""
+    if owner is not None:
+        return np.asarray(_Memory(0, owner, data, shape, dtype))
+    return np.asarray(_Memory(allocated, None, data, shape, dtype))
+
+
+def allocate(shape: int | Sequence[int], dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array counted in memory_stats until it is freed."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    dtype = np.dtype(dtype)
+    nbytes = prod(shape) * dtype.itemsize
+    ptr = _get().alloc(nbytes)
+    if not ptr:
+        raise MemoryError(f"adjit could not allocate {nbytes} bytes")
+    return wrap_allocation(ptr, ptr, shape, dtype)

@@ -16,11 +16,15 @@ irdl.dialect @adj {
   irdl.operation @global_id {
     %idx = irdl.is index
     irdl.results(id: %idx)
+    %dim = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim}
   }
   // Extent of the launch's ndrange along dimension `dim` (attribute, i64).
   irdl.operation @global_size {
     %idx = irdl.is index
     irdl.results(size: %idx)
+    %dim = irdl.base "#builtin.integer"
+    irdl.attributes {"dim" = %dim}
   }
   // A kernel launch over ndrange (one index operand per dimension). Attributes:
   // `kernel` (symbol of a func.func marked adj.kernel), optional `workgroupsize`
@@ -30,6 +34,8 @@ irdl.dialect @adj {
   irdl.operation @launch {
     %idx = irdl.is index
     irdl.operands(ndrange: variadic %idx)
+    %kernel = irdl.base "#builtin.symbol_ref"
+    irdl.attributes {"kernel" = %kernel}
     %body = irdl.region
     irdl.regions(body: %body)
   }
@@ -41,11 +47,22 @@ irdl.dialect @adj {
   irdl.operation @check {
     %i1 = irdl.is i1
     irdl.operands(ok: %i1)
+    %error = irdl.base "#builtin.string"
+    %message = irdl.base "#builtin.string"
+    irdl.attributes {"error" = %error, "message" = %message}
   }
   // Differentiation request, a declaration: the autodiff pass replaces it with generated
   // functions named after `sym_name`. Attributes: `fn` (symbol of the differentiated
   // function), `mode` ("forward" | "reverse"), `activity` (array of strings, one per
-  // argument: "const" | "active" | "dup" | "dupnoneed"), `ret_activity`, `width`.
+  // argument: "const" | "active" | "dup" | "dupnoneed"), `ret_activity`, and optionally
+  // `with_primal` (bool).
   irdl.operation @autodiff {
+    %name = irdl.base "#builtin.string"
+    %fn = irdl.base "#builtin.symbol_ref"
+    %mode = irdl.base "#builtin.string"
+    %activity = irdl.base "#builtin.array"
+    %ret = irdl.base "#builtin.string"
+    irdl.attributes {"sym_name" = %name, "fn" = %fn, "mode" = %mode,
+                     "activity" = %activity, "ret_activity" = %ret}
   }
 }

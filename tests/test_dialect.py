@@ -75,7 +75,7 @@ def test_stock_mlir_opt_reads_the_irdl_dialect() -> None:
 
 
 def test_stock_mlir_opt_verifies_the_irdl_dialect() -> None:
-    bad = 'func.func @f(%x: i32) {\n  "adj.check"(%x) : (i32) -> ()\n  return\n}\n'
+    bad = 'func.func @f(%x: i32) {\n  "adj.check"(%x) {error = \"E\", message = \"m\"} : (i32) -> ()\n  return\n}\n'
     done = subprocess.run([MLIR_OPT, f"--irdl-file={IRDL_PATH}", "-"], input=bad,
                           capture_output=True, text=True)
     assert done.returncode != 0

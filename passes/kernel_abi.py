@@ -14,6 +14,8 @@ from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 
 
 def kernel_ndim(fn: ir.Operation) -> int:
+    if NDIM_ATTR not in fn.attributes or not isinstance(fn.attributes[NDIM_ATTR], ir.IntegerAttr):
+        raise AdjError(fn, f"a kernel needs an integer attribute {NDIM_ATTR} (its ndrange rank)")
     return ir.IntegerAttr(fn.attributes[NDIM_ATTR]).value
 
 

@@ -30,8 +30,9 @@ _DEALLOCATE = ("ownership-based-buffer-deallocation,canonicalize,buffer-dealloca
                "bufferization-lower-deallocations,cse,canonicalize,convert-bufferization-to-memref")
 _ASYNC = ("async-parallel-for{{async-dispatch=true num-workers={n}}},async-to-async-runtime,"
           "async-runtime-ref-counting,async-runtime-ref-counting-opt,convert-async-to-llvm")
-# math-to-llvm takes the ops LLVM has intrinsics for; math-to-libm calls libm for the rest.
-_TO_LLVM = ("convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+# math-to-funcs implements integer powers; math-to-llvm takes the ops LLVM has intrinsics
+# for; math-to-libm calls libm for the rest.
+_TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
             "finalize-memref-to-llvm{use-generic-functions=true},"
             "convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
             "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from adjit.frontend.types import SCALARS, ArrayType
-from rt_helpers import memref
+from rt_helpers import MLIR_TYPES, memref
 
 NDIMS = (1, 2, 3)
 # How each kernel turns the linear index (i64) into its element type.
@@ -96,3 +96,31 @@ func.func @negate(%x: {b}, %y: {b}) attributes {{adj.entry, llvm.emit_c_interfac
     y = np.zeros_like(x)
     negate(x, y)
     np.testing.assert_array_equal(y, ~x)
+
+
+@pytest.mark.parametrize("elem, kind", [("f32", "addf"), ("f64", "addf"), ("i32", "addi"), ("i64", "addi")])
+def test_atomic_add_from_every_work_item(compile_text, elem, kind):
+    v, acc = memref(elem, 1), memref(elem, 1)
+    cm = compile_text(f"""
+func.func @k(%x: {v}, %acc: {acc}) attributes {{adj.kernel, adj.ndim = 1 : i64}} {{
+  %i = "adj.global_id"() {{dim = 0 : i64}} : () -> index
+  %c0 = arith.constant 0 : index
+  %e = memref.load %x[%i] : {v}
+  %old = memref.atomic_rmw {kind} %e, %acc[%c0] : ({MLIR_TYPES[elem]}, {acc}) -> {MLIR_TYPES[elem]}
+  return
+}}
+func.func @total(%x: {v}, %acc: {acc}) attributes {{adj.entry, llvm.emit_c_interface}} {{
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : {v}
+  "adj.launch"(%n) ({{
+    func.call @k(%x, %acc) : ({v}, {acc}) -> ()
+    gpu.yield
+  }}) {{kernel = @k}} : (index) -> ()
+  return
+}}""")
+    t = next(s for s in SCALARS if s.name == elem)
+    total = cm.function("total", [ArrayType(t, 1)] * 2, [])
+    x = np.ones(200_000, t.np_dtype)
+    acc = np.zeros(1, t.np_dtype)
+    total(x, acc)
+    assert acc[0] == x.size

@@ -521,6 +521,18 @@ class CodeGenerator(ast.NodeVisitor):
             return loop, [self._typed(r, t) for r, t in zip(loop.results, init_types)], body_types
 
         self._loop_with_retry(names, build)
+        if var not in names:
+            self._leave_loop_var(var, start, step, self._range_count(start, stop, step))
+
+    def _leave_loop_var(self, var: str, start, step, done: ir.Value) -> None:
+        """Python leaves a for loop's variable at its last value, or unchanged if the loop
+        did not run; `done` counts the iterations that started."""
+        last = S.from_index(arith.addi(start, arith.muli(arith.subi(done, A.idx(1)), step)))
+        prev = self.vars.get(var)
+        if isinstance(prev, (Scalar, Literal)):
+            ran = Scalar(arith.cmpi(arith.CmpIPredicate.sgt, done, A.idx(0)), bool_)
+            last = S.select(ran, last, prev)
+        self.vars[var] = last
 
     @staticmethod
     def _range_count(start, stop, step) -> ir.Value:
@@ -535,11 +547,12 @@ class CodeGenerator(ast.NodeVisitor):
         """A for loop that can break or return: scf.while over (counter, flags, vars)."""
         start, stop, step, positive = self._trip(it)
         count = self._range_count(start, stop, step) if not positive else None
-        for f in (BRK,) + ((RET,) if RET in jumps else ()):
-            if f not in self.vars or f == BRK:
-                self.vars[f] = Literal(False)
+        outer_brk = self.vars.get(BRK)
+        self.vars[BRK] = Literal(False)
+        if RET in jumps and RET not in self.vars:
+            self.vars[RET] = Literal(False)
         var = node.target.id
-        counter = "%k"
+        counter = f"%k{self._loop_depth}"   # one per nesting level
         self.vars[counter] = Scalar(A.idx(0), index)
         names = self._carried(node.body, extra=[BRK, counter] + ([RET] if RET in jumps else []))
 
@@ -562,13 +575,23 @@ class CodeGenerator(ast.NodeVisitor):
             self.vars[counter] = Scalar(arith.addi(self.vars[counter].value, A.idx(1)), index)
 
         self._while(names, cond_fn, body_fn, node)
+        if var not in names:
+            self._leave_loop_var(var, start, step, self.vars[counter].value)
         self.vars.pop(counter, None)
-        self.vars.pop(BRK, None)
+        self._restore_break_flag(outer_brk)
+
+    def _restore_break_flag(self, outer) -> None:
+        """After a loop, `break` means the enclosing loop's flag again (or none)."""
+        if outer is None:
+            self.vars.pop(BRK, None)
+        else:
+            self.vars[BRK] = outer
 
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(node, "while ... else is not supported")
         jumps = _jumps(node.body, True)
+        outer_brk = self.vars.pop(BRK, None)
         if BRK in jumps:
             self.vars[BRK] = Literal(False)
         if RET in jumps and RET not in self.vars:
@@ -590,7 +613,7 @@ class CodeGenerator(ast.NodeVisitor):
             self.visit_block(node.body)
 
         self._while(names, cond_fn, body_fn, node)
-        self.vars.pop(BRK, None)
+        self._restore_break_flag(outer_brk)
 
     def _while(self, names: list[str], cond_fn: Callable, body_fn: Callable, node) -> None:
         def build(types):

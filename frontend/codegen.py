@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, func, scf
+from mlir.dialects import arith, func, memref, scf
 
 from ..dialects import adj
 from . import arrays as A
@@ -291,17 +291,23 @@ class CodeGenerator(ast.NodeVisitor):
         arr = self.visit(node.value)
         if not isinstance(arr, Array):
             raise self.error(node, f"cannot assign into an element of {S.describe(arr)}")
-        return arr, self.subscripts(self.visit(node.slice), node)
+        return arr, self.subscripts(arr, self.visit(node.slice))
 
-    def subscripts(self, sub, node: ast.AST | None = None) -> list[ir.Value]:
+    def subscripts(self, arr: Array, sub) -> list[ir.Value]:
+        """The index values of element `arr[sub]`. A constant negative index counts from
+        the end, as in Python; a computed one is used as it is (checked in debug mode)."""
         items = list(sub) if isinstance(sub, tuple) else \
             [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
         out = []
-        for s in items:
+        for d, s in enumerate(items):
             if isinstance(s, (RangeValue, Array, ArrayExpr)) or s is None:
                 raise UserError("adjit indexes single elements: slices and fancy indexing "
                                 "are not supported")
-            out.append(S.to_index(s))
+            if isinstance(s, Literal) and isinstance(s.value, int) and s.value < 0 \
+                    and d < arr.type.ndim:
+                out.append(arith.addi(memref.dim(arr.value, A.idx(d)), S.to_index(s)))
+            else:
+                out.append(S.to_index(s))
         return out
 
     def visit_If(self, node: ast.If) -> None:
@@ -820,7 +826,7 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(base, ArrayExpr):
             base = A.materialize(base)
         if isinstance(base, Array):
-            return A.load(base, self.subscripts(sub, node), self.debug)
+            return A.load(base, self.subscripts(base, sub), self.debug)
         if isinstance(base, PyObj):
             try:
                 return self._from_python(base.obj[sub.obj if isinstance(sub, PyObj) else

@@ -1,0 +1,290 @@
+"""Launching compiled GPU kernels (`GpuKernel`, PTX) through the CUDA driver API.
+
+Uses `cuda-bindings` and never imports MLIR, so that kernels compiled elsewhere run from a
+kernel cache on a machine without a compiler. All work goes to the device's primary context
+(the one CuPy, PyTorch and JAX share) and the legacy default stream, and every launch
+synchronizes before it returns, as CPU launches do; so arrays from those libraries are
+safe to pass in, and results are complete when `launch` returns.
+
+A launch is a 1-D grid of ceil(prod(ndrange) / block) blocks of `block` threads, `block` being
+prod(workgroupsize) or 256 (passes/lower_gpu.py builds the matching kernel entry).
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import math
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import device_array as _device_array
+from .kernel_cache import GpuKernel, Param
+
+DEFAULT_BLOCK = 256
+MAX_BLOCK = 1024
+NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
+                "i1": np.bool_, "index": np.int64}
+
+
+@dataclass
+class _Driver:
+    api: Any          # the cuda.bindings.driver module
+    device: Any
+    context: Any
+
+
+_driver: _Driver | None = None
+_driver_error: RuntimeError | None = None
+_lock = threading.Lock()
+_current = threading.local()     # whether this thread has made the primary context current
+
+
+def _start() -> _Driver:
+    try:    # probe first: without libcuda, cuda-bindings raises its own, less clear, error
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise RuntimeError(f"no CUDA driver on this machine ({e})") from None
+    try:
+        from cuda.bindings import driver as api
+    except ImportError:
+        try:
+            from cuda import cuda as api          # cuda-python before 12.6
+        except ImportError:
+            raise RuntimeError("GPU launches need cuda-bindings: pip install cuda-bindings") from None
+    (err,) = api.cuInit(0)
+    _check(api, err, "cuInit (is there a GPU?)")
+    err, count = api.cuDeviceGetCount()
+    _check(api, err, "cuDeviceGetCount")
+    if count == 0:
+        raise RuntimeError("the CUDA driver sees no GPU")
+    err, device = api.cuDeviceGet(0)
+    _check(api, err, "cuDeviceGet")
+    err, context = api.cuDevicePrimaryCtxRetain(device)
+    _check(api, err, "cuDevicePrimaryCtxRetain")
+    return _Driver(api, device, context)
+
+
+def driver() -> _Driver:
+    """The initialised driver, its context current on this thread; RuntimeError without one."""
+    global _driver, _driver_error
+    if _driver is None:
+        with _lock:
+            if _driver is None and _driver_error is None:
+                try:
+                    _driver = _start()
+                except RuntimeError as e:
+                    _driver_error = e
+    if _driver is None:
+        raise RuntimeError(f"CUDA is not available: {_driver_error}")
+    if not getattr(_current, "done", False):
+        (err,) = _driver.api.cuCtxSetCurrent(_driver.context)
+        check(err, "cuCtxSetCurrent")
+        _current.done = True
+    return _driver
+
+
+def is_available() -> bool:
+    """True when a CUDA driver, cuda-bindings and at least one GPU are present."""
+    try:
+        driver()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _check(api: Any, err: Any, what: str) -> None:
+    if err != api.CUresult.CUDA_SUCCESS:
+        _, name = api.cuGetErrorName(err)
+        raise RuntimeError(f"{what} failed: {name.decode() if name else err}")
+
+
+def check(err: Any, what: str) -> None:
+    """Raises RuntimeError naming the CUDA error when `err` (from driver().api) is not success."""
+    _check(_driver.api, err, what)
+
+
+def synchronize() -> None:
+    """Waits for all work on the device (launches already do)."""
+    (err,) = driver().api.cuCtxSynchronize()
+    check(err, "cuCtxSynchronize")
+
+
+@dataclass
+class _Loaded:
+    module: Any
+    function: Any
+    error_word: int     # device address of the kernel's error global, 0 when it has no checks
+
+
+_loaded: dict[tuple[str, str], _Loaded] = {}
+
+
+def _load(kernel: GpuKernel) -> _Loaded:
+    key = (kernel.entry, kernel.ptx)     # the str hash of ptx is computed once and cached
+    found = _loaded.get(key)
+    if found is not None:
+        return found
+    api = driver().api
+    err, module = api.cuModuleLoadData(kernel.ptx.encode() + b"\0")
+    check(err, f"loading the PTX of kernel {kernel.name} (built for {kernel.chip})")
+    err, function = api.cuModuleGetFunction(module, kernel.entry.encode())
+    check(err, f"cuModuleGetFunction({kernel.entry})")
+    error_word = 0
+    if kernel.checks:
+        err, address, _ = api.cuModuleGetGlobal(module, kernel.error_global.encode())
+        check(err, f"cuModuleGetGlobal({kernel.error_global})")
+        error_word = int(address)
+    with _lock:
+        return _loaded.setdefault(key, _Loaded(module, function, error_word))
+
+
+def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[int],
+           workgroupsize: int | Sequence[int] | None = None) -> None:
+    """Runs `gpu_kernel(*args)` over `ndrange` and waits for it.
+
+    Array arguments: `DeviceArray`, anything with `__cuda_array_interface__` or a CUDA DLPack
+    capsule (used in place), or NumPy arrays (copied in, and copied back unless read-only, so
+    writes reach the caller's array as on the CPU). Scalars convert to the parameter's type.
+    A failed `adj.check` raises its Python error (IndexError...); RuntimeError for CUDA errors.
+    """
+    extents = _extents(ndrange)
+    if len(extents) != gpu_kernel.ndim:
+        raise ValueError(f"kernel {gpu_kernel.name} is {gpu_kernel.ndim}-D; ndrange {ndrange} "
+                         f"has {len(extents)} dimensions")
+    if len(args) != len(gpu_kernel.params):
+        raise TypeError(f"kernel {gpu_kernel.name} takes {len(gpu_kernel.params)} arguments, "
+                        f"got {len(args)}")
+    block = _block_size(workgroupsize)
+    total = math.prod(extents)
+    grid = -(-total // block)
+    if grid > 2**31 - 1:
+        raise ValueError(f"ndrange {ndrange} needs {grid} blocks, over CUDA's limit of 2**31-1")
+    if total == 0:
+        return
+    loaded = _load(gpu_kernel)
+    packer = _Packer()
+    copy_back: list[tuple[np.ndarray, _device_array.DeviceArray]] = []
+    for position, (param, arg) in enumerate(zip(gpu_kernel.params, args)):
+        if param.kind == "memref":
+            array = _device_operand(arg, param, gpu_kernel, position, copy_back)
+            packer.memref(array)
+        else:
+            packer.scalar(_scalar(arg, param, gpu_kernel, position), param.dtype)
+    for n in extents:
+        packer.scalar(n, "index")
+    api = driver().api
+    (err,) = api.cuLaunchKernel(loaded.function, grid, 1, 1, block, 1, 1, 0, 0,
+                                packer.kernel_params(), 0)
+    check(err, f"launching kernel {gpu_kernel.name}")
+    (err,) = api.cuStreamSynchronize(0)
+    check(err, f"kernel {gpu_kernel.name}")
+    if loaded.error_word:
+        _raise_failed_check(api, gpu_kernel, loaded.error_word)
+    for host, device in copy_back:
+        device.copy_to_host(out=host)
+
+
+def _extents(ndrange: int | Sequence[int]) -> tuple[int, ...]:
+    extents = (ndrange,) if isinstance(ndrange, (int, np.integer)) else tuple(ndrange)
+    if any(int(n) < 0 for n in extents):
+        raise ValueError(f"ndrange {ndrange} has a negative extent")
+    return tuple(int(n) for n in extents)
+
+
+def _block_size(workgroupsize: int | Sequence[int] | None) -> int:
+    if workgroupsize is None:
+        return DEFAULT_BLOCK
+    block = math.prod(_extents(workgroupsize))
+    if not 1 <= block <= MAX_BLOCK:
+        raise ValueError(f"workgroupsize {workgroupsize} gives {block} threads per block; "
+                         f"CUDA allows 1 to {MAX_BLOCK}")
+    return block
+
+
+def _describe(param: Param) -> str:
+    return f"a {param.rank}-D {np.dtype(NUMPY_DTYPES[param.dtype]).name} array"
+
+
+def _device_operand(arg: Any, param: Param, kernel: GpuKernel, position: int,
+                    copy_back: list) -> _device_array.DeviceArray:
+    if isinstance(arg, np.ndarray):
+        array = _device_array.DeviceArray.from_numpy(_matching(arg, param, kernel, position))
+        if arg.flags.writeable:
+            copy_back.append((arg, array))
+        return array
+    array = _device_array.as_device_array(arg)
+    if array is None:
+        raise TypeError(f"argument {position} of kernel {kernel.name} must be {_describe(param)} "
+                        f"(NumPy, adjit.DeviceArray, __cuda_array_interface__ or DLPack), "
+                        f"got {type(arg).__name__}")
+    _matching(array, param, kernel, position)
+    return array
+
+
+def _matching(array: Any, param: Param, kernel: GpuKernel, position: int) -> Any:
+    if array.ndim != param.rank or array.dtype != NUMPY_DTYPES[param.dtype]:
+        raise TypeError(f"argument {position} of kernel {kernel.name} must be {_describe(param)}, "
+                        f"got a {array.ndim}-D {array.dtype} array")
+    return array
+
+
+def _scalar(arg: Any, param: Param, kernel: GpuKernel, position: int) -> Any:
+    if isinstance(arg, np.ndarray) and arg.ndim > 0 or hasattr(arg, "__cuda_array_interface__"):
+        raise TypeError(f"argument {position} of kernel {kernel.name} must be a scalar "
+                        f"({param.dtype}), got an array")
+    if param.dtype == "i1":
+        return bool(arg)
+    if param.dtype in ("f32", "f64"):
+        return float(arg)
+    return int(arg)
+
+
+class _Packer:
+    """cuLaunchKernel's kernelParams: one 8-byte slot per expanded parameter (each PTX
+    parameter here fits in 8 bytes, little-endian at the slot's start), and their addresses."""
+    _FORMAT = {"f32": "f4x", "f64": "d", "i32": "i4x", "i64": "q", "i1": "?7x", "index": "q",
+               "ptr": "Q"}
+
+    def __init__(self) -> None:
+        self.formats: list[str] = []
+        self.values: list[Any] = []
+
+    def scalar(self, value: Any, dtype: str) -> None:
+        self.formats.append(self._FORMAT[dtype])
+        self.values.append(value)
+
+    def memref(self, array: _device_array.DeviceArray) -> None:
+        # (allocated, aligned, offset, sizes..., strides...), strides in elements
+        self.formats += ["Q", "Q"] + ["q"] * (1 + 2 * array.ndim)
+        self.values += [array.ptr, array.ptr, 0, *array.shape,
+                        *(s // array.itemsize for s in array.strides)]
+
+    def kernel_params(self) -> int:
+        """Address of the pointer array; valid while this packer lives."""
+        self._slots = ctypes.create_string_buffer(
+            struct.pack("<" + "".join(self.formats), *self.values))
+        base = ctypes.addressof(self._slots)
+        n = len(self.values)
+        self._pointers = (ctypes.c_void_p * n)(*range(base, base + 8 * n, 8))
+        return ctypes.addressof(self._pointers)
+
+
+def _raise_failed_check(api: Any, kernel: GpuKernel, error_word: int) -> None:
+    word = np.zeros(1, dtype=np.int64)
+    (err,) = api.cuMemcpyDtoH(word.ctypes.data, error_word, 8)
+    check(err, "reading the kernel's error word")
+    number = int(word[0])
+    if number == 0:
+        return
+    (err,) = api.cuMemsetD8(error_word, 0, 8)      # reset for the next launch
+    check(err, "resetting the kernel's error word")
+    error, message = kernel.checks[number - 1] if number <= len(kernel.checks) else (
+        "RuntimeError", f"kernel {kernel.name} reported unknown check {number}")
+    error_type = getattr(builtins, error, None)
+    if not (isinstance(error_type, type) and issubclass(error_type, Exception)):
+        error_type = RuntimeError
+    raise error_type(message)

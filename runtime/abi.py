@@ -144,21 +144,20 @@ def _scalar_converter(t: ScalarType, where: str) -> Callable[[object], object]:
 
 
 def _result_reader(t: Type, field: str) -> Callable[[ctypes.Structure, dict], object]:
-    # `owners` maps each block already returned by this call to its array: an entry may
+    # `blocks` maps each block already returned by this call to its Block: an entry may
     # return one array twice, which must not be freed twice.
     dtype = _DTYPES[t.dtype.name if isinstance(t, ArrayType) else t.name]
     if isinstance(t, ScalarType):
-        return lambda res, owners: dtype.type(getattr(res, field))
-    from .memory import wrap_allocation   # here: memory imports this module
+        return lambda res, blocks: dtype.type(getattr(res, field))
+    from .memory import Block, array_over   # here: memory imports this module
 
-    def read(res, owners: dict) -> np.ndarray:
+    def read(res, blocks: dict) -> np.ndarray:
         d = getattr(res, field)
-        allocated = d.allocated or 0
+        block = blocks.get(d.allocated)
+        if block is None:
+            block = blocks[d.allocated] = Block(d.allocated)
         shape = tuple(d.sizes) if t.ndim else ()
-        a = wrap_allocation(allocated, (d.aligned or 0) + d.offset * dtype.itemsize, shape, dtype,
-                            owners.get(allocated))
-        owners.setdefault(allocated, a)
-        return a
+        return array_over(block, d.aligned + d.offset * dtype.itemsize, shape, dtype)
 
     return read
 
@@ -170,7 +169,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
     and returns None, one value, or a tuple."""
     arg_types, result_types = tuple(arg_types), tuple(result_types)
     converters = [(_array_converter if isinstance(t, ArrayType) else _scalar_converter)(
-        t, f"argument {i} of {name}") for i, t in enumerate(arg_types)]
+        t, f"argument {i} of {name}") for i, t in enumerate(arg_types, start=1)]
     params = [ctypes.c_char_p if isinstance(t, ArrayType) else _CTYPES[t.name] for t in arg_types]
     nargs = len(arg_types)
 
@@ -200,8 +199,8 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
     def call(*args):
         res = results()
         fn(ctypes.byref(res), *convert_all(args))
-        owners: dict = {}
-        values = [read(res, owners) for read in readers]   # owned now: freed if after_call raises
+        blocks: dict = {}
+        values = [read(res, blocks) for read in readers]   # owned now: freed if after_call raises
         after_call()
         return values[0] if single else tuple(values)
 

@@ -1,9 +1,10 @@
 """The CPU JIT: an adj-level module in, Python callables for its entry functions out.
 
-`compile_module` lowers a copy of the module (passes/pipeline.py), builds an MLIR
-ExecutionEngine and keeps it alive as long as the CompiledModule is referenced; compiling
-the same module text with the same options again returns the same CompiledModule while
-the first is alive.
+`compile_module` lowers a copy of the module (passes/pipeline.py) and builds an MLIR
+ExecutionEngine. Compiled modules are cached by module text and options for the life of
+the process, and never destroyed: after a launch returns, async-runtime workers may still
+be running the last instructions of their task in the module's code (measured: destroying
+the engine right after a parallel launch crashes about one time in ten).
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import hashlib
 import os
 import sys
 import threading
-import weakref
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -48,7 +48,6 @@ class CompiledModule:
         self._errors = errors
         cell = lookup(engine, ERROR_GLOBAL) if errors else 0
         self._error_cell = ctypes.c_int64.from_address(cell) if cell else None
-        self._functions: dict[tuple, Callable] = {}
 
     def _raise_reported_error(self) -> None:
         cell = self._error_cell
@@ -61,19 +60,13 @@ class CompiledModule:
         """A callable for entry function `name` with these adjit parameter and result
         types: it takes Python values and returns None, one value or a tuple; arrays come
         back as NumPy arrays that own their memory."""
-        key = (name, tuple(arg_types), tuple(result_types))
-        fn = self._functions.get(key)
-        if fn is None:
-            address = lookup(self._engine, f"_mlir_ciface_{name}")
-            if not address:
-                raise KeyError(f"no entry function {name!r} with a C interface in this module")
-            # The bound method also keeps this module, and so its code, alive with the callable.
-            fn = make_caller(address, name, arg_types, result_types, self._raise_reported_error)
-            self._functions[key] = fn
-        return fn
+        address = lookup(self._engine, f"_mlir_ciface_{name}")
+        if not address:
+            raise KeyError(f"no entry function {name!r} with a C interface in this module")
+        return make_caller(address, name, arg_types, result_types, self._raise_reported_error)
 
 
-_cache: weakref.WeakValueDictionary[str, CompiledModule] = weakref.WeakValueDictionary()
+_cache: dict[str, CompiledModule] = {}
 _cache_lock = threading.Lock()
 
 

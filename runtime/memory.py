@@ -22,6 +22,7 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
+from ..frontend.types import ScalarType
 from .abi import lookup
 
 _ALLOCATOR = """
@@ -78,8 +79,10 @@ llvm.func @adj_free(%p: !llvm.ptr) {
 class _Allocator:
     def __init__(self) -> None:
         with ir.Context(), ir.Location.unknown():
-            # Never destroyed: arrays it allocated may outlive every compiled module.
             self.engine = ExecutionEngine(ir.Module.parse(_ALLOCATOR), opt_level=2)
+        # Never destroyed, not even while the interpreter shuts down: arrays it allocated
+        # may be freed after every module is gone.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.engine))
         self.alloc_addr = lookup(self.engine, "adj_alloc")
         self.free_addr = lookup(self.engine, "adj_free")
         self.alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(self.alloc_addr)
@@ -120,38 +123,35 @@ def reset_peak_memory() -> None:
     a.peak.value = a.in_use.value
 
 
-class _Memory:
-    """The base NumPy keeps for an array over allocator memory: it frees block `ptr` when
-    the last array over it dies, or (`ptr` 0) keeps `owner`, an array that frees it, alive."""
-    __slots__ = ("__array_interface__", "_ptr", "_owner")
+class Block:
+    """One block of the allocator, freed when the last array over it dies."""
+    __slots__ = ("ptr",)
 
-    def __init__(self, ptr: int, owner: np.ndarray | None, data: int, shape: tuple[int, ...],
-                 dtype: np.dtype):
-        self._ptr, self._owner = ptr, owner
-        self.__array_interface__ = {"data": (data, False), "shape": shape,
-                                    "typestr": dtype.str, "version": 3}
+    def __init__(self, ptr: int):
+        self.ptr = ptr
 
     def __del__(self) -> None:
-        if self._ptr:
-            _allocator.free(self._ptr)
+        _allocator.free(self.ptr)
 
 
-def wrap_allocation(allocated: int, data: int, shape: tuple[int, ...], dtype: np.dtype,
-                    owner: np.ndarray | None = None) -> np.ndarray:
-    """A C-contiguous array over `data` inside block `allocated` of this allocator, which
-    it frees when it and its views die; or, if `owner` (an array over the same block) is
-    given, which `owner` frees."""
-    if owner is not None:
-        return np.asarray(_Memory(0, owner, data, shape, dtype))
-    return np.asarray(_Memory(allocated, None, data, shape, dtype))
+def array_over(block: Block, data: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous array at address `data`, inside `block`, which it keeps alive."""
+    # NumPy keeps the ctypes buffer as the array's base, and the buffer keeps the block:
+    # cheaper than an object with __array_interface__.
+    buffer = (ctypes.c_char * (prod(shape) * dtype.itemsize)).from_address(data)
+    buffer.block = block
+    return np.ndarray(shape, dtype, buffer)
 
 
 def allocate(shape: int | Sequence[int], dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array counted in memory_stats until it is freed."""
+    """An uninitialised C-contiguous array counted in memory_stats until it is freed
+    (`dtype`: an adjit scalar type or anything np.dtype takes)."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    dtype = np.dtype(dtype)
+    if any(n < 0 for n in shape):
+        raise ValueError(f"negative dimensions are not allowed: {shape}")
+    dtype = dtype.np_dtype if isinstance(dtype, ScalarType) else np.dtype(dtype)
     nbytes = prod(shape) * dtype.itemsize
     ptr = _get().alloc(nbytes)
     if not ptr:
         raise MemoryError(f"adjit could not allocate {nbytes} bytes")
-    return wrap_allocation(ptr, ptr, shape, dtype)
+    return array_over(Block(ptr), ptr, shape, dtype)

@@ -65,7 +65,7 @@ def test_scalars_convert_to_the_parameter_type(cm):
 
 
 def test_bad_scalars_are_refused(cm):
-    with pytest.raises(TypeError, match="argument 0 of next_i64 must be an integer"):
+    with pytest.raises(TypeError, match="argument 1 of next_i64 must be an integer"):
         cm.function("next_i64", [i64], [i64])(1.5)
     with pytest.raises(OverflowError, match="does not fit"):
         cm.function("next_i32", [i32], [i32])(2**31)
@@ -95,7 +95,7 @@ def test_array_arguments_are_checked(cm):
     sum3 = cm.function("sum3", [vec] * 3 + [f32], [f32])
     x = np.ones(4, np.float32)
     assert sum3(x, x, x, 0.5) == 3.5
-    with pytest.raises(TypeError, match=r"argument 1 of sum3 must be a 1-D NumPy array of float32, "
+    with pytest.raises(TypeError, match=r"argument 2 of sum3 must be a 1-D NumPy array of float32, "
                                         r"got a 1-D array of float64"):
         sum3(x, np.ones(4), x, 0.5)
     with pytest.raises(TypeError, match="got a 2-D array"):

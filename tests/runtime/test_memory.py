@@ -162,3 +162,10 @@ def test_allocate_counts_until_freed():
     assert memory_stats()["peak_bytes"] == before + 56
     del b
     assert bytes_in_use() == before
+
+
+def test_allocate_takes_adjit_types_and_refuses_negative_shapes():
+    assert allocate((2, 2), f32).dtype == np.float32
+    assert allocate((), i64).shape == ()
+    with pytest.raises(ValueError, match="negative"):
+        allocate((2, -1), f64)

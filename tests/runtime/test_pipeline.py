@@ -1,4 +1,7 @@
-"""The CPU pass pipeline: its text, thread settings, bool memrefs, IR stages."""
+"""The CPU pass pipeline: its text, thread settings, bool memrefs, IR stages; engines."""
+import gc
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from mlir import ir
@@ -75,3 +78,20 @@ func.func @f(%x: memref<?xi1>, %v: i1) -> (i1, memref<?xi1>) {
     assert "i1>" not in text
     assert "@f(%arg0: memref<?xi8>, %arg1: i1) -> (i1, memref<?xi8>)" in text
     assert "arith.cmpi ne" in text and "arith.extui" in text
+
+
+def test_callable_outlives_the_module_object(compile_text):
+    iota = compile_text(MODULE).function("iota", [ArrayType(i64, 1)], [])
+    gc.collect()
+    x = np.zeros(50_000, np.int64)
+    iota(x)
+    np.testing.assert_array_equal(x, np.arange(x.size))
+
+
+def test_calls_from_several_threads(compile_text):
+    iota = compile_text(MODULE).function("iota", [ArrayType(i64, 1)], [])
+    arrays = [np.zeros(20_000 + k, np.int64) for k in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(iota, arrays))
+    for x in arrays:
+        np.testing.assert_array_equal(x, np.arange(x.size))

@@ -50,8 +50,7 @@ def load(a: Array, subs: list[ir.Value], debug: bool) -> Scalar:
         raise UserError(f"indexing a {a.type.ndim}-D array with {len(subs)} indices "
                         "(adjit reads single elements: give one index per dimension)")
     if debug:
-        ok = _in_bounds(a, subs)
-        adj.check(ok, "IndexError", "array index out of bounds")
+        ok = _bounds_check(a, subs)
         branch = scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([memref.load(a.value, subs)])
@@ -67,9 +66,7 @@ def store(a: Array, subs: list[ir.Value], v, debug: bool) -> None:
                         "(give one index per dimension)")
     value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
     if debug:
-        ok = _in_bounds(a, subs)
-        adj.check(ok, "IndexError", "array index out of bounds")
-        branch = scf.IfOp(ok)
+        branch = scf.IfOp(_bounds_check(a, subs))
         with ir.InsertionPoint(branch.then_block):
             memref.store(value, a.value, subs)
             scf.YieldOp([])
@@ -77,7 +74,8 @@ def store(a: Array, subs: list[ir.Value], v, debug: bool) -> None:
     memref.store(value, a.value, subs)
 
 
-def atomic_add(a: Array, subs: list[ir.Value], v) -> Scalar:
+def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
+    """Adds `v` to the element atomically; the value is the element before."""
     if len(subs) != a.type.ndim:
         raise UserError(f"atomic_add into a {a.type.ndim}-D array with {len(subs)} indices")
     t = a.type.dtype
@@ -85,14 +83,26 @@ def atomic_add(a: Array, subs: list[ir.Value], v) -> Scalar:
         raise UserError("atomic_add needs a numeric array, not bool")
     value = S.cast(S.as_scalar(v, t), t).value
     kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0 if t.is_float else 1)
+    if debug:
+        branch = scf.IfOp(_bounds_check(a, subs), [t.mlir()], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([memref.atomic_rmw(kind, value, a.value, subs)])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([S.as_scalar(Literal(0), t).value])
+        return Scalar(branch.result, t)
     return Scalar(memref.atomic_rmw(kind, value, a.value, subs), t)
 
 
-def _in_bounds(a: Array, subs: list[ir.Value]) -> ir.Value:
+def _bounds_check(a: Array, subs: list[ir.Value]) -> ir.Value:
+    """Debug mode: whether every index is inside its dimension (unsigned, so negative ones
+    are out), reported as an IndexError naming the user's line when it is not."""
     ok = None
     for d, s in enumerate(subs):
         inside = arith.cmpi(arith.CmpIPredicate.ult, s, memref.dim(a.value, idx(d)))
         ok = inside if ok is None else arith.andi(ok, inside)
+    loc = ir.Location.current
+    where = f" at {loc.filename}:{loc.start_line}" if loc.is_a_file() else ""
+    adj.check(ok, "IndexError", f"index out of bounds for a {a.type.ndim}-D array{where}")
     return ok
 
 

@@ -186,7 +186,7 @@ def _atomic_add(gen, args, kwargs):
     arr, sub, v = args
     if not isinstance(arr, Array):
         raise UserError("adjit.atomic_add(arr, idx, v): arr must be an array")
-    return A.atomic_add(arr, gen.subscripts(arr, sub), v)
+    return A.atomic_add(arr, gen.subscripts(arr, sub), v, gen.debug)
 
 
 def _sync(gen, args, kwargs):

@@ -3,14 +3,16 @@
 Memory: compiled code frees what it allocates (ownership-based buffer deallocation); an
 array an entry function returns comes back as a fresh allocation the caller owns (the pass
 clones anything it does not own, such as an argument). Allocation goes through the generic
-`_mlir_memref_to_llvm_{alloc,aligned_alloc,free}` symbols, which the runtime provides so
-that it can count the bytes (runtime/memory.py).
+`_mlir_memref_to_llvm_alloc` and `_mlir_memref_to_llvm_free` symbols, which the runtime
+provides so that it can count the bytes (runtime/memory.py).
 
 Booleans: this MLIR build aborts (an assertion) when lowering a load or store of an `i1`
 memref, so `widen_bool_memrefs` stores booleans as bytes, as NumPy does, before that.
 
 Threads: each `scf.parallel` (one per launch) is split by `async-parallel-for` into tasks
-for MLIR's async runtime thread pool; with one thread it stays a plain loop.
+for MLIR's async runtime thread pool; with one thread it stays a plain loop. `num-workers`
+sets how many tasks a loop is split into (8 per worker up to 4 workers, fewer beyond); the
+pool's size, which caps the threads, is set by the runtime (runtime/engine.py).
 """
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def _stages(num_threads: int | None) -> tuple[str, str]:
 
 def cpu_pipeline(num_threads: int | None = None) -> str:
     """The upstream pass pipeline that follows `lower_cpu` (num_threads None:
-    default_num_threads()). It aborts on i1 memrefs: `lower_to_llvm` runs it with
+    default_num_threads()). Alone it aborts on i1 memrefs: `run_cpu_pipeline` runs it with
     `widen_bool_memrefs` between deallocation and async-parallel-for."""
     return f"builtin.module({','.join(_stages(num_threads))})"
 
@@ -117,17 +119,24 @@ def _privatize_non_entries(module: ir.Module) -> None:
             op.attributes["sym_visibility"] = ir.StringAttr.get("private")
 
 
-def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
-    """Lowers an adj-level module to the LLVM dialect in place."""
+def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
+    """Runs the passes after `lower_cpu` on a module it already lowered: `cpu_pipeline`
+    with `widen_bool_memrefs` in place."""
     before, after = _stages(num_threads)
     with module.context, ir.Location.unknown():
-        lower_cpu(module.operation)
         _privatize_non_entries(module)
         pm = PassManager()
         pm.add(before)
         pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
         pm.add(after)
         pm.run(module.operation)
+
+
+def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
+    """Lowers an adj-level module to the LLVM dialect in place."""
+    with module.context, ir.Location.unknown():
+        lower_cpu(module.operation)
+    run_cpu_pipeline(module, num_threads)
 
 
 def llvm_dialect_text(module: ir.Module, num_threads: int | None = None) -> str:

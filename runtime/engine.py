@@ -31,8 +31,30 @@ _LIB = Path(list(mlir.__path__)[0]) / "lib"
 # Passing it in an engine's shared_libs instead makes that engine reset the runtime's global
 # state when destroyed, and the next engine to use it crashes. c_runner_utils provides
 # memrefCopy for copies that are not one block.
-for _lib in ("libmlir_async_runtime.so", "libmlir_c_runner_utils.so"):
-    ctypes.CDLL(str(_LIB / _lib), mode=ctypes.RTLD_GLOBAL)
+_async_runtime = ctypes.CDLL(str(_LIB / "libmlir_async_runtime.so"), mode=ctypes.RTLD_GLOBAL)
+ctypes.CDLL(str(_LIB / "libmlir_c_runner_utils.so"), mode=ctypes.RTLD_GLOBAL)
+_async_pool_started = False
+
+
+def _start_async_pool(threads: int) -> None:
+    """Creates the async runtime's thread pool, once, with `threads` threads at most.
+
+    The pool sizes itself when first used, from the CPUs the creating thread may run on,
+    and `async-parallel-for` splits a loop into more tasks than workers; so to cap the
+    threads a launch uses, the pool is created while this thread may use only `threads`
+    CPUs (its threads, created later, may run on any)."""
+    global _async_pool_started
+    if _async_pool_started:
+        return
+    _async_pool_started = True
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads >= len(cpus):
+        return
+    os.sched_setaffinity(0, cpus[:threads])
+    try:
+        _async_runtime.mlirAsyncRuntimGetNumWorkerThreads()   # creates the runtime [sic]
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
 def _exception_class(kind: str) -> type[Exception]:
@@ -78,6 +100,8 @@ def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
     with _cache_lock:
         compiled = _cache.get(key)
         if compiled is None:
+            if num_threads > 1:
+                _start_async_pool(num_threads)
             compiled = _compile(ir.Module.parse(text, module.context), opt_level, num_threads)
             _cache[key] = compiled
     return compiled

@@ -1,5 +1,8 @@
 """The CPU pass pipeline: its text, thread settings, bool memrefs, IR stages; engines."""
 import gc
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -95,3 +98,26 @@ def test_calls_from_several_threads(compile_text):
         list(pool.map(iota, arrays))
     for x in arrays:
         np.testing.assert_array_equal(x, np.arange(x.size))
+
+
+CAP_SCRIPT = """
+import os, numpy as np
+from mlir import ir
+from adjit.dialects import make_context
+from adjit.frontend.types import ArrayType, i64
+from adjit.runtime.engine import compile_module
+iota = compile_module(ir.Module.parse(MODULE, make_context())).function("iota", [ArrayType(i64, 1)], [])
+before = len(os.listdir("/proc/self/task"))
+for _ in range(20):
+    iota(np.zeros(2_000_000, np.int64))
+print(len(os.listdir("/proc/self/task")) - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_num_threads_caps_the_threads_a_launch_uses():
+    # A fresh process: the async runtime's pool is sized once per process.
+    threads = 2 if len(os.sched_getaffinity(0)) > 2 else 1
+    out = subprocess.run([sys.executable, "-c", f"MODULE = {MODULE!r}\n{CAP_SCRIPT}"], check=True,
+                         capture_output=True, text=True, env={**os.environ, "ADJIT_NUM_THREADS": str(threads)})
+    assert 0 <= int(out.stdout) <= threads

@@ -1,1 +1,74 @@
-"""The autodiff pass: activity analysis, forward mode, split reverse mode with a tape."""
+"""The autodiff pass: activity analysis, forward mode, split reverse mode with a tape.
+
+`run_autodiff(module, rule_provider=None)` replaces every `adj.autodiff` request of `module`
+with generated func.funcs (and differentiates the functions they call, once per signature).
+
+Request (a declaration, anywhere in the module body):
+    "adj.autodiff"() {sym_name = "NAME", fn = @f, mode = "forward" | "reverse",
+                      activity = ["const" | "active" | "dup" | "dupnoneed", ... one per arg],
+                      ret_activity = "const" | "active" | "dup" | "dupnoneed",
+                      with_primal = true | false,                  (default false)
+                      overwritten = [false, ...]}                  (optional, default all false)
+`overwritten[k]`: the caller may change array argument k between the augmented and the reverse
+call (leave false for Reverse, which runs them back to back; set true for split mode if user
+code may write the arrays in between). Any other attribute of the request (`adj.entry`,
+`llvm.emit_c_interface`...) is copied onto the generated functions; `adj.kernel`, `adj.ndim`
+and `adj.func` are copied from @f.
+
+ABI of the generated functions
+------------------------------
+forward, `@NAME`:
+    params:  for each arg of f in order: its primal, then its tangent when its activity is not
+             "const" (a scalar tangent has the arg's type; an array's is a shadow memref of the
+             same type that receives the tangents of what f writes).
+    results: f's results if with_primal; then, if ret_activity != "const", the tangent of each
+             float result (and the shadow of each float array result), in order.
+reverse, `@NAME_aug` then `@NAME_rev` (split mode):
+    `@NAME_aug` params: for each arg: its primal, then its shadow memref if "dup"/"dupnoneed"
+             ("active" scalars pass the primal only).
+    `@NAME_aug` results: f's results if with_primal; then the tape values. It performs f's
+             primal effects (arrays hold the primal results afterwards). Attribute `adj.tape`:
+             one dictionary per tape value, {holds = "what", type = T}, in order. Tape memrefs
+             are allocated by aug and owned by the caller, which frees them once no reverse call
+             needs them; the reverse function only reads the tape, so a tape may be reused.
+    `@NAME_rev` params: the same params as aug; then, if ret_activity == "active", one adjoint
+             `dret` per float result of f; then the tape values.
+    `@NAME_rev` results: one adjoint per "active" argument, in order. Shadow arrays receive
+             accumulated adjoints (dx += ...); the adjoint of memory that f overwrote is zeroed.
+    Reverse mode accepts "active" for float scalars only and "dup"/"dupnoneed"/"const" for
+    arrays; "active" ret_activity needs float scalar results.
+kernels (f marked `adj.kernel`, launched over an ndrange; they return nothing):
+    forward: the same ABI as above, kept a kernel (`adj.kernel`, `adj.ndim`).
+    `@NAME_aug(args..., tapes...)`: the tape values are memref params instead of results: one
+             memref<?xT> per tape field, with `per_item` slots per work item (field entry of
+             `adj.tape`); the caller allocates prod(ndrange) * per_item elements. Work item i
+             uses slots [i * per_item, (i + 1) * per_item).
+    `@NAME_rev(args..., tapes..., dargs...)`: one memref<?xT> per "active" scalar argument,
+             receiving that argument's adjoint from each work item at [adj.index] (the caller
+             sums them).
+A kernel launch inside a differentiated function is differentiated by these kernels: forward
+launches the forward kernel; the augmented pass allocates the per-item tapes, launches the
+augmented kernel and keeps the tapes on its own tape; the reverse pass launches the reverse
+kernel, then `adj.sync`, then sums the adjoints of active scalar arguments.
+
+Custom rules: see custom_rules.py. Errors: malformed requests and unsupported ops raise
+`adjit.dialects.adj.AdjError(op, message)` naming the op.
+"""
+from __future__ import annotations
+
+from mlir import ir
+
+from .custom_rules import RuleProvider, default_provider
+from .driver import Differentiator
+
+
+def run_autodiff(module: ir.Operation, rule_provider: RuleProvider | None = None) -> None:
+    """Replaces the `adj.autodiff` requests of `module` with generated functions, in place.
+
+    Without a `rule_provider`, rules are the ones the module declares (default_provider).
+    """
+    module = module.operation
+    Differentiator(module, rule_provider or default_provider(module)).run()
+
+
+__all__ = ["run_autodiff", "default_provider", "RuleProvider"]

@@ -1,0 +1,294 @@
+"""Activity analysis: which values and memory get derivative code.
+
+A float scalar is *active* when it is both varied (depends on an active input) and useful (can
+reach an active output), as in Enzyme. Integers, indices and booleans are never active.
+
+Memory is analysed per *alias class*: memref values joined by control flow (loop-carried arrays,
+`u, v = v, u`), selects and calls are one class, since any of them may name the same buffer.
+Distinct argument arrays are assumed not to alias each other. A class gets a shadow when it holds
+a duplicated argument (the caller gave a shadow, which must receive derivatives even of constant
+stores) or when it is both varied and useful.
+
+Calls and launches are treated conservatively: anything varied going in varies every float
+result and every array argument; anything useful coming out makes every input useful.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from mlir import ir
+
+from ...dialects.adj import launch_call
+from .ir_util import callee, is_float, is_memref, walk
+from .rules import CASTS, RULES, ZERO_DERIVATIVE
+
+SHADOWED_ARGS = ("dup", "dupnoneed")
+ACTIVE_ARGS = ("active", "dup", "dupnoneed")
+
+
+class AliasClasses:
+    """Union-find over the memref values of one function."""
+
+    def __init__(self, fn: ir.Operation):
+        self._parent: dict[ir.Value, ir.Value] = {}
+        for op in walk(fn):
+            self._join_op(op)
+
+    def find(self, v: ir.Value) -> ir.Value:
+        self._parent.setdefault(v, v)
+        root = v
+        while self._parent[root] != root:
+            root = self._parent[root]
+        while self._parent[v] != root:
+            self._parent[v], v = root, self._parent[v]
+        return root
+
+    def union(self, a: ir.Value, b: ir.Value) -> None:
+        if is_memref(a.type) and is_memref(b.type):
+            ra, rb = self.find(a), self.find(b)
+            if ra != rb:
+                self._parent[ra] = rb
+
+    def _join_op(self, op: ir.Operation) -> None:
+        for sources, targets in carried_groups(op):
+            group = sources + targets
+            for a, b in zip(group, group[1:]):
+                self.union(a, b)
+        if op.name == "func.call":
+            # A returned array may be any array argument; arguments stay distinct.
+            for r in op.results:
+                for v in op.operands:
+                    self.union(r, v)
+        elif op.name not in ("memref.alloc", "memref.alloca", "memref.copy", "memref.load",
+                             "memref.store", "memref.atomic_rmw", "memref.dim",
+                             "memref.dealloc") and op.results:
+            # Views and casts (subview, cast, select of arrays) alias their array operands.
+            arrays = [v for v in list(op.operands) + list(op.results) if is_memref(v.type)]
+            for a, b in zip(arrays, arrays[1:]):
+                self.union(a, b)
+
+    def members(self, values: Iterable[ir.Value]) -> dict[ir.Value, list[ir.Value]]:
+        classes: dict[ir.Value, list[ir.Value]] = {}
+        for v in values:
+            classes.setdefault(self.find(v), []).append(v)
+        return classes
+
+
+def carried_groups(op: ir.Operation) -> list[tuple[list[ir.Value], list[ir.Value]]]:
+    """Control-flow joins of `op`: (values flowing in, values receiving them) per position.
+
+    scf.for: (init, yielded) -> (block argument, result); scf.while: (init, yielded by the
+    body) -> before-argument and forwarded -> (body argument, result); scf.if: yields -> result.
+    """
+    name = op.name
+    if name == "scf.for":
+        body = op.regions[0].blocks[0]
+        inits = list(op.operands)[3:]
+        yields = list(terminator(body).operands)
+        return [([inits[k], yields[k]], [body.arguments[k + 1], op.results[k]])
+                for k in range(len(inits))]
+    if name == "scf.while":
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        inits = list(op.operands)
+        again = list(terminator(after).operands)
+        forwarded = list(terminator(before).operands)[1:]
+        groups = [([inits[k], again[k]], [before.arguments[k]]) for k in range(len(inits))]
+        groups += [([forwarded[j]], [after.arguments[j], op.results[j]])
+                   for j in range(len(forwarded))]
+        return groups
+    if name == "scf.if":
+        return [([terminator(region.blocks[0]).operands[k] for region in op.regions
+                  if len(region.blocks)], [r]) for k, r in enumerate(op.results)]
+    return []
+
+
+def terminator(block: ir.Block) -> ir.Operation:
+    return list(block.operations)[-1].operation
+
+
+def differentiable_operands(op: ir.Operation) -> list[ir.Value]:
+    """The float operands through which derivatives flow in a table op."""
+    if op.name in CASTS:
+        return [op.operands[0]]
+    rules = RULES.get(op.name, ())
+    return [v for v, r in zip(op.operands, rules) if r is not None and is_float(v.type)]
+
+
+class Activity:
+    """Varied/useful analysis of one function for one activity signature."""
+
+    def __init__(self, fn: ir.Operation, activity: list[str], ret_activity: str,
+                 has_rules: Callable[[str], bool]):
+        self.fn = fn
+        self.classes = AliasClasses(fn)
+        self.has_rules = has_rules
+        entry = fn.regions[0].blocks[0]
+        self.args = list(entry.arguments)
+        self._varied: set[ir.Value] = set()
+        self._useful: set[ir.Value] = set()
+        self._varied_mem: set[ir.Value] = set()
+        self._useful_mem: set[ir.Value] = set()
+        self._dup_mem: set[ir.Value] = set()
+        for arg, act in zip(self.args, activity):
+            if is_memref(arg.type):
+                if act in SHADOWED_ARGS:
+                    self._dup_mem.add(self.classes.find(arg))
+            elif is_float(arg.type) and act in ACTIVE_ARGS:
+                self._varied.add(arg)
+        self._varied_mem |= self._dup_mem
+        self._useful_mem |= self._dup_mem
+        self._ops = list(walk(fn))
+        for op in self._ops:
+            if op.name == "func.return" and op.parent.operation == fn and ret_activity != "const":
+                for v in op.operands:
+                    if is_float(v.type):
+                        self._useful.add(v)
+                    elif is_memref(v.type):
+                        self._dup_mem.add(self.classes.find(v))
+                        self._useful_mem.add(self.classes.find(v))
+                        self._varied_mem.add(self.classes.find(v))
+        self._fixpoint(self._propagate_varied)
+        self._fixpoint(self._propagate_useful)
+        self._relevant: dict[ir.Operation, bool] = {}
+
+    # -- queries ---------------------------------------------------------------------------
+    def active(self, v: ir.Value) -> bool:
+        return is_float(v.type) and v in self._varied and v in self._useful
+
+    def shadowed(self, v: ir.Value) -> bool:
+        """Whether memref `v` has a shadow buffer."""
+        c = self.classes.find(v)
+        return c in self._dup_mem or (c in self._varied_mem and c in self._useful_mem)
+
+    def relevant(self, op: ir.Operation) -> bool:
+        """Whether `op` (or anything nested in it) needs derivative code."""
+        if op not in self._relevant:
+            self._relevant[op] = any(self._relevant_here(inner) for inner in walk(op))
+        return self._relevant[op]
+
+    def _relevant_here(self, op: ir.Operation) -> bool:
+        if any(self.active(r) for r in op.results):
+            return True
+        if any(self.active(v) for v in op.operands if op.name != "func.return"):
+            return True
+        if op.name in ("memref.store", "memref.atomic_rmw", "memref.copy", "memref.alloc",
+                       "memref.load", "func.call", "adj.launch"):
+            if any(self.shadowed(v) for v in list(op.operands) + list(op.results)
+                   if is_memref(v.type)):
+                return True
+        if op.name == "func.call":
+            return self.has_rules(callee(op))
+        return False
+
+    # -- propagation -------------------------------------------------------------------------
+    @staticmethod
+    def _fixpoint(step: Callable[[], bool]) -> None:
+        while step():
+            pass
+
+    def _mark(self, target: set, values: Iterable[ir.Value], floats_only: bool = True) -> bool:
+        changed = False
+        for v in values:
+            if floats_only and not is_float(v.type):
+                continue
+            if v not in target:
+                target.add(v)
+                changed = True
+        return changed
+
+    def _mark_mem(self, target: set, arrays: Iterable[ir.Value]) -> bool:
+        changed = False
+        for v in arrays:
+            if is_memref(v.type):
+                c = self.classes.find(v)
+                if c not in target:
+                    target.add(c)
+                    changed = True
+        return changed
+
+    def _mem(self, v: ir.Value, target: set) -> bool:
+        return self.classes.find(v) in target
+
+    def _call_operands(self, op: ir.Operation) -> list[ir.Value]:
+        if op.name == "adj.launch":
+            return list(launch_call(op).operands)
+        return list(op.operands)
+
+    def _propagate_varied(self) -> bool:
+        changed = False
+        V = self._varied
+        for op in self._ops:
+            name = op.name
+            if name in RULES or name in CASTS:
+                if any(v in V for v in differentiable_operands(op)):
+                    changed |= self._mark(V, op.results)
+            elif name in ZERO_DERIVATIVE:
+                continue
+            elif name == "memref.load":
+                if self._mem(op.operands[0], self._varied_mem):
+                    changed |= self._mark(V, op.results)
+            elif name == "memref.store":
+                if op.operands[0] in V:
+                    changed |= self._mark_mem(self._varied_mem, [op.operands[1]])
+            elif name == "memref.atomic_rmw":
+                if op.operands[0] in V:
+                    changed |= self._mark_mem(self._varied_mem, [op.operands[1]])
+                if self._mem(op.operands[1], self._varied_mem):
+                    changed |= self._mark(V, op.results)
+            elif name == "memref.copy":
+                if self._mem(op.operands[0], self._varied_mem):
+                    changed |= self._mark_mem(self._varied_mem, [op.operands[1]])
+            elif name in ("func.call", "adj.launch"):
+                ins = self._call_operands(op)
+                if any(v in V or (is_memref(v.type) and self._mem(v, self._varied_mem))
+                       for v in ins):
+                    changed |= self._mark(V, op.results)
+                    changed |= self._mark_mem(self._varied_mem, ins)
+            else:
+                for sources, targets in carried_groups(op):
+                    if any(v in V for v in sources):
+                        changed |= self._mark(V, targets)
+                if not carried_groups(op) and not op.regions and any(
+                        v in V for v in op.operands):
+                    # An op with no rule: varied, so that using it actively is reported.
+                    changed |= self._mark(V, op.results)
+        return changed
+
+    def _propagate_useful(self) -> bool:
+        changed = False
+        U = self._useful
+        for op in reversed(self._ops):
+            name = op.name
+            if name in RULES or name in CASTS:
+                if any(r in U for r in op.results):
+                    changed |= self._mark(U, differentiable_operands(op))
+            elif name in ZERO_DERIVATIVE:
+                continue
+            elif name == "memref.load":
+                if op.results[0] in U:
+                    changed |= self._mark_mem(self._useful_mem, [op.operands[0]])
+            elif name == "memref.store":
+                if self._mem(op.operands[1], self._useful_mem):
+                    changed |= self._mark(U, [op.operands[0]])
+            elif name == "memref.atomic_rmw":
+                if self._mem(op.operands[1], self._useful_mem):
+                    changed |= self._mark(U, [op.operands[0]])
+                if op.results[0] in U:
+                    changed |= self._mark_mem(self._useful_mem, [op.operands[1]])
+            elif name == "memref.copy":
+                if self._mem(op.operands[1], self._useful_mem):
+                    changed |= self._mark_mem(self._useful_mem, [op.operands[0]])
+            elif name in ("func.call", "adj.launch"):
+                ins = self._call_operands(op)
+                if any(r in U for r in op.results) or any(
+                        is_memref(v.type) and self._mem(v, self._useful_mem) for v in ins):
+                    changed |= self._mark(U, ins)
+                    changed |= self._mark_mem(self._useful_mem, ins)
+            else:
+                for sources, targets in carried_groups(op):
+                    if any(v in U for v in targets):
+                        changed |= self._mark(U, sources)
+                if not carried_groups(op) and not op.regions and any(
+                        r in U for r in op.results):
+                    changed |= self._mark(U, op.operands)
+        return changed

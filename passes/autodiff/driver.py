@@ -1,0 +1,192 @@
+"""Turns `adj.autodiff` requests into generated functions, differentiating callees on demand.
+
+The Differentiator owns the module's symbol table and the cache of generated derivatives
+(Signature -> Derivative), so that a callee reached from several call sites or requests with
+the same signature is generated once. Custom rules are looked up here, before any
+automatic differentiation, since a rule replaces the automatic derivative everywhere.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import func
+
+from ...dialects.adj import AdjError, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
+from .custom_rules import RuleProvider, lookup_rules
+from .ir_util import func_type, is_memref, symbol_name
+from .memory import function_writes
+from .signature import Derivative, Signature, check_signature
+
+REQUEST = "adj.autodiff"
+# Attributes of a request that are its own; any other is copied onto the generated functions
+# (the frontend puts `adj.entry`, `llvm.emit_c_interface` there).
+REQUEST_ATTRS = {"sym_name", "fn", "mode", "activity", "ret_activity", "with_primal",
+                 "overwritten", "width"}
+# Markers of the differentiated function that its derivatives keep.
+KEPT_MARKERS = (KERNEL_ATTR, NDIM_ATTR, FUNC_ATTR)
+TAPE_ATTR = "adj.tape"
+
+
+class Differentiator:
+    def __init__(self, module: ir.Operation, rule_provider: RuleProvider):
+        self.module = module
+        self.body = module.regions[0].blocks[0]
+        self.symbols: dict[str, ir.Operation] = {
+            symbol_name(op.operation): op.operation for op in self.body.operations
+            if "sym_name" in op.operation.attributes and op.operation.name != REQUEST}
+        self.rule_provider = rule_provider
+        self.done: dict[Signature, Derivative] = {}
+        self._in_progress: set[Signature] = set()
+        self._writes: dict[str, set[int]] = {}
+
+    # -- requests ----------------------------------------------------------------------------
+    def run(self) -> None:
+        requests = [op.operation for op in self.body.operations
+                    if op.operation.name == REQUEST]
+        for op in requests:
+            self.handle_request(op)
+        for op in requests:
+            op.erase()
+
+    def handle_request(self, op: ir.Operation) -> None:
+        sig, name = self._parse(op)
+        extra = {k: op.attributes[k] for k in op.attributes if k not in REQUEST_ATTRS}
+        names = [name] if sig.mode == "forward" else [f"{name}_aug", f"{name}_rev"]
+        for n in names:
+            if n in self.symbols:
+                raise AdjError(op, f"autodiff request {name!r} would define @{n}, which exists")
+        with op.location:
+            if sig in self.done:
+                self._alias(self.done[sig], sig, name, extra)
+            else:
+                self.generate(sig, op, name, extra)
+
+    def _parse(self, op: ir.Operation) -> tuple[Signature, str]:
+        def get(key: str, kind: type, default=None):
+            if key not in op.attributes:
+                if default is not None:
+                    return default
+                raise AdjError(op, f"adj.autodiff request lacks attribute `{key}`")
+            attr = op.attributes[key]
+            try:
+                return kind(attr)
+            except (ValueError, TypeError):
+                raise AdjError(op, f"adj.autodiff attribute `{key}` must be a {kind.__name__}, "
+                                   f"not {attr}") from None
+
+        name = get("sym_name", ir.StringAttr).value
+        fn_name = get("fn", ir.FlatSymbolRefAttr).value
+        fn = self.symbols.get(fn_name)
+        if fn is None or fn.name != "func.func":
+            raise AdjError(op, f"autodiff of @{fn_name}, which is not a func.func in this module")
+        if len(fn.regions[0].blocks) == 0:
+            raise AdjError(op, f"autodiff of @{fn_name}, which is a declaration without a body")
+        activity = tuple(ir.StringAttr(a).value for a in get("activity", ir.ArrayAttr))
+        n_args = len(func_type(fn).inputs)
+        overwritten = tuple(ir.BoolAttr(a).value for a in get(
+            "overwritten", ir.ArrayAttr, ir.ArrayAttr.get([ir.BoolAttr.get(False)] * n_args)))
+        if len(overwritten) != n_args:
+            raise AdjError(op, f"adj.autodiff `overwritten` has {len(overwritten)} entries for "
+                               f"{n_args} arguments")
+        if "width" in op.attributes and ir.IntegerAttr(op.attributes["width"]).value != 1:
+            raise AdjError(op, "adj.autodiff supports width = 1 only")
+        sig = Signature(fn=fn_name, mode=get("mode", ir.StringAttr).value, activity=activity,
+                        ret_activity=get("ret_activity", ir.StringAttr).value,
+                        with_primal=get("with_primal", ir.BoolAttr, ir.BoolAttr.get(False)).value,
+                        overwritten=overwritten)
+        check_signature(op, fn, sig)
+        return sig, name
+
+    # -- generation --------------------------------------------------------------------------
+    def derivative(self, sig: Signature, at: ir.Operation) -> Derivative:
+        """The functions implementing `sig` (generated now if new), for a call site `at`."""
+        if sig in self.done:
+            return self.done[sig]
+        if sig in self._in_progress:
+            raise AdjError(at, f"autodiff: @{sig.fn} is recursive, which is not supported")
+        fn = self.symbols.get(sig.fn)
+        if fn is None or len(fn.regions[0].blocks) == 0:
+            if self.rules(sig, at) is None:
+                raise AdjError(at, f"autodiff: @{sig.fn} has no body to differentiate and no "
+                                   f"custom rule")
+        with at.location:
+            return self.generate(sig, at, sig.mangled(), {})
+
+    def generate(self, sig: Signature, at: ir.Operation, name: str,
+                 extra: dict[str, ir.Attribute]) -> Derivative:
+        from .forward import generate_forward
+        from .reverse import generate_reverse
+        ruled = self.rules(sig, at)
+        if ruled is not None:
+            if name != sig.mangled():
+                self._alias(ruled, sig, name, extra)
+            self.done[sig] = ruled
+            return ruled
+        self._in_progress.add(sig)
+        fn = self.symbols[sig.fn]
+        if sig.mode == "forward":
+            result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
+        else:
+            aug, rev, tape = generate_reverse(self, fn, sig, name, extra)
+            result = Derivative(aug=aug, rev=rev, tape=tape)
+        self._in_progress.discard(sig)
+        self.done[sig] = result
+        return result
+
+    def rules(self, sig: Signature, at: ir.Operation) -> Derivative | None:
+        return lookup_rules(self, sig, at)
+
+    def has_rules(self, fn_name: str, mode: str) -> bool:
+        """Whether calls of `fn_name` must go through custom rules (even when all const)."""
+        n = len(func_type(self.symbols[fn_name]).inputs) if fn_name in self.symbols else 0
+        kind = "forward" if mode == "forward" else "augmented"
+        config = {"needs_primal": True, "needs_shadow": False, "overwritten": [False] * n}
+        return self.rule_provider(fn_name, kind, ["const"] * n, "const", config) is not None
+
+    def _alias(self, d: Derivative, sig: Signature, name: str,
+               extra: dict[str, ir.Attribute]) -> None:
+        """Defines the requested names as thin wrappers around already generated functions."""
+        pairs = [(name, d.forward)] if sig.mode == "forward" else [
+            (f"{name}_aug", d.aug), (f"{name}_rev", d.rev)]
+        for new, old in pairs:
+            target = self.symbols[old]
+            ftype = func_type(target)
+            wrapper = self.new_function(new, list(ftype.inputs), list(ftype.results),
+                                        target, extra)
+            entry = wrapper.regions[0].blocks[0]
+            with ir.InsertionPoint(entry):
+                call = func.CallOp(list(ftype.results), ir.FlatSymbolRefAttr.get(old),
+                                   list(entry.arguments))
+                func.ReturnOp(list(call.results))
+
+    def new_function(self, name: str, inputs: list[ir.Type], results: list[ir.Type],
+                     template: ir.Operation, extra: dict[str, ir.Attribute],
+                     private: bool = False) -> ir.Operation:
+        """An empty func.func (entry block only) at the end of the module."""
+        with ir.InsertionPoint(self.body):
+            fn = func.FuncOp(name, ir.FunctionType.get(inputs, results),
+                             visibility="private" if private else None)
+        fn.add_entry_block()
+        for key in KEPT_MARKERS:
+            if key in template.attributes:
+                fn.attributes[key] = template.attributes[key]
+        for key, value in extra.items():
+            fn.attributes[key] = value
+        self.symbols[name] = fn.operation
+        return fn.operation
+
+    def set_signature(self, fn: ir.Operation, inputs: list[ir.Type],
+                      results: list[ir.Type]) -> None:
+        fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+    def callee_writes(self, name: str) -> set[int]:
+        """Argument positions of @name that it may write (all arrays, without a body)."""
+        if name not in self._writes:
+            fn = self.symbols.get(name)
+            self._writes[name] = set()   # provisional, for recursion
+            if fn is None or len(fn.regions[0].blocks) == 0:
+                inputs = list(func_type(fn).inputs) if fn is not None else []
+                self._writes[name] = {k for k, t in enumerate(inputs) if is_memref(t)}
+            else:
+                self._writes[name] = function_writes(fn, self.callee_writes)
+        return self._writes[name]
+

@@ -1,0 +1,185 @@
+"""Small IR helpers shared by the autodiff generators: types, constants, cloning, walking.
+
+Everything here builds at the current insertion point and location, like the upstream builders.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from ...dialects.adj import AdjError
+
+# arith.atomic_rmw's `kind` enum value for addf (the only float atomic the frontend emits).
+ATOMIC_ADDF = 0
+
+
+def is_float(t: ir.Type) -> bool:
+    return isinstance(t, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type))
+
+
+def is_memref(t: ir.Type) -> bool:
+    return isinstance(t, ir.MemRefType)
+
+
+def is_float_memref(t: ir.Type) -> bool:
+    return is_memref(t) and is_float(ir.MemRefType(t).element_type)
+
+
+def memref_type(t: ir.Type) -> ir.MemRefType:
+    return ir.MemRefType(t)
+
+
+def func_type(fn: ir.Operation) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+
+
+def symbol_name(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["sym_name"]).value
+
+
+def symbol_ref(attr: ir.Attribute) -> str:
+    return ir.FlatSymbolRefAttr(attr).value
+
+
+def callee(call: ir.Operation) -> str:
+    return symbol_ref(call.attributes["callee"])
+
+
+def const(t: ir.Type, value: float | int) -> ir.Value:
+    if is_float(t):
+        return arith.constant(t, float(value))
+    return arith.constant(t, int(value))
+
+
+def zero(t: ir.Type) -> ir.Value:
+    return const(t, 0)
+
+
+def index(value: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), value)
+
+
+def add(a: ir.Value | None, b: ir.Value | None) -> ir.Value | None:
+    """a + b for adjoints and tangents, where None stands for an exact zero."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return arith.addf(a, b)
+
+
+def or_zero(v: ir.Value | None, t: ir.Type) -> ir.Value:
+    return zero(t) if v is None else v
+
+
+def defining_block(v: ir.Value) -> ir.Block:
+    if isinstance(v, ir.BlockArgument):
+        return v.owner
+    return v.owner.operation.block
+
+
+def parent_op(block: ir.Block) -> ir.Operation:
+    return block.owner.operation
+
+
+def ops(block: ir.Block) -> list[ir.Operation]:
+    return [op.operation for op in block.operations]
+
+
+def walk(op: ir.Operation) -> Iterator[ir.Operation]:
+    """`op` and every op nested in it, in pre-order."""
+    yield op
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield from walk(inner.operation)
+
+
+def walk_block(block: ir.Block) -> Iterator[ir.Operation]:
+    for op in block.operations:
+        yield from walk(op.operation)
+
+
+def is_ancestor(outer: ir.Operation, inner: ir.Operation) -> bool:
+    """Whether `inner` is `outer` or nested inside it."""
+    op = inner
+    while True:
+        if op == outer:
+            return True
+        parent = op.parent
+        if parent is None:
+            return False
+        op = parent.operation
+
+
+def defined_outside(v: ir.Value, region_op: ir.Operation) -> bool:
+    owner = parent_op(defining_block(v))
+    return not is_ancestor(region_op, owner) or (
+        isinstance(v, ir.OpResult) and v.owner.operation == region_op)
+
+
+def clone_op(op: ir.Operation, vmap: dict[ir.Value, ir.Value]) -> ir.Operation:
+    """Clones `op` (with its regions) at the insertion point, renaming operands through `vmap`.
+
+    Results and block arguments of the clone are recorded in `vmap`. Values that `vmap` does not
+    name must dominate the insertion point (constants hoisted into the new function, say).
+    """
+    new = ir.Operation.create(
+        op.name, results=[r.type for r in op.results],
+        operands=[vmap.get(v, v) for v in op.operands],
+        attributes={k: op.attributes[k] for k in op.attributes},
+        regions=len(op.regions), loc=op.location)
+    for old_region, new_region in zip(op.regions, new.regions):
+        for old_block in old_region.blocks:
+            block = new_region.blocks.append(*[a.type for a in old_block.arguments])
+            for a, b in zip(old_block.arguments, block.arguments):
+                vmap[a] = b
+            with ir.InsertionPoint(block):
+                for inner in old_block.operations:
+                    clone_op(inner.operation, vmap)
+    for a, b in zip(op.results, new.results):
+        vmap[a] = b
+    return new
+
+
+def dims(m: ir.Value) -> list[ir.Value]:
+    return [memref.dim(m, index(d)) for d in range(memref_type(m.type).rank)]
+
+
+def alloc_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Value:
+    """A new buffer of `m`'s type and shape (dynamic extents from `shape`, else from `m`)."""
+    t = memref_type(m.type)
+    sizes = list(shape) if shape is not None else dims(m)
+    dynamic = [s for s, n in zip(sizes, t.shape) if n == ir.ShapedType.get_dynamic_size()]
+    return memref.alloc(t, dynamic, [])
+
+
+def for_each_index(sizes: Sequence[ir.Value], body) -> None:
+    """Emits a loop nest over `sizes` calling `body(indices)` at the innermost level."""
+    def level(k: int, idx: list[ir.Value]) -> None:
+        if k == len(sizes):
+            body(idx)
+            return
+        loop = scf.ForOp(index(0), sizes[k], index(1))
+        with ir.InsertionPoint(loop.body):
+            level(k + 1, idx + [loop.induction_variable])
+            scf.YieldOp([])
+    level(0, [])
+
+
+def fill_zero(m: ir.Value) -> None:
+    elem = memref_type(m.type).element_type
+    sizes = dims(m)
+    for_each_index(sizes, lambda idx: memref.store(zero(elem), m, idx))
+
+
+def zeroed_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Value:
+    new = alloc_like(m, shape)
+    fill_zero(new)
+    return new
+
+
+def unsupported(op: ir.Operation, what: str) -> AdjError:
+    return AdjError(op, f"autodiff: {what}")

@@ -1,0 +1,762 @@
+"""Reverse mode, split: an augmented forward function that records a tape, and a reverse
+function that consumes it.
+
+The reverse function is generated first, by walking the primal body backwards and
+accumulating adjoints (dict primal value -> adjoint SSA value; None is an exact zero). When a
+rule needs a primal value, `RevGen.primal` materializes it at the start of the reversed block
+where it was defined: recomputed there if it is pure and all it depends on is free in the
+reverse function (arguments, constants, loop counters, memory nothing overwrites later), else
+taken from the tape (tape.py), which records the request. The augmented function is then the
+primal body plus the saves the finished plan asks for.
+
+Control flow is reversed structurally: an scf.if becomes an scf.if on the same condition, an
+scf.for an scf.for over the same iterations backwards, an scf.while an scf.for over its
+recorded iteration count. Adjoints of values defined outside a region and used in it are
+threaded through the reversed region (loop-carried, or if results), as are the adjoints of
+loop-carried values.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from ...dialects.adj import AdjError, KERNEL_ATTR
+from .activity import Activity, terminator
+from .ir_util import (ATOMIC_ADDF, callee, clone_op, defining_block, dims, for_each_index,
+                      func_type, index, is_ancestor, is_float, is_memref, memref_type, or_zero,
+                      ops, parent_op, walk, zero, zeroed_like)
+from .memory import Writes
+from .rules import CASTS, RULES, ZERO_DERIVATIVE
+from .signature import (Derivative, Signature, TapeField, adjoint_types, aug_inputs, dret_types)
+from .tape import (Key, Stacks, StackReader, TapePlan, key_block, stack_fields,
+                   tape_param_names, top_fields)
+
+if TYPE_CHECKING:
+    from .driver import Differentiator
+
+TAPE_ATTR = "adj.tape"
+PURE_OPS = ("memref.dim", "adj.index", "adj.global_id", "adj.global_size")
+PURE_DIALECTS = ("arith", "math", "index")
+
+
+def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, name: str,
+                     extra: dict[str, ir.Attribute]) -> tuple[str, str, list[ir.Type]]:
+    """Generates `{name}_aug` and `{name}_rev`; returns their names and the tape's types."""
+    ctx = ReverseContext(diff, fn, sig)
+    private = name == sig.mangled()
+    if ctx.kernel:
+        from .kernel_tape import generate_kernel_reverse
+        return generate_kernel_reverse(ctx, name, extra, private)
+    rev = RevGen(ctx).emit(f"{name}_rev", extra, private)
+    fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
+    aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+    aug.move_before(rev)
+    tape_attr = ir.ArrayAttr.get([f.attr() for f in fields])
+    aug.attributes[TAPE_ATTR] = tape_attr
+    rev.attributes[TAPE_ATTR] = tape_attr
+    return f"{name}_aug", f"{name}_rev", [f.type for f in fields]
+
+
+class ReverseContext:
+    """What the augmented and the reverse generators of one function share."""
+
+    def __init__(self, diff: "Differentiator", fn: ir.Operation, sig: Signature):
+        self.diff = diff
+        self.fn = fn
+        self.sig = sig
+        self.kernel = KERNEL_ATTR in fn.attributes
+        self.entry = fn.regions[0].blocks[0]
+        self.act = Activity(fn, list(sig.activity), sig.ret_activity,
+                            lambda f: diff.has_rules(f, "reverse"))
+        self.writes = Writes(fn, self.act.classes, list(sig.overwritten), diff.callee_writes,
+                             self.kernel)
+        self.plan = TapePlan(top=self.entry)
+        self._calls: dict[ir.Operation, tuple[Signature, Derivative]] = {}
+        self._recomputable: dict[ir.Operation, bool] = {}
+
+    def call_info(self, op: ir.Operation) -> tuple[Signature, Derivative]:
+        """The reverse-mode signature of a call site and the callee's derivative for it."""
+        if op not in self._calls:
+            activity = []
+            for v in op.operands:
+                if is_float(v.type) and self.act.active(v):
+                    activity.append("active")
+                elif is_memref(v.type) and self.act.shadowed(v):
+                    activity.append("dup")
+                else:
+                    activity.append("const")
+            active_ret = any(self.act.active(r) for r in op.results)
+            overwritten = tuple(is_memref(v.type) and self.writes.written_after(op, v)
+                                for v in op.operands)
+            sig = Signature(fn=callee(op), mode="reverse", activity=tuple(activity),
+                            ret_activity="active" if active_ret else "const", with_primal=True,
+                            overwritten=overwritten)
+            self._calls[op] = (sig, self.diff.derivative(sig, op))
+        return self._calls[op]
+
+    # -- what the reverse pass can recompute -------------------------------------------------
+    def cheap(self, v: ir.Value) -> bool:
+        """Whether the reverse pass has `v` without saving it per iteration."""
+        if isinstance(v, ir.BlockArgument):
+            owner = parent_op(v.owner)
+            return owner == self.fn or (owner.name == "scf.for" and v.arg_number == 0)
+        op = v.owner.operation
+        if op.name == "memref.alloc" and op.block == self.entry and not self.kernel:
+            return True   # one pointer on the tape, whatever reads it
+        return self.recomputable(op)
+
+    def recomputable(self, op: ir.Operation) -> bool:
+        if op not in self._recomputable:
+            self._recomputable[op] = False   # cycles cannot occur in SSA, but be safe
+            pure = op.name in PURE_OPS or op.name.split(".")[0] in PURE_DIALECTS
+            if op.name == "memref.load":
+                pure = not self.writes.written_after(op, op.operands[0])
+            self._recomputable[op] = (pure and not op.regions and len(op.results) == 1 and
+                                      all(self.cheap(v) for v in op.operands))
+        return self._recomputable[op]
+
+
+class Scope:
+    """A reversed primal block: where its values are materialized (before `marker`)."""
+
+    def __init__(self, block: ir.Block, parent: "Scope | None", marker: ir.Operation):
+        self.block = block
+        self.parent = parent
+        self.marker = marker
+        self.values: dict[Key, ir.Value] = {}
+
+
+def _marker() -> ir.Operation:
+    """A placeholder op at the insertion point: materialized values go right before it."""
+    return ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
+                               attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), 0)})
+
+
+def _placeholder(t: ir.Type) -> ir.Value:
+    return ir.Operation.create("builtin.unrealized_conversion_cast", results=[t]).result
+
+
+def outer_values(act: Activity, region_op: ir.Operation) -> list[ir.Value]:
+    """Active values defined outside `region_op` and used inside it: their adjoints are
+    threaded through the reversed region."""
+    found: list[ir.Value] = []
+    for inner in list(walk(region_op))[1:]:
+        for v in inner.operands:
+            if act.active(v) and not is_ancestor(region_op, parent_op(defining_block(v))) \
+                    and v not in found:
+                found.append(v)
+    return found
+
+
+def trip_count(lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
+    """Iterations of scf.for(lb, ub, step): ceil((ub - lb) / step), at least 0."""
+    t = lb.type
+    span = arith.subi(ub, lb)
+    one = arith.constant(t, 1)
+    n = arith.divsi(arith.subi(arith.addi(span, step), one), step)
+    return arith.maxsi(n, arith.constant(t, 0))
+
+
+class RevGen:
+    def __init__(self, ctx: ReverseContext):
+        self.ctx = ctx
+        self.act = ctx.act
+        self.scope: Scope | None = None
+        self.adj: list[dict[ir.Value, ir.Value]] = [{}]
+        self.markers: list[ir.Operation] = []
+        self.placeholders: dict = {}
+
+    # -- function ----------------------------------------------------------------------------
+    def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool) -> ir.Operation:
+        ctx = self.ctx
+        ftype = func_type(ctx.fn)
+        inputs = aug_inputs(ftype, ctx.sig) + dret_types(ftype, ctx.sig)
+        rev = ctx.diff.new_function(name, inputs, adjoint_types(ftype, ctx.sig), ctx.fn,
+                                    extra, private)
+        self.rev = rev
+        self.entry = rev.regions[0].blocks[0]
+        params = iter(self.entry.arguments)
+        with ir.InsertionPoint(self.entry), ctx.fn.location:
+            top = self.enter(ctx.entry)
+            self.shadow_params: dict[ir.Value, ir.Value] = {}
+            for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
+                top.values[arg] = next(params)
+                if act in ("dup", "dupnoneed"):
+                    self.shadow_params[arg] = next(params)
+            self.stacks = StackReader(ir.InsertionPoint(top.marker), self.param)
+            ret = terminator(ctx.entry)
+            if ctx.sig.ret_activity == "active":
+                for v in ret.operands:
+                    if is_float(v.type):
+                        self.add_adj(v, next(params))
+            self.reverse_block(ctx.entry)
+            func.ReturnOp([or_zero(self.get_adj(a), a.type)
+                           for a, act in zip(ctx.entry.arguments, ctx.sig.activity)
+                           if act == "active"])
+        self.finish()
+        return rev
+
+    def param(self, name, t: ir.Type) -> ir.Value:
+        """A tape parameter, by name; real block arguments replace these in finish()."""
+        if name not in self.placeholders:
+            with ir.InsertionPoint.at_block_begin(self.entry):
+                self.placeholders[name] = _placeholder(t)
+        return self.placeholders[name]
+
+    def finish(self) -> None:
+        loc = self.ctx.fn.location
+        fields = top_fields(self.ctx.plan) + stack_fields(self.ctx.plan)
+        for name, f in zip(tape_param_names(self.ctx.plan), fields):
+            arg = self.entry.add_argument(f.type, loc)
+            if name in self.placeholders:
+                ph = self.placeholders.pop(name)
+                ph.replace_all_uses_with(arg)
+                ph.owner.operation.erase()
+        assert not self.placeholders, "tape values asked for but not planned"
+        ftype = func_type(self.rev)
+        self.ctx.diff.set_signature(self.rev, [a.type for a in self.entry.arguments],
+                                    list(ftype.results))
+        for m in self.markers:
+            m.erase()
+
+    # -- scopes and primal values ------------------------------------------------------------
+    def enter(self, block: ir.Block) -> Scope:
+        """Opens the reversed `block` at the insertion point."""
+        marker = _marker()
+        self.markers.append(marker)
+        self.scope = Scope(block, self.scope, marker)
+        return self.scope
+
+    def leave(self) -> None:
+        self.scope = self.scope.parent
+
+    def scope_of(self, block: ir.Block) -> Scope:
+        s = self.scope
+        while s is not None and s.block != block:
+            s = s.parent
+        if s is None:
+            raise AssertionError("a primal value is used outside the block defining it")
+        return s
+
+    def primal(self, v: ir.Value) -> ir.Value:
+        return self.materialize(v)
+
+    def materialize(self, key: Key) -> ir.Value:
+        scope = self.scope_of(key_block(key))
+        if key in scope.values:
+            return scope.values[key]
+        loc = self._location(key)
+        with ir.InsertionPoint(scope.marker), loc:
+            if isinstance(key, tuple) and key[0] == "shadow":
+                value = self._new_shadow(key[1], scope)
+            elif (isinstance(key, ir.OpResult)
+                  and self.ctx.recomputable(key.owner.operation)):
+                op = key.owner.operation
+                vmap = {v: self.materialize(v) for v in op.operands}
+                value = clone_op(op, vmap).results[key.result_number]
+            else:
+                value = self._from_tape(key, scope)
+        scope.values[key] = value
+        return value
+
+    def _location(self, key: Key) -> ir.Location:
+        if isinstance(key, ir.OpResult):
+            return key.owner.operation.location
+        if isinstance(key, ir.BlockArgument):
+            return parent_op(key.owner).location
+        owner = key[1]
+        return owner.location if isinstance(owner, ir.Operation) else self._location(owner)
+
+    def key_type(self, key: Key) -> ir.Type:
+        if isinstance(key, ir.Value):
+            return key.type
+        if key[0] == "count":
+            return ir.IndexType.get()
+        return self.tape_types(key[1])[key[2]]
+
+    def tape_types(self, op: ir.Operation) -> list[ir.Type]:
+        if op.name == "func.call":
+            return self.ctx.call_info(op)[1].tape
+        from .launch import launch_tape_types
+        return launch_tape_types(self.ctx, op)
+
+    def _from_tape(self, key: Key, scope: Scope) -> ir.Value:
+        t = self.key_type(key)
+        self.ctx.plan.add(scope.block, key, t)
+        if scope.block == self.ctx.entry:
+            return self.param(("field", key), t)
+        if is_memref(t):
+            owner = key.owner.operation if isinstance(key, ir.OpResult) else (
+                key[1] if isinstance(key, tuple) else parent_op(key.owner))
+            raise AdjError(owner, "autodiff: the reverse pass needs an array made inside a loop "
+                                  "or branch, which the tape cannot hold")
+        return self.stacks.pop(t)
+
+    # -- shadows -----------------------------------------------------------------------------
+    def shadow(self, m: ir.Value) -> ir.Value:
+        if m in self.shadow_params:
+            return self.shadow_params[m]
+        return self.materialize(("shadow", m))
+
+    def _new_shadow(self, m: ir.Value, scope: Scope) -> ir.Value:
+        """A zeroed shadow for an array the function allocates (or a const argument that
+        shares an alias class with a shadowed array)."""
+        if isinstance(m, ir.BlockArgument) and parent_op(m.owner) == self.ctx.fn:
+            return zeroed_like(self.primal(m))
+        if isinstance(m, ir.OpResult) and m.owner.operation.name == "memref.alloc":
+            alloc = m.owner.operation
+            sizes = iter(self.materialize(v) for v in alloc.operands)
+            t = memref_type(m.type)
+            shape = [next(sizes) if n == ir.ShapedType.get_dynamic_size() else index(n)
+                     for n in t.shape]
+            new = memref.alloc(t, [s for s, n in zip(shape, t.shape)
+                                   if n == ir.ShapedType.get_dynamic_size()], [])
+            for_each_index(shape, lambda i: memref.store(zero(t.element_type), new, i))
+            return new
+        owner = m.owner.operation if isinstance(m, ir.OpResult) else parent_op(m.owner)
+        raise AdjError(owner, "autodiff: a differentiated array flows through control flow "
+                              "or a call result here, which reverse mode does not support yet")
+
+    # -- adjoints ----------------------------------------------------------------------------
+    def get_adj(self, v: ir.Value) -> ir.Value | None:
+        for d in reversed(self.adj):
+            if v in d:
+                return d[v]
+        return None
+
+    def add_adj(self, v: ir.Value, contribution: ir.Value | None) -> None:
+        if contribution is None or not self.act.active(v):
+            return
+        current = self.get_adj(v)
+        self.adj[-1][v] = contribution if current is None else arith.addf(current, contribution)
+
+    def accumulate(self, shadow: ir.Value, indices: list[ir.Value], d: ir.Value) -> None:
+        """shadow[indices] += d (atomically in a kernel: work items may share an element)."""
+        if self.ctx.kernel:
+            memref.AtomicRMWOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), ATOMIC_ADDF),
+                               d, shadow, indices)
+        else:
+            memref.store(arith.addf(memref.load(shadow, indices), d), shadow, indices)
+
+    # -- traversal ---------------------------------------------------------------------------
+    def reverse_block(self, block: ir.Block) -> None:
+        for op in reversed(ops(block)[:-1]):
+            if self.act.relevant(op):
+                with op.location:
+                    self.reverse_op(op)
+
+    def reverse_op(self, op: ir.Operation) -> None:
+        handler = getattr(self, "rev_" + op.name.replace(".", "_"), None)
+        if handler is not None:
+            handler(op)
+        elif op.name in RULES or op.name in CASTS:
+            self.rev_arith(op)
+        elif op.name in ZERO_DERIVATIVE or not any(self.act.active(r) for r in op.results):
+            return
+        else:
+            raise AdjError(op, f"autodiff: no derivative rule for {op.name}")
+
+    def rev_arith(self, op: ir.Operation) -> None:
+        if not op.results or not self.act.active(op.results[0]):
+            return
+        result = op.results[0]
+        d = self.get_adj(result)
+        if d is None:
+            return
+        if op.name in CASTS:
+            self.add_adj(op.operands[0], CASTS[op.name][1](d, op.operands[0].type))
+            return
+        primals = _LazyPrimals(self, list(op.operands))
+        for v, rule in zip(op.operands, RULES[op.name]):
+            if rule is not None and self.act.active(v):
+                self.add_adj(v, rule(primals, lambda: self.primal(result), d))
+
+    def rev_arith_select(self, op: ir.Operation) -> None:
+        if is_memref(op.results[0].type):
+            if self.act.shadowed(op.results[0]):
+                raise AdjError(op, "autodiff: reverse mode of a select between differentiated "
+                                   "arrays is not supported")
+            return
+        self.rev_arith(op)
+
+    # -- memory ------------------------------------------------------------------------------
+    def _indices(self, op: ir.Operation, first: int) -> list[ir.Value]:
+        return [self.primal(i) for i in list(op.operands)[first:]]
+
+    def rev_memref_load(self, op: ir.Operation) -> None:
+        r = op.results[0]
+        d = self.get_adj(r) if self.act.active(r) else None
+        if d is not None:
+            self.accumulate(self.shadow(op.operands[0]), self._indices(op, 1), d)
+
+    def rev_memref_store(self, op: ir.Operation) -> None:
+        m, v = op.operands[1], op.operands[0]
+        if not self.act.shadowed(m):
+            return
+        s, idx = self.shadow(m), self._indices(op, 2)
+        # The stored-over element's old value no longer reaches anything: its adjoint is 0.
+        d = memref.load(s, idx) if self.act.active(v) else None
+        memref.store(zero(memref_type(s.type).element_type), s, idx)
+        self.add_adj(v, d)
+
+    def rev_memref_atomic_rmw(self, op: ir.Operation) -> None:
+        m, v, r = op.operands[1], op.operands[0], op.results[0]
+        if not self.act.shadowed(m):
+            return
+        if ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF:
+            raise AdjError(op, "autodiff: of the atomics on float arrays only addf is "
+                               "differentiable")
+        s, idx = self.shadow(m), self._indices(op, 2)
+        # m[i] = old + v: v and old both get m[i]'s adjoint; old's also flows to the result.
+        if self.act.active(v):
+            self.add_adj(v, memref.load(s, idx))
+        d = self.get_adj(r) if self.act.active(r) else None
+        if d is not None:
+            self.accumulate(s, idx, d)
+
+    def rev_memref_copy(self, op: ir.Operation) -> None:
+        src, dst = op.operands[0], op.operands[1]
+        if not self.act.shadowed(dst):
+            return
+        ddst = self.shadow(dst)
+        dsrc = self.shadow(src) if self.act.shadowed(src) else None
+        elem = memref_type(ddst.type).element_type
+
+        def body(i: list[ir.Value]) -> None:
+            a = memref.load(ddst, i)
+            memref.store(zero(elem), ddst, i)
+            if dsrc is not None:
+                memref.store(arith.addf(memref.load(dsrc, i), a), dsrc, i)
+        for_each_index(dims(ddst), body)
+
+    def rev_memref_alloc(self, op: ir.Operation) -> None:
+        return   # its shadow was made where the reversed block starts
+
+    # -- calls -------------------------------------------------------------------------------
+    def rev_func_call(self, op: ir.Operation) -> None:
+        sig, d = self.ctx.call_info(op)
+        args: list[ir.Value] = []
+        for v, a in zip(op.operands, sig.activity):
+            args.append(self.primal(v))
+            if a in ("dup", "dupnoneed"):
+                args.append(self.shadow(v))
+        if sig.ret_activity == "active":
+            args += [or_zero(self.get_adj(r) if self.act.active(r) else None, r.type)
+                     for r in op.results if is_float(r.type)]
+        args += [self.materialize(("tape", op, k)) for k in range(len(d.tape))]
+        ftype = func_type(self.ctx.diff.symbols[sig.fn])
+        call = func.CallOp(adjoint_types(ftype, sig), ir.FlatSymbolRefAttr.get(d.rev), args)
+        grads = iter(call.results)
+        for v, a in zip(op.operands, sig.activity):
+            if a == "active":
+                self.add_adj(v, next(grads))
+
+    def rev_adj_launch(self, op: ir.Operation) -> None:
+        from .launch import reverse_launch
+        reverse_launch(self, op)
+
+    # -- control flow ------------------------------------------------------------------------
+    def _open(self, outer: list[ir.Value], carried: list[ir.Value | None]) -> None:
+        """A new adjoint frame in which `outer` values start from `carried`."""
+        self.adj.append({o: c for o, c in zip(outer, carried) if c is not None})
+
+    def _close(self, outer: list[ir.Value]) -> list[ir.Value | None]:
+        frame = self.adj.pop()
+        return [frame.get(o) for o in outer]
+
+    def _set_outer(self, outer: list[ir.Value], values: list[ir.Value]) -> None:
+        for o, v in zip(outer, values):
+            self.adj[-1][o] = v
+
+    def rev_scf_if(self, op: ir.Operation) -> None:
+        outer = outer_values(self.act, op)
+        results = [r for r in op.results if self.act.active(r)]
+        seeds = {r: self.get_adj(r) for r in results}
+        cond = self.primal(op.operands[0])
+        new = scf.IfOp(cond, [o.type for o in outer], has_else=True)
+        for region, block in ((op.regions[0], new.then_block), (op.regions[1], new.else_block)):
+            with ir.InsertionPoint(block):
+                self._open(outer, [self.get_adj(o) for o in outer])
+                if len(region.blocks):
+                    old = region.blocks[0]
+                    self.enter(old)
+                    yields = list(terminator(old).operands)
+                    for r in results:
+                        self.add_adj(yields[r.result_number], seeds[r])
+                    self.reverse_block(old)
+                    self.leave()
+                out = self._close(outer)
+                scf.YieldOp([or_zero(v, o.type) for v, o in zip(out, outer)])
+        self._set_outer(outer, list(new.results))
+
+    def rev_scf_for(self, op: ir.Operation) -> None:
+        body = op.regions[0].blocks[0]
+        args, inits = list(body.arguments)[1:], list(op.operands)[3:]
+        yields = list(terminator(body).operands)
+        ks = [k for k in range(len(args)) if self.act.active(args[k])
+              or self.act.active(op.results[k])]
+        outer = outer_values(self.act, op)
+        lb, ub, step = (self.primal(v) for v in list(op.operands)[:3])
+        n = trip_count(lb, ub, step)
+        carried = [or_zero(self.get_adj(op.results[k]), args[k].type) for k in ks] + \
+                  [or_zero(self.get_adj(o), o.type) for o in outer]
+        zero_i, one_i = arith.constant(lb.type, 0), arith.constant(lb.type, 1)
+        loop = scf.ForOp(zero_i, n, one_i, carried)
+        with ir.InsertionPoint(loop.body):
+            scope = self.enter(body)
+            with ir.InsertionPoint(scope.marker):
+                j = loop.induction_variable
+                scope.values[body.arguments[0]] = arith.addi(
+                    lb, arith.muli(arith.subi(arith.subi(n, one_i), j), step))
+            c = list(loop.body.arguments)[1:]
+            self._open(outer, c[len(ks):])
+            for k, ck in zip(ks, c):
+                self.add_adj(yields[k], ck)
+            self.reverse_block(body)
+            self.leave()
+            out_args = [or_zero(self.get_adj(args[k]), args[k].type) for k in ks]
+            out_outer = self._close(outer)
+            scf.YieldOp(out_args + [or_zero(v, o.type) for v, o in zip(out_outer, outer)])
+        res = list(loop.results)
+        self._set_outer(outer, res[len(ks):])
+        for k, r in zip(ks, res):
+            self.add_adj(inits[k], r)
+
+    def rev_scf_while(self, op: ir.Operation) -> None:
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        b_args, a_args = list(before.arguments), list(after.arguments)
+        again = list(terminator(after).operands)
+        kb = [k for k, a in enumerate(b_args) if self.act.active(a)]
+        ka = [j for j, a in enumerate(a_args) if self.act.active(a)
+              or self.act.active(op.results[j])]
+        outer = outer_values(self.act, op)
+        count = self.materialize(("count", op))
+        # The last run of the condition region, the one that exits.
+        adj_b = self._reverse_before(op, outer, ka, [self.get_adj(op.results[j]) for j in ka])
+        carried = [or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] + \
+                  [or_zero(self.get_adj(o), o.type) for o in outer]
+        loop = scf.ForOp(index(0), count, index(1), carried)
+        with ir.InsertionPoint(loop.body):
+            c = list(loop.body.arguments)[1:]
+            self._open(outer, c[len(kb):])
+            self.enter(after)
+            for k, ck in zip(kb, c):
+                self.add_adj(again[k], ck)
+            self.reverse_block(after)
+            self.leave()
+            adj_a = [self.get_adj(a_args[j]) for j in ka]
+            adj_b = self._reverse_before(op, outer, ka, adj_a)
+            out_outer = self._close(outer)
+            scf.YieldOp([or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] +
+                        [or_zero(v, o.type) for v, o in zip(out_outer, outer)])
+        res = list(loop.results)
+        self._set_outer(outer, res[len(kb):])
+        inits = list(op.operands)
+        for k, r in zip(kb, res):
+            self.add_adj(inits[k], r)
+
+    def _reverse_before(self, op: ir.Operation, outer: list[ir.Value], ka: list[int],
+                        seeds: list[ir.Value | None]) -> list[ir.Value | None]:
+        """Reverses one run of a while's condition region, inline; returns the adjoints of
+        its arguments (the active ones)."""
+        before = op.regions[0].blocks[0]
+        forwarded = list(terminator(before).operands)[1:]
+        self._open(outer, [self.get_adj(o) for o in outer])
+        self.enter(before)
+        for j, d in zip(ka, seeds):
+            self.add_adj(forwarded[j], d)
+        self.reverse_block(before)
+        self.leave()
+        adj_b = [self.get_adj(a) for a in before.arguments if self.act.active(a)]
+        out = self._close(outer)
+        for o, v in zip(outer, out):
+            if v is not None:
+                self.adj[-1][o] = v
+        return adj_b
+
+
+class _LazyPrimals:
+    """Primal operands for a rule, materialized only when the rule reads them."""
+
+    def __init__(self, gen: RevGen, operands: list[ir.Value]):
+        self.gen = gen
+        self.operands = operands
+
+    def __getitem__(self, i: int) -> ir.Value:
+        return self.gen.primal(self.operands[i])
+
+
+class AugGen:
+    """The primal body, plus saving each block's planned keys at its end."""
+
+    def __init__(self, ctx: ReverseContext):
+        self.ctx = ctx
+        self.vmap: dict[ir.Value, ir.Value] = {}
+        self.extra: dict[Key, ir.Value] = {}
+        self.shadow_params: dict[ir.Value, ir.Value] = {}
+        self.stacks = Stacks(ctx.plan.stack_types())
+        self._threads = set()
+        for block in ctx.plan.nested_blocks():
+            op = parent_op(block)
+            while op != ctx.fn:
+                self._threads.add(op)
+                op = op.parent.operation
+
+    def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool,
+             fields: list[TapeField]) -> ir.Operation:
+        ctx = self.ctx
+        ftype = func_type(ctx.fn)
+        primal = list(ftype.results) if ctx.sig.with_primal else []
+        aug = ctx.diff.new_function(name, aug_inputs(ftype, ctx.sig),
+                                    primal + [f.type for f in fields], ctx.fn, extra, private)
+        entry = aug.regions[0].blocks[0]
+        params = iter(entry.arguments)
+        for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
+            self.vmap[arg] = next(params)
+            if act in ("dup", "dupnoneed"):
+                self.shadow_params[arg] = next(params)
+        with ir.InsertionPoint(entry), ctx.fn.location:
+            self.stacks.create()
+            self.block(ctx.entry)
+            ret = terminator(ctx.entry)
+            values = [self.vmap[v] for v in ret.operands] if ctx.sig.with_primal else []
+            values += [self.key_value(k) for k in ctx.plan.keys(ctx.entry)]
+            func.ReturnOp(values + self.stacks.values)
+        return aug
+
+    def key_value(self, key: Key) -> ir.Value:
+        return self.vmap[key] if isinstance(key, ir.Value) else self.extra[key]
+
+    def block(self, block: ir.Block) -> None:
+        for op in ops(block)[:-1]:
+            with op.location:
+                handler = getattr(self, "aug_" + op.name.replace(".", "_"), None)
+                if handler is not None:
+                    handler(op)
+                else:
+                    clone_op(op, self.vmap)
+        if block != self.ctx.entry:
+            keys = self.ctx.plan.keys(block)
+            self.stacks.push([self.key_value(k) for k in reversed(keys)])
+
+    def threaded(self, op: ir.Operation) -> list[ir.Value]:
+        """The stack state that `op`'s regions thread, if they push."""
+        return list(self.stacks.values) if op in self._threads else []
+
+    def aug_shadow(self, v: ir.Value) -> ir.Value:
+        """A shadow to pass to a callee's augmented pass, which only reads or ignores it."""
+        if v in self.shadow_params:
+            return self.shadow_params[v]
+        return zeroed_like(self.vmap[v])
+
+    def aug_func_call(self, op: ir.Operation) -> None:
+        if not self.ctx.act.relevant(op):
+            clone_op(op, self.vmap)
+            return
+        sig, d = self.ctx.call_info(op)
+        args: list[ir.Value] = []
+        for v, a in zip(op.operands, sig.activity):
+            args.append(self.vmap[v])
+            if a in ("dup", "dupnoneed"):
+                args.append(self.aug_shadow(v))
+        results = [r.type for r in op.results] + list(d.tape)
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(d.aug), args)
+        outs = list(call.results)
+        for r, v in zip(op.results, outs):
+            self.vmap[r] = v
+        for k, v in enumerate(outs[len(op.results):]):
+            self.extra[("tape", op, k)] = v
+
+    def aug_adj_launch(self, op: ir.Operation) -> None:
+        from .launch import augmented_launch
+        augmented_launch(self, op)
+
+    def aug_scf_for(self, op: ir.Operation) -> None:
+        body = op.regions[0].blocks[0]
+        inits = list(op.operands)[3:]
+        state = self.threaded(op)
+        lb, ub, step = (self.vmap[v] for v in list(op.operands)[:3])
+        loop = scf.ForOp(lb, ub, step, [self.vmap[v] for v in inits] + state)
+        new_args = list(loop.body.arguments)
+        self.vmap[body.arguments[0]] = new_args[0]
+        for a, b in zip(list(body.arguments)[1:], new_args[1:]):
+            self.vmap[a] = b
+        n = len(inits)
+        if state:
+            self.stacks.values = new_args[1 + n:]
+        with ir.InsertionPoint(loop.body):
+            self.block(body)
+            scf.YieldOp([self.vmap[v] for v in terminator(body).operands] +
+                        (self.stacks.values if state else []))
+        for r, v in zip(op.results, loop.results):
+            self.vmap[r] = v
+        if state:
+            self.stacks.values = list(loop.results)[n:]
+
+    def aug_scf_if(self, op: ir.Operation) -> None:
+        state = self.threaded(op)
+        n = len(op.results)
+        has_else = len(op.regions[1].blocks) > 0
+        new = scf.IfOp(self.vmap[op.operands[0]], [r.type for r in op.results] +
+                       [v.type for v in state], has_else=has_else or bool(state))
+        branches = [(op.regions[0], new.then_block)]
+        if has_else or state:
+            branches.append((op.regions[1], new.else_block))
+        for region, block in branches:
+            if state:
+                self.stacks.values = list(state)
+            with ir.InsertionPoint(block):
+                if len(region.blocks):
+                    self.block(region.blocks[0])
+                    yields = [self.vmap[v] for v in terminator(region.blocks[0]).operands]
+                else:
+                    yields = []
+                scf.YieldOp(yields + (self.stacks.values if state else []))
+        for r, v in zip(op.results, new.results):
+            self.vmap[r] = v
+        if state:
+            self.stacks.values = list(new.results)[n:]
+
+    def aug_scf_while(self, op: ir.Operation) -> None:
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        counted = ("count", op) in self.ctx.plan.types
+        state = self.threaded(op)
+        extra_types = ([ir.IndexType.get()] if counted else []) + [v.type for v in state]
+        inits = [self.vmap[v] for v in op.operands] + ([index(0)] if counted else []) + state
+        n_b, n_a = len(before.arguments), len(after.arguments)
+        loop = scf.WhileOp([r.type for r in op.results] + extra_types, inits)
+        new_before = loop.before.blocks.append(*[a.type for a in before.arguments], *extra_types)
+        new_after = loop.after.blocks.append(*[a.type for a in after.arguments], *extra_types)
+
+        def bind(old: ir.Block, new: ir.Block, n: int) -> list[ir.Value]:
+            for a, b in zip(old.arguments, new.arguments):
+                self.vmap[a] = b
+            rest = list(new.arguments)[n:]
+            if state:
+                self.stacks.values = rest[1:] if counted else rest
+            return rest[:1] if counted else []
+
+        count = bind(before, new_before, n_b)
+        with ir.InsertionPoint(new_before):
+            self.block(before)
+            cond = terminator(before)
+            scf.ConditionOp(self.vmap[cond.operands[0]],
+                            [self.vmap[v] for v in list(cond.operands)[1:]] + count +
+                            (self.stacks.values if state else []))
+        count = bind(after, new_after, n_a)
+        with ir.InsertionPoint(new_after):
+            self.block(after)
+            scf.YieldOp([self.vmap[v] for v in terminator(after).operands] +
+                        [arith.addi(c, index(1)) for c in count] +
+                        (self.stacks.values if state else []))
+        res = list(loop.results)
+        for r, v in zip(op.results, res):
+            self.vmap[r] = v
+        rest = res[len(op.results):]
+        if counted:
+            self.extra[("count", op)] = rest[0]
+            rest = rest[1:]
+        if state:
+            self.stacks.values = rest

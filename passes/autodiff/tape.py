@@ -1,0 +1,188 @@
+"""The tape: what the augmented pass records for the reverse pass, and where it lives.
+
+The reverse function is generated first. Whenever it needs a primal value that it cannot
+recompute, it asks the tape for it, at the start of the reversed block where that value was
+defined; the TapePlan records, per primal block, the keys asked for, in order. The augmented
+function is generated next from the finished plan: at the end of each primal block it saves
+that block's keys.
+
+Where keys live, in a plain function:
+- keys of the function's top-level block: one tape value each (a scalar, or an array the
+  reverse pass reads again), returned by the augmented function;
+- keys of blocks inside loops and branches: one stack per element type (a growable buffer
+  and its size, both tape values). The augmented pass pushes a block's keys at the block's end
+  (last asked first); the reverse pass pops them at the start of the reversed block, so that a
+  block's own values are popped before those of the loops nested in it, which the augmented
+  pass pushed earlier. The reverse pass reads the tape without changing it (its stack
+  pointers are locals), so a tape can serve several reverse calls.
+In a kernel (tape per work item): see KernelTape in kernel_tape.py.
+
+A key is a primal ir.Value, or a tuple for values the reverse pass needs that the primal
+function never names: ("count", while_op) the iteration count of an scf.while, ("tape", op, k)
+the k-th tape value of a call's or launch's own augmented pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from .ir_util import for_each_index, index
+from .signature import TapeField
+
+Key = Hashable
+INITIAL_CAPACITY = 16
+
+
+def key_block(key: Key) -> ir.Block:
+    """The primal block at whose end the augmented pass can save `key`."""
+    if isinstance(key, ir.Value):
+        if isinstance(key, ir.BlockArgument):
+            return key.owner
+        return key.owner.operation.block
+    if key[0] == "shadow":
+        return key_block(key[1])
+    return key[1].block
+
+
+def describe(key: Key) -> str:
+    if isinstance(key, ir.Value):
+        if isinstance(key, ir.BlockArgument):
+            owner = key.owner.owner.operation
+            what = f"argument {key.arg_number} of a block of {owner.name}"
+            loc = owner.location
+        else:
+            owner = key.owner.operation
+            what = f"result of {owner.name}"
+            loc = owner.location
+    elif key[0] == "count":
+        what, loc = "iteration count of scf.while", key[1].location
+    else:
+        what, loc = f"tape value {key[2]} of {key[1].name}", key[1].location
+    return f"{what} at {loc}"
+
+
+@dataclass
+class TapePlan:
+    """The keys the reverse pass takes from the tape, per primal block, in the order asked."""
+    top: ir.Block
+    blocks: dict[ir.Block, list[Key]] = field(default_factory=dict)
+    types: dict[Key, ir.Type] = field(default_factory=dict)
+
+    def add(self, block: ir.Block, key: Key, t: ir.Type) -> None:
+        keys = self.blocks.setdefault(block, [])
+        if key not in keys:
+            keys.append(key)
+            self.types[key] = t
+
+    def keys(self, block: ir.Block) -> list[Key]:
+        return self.blocks.get(block, [])
+
+    def nested_blocks(self) -> list[ir.Block]:
+        return [b for b, keys in self.blocks.items() if b != self.top and keys]
+
+    def stack_types(self) -> list[ir.Type]:
+        """Element types of the stacks, in first-use order (by string: types hash poorly)."""
+        seen: dict[str, ir.Type] = {}
+        for block in self.nested_blocks():
+            for key in self.blocks[block]:
+                t = self.types[key]
+                seen.setdefault(str(t), t)
+        return list(seen.values())
+
+
+def stack_fields(plan: TapePlan) -> list[TapeField]:
+    fields = []
+    for t in plan.stack_types():
+        fields.append(TapeField(f"{t} stack: values saved in loops and branches",
+                                ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t)))
+        fields.append(TapeField(f"{t} stack: number of values", ir.IndexType.get()))
+    return fields
+
+
+def top_fields(plan: TapePlan) -> list[TapeField]:
+    return [TapeField(describe(k), plan.types[k]) for k in plan.keys(plan.top)]
+
+
+class Stacks:
+    """The augmented pass's growable stacks: (buffer, size) per element type, as SSA values
+    that control flow threads through (a buffer changes when it grows)."""
+
+    def __init__(self, types: list[ir.Type]):
+        self.types = types
+        self.values: list[ir.Value] = []
+
+    def create(self) -> None:
+        self.values = []
+        for t in self.types:
+            buf = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
+                               [index(INITIAL_CAPACITY)], [])
+            self.values += [buf, index(0)]
+
+    def push(self, values: list[ir.Value]) -> None:
+        by_type: dict[str, list[ir.Value]] = {}
+        for v in values:
+            by_type.setdefault(str(v.type), []).append(v)
+        for k, t in enumerate(self.types):
+            group = by_type.get(str(t), [])
+            if not group:
+                continue
+            buf, size = self.values[2 * k], self.values[2 * k + 1]
+            need = arith.addi(size, index(len(group)))
+            buf = _reserve(buf, size, need)
+            for j, v in enumerate(group):
+                memref.store(v, buf, [arith.addi(size, index(j)) if j else size])
+            self.values[2 * k], self.values[2 * k + 1] = buf, need
+
+
+def _reserve(buf: ir.Value, size: ir.Value, need: ir.Value) -> ir.Value:
+    """`buf`, or a copy of its first `size` elements in a buffer of capacity >= `need`."""
+    capacity = memref.dim(buf, index(0))
+    grow = arith.cmpi(arith.CmpIPredicate.ugt, need, capacity)
+    branch = scf.IfOp(grow, [buf.type], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        doubled = arith.maxui(arith.muli(capacity, index(2)), need)
+        bigger = memref.alloc(buf.type, [doubled], [])
+        for_each_index([size], lambda i: memref.store(memref.load(buf, i), bigger, i))
+        scf.YieldOp([bigger])
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp([buf])
+    return branch.results[0]
+
+
+class StackReader:
+    """The reverse pass's view of the stacks: each pops through a local pointer.
+
+    `param(name, type)` gives the value of a tape parameter (the reverse function orders its
+    parameters once the plan is complete: ("stack", T) and ("size", T) per element type T).
+    """
+
+    def __init__(self, entry_ip: ir.InsertionPoint, param):
+        self._entry_ip = entry_ip
+        self._param = param
+        self._pointers: dict[str, tuple[ir.Value, ir.Value]] = {}
+
+    def pop(self, t: ir.Type) -> ir.Value:
+        st = t
+        if str(st) not in self._pointers:
+            buf = self._param(("stack", str(st)), ir.MemRefType.get(
+                [ir.ShapedType.get_dynamic_size()], st))
+            size = self._param(("size", str(st)), ir.IndexType.get())
+            with self._entry_ip:
+                pointer = memref.alloca(ir.MemRefType.get([], ir.IndexType.get()), [], [])
+                memref.store(size, pointer, [])
+            self._pointers[str(st)] = (buf, pointer)
+        buf, pointer = self._pointers[str(st)]
+        top = arith.subi(memref.load(pointer, []), index(1))
+        memref.store(top, pointer, [])
+        return memref.load(buf, [top])
+
+
+def tape_param_names(plan: TapePlan) -> list:
+    """Names of the tape values in order: top-level keys, then (stack, size) per type."""
+    names: list = [("field", k) for k in plan.keys(plan.top)]
+    for t in plan.stack_types():
+        names += [("stack", str(t)), ("size", str(t))]
+    return names

@@ -464,10 +464,7 @@ class CodeGenerator(ast.NodeVisitor):
             for n in names:
                 init_t = types.get(n) or self._type_of(before[n])
                 bt = body_types.get(n)
-                if bt is not None and bt != init_t:
-                    if isinstance(bt, ArrayType) or isinstance(init_t, ArrayType):
-                        raise UserError(f"variable {n!r} changes from {init_t!r} to {bt!r} "
-                                        "inside the loop")
+                if bt is not None and bt != init_t:   # scalars only (see _body_types)
                     changed[n] = promote(init_t, bt)
             if not changed:
                 self.vars = before
@@ -483,15 +480,23 @@ class CodeGenerator(ast.NodeVisitor):
     def _typed(self, value: ir.Value, like) -> object:
         return Array(value, like) if isinstance(like, ArrayType) else Scalar(value, like)
 
-    def _body_types(self, names: list[str]) -> dict:
+    def _body_types(self, names: list[str], init_types: list) -> dict:
+        """The types the loop body leaves its carried variables with. A scalar may change
+        type (the loop is rebuilt with the promoted one); an array must stay the same."""
         out = {}
-        for n in names:
+        for n, t in zip(names, init_types):
             v = self.vars.get(n)
             if isinstance(v, ArrayExpr):
                 v = self.vars[n] = A.materialize(v)
             if v is None:
                 continue
-            out[n] = self._type_of(v) if isinstance(v, (Scalar, Array, Literal)) else None
+            bt = self._type_of(v) if isinstance(v, (Scalar, Array, Literal)) else None
+            if bt is None or isinstance(bt, ArrayType) != isinstance(t, ArrayType) or \
+                    (isinstance(t, ArrayType) and bt != t):
+                before = f"an array {t!r}" if isinstance(t, ArrayType) else f"a {t!r} value"
+                raise UserError(f"variable {n!r} holds {before} before the loop and "
+                                f"{S.describe(v)} inside it")
+            out[n] = bt
         return out
 
     def _for(self, node: ast.For, it: RangeValue, jumps: set[str]) -> None:
@@ -520,7 +525,7 @@ class CodeGenerator(ast.NodeVisitor):
                 self._loop_depth += 1
                 self.visit_block(node.body)
                 self._loop_depth -= 1
-                body_types = self._body_types(names)
+                body_types = self._body_types(names, init_types)
                 scf.YieldOp([self._coerce(self.vars[n_], t).value
                              for n_, t in zip(names, init_types)])
             self.vars = outer
@@ -642,7 +647,7 @@ class CodeGenerator(ast.NodeVisitor):
                 self._loop_depth += 1
                 body_fn()
                 self._loop_depth -= 1
-                body_types = self._body_types(names)
+                body_types = self._body_types(names, init_types)
                 scf.YieldOp([self._coerce(self.vars[n], t).value
                              for n, t in zip(names, init_types)])
             self.vars = outer
@@ -878,7 +883,11 @@ class CodeGenerator(ast.NodeVisitor):
         for op, right_node in zip(node.ops, node.comparators):
             right = self.visit(right_node)
             if isinstance(op, (ast.Is, ast.IsNot)):
-                # `x.dval is None` in rules: decided at compile time.
+                # `x.dval is None` in rules: decided at compile time, so it compares only
+                # Python objects (None, modules, ...), never runtime values.
+                if not (isinstance(left, PyObj) or isinstance(right, PyObj)):
+                    raise self.error(node, "'is' compares compile-time Python objects such "
+                                           "as None; compare values with ==")
                 same = isinstance(left, PyObj) and isinstance(right, PyObj) and \
                     left.obj is right.obj
                 r = Literal(same if isinstance(op, ast.Is) else not same)

@@ -1,0 +1,442 @@
+"""Errors: code adjit cannot compile raises adjit.CompilationError naming the construct and
+the user's file and line (`.filename`, `.lineno`); bad calls from Python raise TypeError or
+ValueError saying what is wrong. Each marked line below is where the error must point."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import adjit
+
+
+def line_of(marker: str) -> int:
+    with open(__file__) as f:
+        for n, line in enumerate(f, start=1):
+            if re.search(rf"# {re.escape(marker)}(\s|$)", line):
+                return n
+    raise LookupError(marker)
+
+
+def expect_compile_error(call, marker: str, *words: str) -> adjit.CompilationError:
+    """`call()` raises a CompilationError at the line marked `marker` whose message names
+    the file and line and contains each of `words`."""
+    with pytest.raises(adjit.CompilationError) as info:
+        call()
+    e = info.value
+    line = line_of(marker)
+    assert e.filename == __file__
+    assert e.lineno == line, (e.lineno, line, str(e))
+    assert f"{__file__}:{line}:" in str(e)
+    for w in words:
+        assert w.lower() in str(e).lower(), (w, str(e))
+    return e
+
+
+X = np.arange(4.0)
+
+
+# ---- unsupported Python --------------------------------------------------------------------
+
+def test_list_comprehension():
+    @adjit.jit
+    def f(x):
+        s = 0.0
+        s += sum([v for v in range(3)])  # listcomp
+        return s
+
+    expect_compile_error(lambda: f(X), "listcomp", "ListComp")
+
+
+def test_generator_and_dict_comprehension():
+    @adjit.func
+    def g(n):
+        return max(i * i for i in range(n))  # genexp
+
+    @adjit.func
+    def h(n):
+        d = {i: i for i in range(n)}  # dictcomp
+        return n
+
+    expect_compile_error(lambda: g(3), "genexp", "GeneratorExp")
+    expect_compile_error(lambda: h(3), "dictcomp", "DictComp")
+
+
+def test_try():
+    @adjit.kernel
+    def k(x):
+        i = adjit.index()
+        try:  # try
+            x[i] = 1.0
+        except Exception:
+            pass
+
+    expect_compile_error(lambda: k(X, ndrange=4), "try", "Try")
+
+
+@pytest.mark.parametrize("source, construct", [
+    ("with open('f') as fh:\n        pass", "With"),
+    ("f = lambda v: v", "Lambda"),
+    ("del a", "Delete"),
+    ("raise ValueError('no')", "Raise"),
+    ("assert a > 0", "Assert"),
+    ("import os", "Import"),
+    ("def inner():\n        return 1", "FunctionDef"),
+    ("b = 'text' + 'more'", "str"),
+    ("b = [1, 2, 3][a]", "index"),
+    ("b = {1: 2}", "Dict"),
+    ("b = a if a else None", "None"),
+    ("b = a @ a", "MatMult"),
+    ("b = a is a", "Is"),
+    ("b = a in (1, 2)", "In"),
+    ("b = f'{a}'", "JoinedStr"),
+    ("for v in [1, 2]:\n        pass", "range"),
+    ("for v in range(3):\n        pass\n    else:\n        pass", "else"),
+    ("while a < 0:\n        a += 1\n    else:\n        pass", "else"),
+])
+def test_other_unsupported_constructs(tmp_path, source, construct):
+    # Written to a file of its own so that the expected line is known: line 4.
+    path = tmp_path / "user_code.py"
+    path.write_text("import adjit\n\n@adjit.func\ndef f(a):\n    " + source + "\n    return a\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    with pytest.raises(adjit.CompilationError) as info:
+        namespace["f"](1)
+    e = info.value
+    assert (e.filename, e.lineno) == (str(path), 5), str(e)
+    assert f"{path}:5:" in str(e)
+    assert construct.lower() in str(e).lower(), str(e)
+
+
+def test_slices_are_refused():
+    @adjit.jit
+    def f(x):
+        return x[1:3]  # slice
+
+    expect_compile_error(lambda: f(X), "slice", "slice")
+
+
+# ---- unknown functions and names ---------------------------------------------------------
+
+def plain_python_helper(v):
+    return v + 1
+
+
+def test_call_to_a_plain_python_function():
+    @adjit.kernel
+    def k(x):
+        i = adjit.index()
+        x[i] = plain_python_helper(x[i])  # plain-call
+
+    e = expect_compile_error(lambda: k(X, ndrange=4), "plain-call", "plain_python_helper")
+    assert "@adjit.func" in str(e)   # says what would work
+
+
+def test_call_to_an_unknown_library_function():
+    @adjit.jit
+    def f(x):
+        return np.linalg.norm(x)  # numpy-call
+
+    expect_compile_error(lambda: f(X), "numpy-call", "norm")
+
+
+def test_print_is_not_compiled():
+    @adjit.func
+    def f(a):
+        print(a)  # print-call
+        return a
+
+    expect_compile_error(lambda: f(1.0), "print-call", "print")
+
+
+def test_undefined_name():
+    @adjit.func
+    def f(a):
+        return a + not_defined_anywhere  # undefined  # noqa: F821
+
+    expect_compile_error(lambda: f(1.0), "undefined", "not_defined_anywhere")
+
+
+GLOBAL_ARRAY = np.ones(3)
+
+
+def test_global_array():
+    @adjit.func
+    def f(i):
+        return GLOBAL_ARRAY[i]  # global-array
+
+    expect_compile_error(lambda: f(0), "global-array", "GLOBAL_ARRAY", "argument")
+
+
+def test_unknown_attribute():
+    @adjit.func
+    def f(a):
+        return math.not_a_function(a)  # bad-attr
+
+    expect_compile_error(lambda: f(1.0), "bad-attr", "not_a_function")
+
+
+# ---- type clashes ------------------------------------------------------------------------
+
+def test_float_index():
+    @adjit.kernel
+    def k(x):
+        i = adjit.index()
+        x[i * 0.5] = 1.0  # float-index
+
+    expect_compile_error(lambda: k(X, ndrange=4), "float-index", "index", "integer")
+
+
+def test_array_and_scalar_in_one_variable_across_branches():
+    @adjit.jit
+    def f(x, c):
+        y = x
+        if c > 0:
+            y = 1.0
+        return y  # clash-branch
+
+    with pytest.raises(adjit.CompilationError) as info:
+        f(X, 1)
+    e = info.value
+    assert e.filename == __file__
+    assert line_of("clash-branch") - 3 <= e.lineno <= line_of("clash-branch")
+    assert "y" in str(e)
+
+
+def test_scalar_becoming_an_array_in_a_loop():
+    @adjit.jit
+    def f(x, n):
+        s = 0.0
+        for i in range(n):  # clash-loop
+            s = x * 2.0
+        return s
+
+    expect_compile_error(lambda: f(X, 2), "clash-loop", "variable 's'", "array")
+
+
+def test_bitwise_operator_on_floats():
+    @adjit.func
+    def f(a, b):
+        return a & b  # float-and
+
+    expect_compile_error(lambda: f(1.0, 2.0), "float-and", "&", "f64")
+
+
+def test_storing_an_array_into_an_element():
+    @adjit.jit
+    def f(x, m):
+        m[0] = x  # array-into-element
+
+    expect_compile_error(lambda: f(X, np.zeros(3)), "array-into-element", "array")
+
+
+def test_wrong_number_of_indices():
+    @adjit.kernel
+    def k(m):
+        i = adjit.index()
+        m[i] = 1.0  # one-index
+
+    expect_compile_error(lambda: k(np.zeros((2, 2)), ndrange=2), "one-index", "2-D", "1 ind")
+
+
+def test_different_return_types():
+    @adjit.jit
+    def f(x, c):
+        if c > 0:
+            return x
+        return 1.0  # two-returns
+
+    with pytest.raises(adjit.CompilationError) as info:
+        f(X, 1)
+    assert info.value.filename == __file__
+
+
+def test_kernel_returning_a_value():
+    @adjit.kernel
+    def k(x):
+        return x[0]  # kernel-return
+
+    expect_compile_error(lambda: k(X, ndrange=1), "kernel-return", "kernels return nothing")
+
+
+def test_unpacking_the_wrong_number_of_values():
+    @adjit.func
+    def f(a):
+        p, q, r = a, a  # unpack-count
+        return p
+
+    expect_compile_error(lambda: f(1), "unpack-count", "2", "3")
+
+
+# ---- what belongs where ----------------------------------------------------------------
+
+def test_array_creation_inside_a_kernel():
+    @adjit.kernel
+    def k(x):
+        tmp = adjit.zeros(3)  # kernel-alloc
+        x[0] = tmp[0]
+
+    expect_compile_error(lambda: k(X, ndrange=1), "kernel-alloc", "zeros", "@adjit.jit")
+
+
+def test_index_outside_a_kernel():
+    @adjit.jit
+    def f(x):
+        return x[adjit.index()]  # index-in-jit
+
+    expect_compile_error(lambda: f(X), "index-in-jit", "adjit.index", "kernel")
+
+
+@adjit.jit
+def some_jit_function(v):
+    return v
+
+
+def test_kernel_calling_a_jit_function():
+    @adjit.kernel
+    def k(x):
+        i = adjit.index()
+        x[i] = some_jit_function(x[i])  # kernel-calls-jit
+
+    expect_compile_error(lambda: k(X, ndrange=4), "kernel-calls-jit", "some_jit_function")
+
+
+@adjit.func
+def recursive(n):
+    if n <= 0:
+        return 0
+    return n + recursive(n - 1)  # recursion
+
+
+def test_recursion():
+    expect_compile_error(lambda: recursive(3), "recursion", "recursion")
+
+
+@adjit.kernel
+def broken_kernel(x):
+    i = adjit.index()
+    x[i] = undefined_thing  # broken-kernel  # noqa: F821
+
+
+def test_error_in_a_kernel_launched_from_a_jit_function_names_the_kernel_line():
+    @adjit.jit
+    def f(x):
+        broken_kernel(x, ndrange=len(x))
+
+    expect_compile_error(lambda: f(X), "broken-kernel", "undefined_thing")
+
+
+# ---- launches ----------------------------------------------------------------------------
+
+@adjit.kernel
+def fill(x, v):
+    i = adjit.index()
+    x[i] = v
+
+
+def test_launch_without_ndrange_from_python():
+    with pytest.raises(TypeError, match="ndrange"):
+        fill(np.zeros(3), 1.0)
+
+
+def test_launch_without_ndrange_inside_jit():
+    @adjit.jit
+    def f(x):
+        fill(x, 1.0)  # launch-no-ndrange
+
+    expect_compile_error(lambda: f(X), "launch-no-ndrange", "ndrange")
+
+
+@pytest.mark.parametrize("ndrange, error", [(-1, ValueError), (2.5, TypeError),
+                                            ((), ValueError), ("4", TypeError),
+                                            (True, TypeError)])
+def test_bad_ndrange(ndrange, error):
+    with pytest.raises(error, match="ndrange"):
+        fill(np.zeros(3), 1.0, ndrange=ndrange)
+
+
+def test_launch_with_the_wrong_number_of_arguments():
+    with pytest.raises(TypeError, match="fill"):
+        fill(np.zeros(3), ndrange=3)
+
+
+def test_kernel_ndrange_rank_against_index_nd():
+    @adjit.kernel
+    def k(x):
+        i, j = adjit.index_nd()  # nd-rank
+        x[i] = j
+
+    expect_compile_error(lambda: k(np.zeros(3), ndrange=3), "nd-rank", "unpack")
+
+
+# ---- arguments from Python -----------------------------------------------------------------
+
+@adjit.jit
+def takes_anything(x):
+    return x
+
+
+@pytest.mark.parametrize("value", ["text", [1.0, 2.0], (1, 2), None, 1 + 2j,
+                                   np.zeros(3, dtype=np.float16), np.zeros(2, dtype=np.complex128),
+                                   np.zeros(2, dtype=np.uint8), object()])
+def test_argument_of_a_type_adjit_does_not_take(value):
+    with pytest.raises(TypeError, match="argument 'x'"):
+        takes_anything(value)
+
+
+@adjit.jit
+def annotated_matrix(m: adjit.Array[adjit.f64, 2]):
+    return m
+
+
+def test_array_of_the_wrong_rank_against_an_annotation():
+    with pytest.raises(TypeError, match=r"argument 'm'.*ndim 1"):
+        annotated_matrix(np.zeros(3))
+    with pytest.raises(TypeError, match="argument 'm'"):
+        annotated_matrix(np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(TypeError, match="argument 'm'"):
+        annotated_matrix(2.0)
+    assert annotated_matrix(np.eye(2)).shape == (2, 2)
+
+
+@adjit.jit
+def annotated_scalar(a: adjit.f32):
+    return a
+
+
+def test_array_given_for_a_scalar_annotation():
+    with pytest.raises(TypeError, match="argument 'a'"):
+        annotated_scalar(np.zeros(3))
+
+
+def test_non_contiguous_view():
+    m = np.arange(12.0).reshape(3, 4)
+    for view in (m[:, 1], m.T, m[::2], np.arange(10.0)[::3]):
+        with pytest.raises(ValueError, match="contiguous"):
+            takes_anything(view)
+        with pytest.raises(ValueError, match="contiguous"):
+            fill(view, 1.0, ndrange=1)
+
+
+def test_wrong_number_of_arguments():
+    with pytest.raises(TypeError, match="takes_anything"):
+        takes_anything(1, 2)
+
+
+def test_bad_annotation_is_refused_when_decorating():
+    with pytest.raises(TypeError, match="annotation"):
+        @adjit.jit
+        def f(x: dict):
+            return x
+
+
+def test_compilation_error_keeps_the_source_line():
+    @adjit.func
+    def f(a):
+        return a + nowhere  # caret  # noqa: F821
+
+    e = expect_compile_error(lambda: f(1.0), "caret")
+    assert "return a + nowhere" in str(e)
+    assert "^" in str(e)

@@ -1,5 +1,9 @@
-"""`--adj-lower-gpu`: kernels to `gpu.module`s of NVVM-targeted GPU kernels, launches to
-`gpu.launch_func`; and `kernel_to_ptx`, which takes one kernel down to PTX.
+"""`--adj-lower-gpu`: kernels to PTX in `gpu.binary` ops, launches to `gpu.launch_func`; and
+`kernel_to_ptx`, which compiles one kernel to a `GpuKernel` for the CUDA launcher.
+
+Upstream passes do the work after the adj-specific outlining: nvvm-attach-target,
+convert-gpu-to-nvvm and gpu-module-to-binary{format=isa}, which makes PTX with no CUDA
+toolkit installed.
 
 Kernel @k becomes `gpu.module @k__gpu` holding the entry `gpu.func @k` and private copies of
 @k's body (renamed @"k.body") and of the device functions it calls. The entry takes @k's
@@ -45,29 +49,17 @@ _TO_NVVM = ("gpu.module(inline,symbol-dce,canonicalize,arith-expand,convert-scf-
 
 
 def lower_gpu(module: ir.Operation, chip: str = "sm_90") -> None:
-    """Rewrites `module` in place; raises AdjError (with the op) on malformed adj IR."""
-    symbols = _symbol_table(module)
-    kernels = {name: op for name, op in symbols.items() if is_kernel(op)}
-    for launch in _ops_named(module, "adj.launch"):
-        _lower_launch(launch, kernels)
-    for name, kernel in kernels.items():
-        _outline(kernel, name, symbols)
-        kernel.erase()
-    for op in _ops_named(module, "adj.sync"):     # gpu.launch_func blocks until done
-        op.erase()
-    module.attributes["gpu.container_module"] = ir.UnitAttr.get()
-    target = f"nvvm-attach-target{{chip={chip} O=3 features={_ptx_features(chip)}}}"
-    passmanager.PassManager.parse(f"builtin.module({target})").run(module)
+    """Rewrites `module` in place, down to gpu.binary ops holding PTX (format isa: no CUDA
+    toolkit needed) and host code with gpu.launch_func. Raises AdjError (with the op) on
+    malformed adj IR. An ir.Module is taken too."""
+    module = getattr(module, "operation", module)
+    _outline_kernels(module)
+    _to_binary(module, chip)
 
 
 def emit_ptx(module: ir.Operation) -> dict[str, str]:
-    """PTX of each gpu.module of a module that `lower_gpu` produced, by gpu.module name.
-    The gpu.modules become gpu.binary ops (format isa: PTX, no CUDA toolkit needed)."""
-    passmanager.PassManager.parse(f"builtin.module({_TO_NVVM})").run(module)
-    for op in _ops_named(module, "llvm.atomicrmw"):
-        op.attributes["ordering"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                                       int(llvm.AtomicOrdering.monotonic))
-    passmanager.PassManager.parse("builtin.module(gpu-module-to-binary{format=isa})").run(module)
+    """The PTX in the gpu.binary ops of a module that lower_gpu produced, by symbol."""
+    module = getattr(module, "operation", module)
     return {ir.StringAttr(op.attributes["sym_name"]).value:
             gpu.ObjectAttr(op.attributes["objects"][0]).object.decode()
             for op in _ops_named(module, "gpu.binary")}
@@ -86,15 +78,15 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
             for op in _closure(fn, symbols):
                 op.clone()
         params = tuple(_param(t, fn) for t in _inputs(fn))
-        ndim = kernel_ndim(fn)
-        lower_gpu(work.operation, chip)
+        _outline_kernels(work.operation)
         gpu_module = _symbol_table(work.operation)[kernel + GPU_MODULE_SUFFIX]
         checks = tuple(tuple(ir.StringAttr(a).value.split("\x1f", 1))
                        for a in ir.ArrayAttr(gpu_module.attributes[ERROR_TABLE_ATTR]))
+        _to_binary(work.operation, chip)
         ptx = emit_ptx(work.operation)[kernel + GPU_MODULE_SUFFIX]
     entry = re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
-    return GpuKernel(name=kernel, entry=entry, ptx=ptx, chip=chip, params=params, ndim=ndim,
-                     checks=checks, error_global=ERROR_GLOBAL)
+    return GpuKernel(name=kernel, entry=entry, ptx=ptx, chip=chip, params=params,
+                     ndim=kernel_ndim(fn), checks=checks, error_global=ERROR_GLOBAL)
 
 
 def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:
@@ -102,6 +94,29 @@ def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:
     from ..dialects import make_context
     with make_context(), ir.Location.unknown():
         return kernel_to_ptx(ir.Module.parse(ir_text), kernel, chip)
+
+
+def _outline_kernels(module: ir.Operation) -> None:
+    """adj to the gpu dialect: a gpu.module per kernel, gpu.launch_func per launch."""
+    symbols = _symbol_table(module)
+    kernels = {name: op for name, op in symbols.items() if is_kernel(op)}
+    for launch in _ops_named(module, "adj.launch"):
+        _lower_launch(launch, kernels)
+    for name, kernel in kernels.items():
+        _outline(kernel, name, symbols)
+        kernel.erase()
+    for op in _ops_named(module, "adj.sync"):     # gpu.launch_func blocks until done
+        op.erase()
+    module.attributes["gpu.container_module"] = ir.UnitAttr.get()
+
+
+def _to_binary(module: ir.Operation, chip: str) -> None:
+    target = f"nvvm-attach-target{{chip={chip} O=3 features={_ptx_features(chip)}}}"
+    passmanager.PassManager.parse(f"builtin.module({target},{_TO_NVVM})").run(module)
+    for op in _ops_named(module, "llvm.atomicrmw"):
+        op.attributes["ordering"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                       int(llvm.AtomicOrdering.monotonic))
+    passmanager.PassManager.parse("builtin.module(gpu-module-to-binary{format=isa})").run(module)
 
 
 def _ptx_features(chip: str) -> str:

@@ -415,6 +415,58 @@ def _gather_checked() -> Case:
     return Case("gather_checked_f32", text, inputs, reference)
 
 
+def _heat() -> Case:
+    text = _kernel("heat_f32", 2, "%u: memref<?x?xf32>, %v: memref<?x?xf32>, %dt: f32", """
+      %i = "adj.global_id"() {dim = 0 : i64} : () -> index
+      %j = "adj.global_id"() {dim = 1 : i64} : () -> index
+      %n0 = "adj.global_size"() {dim = 0 : i64} : () -> index
+      %n1 = "adj.global_size"() {dim = 1 : i64} : () -> index
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %ip = arith.addi %i, %c1 : index
+      %jp = arith.addi %j, %c1 : index
+      %a = arith.cmpi ugt, %i, %c0 : index
+      %b = arith.cmpi ugt, %j, %c0 : index
+      %c = arith.cmpi ult, %ip, %n0 : index
+      %d = arith.cmpi ult, %jp, %n1 : index
+      %ab = arith.andi %a, %b : i1
+      %cd = arith.andi %c, %d : i1
+      %inside = arith.andi %ab, %cd : i1
+      %center = memref.load %u[%i, %j] : memref<?x?xf32>
+      %new = scf.if %inside -> (f32) {
+        %im = arith.subi %i, %c1 : index
+        %jm = arith.subi %j, %c1 : index
+        %n = memref.load %u[%im, %j] : memref<?x?xf32>
+        %s = memref.load %u[%ip, %j] : memref<?x?xf32>
+        %w = memref.load %u[%i, %jm] : memref<?x?xf32>
+        %e = memref.load %u[%i, %jp] : memref<?x?xf32>
+        %ns = arith.addf %n, %s : f32
+        %we = arith.addf %w, %e : f32
+        %sum = arith.addf %ns, %we : f32
+        %four = arith.constant 4.0 : f32
+        %c4 = arith.mulf %center, %four : f32
+        %lap = arith.subf %sum, %c4 : f32
+        %step = arith.mulf %dt, %lap : f32
+        %r = arith.addf %center, %step : f32
+        scf.yield %r : f32
+      } else {
+        scf.yield %center : f32
+      }
+      memref.store %new, %v[%i, %j] : memref<?x?xf32>""")
+
+    def inputs(rng):
+        u = rng.random((300, 517)).astype(np.float32)
+        return [u, np.zeros_like(u), np.float32(0.1)], u.shape
+
+    def reference(args):
+        u, v, dt = args
+        v[:] = u
+        lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4 * u[1:-1, 1:-1]
+        v[1:-1, 1:-1] = u[1:-1, 1:-1] + dt * lap
+
+    return Case("heat_f32", text, inputs, reference, rtol=1e-5, atol=1e-6)
+
+
 def _casts() -> Case:
     text = _kernel("casts", 1, "%x: memref<?xf32>, %out: memref<?xf64>, %iout: memref<?xi32>", """
       %i = "adj.index"() : () -> index
@@ -445,7 +497,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
     *[_unary_math(op, dt) for op in UNARY_MATH for dt in (np.float32, np.float64)],
     _binary_math(np.float32), _binary_math(np.float64), _ipowi(),
     *[_histogram(dt) for dt in (np.float32, np.float64, np.int32, np.int64)],
-    _row_sum(), _collatz(), _device_call(), _gather_checked(), _casts(),
+    _row_sum(), _collatz(), _device_call(), _gather_checked(), _casts(), _heat(),
 ]}
 
 

@@ -1,0 +1,216 @@
+"""The CUDA launcher and DeviceArray without a GPU: behind a fake driver API whose "device
+memory" is host memory and whose kernels are Python functions reading the packed
+parameters, so the launch ABI (parameter packing, grid, copies, error word) is checked in CI."""
+from __future__ import annotations
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+
+from adjit.runtime import cuda, device_array
+from adjit.runtime.device_array import DeviceArray, as_device_array, dlpack_capsule, dlpack_view
+from adjit.runtime.kernel_cache import GpuKernel, Param
+
+
+class FakeDriverAPI:
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    def __init__(self, kernels):
+        self.kernels = kernels          # entry name -> fn(api, params: list[int], grid, block)
+        self.buffers: dict[int, np.ndarray] = {}
+        self.launches: list[tuple] = []
+        self.loaded = 0
+
+    def cuGetErrorName(self, err):
+        return 0, b"CUDA_ERROR_FAKE"
+
+    def cuMemAlloc(self, n):
+        buf = np.zeros(n, np.uint8)
+        self.buffers[buf.ctypes.data] = buf
+        return 0, buf.ctypes.data
+
+    def cuMemFree(self, ptr):
+        self.buffers.pop(int(ptr))
+        return (0,)
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        ctypes.memmove(dst, src, n)
+        return (0,)
+
+    cuMemcpyDtoH = cuMemcpyHtoD
+
+    def cuMemsetD8(self, ptr, value, n):
+        ctypes.memset(ptr, value, n)
+        return (0,)
+
+    def cuModuleLoadData(self, image):
+        assert image.endswith(b"\0")
+        self.loaded += 1
+        return 0, "module"
+
+    def cuModuleGetFunction(self, module, name):
+        return 0, name.decode()
+
+    def cuModuleGetGlobal(self, module, name):
+        self.error_word = np.zeros(1, np.int64)
+        return 0, self.error_word.ctypes.data, 8
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        assert (gy, gz, by, bz, shared, stream, extra) == (1, 1, 1, 1, 0, 0, 0)
+        self.launches.append((f, gx, bx))
+        self.kernels[f](self, params, gx, bx)
+        return (0,)
+
+    def cuStreamSynchronize(self, stream):
+        return (0,)
+
+    cuCtxSynchronize = cuStreamSynchronize
+
+
+def slots(params: int, n: int) -> list[int]:
+    """The first 8 bytes behind each of the n kernel parameter pointers, as uint64."""
+    pointers = (ctypes.c_void_p * n).from_address(params)
+    return [ctypes.c_uint64.from_address(p).value for p in pointers]
+
+
+def as_f32(bits: int) -> float:
+    return float(np.array([bits], np.uint64).view(np.float32)[0])
+
+
+def device_view(address: int, n: int, dtype) -> np.ndarray:
+    return np.frombuffer((ctypes.c_char * (n * np.dtype(dtype).itemsize)).from_address(address), dtype)
+
+
+def saxpy(api, params, grid, block):
+    a, x_alloc, x, x_off, n_x, x_stride, y_alloc, y, y_off, n_y, y_stride, n = slots(params, 12)
+    assert (x_alloc, y_alloc, x_off, y_off, x_stride, y_stride) == (x, y, 0, 0, 1, 1)
+    assert grid * block >= n > (grid - 1) * block
+    xs, ys = device_view(x, n_x, np.float32), device_view(y, n_y, np.float32)
+    ys[:n] = as_f32(a) * xs[:n] + ys[:n]
+
+
+def fail_check(api, params, grid, block):
+    api.error_word[0] = 1
+
+
+SAXPY = GpuKernel(name="saxpy", entry="saxpy", ptx="// fake", chip="sm_90",
+                  params=(Param("scalar", "f32"), Param("memref", "f32", 1), Param("memref", "f32", 1)),
+                  ndim=1)
+CHECKED = GpuKernel(name="checked", entry="fail_check", ptx="// fake 2", chip="sm_90",
+                    params=(Param("memref", "i64", 2),), ndim=2,
+                    checks=(("IndexError", "index 7 is out of bounds"),))
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    api = FakeDriverAPI({"saxpy": saxpy, "fail_check": fail_check})
+    monkeypatch.setattr(cuda, "_driver", cuda._Driver(api, 0, None))
+    monkeypatch.setattr(cuda, "_loaded", {})
+    monkeypatch.setattr(cuda._current, "done", True, raising=False)
+    yield api
+    gc.collect()
+
+
+def test_numpy_arrays_are_copied_in_and_back(fake):
+    x = np.arange(1000, dtype=np.float32)
+    y = np.ones(1000, dtype=np.float32)
+    cuda.launch(SAXPY, [2.0, x, y], 1000)
+    np.testing.assert_array_equal(y, 2 * np.arange(1000) + 1)
+    assert fake.launches == [("saxpy", 4, 256)]
+    gc.collect()
+    assert fake.buffers == {}                        # temporaries freed
+
+
+def test_grid_follows_workgroupsize(fake):
+    x, y = np.ones(1000, np.float32), np.zeros(1000, np.float32)
+    cuda.launch(SAXPY, [1.0, x, y], (1000,), workgroupsize=(64,))
+    cuda.launch(SAXPY, [1.0, x, y], 1000, workgroupsize=1024)
+    assert [l[1:] for l in fake.launches] == [(16, 64), (1, 1024)]
+    assert fake.loaded == 1                          # the module is loaded once
+    np.testing.assert_array_equal(y, 2)
+
+
+def test_device_arrays_stay_on_the_device(fake):
+    x = DeviceArray.from_numpy(np.arange(10, dtype=np.float32))
+    y = DeviceArray.zeros(10, np.float32)
+    cuda.launch(SAXPY, [3, x, y], 10)
+    cuda.launch(SAXPY, [3, x, y], 10)
+    np.testing.assert_array_equal(y.numpy(), 6 * np.arange(10))
+    out = np.empty((20,), np.float32)[::2]           # strided host destination
+    np.testing.assert_array_equal(y.copy_to_host(out=out), 6 * np.arange(10))
+
+
+def test_cuda_array_interface_input(fake):
+    y = DeviceArray.zeros(10, np.float32)
+
+    class Foreign:               # what CuPy or PyTorch would hand over
+        __cuda_array_interface__ = y.__cuda_array_interface__
+
+    x = DeviceArray.from_numpy(np.ones(10, np.float32))
+    cuda.launch(SAXPY, [1.0, x, Foreign()], 10)
+    np.testing.assert_array_equal(y.numpy(), 1)
+    strided = dict(y.__cuda_array_interface__, shape=(5,), strides=(8,))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        as_device_array(type("S", (), {"__cuda_array_interface__": strided})())
+
+
+def test_failed_check_raises_and_resets(fake):
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        cuda.launch(CHECKED, [np.zeros((2, 3), np.int64)], (2, 3))
+    assert fake.error_word[0] == 0
+
+
+def test_argument_errors(fake):
+    x = np.zeros(10, np.float32)
+    with pytest.raises(TypeError, match="argument 1 of kernel saxpy must be a 1-D float32 array"):
+        cuda.launch(SAXPY, [1.0, x.astype(np.float64), x], 10)
+    with pytest.raises(TypeError, match="must be a 1-D float32 array"):
+        cuda.launch(SAXPY, [1.0, [1.0], x], 10)
+    with pytest.raises(TypeError, match="must be a scalar"):
+        cuda.launch(SAXPY, [x, x, x], 10)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        cuda.launch(SAXPY, [1.0, x], 10)
+    with pytest.raises(ValueError, match="1-D"):
+        cuda.launch(SAXPY, [1.0, x, x], (2, 5))
+    with pytest.raises(ValueError, match="workgroupsize"):
+        cuda.launch(SAXPY, [1.0, x, x], 10, workgroupsize=2048)
+    cuda.launch(SAXPY, [1.0, x, x], 0)               # nothing to do
+    assert fake.launches == []
+
+
+def test_no_driver_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(cuda, "_driver", None)
+    monkeypatch.setattr(cuda, "_driver_error", RuntimeError("no CUDA driver on this machine"))
+    assert cuda.is_available() is False
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        cuda.launch(SAXPY, [1.0, np.zeros(4, np.float32), np.zeros(4, np.float32)], 4)
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        device_array.to_device(np.zeros(3))
+
+
+def test_is_available_here_does_not_crash():
+    assert cuda.is_available() in (True, False)
+
+
+def test_dlpack_capsule_round_trip_through_numpy():
+    # The capsule layout is the same for every device; NumPy can check it for host memory.
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+    class Host:
+        def __dlpack__(self, **kwargs):
+            return dlpack_capsule(a.ctypes.data, a.shape, a.dtype, (device_array.KDL_CPU, 0), a)
+
+        def __dlpack_device__(self):
+            return device_array.KDL_CPU, 0
+
+    b = np.from_dlpack(Host())
+    assert np.shares_memory(a, b) and b.shape == (3, 4) and b.dtype == np.float32
+    del b
+    gc.collect()
+    assert device_array._exported == {}
+    ptr, shape, strides, dtype, owner = dlpack_view(a[:, ::2].__dlpack__())
+    assert (ptr, shape, strides, dtype) == (a.ctypes.data, (3, 2), (16, 8), np.float32)
+    assert dlpack_view(np.zeros(3, bool).__dlpack__())[3] == np.bool_

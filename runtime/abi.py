@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import mlir
 import numpy as np
+from mlir.execution_engine import ExecutionEngine
 
 from ..frontend.types import ArrayType, ScalarType
 
@@ -36,15 +37,13 @@ class _StringRef(ctypes.Structure):
 
 _capi.mlirExecutionEngineLookup.argtypes = [ctypes.c_void_p, _StringRef]
 _capi.mlirExecutionEngineLookup.restype = ctypes.c_void_p
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_name = ctypes.pythonapi.PyCapsule_GetName
-_capsule_name.argtypes = [ctypes.py_object]
-_capsule_name.restype = ctypes.c_char_p
+# Own prototypes: setting argtypes on ctypes.pythonapi's shared objects would affect others.
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
 
 
-def lookup(engine, symbol: str) -> int:
+def lookup(engine: ExecutionEngine, symbol: str) -> int:
     """Address of `symbol` in an ExecutionEngine, or 0. (The bindings' `raw_lookup` finds
     only the packed `_mlir_<name>` wrappers.)"""
     capsule = engine._CAPIPtr

@@ -12,7 +12,6 @@ import builtins
 import ctypes
 import hashlib
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Callable, Sequence
@@ -110,7 +109,7 @@ def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
 def _compile(module: ir.Module, opt_level: int, num_threads: int) -> CompiledModule:
     lower_to_llvm(module, num_threads)
     if os.environ.get("ADJIT_DUMP_IR"):
-        print(f"// ----- adjit: LLVM dialect -----\n{module}", file=sys.stderr)
+        print(f"// ----- adjit: LLVM dialect -----\n{module}")
     table = module.operation.attributes[ERROR_TABLE_ATTR]
     errors = []
     for entry in ir.ArrayAttr(table):

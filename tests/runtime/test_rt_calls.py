@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from adjit.frontend.types import SCALARS, ArrayType, bool_, f32, f64, i32, i64
-from rt_helpers import MLIR_TYPES, memref
+from rt_helpers import MLIR_TYPES
 
 # `@next_T(a, b) -> (T)`: b + 1 (or `not b` for bool) and also checks `a` arrived intact.
 ONE = {"f32": "1.0 : f32", "f64": "1.0 : f64", "i32": "1 : i32", "i64": "1 : i64", "bool": "true"}

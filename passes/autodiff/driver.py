@@ -126,8 +126,7 @@ class Differentiator:
         if sig.mode == "forward":
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
         else:
-            aug, rev, tape = generate_reverse(self, fn, sig, name, extra)
-            result = Derivative(aug=aug, rev=rev, tape=tape)
+            result = generate_reverse(self, fn, sig, name, extra)
         self._in_progress.discard(sig)
         self.done[sig] = result
         return result

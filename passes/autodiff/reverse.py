@@ -42,21 +42,25 @@ PURE_DIALECTS = ("arith", "math", "index")
 
 
 def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, name: str,
-                     extra: dict[str, ir.Attribute]) -> tuple[str, str, list[ir.Type]]:
-    """Generates `{name}_aug` and `{name}_rev`; returns their names and the tape's types."""
+                     extra: dict[str, ir.Attribute]) -> Derivative:
+    """Generates `{name}_aug` and `{name}_rev`; returns them as a Derivative."""
     ctx = ReverseContext(diff, fn, sig)
     private = name == sig.mangled()
     if ctx.kernel:
-        from .kernel_tape import generate_kernel_reverse
-        return generate_kernel_reverse(ctx, name, extra, private)
-    rev = RevGen(ctx).emit(f"{name}_rev", extra, private)
-    fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
-    aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+        from .kernel_tape import KernelAugGen, KernelRevGen, kernel_fields
+        rev = KernelRevGen(ctx).emit(f"{name}_rev", extra, private)
+        fields = kernel_fields(ctx.plan)
+        aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+    else:
+        rev = RevGen(ctx).emit(f"{name}_rev", extra, private)
+        fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
+        aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     aug.move_before(rev)
     tape_attr = ir.ArrayAttr.get([f.attr() for f in fields])
     aug.attributes[TAPE_ATTR] = tape_attr
     rev.attributes[TAPE_ATTR] = tape_attr
-    return f"{name}_aug", f"{name}_rev", [f.type for f in fields]
+    return Derivative(aug=f"{name}_aug", rev=f"{name}_rev", tape=[f.type for f in fields],
+                      per_item=[f.per_item for f in fields] if ctx.kernel else [])
 
 
 class ReverseContext:
@@ -173,8 +177,8 @@ class RevGen:
         ctx = self.ctx
         ftype = func_type(ctx.fn)
         inputs = aug_inputs(ftype, ctx.sig) + dret_types(ftype, ctx.sig)
-        rev = ctx.diff.new_function(name, inputs, adjoint_types(ftype, ctx.sig), ctx.fn,
-                                    extra, private)
+        results = [] if ctx.kernel else adjoint_types(ftype, ctx.sig)
+        rev = ctx.diff.new_function(name, inputs, results, ctx.fn, extra, private)
         self.rev = rev
         self.entry = rev.regions[0].blocks[0]
         params = iter(self.entry.arguments)
@@ -185,18 +189,29 @@ class RevGen:
                 top.values[arg] = next(params)
                 if act in ("dup", "dupnoneed"):
                     self.shadow_params[arg] = next(params)
-            self.stacks = StackReader(ir.InsertionPoint(top.marker), self.param)
+            self.prologue(top)
             ret = terminator(ctx.entry)
             if ctx.sig.ret_activity == "active":
                 for v in ret.operands:
                     if is_float(v.type):
                         self.add_adj(v, next(params))
             self.reverse_block(ctx.entry)
-            func.ReturnOp([or_zero(self.get_adj(a), a.type)
+            self.epilogue([or_zero(self.get_adj(a), a.type)
                            for a, act in zip(ctx.entry.arguments, ctx.sig.activity)
                            if act == "active"])
         self.finish()
         return rev
+
+    def prologue(self, top: Scope) -> None:
+        self.stacks = StackReader(ir.InsertionPoint(top.marker), self.param)
+
+    def epilogue(self, adjoints: list[ir.Value]) -> None:
+        func.ReturnOp(adjoints)
+
+    def tape_params(self) -> list[tuple]:
+        """(name, type) of the tape parameters, in order, once the plan is complete."""
+        fields = top_fields(self.ctx.plan) + stack_fields(self.ctx.plan)
+        return [(n, f.type) for n, f in zip(tape_param_names(self.ctx.plan), fields)]
 
     def param(self, name, t: ir.Type) -> ir.Value:
         """A tape parameter, by name; real block arguments replace these in finish()."""
@@ -207,9 +222,8 @@ class RevGen:
 
     def finish(self) -> None:
         loc = self.ctx.fn.location
-        fields = top_fields(self.ctx.plan) + stack_fields(self.ctx.plan)
-        for name, f in zip(tape_param_names(self.ctx.plan), fields):
-            arg = self.entry.add_argument(f.type, loc)
+        for name, t in self.tape_params():
+            arg = self.entry.add_argument(t, loc)
             if name in self.placeholders:
                 ph = self.placeholders.pop(name)
                 ph.replace_all_uses_with(arg)
@@ -285,6 +299,9 @@ class RevGen:
     def _from_tape(self, key: Key, scope: Scope) -> ir.Value:
         t = self.key_type(key)
         self.ctx.plan.add(scope.block, key, t)
+        return self.tape_read(key, t, scope)
+
+    def tape_read(self, key: Key, t: ir.Type, scope: Scope) -> ir.Value:
         if scope.block == self.ctx.entry:
             return self.param(("field", key), t)
         if is_memref(t):
@@ -608,9 +625,12 @@ class AugGen:
              fields: list[TapeField]) -> ir.Operation:
         ctx = self.ctx
         ftype = func_type(ctx.fn)
-        primal = list(ftype.results) if ctx.sig.with_primal else []
-        aug = ctx.diff.new_function(name, aug_inputs(ftype, ctx.sig),
-                                    primal + [f.type for f in fields], ctx.fn, extra, private)
+        inputs, results = aug_inputs(ftype, ctx.sig), []
+        if ctx.kernel:
+            inputs += [f.type for f in fields]
+        else:
+            results = (list(ftype.results) if ctx.sig.with_primal else []) + [f.type for f in fields]
+        aug = ctx.diff.new_function(name, inputs, results, ctx.fn, extra, private)
         entry = aug.regions[0].blocks[0]
         params = iter(entry.arguments)
         for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
@@ -618,13 +638,24 @@ class AugGen:
             if act in ("dup", "dupnoneed"):
                 self.shadow_params[arg] = next(params)
         with ir.InsertionPoint(entry), ctx.fn.location:
-            self.stacks.create()
+            self.prologue(list(params))
             self.block(ctx.entry)
-            ret = terminator(ctx.entry)
-            values = [self.vmap[v] for v in ret.operands] if ctx.sig.with_primal else []
-            values += [self.key_value(k) for k in ctx.plan.keys(ctx.entry)]
-            func.ReturnOp(values + self.stacks.values)
+            self.epilogue(terminator(ctx.entry))
         return aug
+
+    def prologue(self, tape_params: list[ir.Value]) -> None:
+        self.stacks.create()
+
+    def epilogue(self, ret: ir.Operation) -> None:
+        values = [self.vmap[v] for v in ret.operands] if self.ctx.sig.with_primal else []
+        values += [self.key_value(k) for k in self.ctx.plan.keys(self.ctx.entry)]
+        func.ReturnOp(values + self.stacks.values)
+
+    def save(self, block: ir.Block) -> None:
+        """Saves the keys the plan gives `block`, at its end (top-level ones are returned)."""
+        if block != self.ctx.entry:
+            keys = self.ctx.plan.keys(block)
+            self.stacks.push([self.key_value(k) for k in reversed(keys)])
 
     def key_value(self, key: Key) -> ir.Value:
         return self.vmap[key] if isinstance(key, ir.Value) else self.extra[key]
@@ -637,9 +668,7 @@ class AugGen:
                     handler(op)
                 else:
                     clone_op(op, self.vmap)
-        if block != self.ctx.entry:
-            keys = self.ctx.plan.keys(block)
-            self.stacks.push([self.key_value(k) for k in reversed(keys)])
+        self.save(block)
 
     def threaded(self, op: ir.Operation) -> list[ir.Value]:
         """The stack state that `op`'s regions thread, if they push."""

@@ -60,6 +60,7 @@ class Derivative:
     aug: str | None = None
     rev: str | None = None
     tape: list[ir.Type] = field(default_factory=list)   # aug's tape values, in order
+    per_item: list[int] = field(default_factory=list)   # kernels: slots per work item
 
 
 def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:

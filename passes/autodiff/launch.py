@@ -1,0 +1,125 @@
+"""Derivative rules of `adj.launch`, after the kernel-launch rules of the first seed.
+
+forward:    launch the forward kernel (tangents and shadows next to the arguments).
+augmented:  allocate the per-item tapes (prod(ndrange) * per_item slots each), launch the
+            augmented kernel; the tapes are this launch's tape values ("tape", launch, k),
+            which the enclosing function's own tape keeps for the reverse pass.
+reverse:    launch the reverse kernel on the same ndrange with the tapes and one per-item
+            buffer per active scalar argument, `adj.sync`, then sum each buffer into that
+            argument's adjoint.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf
+
+from ...dialects import adj
+from ...dialects.adj import launch_call
+from .ir_util import callee, clone_op, func_type, index, is_float, is_memref, zero
+from .signature import Derivative, Signature, aug_inputs, forward_abi
+
+if TYPE_CHECKING:
+    from .forward import ForwardGen
+    from .reverse import AugGen, ReverseContext, RevGen
+
+
+def _workgroupsize(op: ir.Operation) -> list[int] | None:
+    if "workgroupsize" in op.attributes:
+        return list(ir.DenseI64ArrayAttr(op.attributes["workgroupsize"]))
+    return None
+
+
+def forward_launch(gen: "ForwardGen", op: ir.Operation) -> None:
+    call = launch_call(op)
+    activity, args = [], []
+    for v in call.operands:
+        args.append(gen.vmap[v])
+        if gen.carried(v):
+            activity.append("dup")
+            args.append(gen.derivative_of(v))
+        else:
+            activity.append("const")
+    sig = Signature(fn=callee(call), mode="forward", activity=tuple(activity),
+                    ret_activity="const", with_primal=False,
+                    overwritten=(False,) * len(activity))
+    name = gen.diff.derivative(sig, op).forward
+    ktype = ir.FunctionType.get(forward_abi(func_type(gen.diff.symbols[sig.fn]), sig)[0], [])
+    adj.launch(name, ktype, args, [gen.vmap[v] for v in op.operands], _workgroupsize(op))
+
+
+def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature, Derivative]:
+    call = launch_call(op)
+    activity = []
+    for v in call.operands:
+        if is_float(v.type) and ctx.act.active(v):
+            activity.append("active")
+        elif is_memref(v.type) and ctx.act.shadowed(v):
+            activity.append("dup")
+        else:
+            activity.append("const")
+    overwritten = tuple(is_memref(v.type) and ctx.writes.written_after(op, v)
+                        for v in call.operands)
+    sig = Signature(fn=callee(call), mode="reverse", activity=tuple(activity),
+                    ret_activity="const", with_primal=False, overwritten=overwritten)
+    return sig, ctx.diff.derivative(sig, op)
+
+
+def launch_tape_types(ctx: "ReverseContext", op: ir.Operation) -> list[ir.Type]:
+    return launch_signature(ctx, op)[1].tape
+
+
+def _items(ndrange: list[ir.Value]) -> ir.Value:
+    n = index(1)
+    for extent in ndrange:
+        n = arith.muli(n, extent)
+    return n
+
+
+def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
+    if not gen.ctx.act.relevant(op):
+        clone_op(op, gen.vmap)
+        return
+    sig, d = launch_signature(gen.ctx, op)
+    call = launch_call(op)
+    args: list[ir.Value] = []
+    for v, a in zip(call.operands, sig.activity):
+        args.append(gen.vmap[v])
+        if a in ("dup", "dupnoneed"):
+            args.append(gen.aug_shadow(v))
+    ndrange = [gen.vmap[v] for v in op.operands]
+    items = _items(ndrange)
+    tapes = []
+    for k, (t, per_item) in enumerate(zip(d.tape, d.per_item)):
+        tapes.append(memref.alloc(t, [arith.muli(items, index(per_item))], []))
+        gen.extra[("tape", op, k)] = tapes[-1]
+    ktype = ir.FunctionType.get(aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) +
+                                list(d.tape), [])
+    adj.launch(d.aug, ktype, args + tapes, ndrange, _workgroupsize(op))
+
+
+def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
+    sig, d = launch_signature(gen.ctx, op)
+    call = launch_call(op)
+    args: list[ir.Value] = []
+    for v, a in zip(call.operands, sig.activity):
+        args.append(gen.primal(v))
+        if a in ("dup", "dupnoneed"):
+            args.append(gen.shadow(v))
+    args += [gen.materialize(("tape", op, k)) for k in range(len(d.tape))]
+    ndrange = [gen.primal(v) for v in op.operands]
+    items = _items(ndrange)
+    active = [v for v, a in zip(call.operands, sig.activity) if a == "active"]
+    outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], v.type),
+                         [items], []) for v in active]
+    inputs = aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) + list(d.tape) + \
+        [o.type for o in outs]
+    adj.launch(d.rev, ir.FunctionType.get(inputs, []), args + outs, ndrange, _workgroupsize(op))
+    adj.sync()
+    for v, out in zip(active, outs):
+        loop = scf.ForOp(index(0), items, index(1), [zero(v.type)])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([arith.addf(loop.inner_iter_args[0],
+                                    memref.load(out, [loop.induction_variable]))])
+        gen.add_adj(v, loop.results[0])

@@ -138,6 +138,8 @@ def _range(gen, args, kwargs):
     for a in args:
         if isinstance(a, Literal) and not isinstance(a.value, int):
             raise UserError(f"range() bounds must be integers, got {a.value!r}")
+        if isinstance(a, Scalar) and a.type.is_float:
+            raise UserError(f"range() bounds must be integers, got a {a.type!r} value")
     start, stop, step = ((Literal(0), args[0], Literal(1)) if len(args) == 1 else
                          (args[0], args[1], Literal(1)) if len(args) == 2 else tuple(args))
     return RangeValue(start, stop, step)

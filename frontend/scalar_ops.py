@@ -14,7 +14,7 @@ from mlir.dialects import arith, math
 from ..dialects import adj
 from .errors import UserError
 from .types import ScalarType, bool_, f32, f64, i64, index, promote
-from .values import Literal, Scalar
+from .values import Array, ArrayExpr, Literal, Scalar
 
 
 def literal_type(v: int | float | bool) -> ScalarType:
@@ -29,6 +29,9 @@ def constant(v: int | float | bool, t: ScalarType) -> Scalar:
     else:
         if isinstance(v, float):
             raise UserError(f"cannot use the float {v!r} as an integer {t!r}")
+        lo, hi = -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
+        if not lo <= v <= hi:   # NumPy refuses too (OverflowError), rather than wrapping
+            raise UserError(f"the integer {v} does not fit in {t!r}")
         attr = ir.IntegerAttr.get(t.mlir(), int(v))
     return Scalar(arith.ConstantOp(t.mlir(), attr).result, t)
 
@@ -251,6 +254,9 @@ def truth(a) -> Scalar:
     """Python truthiness of a number (x != 0) as i1."""
     if isinstance(a, Literal):
         return constant(bool(a.value), bool_)
+    if isinstance(a, (tuple, Array, ArrayExpr)):
+        raise UserError(f"the truth value of {describe(a)} is ambiguous (as in NumPy): "
+                        "compare scalars, or reduce the array first")
     a = as_scalar(a)
     if a.type.is_bool:
         return a

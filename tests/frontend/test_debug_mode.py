@@ -130,3 +130,18 @@ def test_debug_mode_leaves_results_unchanged(debug_mode):
     v = np.zeros(50)
     stencil(u, v, ndrange=50)
     assert_same(v[1:-1], u[:-2] + u[2:] - 2.0 * u[1:-1])
+
+
+@adjit.kernel
+def guarded_read(x, out):
+    i = adjit.index()
+    out[i] = 1 if i < x.shape[0] and x[i] > 0 else 0
+    if i >= x.shape[0] or x[i] < 0:
+        out[i] += 10
+
+
+def test_and_or_short_circuit_guards_element_reads(debug_mode):
+    x = np.array([1.0, -1.0, 2.0])
+    out = np.zeros(5, dtype=np.int64)
+    guarded_read(x, out, ndrange=5)      # x[3], x[4] would raise IndexError if read
+    np.testing.assert_array_equal(out, [1, 10, 1, 10, 10])

@@ -440,3 +440,43 @@ def test_compilation_error_keeps_the_source_line():
     e = expect_compile_error(lambda: f(1.0), "caret")
     assert "return a + nowhere" in str(e)
     assert "^" in str(e)
+
+
+def test_integer_constant_that_does_not_fit_the_type():
+    @adjit.func
+    def f(a):
+        return a + 2**40  # overflow-constant
+
+    expect_compile_error(lambda: f(np.int32(1)), "overflow-constant", "does not fit", "i32")
+    assert f(1) == 1 + 2**40    # fits in i64
+
+
+def test_truth_value_of_an_array():
+    @adjit.jit
+    def f(x):
+        if x:  # array-truth
+            return 1
+        return 0
+
+    expect_compile_error(lambda: f(X), "array-truth", "ambiguous")
+
+
+def test_float_range_bound():
+    @adjit.func
+    def f(a):
+        s = 0
+        for i in range(a):  # float-range
+            s += i
+        return s
+
+    expect_compile_error(lambda: f(2.0), "float-range", "range", "integer")
+
+
+def test_integer_to_a_negative_power_raises_value_error():
+    @adjit.func
+    def f(a, b):
+        return a ** b
+
+    with pytest.raises(ValueError, match="negative"):
+        f(2, -1)
+    assert f(2, 10) == 1024

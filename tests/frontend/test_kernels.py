@@ -355,3 +355,19 @@ def test_arrays_are_passed_by_reference_to_kernels():
     one_d_index_nd(np.zeros(16, dtype=np.int64), ndrange=16)
     axpy1(1.0, np.ones(16), view, ndrange=16)
     np.testing.assert_array_equal(x, 1.0)
+
+
+SCALE = 3
+
+
+def test_globals_and_closure_constants_are_compiled_in():
+    offset = 0.5
+
+    @adjit.kernel
+    def k(x):
+        i = adjit.index()
+        x[i] = x[i] * SCALE + offset
+
+    x = np.arange(4.0)
+    k(x, ndrange=4)
+    np.testing.assert_array_equal(x, np.arange(4.0) * 3 + 0.5)

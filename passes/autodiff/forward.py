@@ -77,7 +77,7 @@ class ForwardGen:
             handler(op)
         elif op.name in RULES or op.name in CASTS or op.name in ZERO_DERIVATIVE:
             self.arith(op)
-        elif any(self.act.active(r) for r in op.results):
+        elif op.regions or any(self.act.active(r) for r in op.results):
             raise AdjError(op, f"autodiff: no derivative rule for {op.name}")
         else:
             clone_op(op, self.vmap)
@@ -276,6 +276,20 @@ class ForwardGen:
             self.block(after)
             scf.YieldOp(self._extended(list(terminator(after).operands), kb))
         self._bind(results, list(loop.results), ka)
+
+    def op_scf_parallel(self, op: ir.Operation) -> None:
+        if op.results:
+            raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
+        body = op.regions[0].blocks[0]
+        bounds = [self.vmap[v] for v in op.operands]
+        n = len(body.arguments)
+        loop = scf.ParallelOp([], bounds[:n], bounds[n:2 * n], bounds[2 * n:], [])
+        block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
+        for a, b in zip(body.arguments, block.arguments):
+            self.vmap[a] = b
+        with ir.InsertionPoint(block):
+            self.block(body)
+            scf.ReduceOp([], 0)
 
     def op_arith_select(self, op: ir.Operation) -> None:
         if is_memref(op.results[0].type):

@@ -105,7 +105,8 @@ class ReverseContext:
         """Whether the reverse pass has `v` without saving it per iteration."""
         if isinstance(v, ir.BlockArgument):
             owner = parent_op(v.owner)
-            return owner == self.fn or (owner.name == "scf.for" and v.arg_number == 0)
+            return owner == self.fn or (owner.name == "scf.for" and v.arg_number == 0) or \
+                owner.name == "scf.parallel"
         op = v.owner.operation
         if op.name == "memref.alloc" and op.block == self.entry and not self.kernel:
             return True   # one pointer on the tape, whatever reads it
@@ -130,6 +131,12 @@ class Scope:
         self.parent = parent
         self.marker = marker
         self.values: dict[Key, ir.Value] = {}
+        # Reversed as a parallel loop's body (or nested in one): nothing can be popped here.
+        self.parallel = parent is not None and parent.parallel
+
+
+class _NeedsTape(Exception):
+    """A parallel reversal needed a saved value: it is redone sequentially."""
 
 
 def _marker() -> ir.Operation:
@@ -161,6 +168,16 @@ def trip_count(lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
     one = arith.constant(t, 1)
     n = arith.divsi(arith.subi(arith.addi(span, step), one), step)
     return arith.maxsi(n, arith.constant(t, 0))
+
+
+def unravel(linear: ir.Value, counts: list[ir.Value]) -> list[ir.Value]:
+    """Row-major multi-index of `linear` in a space of extents `counts`."""
+    out = []
+    for c in reversed(counts[1:]):
+        out.append(arith.remui(linear, c))
+        linear = arith.divui(linear, c)
+    out.append(linear)
+    return out[::-1]
 
 
 class RevGen:
@@ -297,6 +314,8 @@ class RevGen:
         return launch_tape_types(self.ctx, op)
 
     def _from_tape(self, key: Key, scope: Scope) -> ir.Value:
+        if scope.parallel:
+            raise _NeedsTape()
         t = self.key_type(key)
         self.ctx.plan.add(scope.block, key, t)
         return self.tape_read(key, t, scope)
@@ -370,7 +389,8 @@ class RevGen:
             handler(op)
         elif op.name in RULES or op.name in CASTS:
             self.rev_arith(op)
-        elif op.name in ZERO_DERIVATIVE or not any(self.act.active(r) for r in op.results):
+        elif not op.regions and (op.name in ZERO_DERIVATIVE or
+                                 not any(self.act.active(r) for r in op.results)):
             return
         else:
             raise AdjError(op, f"autodiff: no derivative rule for {op.name}")
@@ -540,6 +560,93 @@ class RevGen:
         self._set_outer(outer, res[len(ks):])
         for k, r in zip(ks, res):
             self.add_adj(inits[k], r)
+
+    def rev_scf_parallel(self, op: ir.Operation) -> None:
+        if op.results:
+            raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
+        if self._parallel_safe(op):
+            state = (self.scope, len(self.adj), len(self.markers))
+            try:
+                self._reverse_parallel(op)
+                return
+            except _NeedsTape:
+                self.scope, self.markers = state[0], self.markers[:state[2]]
+                del self.adj[state[1]:]
+                for attempt in reversed(self._attempt):
+                    attempt.erase()
+                self.ctx.plan.drop_inside(op)
+        self._reverse_sequential(op)
+
+    def _parallel_safe(self, op: ir.Operation) -> bool:
+        """Whether the reversed iterations may run in parallel: one-dimensional, and adding
+        into no shadow that another iteration may also add into (loads, atomics, copies,
+        calls and launches might; a store's element belongs to its iteration)."""
+        if len(op.regions[0].blocks[0].arguments) != 1:
+            return False
+        for inner in walk(op):
+            if inner.name in ("memref.load", "memref.atomic_rmw", "memref.copy", "func.call",
+                              "adj.launch") and self.act.relevant(inner):
+                return False
+        return True
+
+    def _reverse_parallel(self, op: ir.Operation) -> None:
+        """scf.parallel again; each iteration's adjoints of outer values go to a buffer slot,
+        summed afterwards. Values the iterations need must be recomputable (_NeedsTape)."""
+        body = op.regions[0].blocks[0]
+        lb, ub, step = (self.primal(v) for v in op.operands)
+        total = trip_count(lb, ub, step)
+        outer = outer_values(self.act, op)
+        partials = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], o.type),
+                                 [total], []) for o in outer]
+        loop = scf.ParallelOp([], [lb], [ub], [step], [])
+        self._attempt = [p.owner.operation for p in partials] + [loop.operation]
+        block = loop.regions[0].blocks.append(ir.IndexType.get())
+        with ir.InsertionPoint(block):
+            scope = self.enter(body)
+            scope.parallel = True
+            scope.values[body.arguments[0]] = block.arguments[0]
+            self._open(outer, [None] * len(outer))
+            self.reverse_block(body)
+            self.leave()
+            out = self._close(outer)
+            slot = arith.divui(arith.subi(block.arguments[0], lb), step)
+            for v, o, buf in zip(out, outer, partials):
+                memref.store(or_zero(v, o.type), buf, [slot])
+            scf.ReduceOp([], 0)
+        for o, buf in zip(outer, partials):
+            total_sum = scf.ForOp(index(0), total, index(1), [zero(o.type)])
+            with ir.InsertionPoint(total_sum.body):
+                scf.YieldOp([arith.addf(total_sum.inner_iter_args[0],
+                                        memref.load(buf, [total_sum.induction_variable]))])
+            self.add_adj(o, total_sum.results[0])
+
+    def _reverse_sequential(self, op: ir.Operation) -> None:
+        """Independent iterations: reversed as one sequential loop over the linearized
+        iteration space, backwards, since the augmented pass may have run it forwards."""
+        body = op.regions[0].blocks[0]
+        dims_ = len(body.arguments)
+        bounds = [self.primal(v) for v in op.operands]
+        counts = [trip_count(bounds[d], bounds[dims_ + d], bounds[2 * dims_ + d])
+                  for d in range(dims_)]
+        total = index(1)
+        for c in counts:
+            total = arith.muli(total, c)
+        outer = outer_values(self.act, op)
+        loop = scf.ForOp(index(0), total, index(1),
+                         [or_zero(self.get_adj(o), o.type) for o in outer])
+        with ir.InsertionPoint(loop.body):
+            scope = self.enter(body)
+            with ir.InsertionPoint(scope.marker):
+                last = arith.subi(arith.subi(total, index(1)), loop.induction_variable)
+                for d, iv in zip(range(dims_), unravel(last, counts)):
+                    scope.values[body.arguments[d]] = arith.addi(
+                        bounds[d], arith.muli(iv, bounds[2 * dims_ + d]))
+            self._open(outer, list(loop.inner_iter_args))
+            self.reverse_block(body)
+            self.leave()
+            out = self._close(outer)
+            scf.YieldOp([or_zero(v, o.type) for v, o in zip(out, outer)])
+        self._set_outer(outer, list(loop.results))
 
     def rev_scf_while(self, op: ir.Operation) -> None:
         before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
@@ -747,6 +854,38 @@ class AugGen:
             self.vmap[r] = v
         if state:
             self.stacks.values = list(new.results)[n:]
+
+    def aug_scf_parallel(self, op: ir.Operation) -> None:
+        """Kept parallel unless its body saves values: then run sequentially, in the order
+        the reverse pass undoes, so that the saves can go on the stacks."""
+        body = op.regions[0].blocks[0]
+        dims_ = len(body.arguments)
+        bounds = [self.vmap[v] for v in op.operands]
+        state = self.threaded(op)
+        if not state:
+            loop = scf.ParallelOp([], bounds[:dims_], bounds[dims_:2 * dims_],
+                                  bounds[2 * dims_:], [])
+            block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
+            for a, b in zip(body.arguments, block.arguments):
+                self.vmap[a] = b
+            with ir.InsertionPoint(block):
+                self.block(body)
+                scf.ReduceOp([], 0)
+            return
+        counts = [trip_count(bounds[d], bounds[dims_ + d], bounds[2 * dims_ + d])
+                  for d in range(dims_)]
+        total = index(1)
+        for c in counts:
+            total = arith.muli(total, c)
+        loop = scf.ForOp(index(0), total, index(1), state)
+        self.stacks.values = list(loop.inner_iter_args)
+        with ir.InsertionPoint(loop.body):
+            for d, iv in enumerate(unravel(loop.induction_variable, counts)):
+                self.vmap[body.arguments[d]] = arith.addi(
+                    bounds[d], arith.muli(iv, bounds[2 * dims_ + d]))
+            self.block(body)
+            scf.YieldOp(self.stacks.values)
+        self.stacks.values = list(loop.results)
 
     def aug_scf_while(self, op: ir.Operation) -> None:
         before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]

@@ -29,7 +29,7 @@ from typing import Hashable
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_util import for_each_index, index
+from .ir_util import for_each_index, index, is_ancestor, parent_op
 from .signature import TapeField
 
 Key = Hashable
@@ -76,6 +76,12 @@ class TapePlan:
         if key not in keys:
             keys.append(key)
             self.types[key] = t
+
+    def drop_inside(self, op: ir.Operation) -> None:
+        """Forgets the keys of blocks nested in `op` (whose reversal is being redone)."""
+        for block in [b for b in self.blocks if is_ancestor(op, parent_op(b))]:
+            for key in self.blocks.pop(block):
+                del self.types[key]
 
     def keys(self, block: ir.Block) -> list[Key]:
         return self.blocks.get(block, [])

@@ -90,10 +90,15 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
 
 
 def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:
-    """kernel_to_ptx of IR text, in a fresh context (what the kernel cache calls on a miss)."""
+    """kernel_to_ptx of IR text, in a fresh context (what the kernel cache calls on a miss).
+    Autodiff requests in the text are carried out first, so `kernel` may be a derivative."""
     from ..dialects import make_context
     with make_context(), ir.Location.unknown():
-        return kernel_to_ptx(ir.Module.parse(ir_text), kernel, chip)
+        module = ir.Module.parse(ir_text)
+        if _ops_named(module.operation, "adj.autodiff"):
+            from .autodiff import run_autodiff
+            run_autodiff(module)
+        return kernel_to_ptx(module, kernel, chip)
 
 
 def _outline_kernels(module: ir.Operation) -> None:

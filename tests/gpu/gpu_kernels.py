@@ -491,6 +491,69 @@ def _casts() -> Case:
     return Case("casts", text, inputs, reference)
 
 
+def derivative_text(case: Case, name: str, mode: str, activity: list[str]) -> str:
+    """`case`'s module plus an autodiff request (compile_text runs the autodiff pass)."""
+    acts = ", ".join(f'"{a}"' for a in activity)
+    request = (f'"adj.autodiff"() {{sym_name = "{name}", fn = @{case.name}, mode = "{mode}", '
+               f'activity = [{acts}], ret_activity = "const"}} : () -> ()')
+    return case.text.rstrip().removesuffix("}") + request + "\n}"
+
+
+def _d_saxpy_forward() -> Case:
+    def inputs(rng):
+        n = 10_001
+        x, dx, y, dy = (rng.standard_normal(n).astype(np.float32) for _ in range(4))
+        return [np.float32(1.5), np.float32(-0.5), x, dx, y, dy], (n,)
+
+    def reference(args):
+        a, da, x, dx, y, dy = args
+        y[:] = a * x + y
+        dy[:] = da * x + a * dx + dy
+
+    text = derivative_text(_saxpy(np.float32), "d_saxpy_f32", "forward", ["active", "dup", "dup"])
+    return Case("d_saxpy_f32", text, inputs, reference, rtol=1e-5, atol=1e-6)
+
+
+def _d_saxpy_reverse() -> Case:
+    def inputs(rng):
+        n = 10_001
+        x, dx, y, dy = (rng.standard_normal(n).astype(np.float32) for _ in range(4))
+        return [np.float32(1.5), x, dx, y, dy, np.zeros(n, np.float32)], (n,)
+
+    def reference(args):             # the reverse kernel alone: the primal ran in _aug
+        a, x, dx, y, dy, da_items = args
+        dx += a * dy
+        da_items[:] = x * dy
+
+    text = derivative_text(_saxpy(np.float32), "d_saxpy_f32", "reverse", ["active", "dup", "dup"])
+    return Case("d_saxpy_f32_rev", text, inputs, reference, rtol=1e-6, atol=1e-7)
+
+
+def _d_heat_reverse() -> Case:
+    def inputs(rng):
+        shape = (67, 129)
+        u, du, v, dv = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
+        return [u, du, v, dv, np.float32(0.1), np.zeros(u.size, np.float32)], shape
+
+    def reference(args):
+        u, du, v, dv, dt, ddt_items = args
+        inner = dv[1:-1, 1:-1]
+        du += dv
+        du[1:-1, 1:-1] -= 4 * dt * inner
+        du[:-2, 1:-1] += dt * inner
+        du[2:, 1:-1] += dt * inner
+        du[1:-1, :-2] += dt * inner
+        du[1:-1, 2:] += dt * inner
+        lap = np.zeros_like(u)
+        lap[1:-1, 1:-1] = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+                           - 4 * u[1:-1, 1:-1])
+        ddt_items[:] = (dv * lap).ravel()
+        dv[:] = 0                        # v was overwritten: its adjoint is consumed
+
+    text = derivative_text(_heat(), "d_heat_f32", "reverse", ["dup", "dup", "active"])
+    return Case("d_heat_f32_rev", text, inputs, reference, rtol=1e-5, atol=1e-5)
+
+
 CASES: dict[str, Case] = {c.name: c for c in [
     _saxpy(np.float32), _saxpy(np.float64), _int_ops(np.int32), _int_ops(np.int64),
     _select_bool(), _grid2d(), _grid3d(),
@@ -498,6 +561,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
     _binary_math(np.float32), _binary_math(np.float64), _ipowi(),
     *[_histogram(dt) for dt in (np.float32, np.float64, np.int32, np.int64)],
     _row_sum(), _collatz(), _device_call(), _gather_checked(), _casts(), _heat(),
+    _d_saxpy_forward(), _d_saxpy_reverse(), _d_heat_reverse(),
 ]}
 
 

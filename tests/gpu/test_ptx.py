@@ -12,16 +12,15 @@ from mlir import ir                                               # noqa: E402
 
 from adjit.dialects import make_context                           # noqa: E402
 from adjit.dialects.adj import AdjError                           # noqa: E402
-from adjit.passes.lower_gpu import emit_ptx, kernel_to_ptx, lower_gpu   # noqa: E402
+from adjit.passes.lower_gpu import compile_text, emit_ptx, kernel_to_ptx, lower_gpu  # noqa: E402
 from adjit.runtime.kernel_cache import Param                     # noqa: E402
-from gpu_kernels import CASES, CHECK_MESSAGE                      # noqa: E402
+from gpu_kernels import CASES, CHECK_MESSAGE, derivative_text     # noqa: E402
 
 PTXAS = shutil.which("ptxas")
 
 
 def compile_case(name: str):
-    with make_context(), ir.Location.unknown():
-        return kernel_to_ptx(ir.Module.parse(CASES[name].text), name)
+    return compile_text(CASES[name].text, name)
 
 
 def assemble(ptx: str, tmp_path) -> None:
@@ -42,6 +41,27 @@ def test_kernel_assembles(name, tmp_path):
     # libdevice is not linked: any call out of the module would be unresolved
     assert ".extern" not in kernel.ptx and "__nv_" not in kernel.ptx
     assemble(kernel.ptx, tmp_path)
+
+
+# Derivative kernels the autodiff pass generates go through the same pipeline.
+DIFFERENTIATED = {
+    "saxpy_f32": ["active", "dup", "dup"], "heat_f32": ["dup", "dup", "active"],
+    "grid2d_f32": ["dup", "dup"], "device_call_f64": ["dup", "dup", "dup"],
+    "math_sin_f64": ["dup", "dup"], "math_tanh_f32": ["dup", "dup"], "row_sum_f64": ["dup", "dup"],
+    "math_binary_f64": ["dup", "dup", "const", "dup"], "histogram_f32": ["const", "dup", "dup"],
+    "gather_checked_f32": ["const", "dup", "dup"],
+}
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+@pytest.mark.parametrize("name", list(DIFFERENTIATED))
+def test_derivative_kernels_assemble(name, mode, tmp_path):
+    pytest.importorskip("adjit.passes.autodiff")
+    text = derivative_text(CASES[name], "d", mode, DIFFERENTIATED[name])
+    for kernel in (["d"] if mode == "forward" else ["d_aug", "d_rev"]):
+        ptx = compile_text(text, kernel).ptx
+        assert ".extern" not in ptx and "__nv_" not in ptx
+        assemble(ptx, tmp_path)
 
 
 def test_launch_signature():

@@ -552,3 +552,48 @@ def test_docstring_of_a_jit_function():
 
     assert documented.__doc__ == "Returns x."
     assert documented(1.5) == 1.5
+
+
+# ---- arrays through control flow ---------------------------------------------------------
+
+@adjit.jit
+def array_per_branch(x, c):
+    if c > 0:
+        y = x * 2
+    else:
+        y = x + 1
+    return y
+
+
+@adjit.jit
+def array_through_loops(x, n):
+    u = x.copy()
+    for _ in range(n):
+        u = u * 0.5 + 1.0
+    while u[0] < 100.0:
+        u = u * 3.0
+    u += 1.0
+    u *= 2
+    return u
+
+
+def test_arrays_assigned_in_branches_and_loops():
+    x = np.arange(3.0)
+    assert_same(array_per_branch(x, 1), x * 2)
+    assert_same(array_per_branch(x, -1), x + 1)
+    u = x.copy()
+    for _ in range(4):
+        u = u * 0.5 + 1.0
+    while u[0] < 100.0:
+        u = u * 3.0
+    assert_same(array_through_loops(x, 4), (u + 1.0) * 2)
+
+
+def test_temporary_arrays_are_freed():
+    x = np.arange(10_000.0)
+    array_through_loops(x, 5)
+    before = adjit.memory_stats()["bytes_in_use"]
+    for _ in range(3):
+        r = array_through_loops(x, 5)
+    del r
+    assert adjit.memory_stats()["bytes_in_use"] == before

@@ -21,7 +21,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..passes.lower_cpu import ERROR_GLOBAL, ERROR_TABLE_ATTR
-from ..passes.pipeline import default_num_threads, lower_to_llvm
+from ..passes.pipeline import default_num_threads, llvm_ir_text, lower_to_llvm
 from .abi import Type, lookup, make_caller
 from .memory import runtime_symbols
 
@@ -68,9 +68,11 @@ def _exception_class(kind: str) -> type[Exception]:
 class CompiledModule:
     """A compiled module: `function()` gives callables for its entry functions."""
 
-    def __init__(self, engine: ExecutionEngine, errors: list[tuple[type[Exception], str]]):
+    def __init__(self, engine: ExecutionEngine, errors: list[tuple[type[Exception], str]],
+                 source: str, context: ir.Context, num_threads: int):
         self._engine = engine
         self._errors = errors
+        self._source, self._context, self._num_threads = source, context, num_threads
         cell = lookup(engine, ERROR_GLOBAL) if errors else 0
         self._error_cell = ctypes.c_int64.from_address(cell) if cell else None
 
@@ -80,6 +82,10 @@ class CompiledModule:
             number, cell.value = cell.value, 0
             cls, message = self._errors[number - 1]
             raise cls(message)
+
+    def llvm_text(self) -> str:
+        """The module's LLVM IR as compiled (before LLVM's own optimisations)."""
+        return llvm_ir_text(ir.Module.parse(self._source, self._context), self._num_threads)
 
     def function(self, name: str, arg_types: Sequence[Type], result_types: Sequence[Type] = ()) -> Callable:
         """A callable for entry function `name` with these adjit parameter and result
@@ -105,12 +111,13 @@ def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
         if compiled is None:
             if num_threads > 1:
                 _start_async_pool(num_threads)
-            compiled = _compile(ir.Module.parse(text, module.context), opt_level, num_threads)
+            compiled = _compile(text, module.context, opt_level, num_threads)
             _cache[key] = compiled
     return compiled
 
 
-def _compile(module: ir.Module, opt_level: int, num_threads: int) -> CompiledModule:
+def _compile(source: str, context: ir.Context, opt_level: int, num_threads: int) -> CompiledModule:
+    module = ir.Module.parse(source, context)
     lower_to_llvm(module, num_threads)
     if os.environ.get("ADJIT_DUMP_IR"):
         print(f"// ----- adjit: LLVM dialect -----\n{module}")
@@ -122,4 +129,4 @@ def _compile(module: ir.Module, opt_level: int, num_threads: int) -> CompiledMod
     engine = ExecutionEngine(module, opt_level=opt_level)
     for symbol, address in runtime_symbols().items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
-    return CompiledModule(engine, errors)
+    return CompiledModule(engine, errors, source, context, num_threads)

@@ -121,3 +121,7 @@ def test_num_threads_caps_the_threads_a_launch_uses():
     out = subprocess.run([sys.executable, "-c", f"MODULE = {MODULE!r}\n{CAP_SCRIPT}"], check=True,
                          capture_output=True, text=True, env={**os.environ, "ADJIT_NUM_THREADS": str(threads)})
     assert 0 <= int(out.stdout) <= threads
+
+
+def test_compiled_module_gives_its_llvm_ir(compile_text):
+    assert "define void @_mlir_ciface_iota(ptr" in compile_text(MODULE).llvm_text()

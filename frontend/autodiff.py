@@ -139,10 +139,10 @@ def _generated(unit: CompileUnit, symbol: str) -> tuple[list, list]:
 
 def _type_from_mlir(t: ir.Type):
     """adjit type of a generated function's tape value (memref or scalar)."""
-    from .types import bool_, f32, f64, i32
-    scalars = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": i64}
-    if ir.MemRefType.isinstance(t):
-        m = ir.MemRefType(t)
+    from .types import bool_, f32, f64, i32, index
+    scalars = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": index}
+    if isinstance(t, ir.MemRefType):
+        m = t
         return ArrayType(scalars[str(m.element_type)], m.rank)
     return scalars[str(t)]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins as py
+import functools
 import inspect
 import textwrap
 from dataclasses import dataclass
@@ -133,7 +134,10 @@ class CodeGenerator(ast.NodeVisitor):
             if not flagged and body and isinstance(body[-1], ast.Return):
                 self.visit_block(body[:-1])
                 with self._loc(body[-1]):
-                    self._final_return(body[-1])
+                    try:
+                        self._final_return(body[-1])
+                    except UserError as e:
+                        raise self.error(body[-1], str(e)) from None
             elif not flagged:
                 self.visit_block(body)
                 with self._loc(tree):
@@ -914,8 +918,7 @@ class CodeGenerator(ast.NodeVisitor):
                     return acc   # decided: False and ... / True or ...
                 acc = self.visit(rhs)
                 continue
-            left = acc
-            rest = (lambda r: lambda: self.visit(r))(rhs)
+            left, rest = acc, functools.partial(self.visit, rhs)
             acc = self._choose(S.truth(left).value, rest if is_and else lambda: left,
                                (lambda: left) if is_and else rest, node)
         return acc

@@ -89,6 +89,9 @@ class RuleCodeGenerator(CodeGenerator):
     def __init__(self, unit, rule, source, kind: str, arg_types: list, activity: list[str],
                  ret_activity: str, config: Config, symbol: str, primal_type, tape=None):
         self.rule_kind, self.activity, self.ret_activity = kind, activity, ret_activity
+        # A function with no result has no primal to give, whatever the pass asks.
+        if primal_type is None and config.needs_primal:
+            config = Config(False, config.needs_shadow, config.overwritten, config.width)
         self.config, self.primal_type, self.tape_in = config, primal_type, tape
         self.tape_out: object = None
         self.primal_arg_types = arg_types

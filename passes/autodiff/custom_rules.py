@@ -108,6 +108,12 @@ def _ftype(diff: "Differentiator", sig: Signature, at: ir.Operation) -> ir.Funct
 
 def _rule_function(diff: "Differentiator", name: str, at: ir.Operation) -> ir.Operation:
     rule = diff.symbols.get(name)
+    if rule is None:   # a provider may compile the rule into the module when asked
+        rule = next((op.operation for op in diff.body.operations
+                     if "sym_name" in op.operation.attributes
+                     and symbol_name(op.operation) == name), None)
+        if rule is not None:
+            diff.symbols[name] = rule
     if rule is None or rule.name != "func.func":
         raise AdjError(at, f"custom rule @{name} is not a func.func in this module")
     return rule

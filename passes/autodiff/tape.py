@@ -102,7 +102,9 @@ class TapePlan:
 def stack_fields(plan: TapePlan) -> list[TapeField]:
     fields = []
     for t in plan.stack_types():
-        fields.append(TapeField(f"{t} stack: values saved in loops and branches",
+        held = "; ".join(describe(k) for b in plan.nested_blocks() for k in plan.blocks[b]
+                         if str(plan.types[k]) == str(t))
+        fields.append(TapeField(f"{t} stack, per run of its block: {held}",
                                 ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t)))
         fields.append(TapeField(f"{t} stack: number of values", ir.IndexType.get()))
     return fields

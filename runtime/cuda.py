@@ -148,7 +148,8 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
 
     Array arguments: `DeviceArray`, anything with `__cuda_array_interface__` or a CUDA DLPack
     capsule (used in place), or NumPy arrays (copied in, and copied back unless read-only, so
-    writes reach the caller's array as on the CPU). Scalars convert to the parameter's type.
+    writes reach the caller's array as on the CPU; the same view passed twice is one device
+    array, partly overlapping views are not). Scalars convert to the parameter's type.
     A failed `adj.check` raises its Python error (IndexError...); RuntimeError for CUDA errors.
     """
     extents = _extents(ndrange)
@@ -167,10 +168,10 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
         return
     loaded = _load(gpu_kernel)
     packer = _Packer()
-    copy_back: list[tuple[np.ndarray, _device_array.DeviceArray]] = []
+    copies: dict[tuple, tuple[np.ndarray, _device_array.DeviceArray]] = {}
     for position, (param, arg) in enumerate(zip(gpu_kernel.params, args)):
         if param.kind == "memref":
-            array = _device_operand(arg, param, gpu_kernel, position, copy_back)
+            array = _device_operand(arg, param, gpu_kernel, position, copies)
             packer.memref(array)
         else:
             packer.scalar(_scalar(arg, param, gpu_kernel, position), param.dtype)
@@ -182,10 +183,11 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
     check(err, f"launching kernel {gpu_kernel.name}")
     (err,) = api.cuStreamSynchronize(0)
     check(err, f"kernel {gpu_kernel.name}")
+    for host, device in copies.values():          # before raising, as writes persist on the CPU
+        if host.flags.writeable:
+            device.copy_to_host(out=host)
     if loaded.error_word:
         _raise_failed_check(api, gpu_kernel, loaded.error_word)
-    for host, device in copy_back:
-        device.copy_to_host(out=host)
 
 
 def _extents(ndrange: int | Sequence[int]) -> tuple[int, ...]:
@@ -210,12 +212,14 @@ def _describe(param: Param) -> str:
 
 
 def _device_operand(arg: Any, param: Param, kernel: GpuKernel, position: int,
-                    copy_back: list) -> _device_array.DeviceArray:
+                    copies: dict) -> _device_array.DeviceArray:
     if isinstance(arg, np.ndarray):
-        array = _device_array.DeviceArray.from_numpy(_matching(arg, param, kernel, position))
-        if arg.flags.writeable:
-            copy_back.append((arg, array))
-        return array
+        _matching(arg, param, kernel, position)
+        # One device copy per distinct view, so that an array passed twice stays one array.
+        key = (arg.__array_interface__["data"][0], arg.shape, arg.strides, arg.dtype.str)
+        if key not in copies:
+            copies[key] = (arg, _device_array.DeviceArray.from_numpy(arg))
+        return copies[key][1]
     array = _device_array.as_device_array(arg)
     if array is None:
         raise TypeError(f"argument {position} of kernel {kernel.name} must be {_describe(param)} "

@@ -67,7 +67,8 @@ class FakeDriverAPI:
     def cuStreamSynchronize(self, stream):
         return (0,)
 
-    cuCtxSynchronize = cuStreamSynchronize
+    def cuCtxSynchronize(self):
+        return (0,)
 
 
 def slots(params: int, n: int) -> list[int]:
@@ -122,6 +123,18 @@ def test_numpy_arrays_are_copied_in_and_back(fake):
     assert fake.launches == [("saxpy", 4, 256)]
     gc.collect()
     assert fake.buffers == {}                        # temporaries freed
+
+
+def test_an_array_passed_twice_is_one_device_array(fake):
+    x = np.arange(8, dtype=np.float32)
+    cuda.launch(SAXPY, [2.0, x, x], 8)                # y = 2x + y with y the same array
+    np.testing.assert_array_equal(x, 3 * np.arange(8))
+    readonly = np.ones(8, np.float32)
+    readonly.flags.writeable = False
+    y = np.zeros(8, np.float32)
+    cuda.launch(SAXPY, [1.0, readonly, y], 8)
+    np.testing.assert_array_equal(y, 1)
+    cuda.synchronize()
 
 
 def test_grid_follows_workgroupsize(fake):

@@ -9,7 +9,7 @@ import math as pymath
 import operator
 
 from mlir import ir
-from mlir.dialects import arith, math
+from mlir.dialects import arith, math, scf
 
 from ..dialects import adj
 from .errors import UserError
@@ -211,9 +211,9 @@ def power(a, b):
 
 
 def _ipow(x: ir.Value, y: ir.Value, t: ScalarType) -> ir.Value:
-    """Integer power by repeated squaring (the CPU pipeline has no lowering of math.ipowi).
-    A negative exponent raises ValueError, as NumPy does for integer arrays."""
-    from mlir.dialects import scf
+    """Integer power by repeated squaring. A negative exponent raises ValueError, as NumPy
+    does for integer arrays (rather than math.ipowi, whose lowering computes 0 ** -1 as 1 / 0,
+    which traps and kills the process)."""
     I = arith.CmpIPredicate
     zero, one = constant(0, t).value, constant(1, t).value
     adj.check(arith.cmpi(I.sge, y, zero), "ValueError",

@@ -112,14 +112,18 @@ class ReverseContext:
             return True   # one pointer on the tape, whatever reads it
         return self.recomputable(op)
 
+    def pure(self, op: ir.Operation) -> bool:
+        """Whether running `op` again in the reverse pass gives the same value."""
+        if op.regions or len(op.results) != 1:
+            return False
+        if op.name == "memref.load":
+            return not self.writes.written_after(op, op.operands[0])
+        return op.name in PURE_OPS or op.name.split(".")[0] in PURE_DIALECTS
+
     def recomputable(self, op: ir.Operation) -> bool:
+        """Pure, from values the reverse pass has for free."""
         if op not in self._recomputable:
-            self._recomputable[op] = False   # cycles cannot occur in SSA, but be safe
-            pure = op.name in PURE_OPS or op.name.split(".")[0] in PURE_DIALECTS
-            if op.name == "memref.load":
-                pure = not self.writes.written_after(op, op.operands[0])
-            self._recomputable[op] = (pure and not op.regions and len(op.results) == 1 and
-                                      all(self.cheap(v) for v in op.operands))
+            self._recomputable[op] = self.pure(op) and all(self.cheap(v) for v in op.operands)
         return self._recomputable[op]
 
 
@@ -282,8 +286,7 @@ class RevGen:
         with ir.InsertionPoint(scope.marker), loc:
             if isinstance(key, tuple) and key[0] == "shadow":
                 value = self._new_shadow(key[1], scope)
-            elif (isinstance(key, ir.OpResult)
-                  and self.ctx.recomputable(key.owner.operation)):
+            elif isinstance(key, ir.OpResult) and self._recompute(key.owner.operation):
                 op = key.owner.operation
                 vmap = {v: self.materialize(v) for v in op.operands}
                 value = clone_op(op, vmap).results[key.result_number]
@@ -291,6 +294,13 @@ class RevGen:
                 value = self._from_tape(key, scope)
         scope.values[key] = value
         return value
+
+    def _recompute(self, op: ir.Operation) -> bool:
+        """Recompute `op` rather than save it: it is pure, and what it reads is free or
+        already at hand in the reverse pass (so saving it would cost a slot for nothing)."""
+        return self.ctx.recomputable(op) or (self.ctx.pure(op) and all(
+            self.ctx.cheap(v) or v in self.scope_of(key_block(v)).values
+            for v in op.operands))
 
     def _location(self, key: Key) -> ir.Location:
         if isinstance(key, ir.OpResult):

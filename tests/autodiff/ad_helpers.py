@@ -59,6 +59,13 @@ class Compiled:
         return len(self.types[name].results)
 
 
+def function(module: ir.Module, name: str) -> ir.Operation:
+    for op in module.body.operations:
+        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op.operation
+    raise KeyError(name)
+
+
 def request(fn: str, name: str, mode: str, activity: list[str], ret: str,
             with_primal: bool = False, overwritten: list[bool] | None = None) -> str:
     acts = ", ".join(f'"{a}"' for a in activity)

@@ -371,3 +371,19 @@ def test_globals_and_closure_constants_are_compiled_in():
     x = np.arange(4.0)
     k(x, ndrange=4)
     np.testing.assert_array_equal(x, np.arange(4.0) * 3 + 0.5)
+
+
+@adjit.jit
+def launch_with_workgroupsize(a, x, y):
+    axpy1(a, x, y, ndrange=len(x), workgroupsize=64)
+    return y
+
+
+def test_workgroupsize_is_accepted_on_the_cpu():
+    x, y = np.arange(300.0), np.ones(300)
+    axpy1(2.0, x, y, ndrange=len(x), workgroupsize=256)
+    assert_same(y, 2 * x + 1)
+    assert_same(launch_with_workgroupsize(1.0, x, y), 3 * x + 1)
+    m, n = np.arange(12.0).reshape(3, 4), np.zeros((3, 4))
+    axpy2(1.0, m, n, ndrange=m.shape, workgroupsize=(2, 2))
+    assert_same(n, m)

@@ -4,7 +4,6 @@ functions called from Python; NumPy scalars (NEP 50 promotion) are the reference
 from __future__ import annotations
 
 import math
-import operator
 import warnings
 
 import numpy as np

@@ -7,13 +7,15 @@ fabs, fma and copysign become `llvm.call_intrinsic` (NVPTX has an instruction fo
 the conversion leaves that op alone); transcendentals become range reduction plus
 polynomials in plain arith.
 
-Algorithms and coefficients: exp/expm1 by Cody-Waite reduction and Taylor series; log from
-fdlibm/musl (e_log.c, e_logf.c); sin/cos kernels from fdlibm (f64) and Cephes (f32).
-Accuracy against NumPy (tests/gpu/test_math_approx.py): a few ulp, except pow in f64 (error
-grows with |y*log(x)|, ~1e-13 relative near overflow), and sin/cos/tan, whose 3-part
-reduction of x by pi/2 is accurate for |x| < 2**20*pi/2 and loses digits beyond (CUDA's
-libdevice switches to Payne-Hanek there). f32 sin/cos/tan reduce in f64 and f32 pow
-computes in f64, which Hopper runs at half the f32 rate.
+Algorithms and coefficients: exp/expm1 by Cody-Waite reduction and Taylor series; log and
+atan from fdlibm/musl (e_log.c, e_logf.c, s_atan.c, s_atanf.c); sin/cos kernels from fdlibm
+(f64) and Cephes (f32); erf by series and continued fraction (Abramowitz & Stegun).
+Accuracy against NumPy and libm (tests/gpu/test_math_approx.py): within 3 ulp (4 for f32
+tan), except f64 erf (6 ulp), f64 pow (error grows with |y*log(x)|: ~1e-13 relative near
+overflow), and sin/cos/tan, whose 3-part reduction by pi/2 is accurate for |x| < 2**20*pi/2
+and loses digits beyond (libdevice switches to Payne-Hanek there). f32 sin/cos/tan reduce in
+f64, and f32 pow, cbrt and erf compute in f64, which Hopper runs at half the f32 rate.
+Not expanded (an error names them): erfc, atanh and the other math ops without a case here.
 """
 from __future__ import annotations
 
@@ -294,6 +296,123 @@ def powf(e: _Emit, x, y):
     return e.sel(arith.ori(e.cmp(_F.OEQ, y, e.c(0.0)), e.cmp(_F.OEQ, x, e.c(1.0))), e.c(1.0), r)
 
 
+def cbrt(e: _Emit, x):
+    """exp(log|x|/3), then one Newton step (which squares its relative error), in f64."""
+    if not e.f64:
+        d = _Emit(ir.F64Type.get())
+        return arith.truncf(e.t, cbrt(d, arith.extf(d.t, x)))
+    a = e.intr("fabs", x)
+    r = exp(e, e.mul(log(e, a), e.c(1 / 3)))
+    r2 = e.mul(r, r)
+    r = e.sub(r, e.div(e.sub(e.mul(r2, r), a), e.mul(e.c(3.0), r2)))
+    r = e.sel(arith.ori(e.cmp(_F.OEQ, a, e.c(0.0)), e.cmp(_F.OEQ, a, e.c(math.inf))), a, r)
+    return _with_sign_of(e, r, x)
+
+
+# --- inverse trigonometry (fdlibm s_atan.c / s_atanf.c) -----------------------------------------
+
+_ATAN_HI = {True: [4.63647609000806093515e-01, 7.85398163397448278999e-01,
+                   9.82793723247329054082e-01, 1.57079632679489655800e+00],
+            False: [4.6364760399e-01, 7.8539812565e-01, 9.8279368877e-01, 1.5707962513e+00]}
+_ATAN_LO = {True: [2.26987774529616870924e-17, 3.06161699786838301793e-17,
+                   1.39033110312309984516e-17, 6.12323399573676603587e-17],
+            False: [5.0121582440e-09, 3.7748947079e-08, 3.4473217170e-08, 7.5497894159e-08]}
+_ATAN_T = {True: [3.33333333333329318027e-01, -1.99999999998764832476e-01,
+                  1.42857142725034663711e-01, -1.11111104054623557880e-01,
+                  9.09088713343650656196e-02, -7.69187620504482999495e-02,
+                  6.66107313738753120669e-02, -5.83357013379057348645e-02,
+                  4.97687799461593236017e-02, -3.65315727442169155270e-02,
+                  1.62858201153657823623e-02],
+           False: [3.3333328366e-01, -1.9999158382e-01, 1.4253635705e-01, -1.0648017377e-01,
+                   6.1687607318e-02]}
+# |x| at or above each bound moves to the next interval; in each, t = (p*|x| + q)/(r*|x| + s)
+_ATAN_BOUNDS = [7 / 16, 11 / 16, 19 / 16, 39 / 16]
+_ATAN_PQRS = [(2.0, -1.0, 1.0, 2.0), (1.0, -1.0, 1.0, 1.0), (1.0, -1.5, 1.5, 1.0),
+              (0.0, -1.0, 1.0, 0.0)]
+
+
+def atan(e: _Emit, x):
+    a = arith.minimumf(e.intr("fabs", x), e.c(1e300 if e.f64 else 1e30))   # keeps 0*a finite
+    p, q, r, s, hi, lo = (e.c(v) for v in (1.0, 0.0, 0.0, 1.0, 0.0, 0.0))
+    for bound, pqrs, h, l in zip(_ATAN_BOUNDS, _ATAN_PQRS, _ATAN_HI[e.f64], _ATAN_LO[e.f64]):
+        above = e.cmp(_F.OGE, a, e.c(bound))
+        p, q, r, s, hi, lo = (e.sel(above, e.c(new), old)
+                              for new, old in zip((*pqrs, h, l), (p, q, r, s, hi, lo)))
+    t = e.div(e.add(e.mul(p, a), q), e.add(e.mul(r, a), s))
+    z = e.mul(t, t)
+    w = e.mul(z, z)
+    at = _ATAN_T[e.f64]
+    s12 = e.add(e.mul(z, e.poly(w, at[0::2])), e.mul(w, e.poly(w, at[1::2])))
+    result = e.sub(hi, e.sub(e.sub(e.mul(t, s12), lo), t))
+    return _with_sign_of(e, result, x)
+
+
+_PIO2_HI_LO = {True: (1.57079632679489655800e+00, 6.12323399573676603587e-17),
+               False: (1.5707963705e+00, -4.3711388287e-08)}
+_PI_HI_LO = {True: (3.14159265358979311600e+00, 1.22464679914735317720e-16),
+             False: (3.1415927410e+00, -8.7422776573e-08)}
+
+
+def atan2(e: _Emit, y, x):
+    """z = atan(min/max of |x|, |y|) placed in its octant as hi - (+-z - lo): z, pi/2 - z,
+    pi - z or pi/2 + z, with pi and pi/2 split in two for an ulp's accuracy."""
+    ax, ay = e.intr("fabs", x), e.intr("fabs", y)
+    steep = e.cmp(_F.OGT, ay, ax)
+    ratio = e.sel(steep, e.div(ax, ay), e.div(ay, ax))
+    ratio = e.sel(e.cmp(_F.OEQ, ax, ay), e.c(1.0), ratio)          # inf/inf
+    z = e.sel(e.cmp(_F.OEQ, ay, e.c(0.0)), e.c(0.0), atan(e, ratio))
+    x_negative = arith.cmpi(_I.slt, e.bits_of(x), e.ic(0))           # -0.0 included
+    pio2, pi = _PIO2_HI_LO[e.f64], _PI_HI_LO[e.f64]
+    hi = e.sel(steep, e.c(pio2[0]), e.sel(x_negative, e.c(pi[0]), e.c(0.0)))
+    lo = e.sel(steep, e.c(pio2[1]), e.sel(x_negative, e.c(pi[1]), e.c(0.0)))
+    z = e.sel(arith.xori(steep, x_negative), z, arith.negf(z))
+    result = _with_sign_of(e, e.sub(hi, e.sub(z, lo)), y)
+    return e.sel(e.cmp(_F.UNO, x, y), e.add(x, y), result)
+
+
+def asin(e: _Emit, x):
+    return atan2(e, x, e.intr("sqrt", e.mul(e.sub(e.c(1.0), x), e.add(e.c(1.0), x))))
+
+
+def acos(e: _Emit, x):
+    return atan2(e, e.intr("sqrt", e.mul(e.sub(e.c(1.0), x), e.add(e.c(1.0), x))), x)
+
+
+# --- erf: below 2, x*exp(-x*x) times a series of positive terms (A&S 7.1.6, no cancellation);
+# above, 1 - erfc with erfc's continued fraction (A&S 7.1.14); in f64 --------------------------
+
+_ERF_SPLIT = 2.0
+_ERF_TERMS = 36          # 2**n / (2n+1)!! times 4**n, the last term at x = 2, is below 1e-19
+_ERFC_CF_TERMS = 60      # converged to an ulp from x = 2 on
+
+
+def _exp_neg_square(e: _Emit, a):
+    """exp(-a*a), with the rounding error of a*a (from fma) folded back in."""
+    sq = e.mul(a, a)
+    sq_err = e.intr("fma", a, a, arith.negf(sq))
+    return e.mul(exp(e, arith.negf(sq)), e.sub(e.c(1.0), sq_err))
+
+
+def erf(e: _Emit, x):
+    if not e.f64:
+        d = _Emit(ir.F64Type.get())
+        return arith.truncf(e.t, erf(d, arith.extf(d.t, x)))
+    a = arith.minimumf(e.intr("fabs", x), e.c(7.0))        # erf(7) is 1 to f64's precision
+    small = arith.minimumf(a, e.c(_ERF_SPLIT))
+    coeffs, double_factorial = [], 1
+    for n in range(_ERF_TERMS):
+        double_factorial *= 2 * n + 1
+        coeffs.append(2 / math.sqrt(math.pi) * 2 ** n / double_factorial)
+    series = e.mul(e.mul(small, _exp_neg_square(e, small)), e.poly(e.mul(small, small), coeffs))
+    big = arith.maximumf(a, e.c(_ERF_SPLIT))
+    f = big
+    for k in range(_ERFC_CF_TERMS, 0, -1):
+        f = e.add(big, e.div(e.c(k / 2), f))
+    erfc = e.div(_exp_neg_square(e, big), e.mul(e.c(math.sqrt(math.pi)), f))
+    result = e.sel(e.cmp(_F.OLT, a, e.c(_ERF_SPLIT)), series, e.sub(e.c(1.0), erfc))
+    return _nan_passthrough(e, x, _with_sign_of(e, result, x))
+
+
 def fpowi(e: _Emit, x, n):
     return powf(e, x, arith.sitofp(e.t, n))
 
@@ -340,7 +459,9 @@ _FLOAT_OPS: dict[str, Callable] = {
     "math.log": log, "math.log2": log2, "math.log10": log10, "math.log1p": log1p,
     "math.sin": sin, "math.cos": cos, "math.tan": tan,
     "math.tanh": tanh, "math.sinh": sinh, "math.cosh": cosh,
-    "math.powf": powf, "math.fpowi": fpowi,
+    "math.powf": powf, "math.fpowi": fpowi, "math.cbrt": cbrt,
+    "math.atan": atan, "math.atan2": atan2, "math.asin": asin, "math.acos": acos,
+    "math.erf": erf,
 }
 # Lowered by convert-math-to-llvm to intrinsics that NVPTX selects.
 _LEFT_TO_LLVM = {"math.absi", "math.ctlz", "math.cttz", "math.ctpop"}

@@ -6,6 +6,7 @@ filled where MLIR is (`python gpu_kernels.py DIR` writes that cache).
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -68,7 +69,8 @@ def _int_ops(dt) -> Case:
       %r3 = arith.muli %r, %k3 : {t}
       %o = arith.addi %q, %r3 : {t}
       %sh = arith.shli %o, %k1 : {t}
-      %mx = arith.maxsi %sh, %xi : {t}
+      %ax = math.absi %xi : {t}
+      %mx = arith.maxsi %sh, %ax : {t}
       memref.store %mx, %y[%i] : memref<?x{t}>""")
 
     def inputs(rng):
@@ -78,7 +80,7 @@ def _int_ops(dt) -> Case:
     def reference(args):
         c, x, y = args
         s = x * 3 + c
-        y[:] = np.maximum(((s // 7) + np.fmod(s, 7) * 3) << 1, x)
+        y[:] = np.maximum(((s // 7) + np.fmod(s, 7) * 3) << 1, np.abs(x))
 
     return Case(f"int_ops_{t}", text, inputs, reference)
 
@@ -186,6 +188,11 @@ UNARY_MATH = {
     "round": (lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
               lambda r, n: np.round(r.uniform(-1e3, 1e3, n) * 2) / 2),
     "absf": (np.abs, lambda r, n: r.uniform(-1e3, 1e3, n)),
+    "atan": (np.arctan, lambda r, n: r.standard_normal(n) * np.exp(r.uniform(-10, 10, n))),
+    "asin": (np.arcsin, lambda r, n: r.uniform(-1, 1, n)),
+    "acos": (np.arccos, lambda r, n: r.uniform(-1, 1, n)),
+    "cbrt": (np.cbrt, lambda r, n: r.standard_normal(n) * np.exp(r.uniform(-80, 80, n))),
+    "erf": (np.vectorize(math.erf), lambda r, n: r.uniform(-6, 6, n)),
 }
 
 
@@ -215,12 +222,13 @@ def _binary_math(dt) -> Case:
     t = T[dt]
     name = f"math_binary_{t}"
     text = _kernel(name, 1, f"%x: memref<?x{t}>, %z: memref<?x{t}>, %n: memref<?xi32>, "
-                            f"%out: memref<?x4x{t}>", f"""
+                            f"%out: memref<?x5x{t}>", f"""
       %i = "adj.index"() : () -> index
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
       %c2 = arith.constant 2 : index
       %c3 = arith.constant 3 : index
+      %c4 = arith.constant 4 : index
       %a = memref.load %x[%i] : memref<?x{t}>
       %b = memref.load %z[%i] : memref<?x{t}>
       %k = memref.load %n[%i] : memref<?xi32>
@@ -228,21 +236,23 @@ def _binary_math(dt) -> Case:
       %q = math.fpowi %a, %k : {t}, i32
       %mx = arith.maximumf %a, %b : {t}
       %mn = arith.minimumf %a, %b : {t}
-      memref.store %p, %out[%i, %c0] : memref<?x4x{t}>
-      memref.store %q, %out[%i, %c1] : memref<?x4x{t}>
-      memref.store %mx, %out[%i, %c2] : memref<?x4x{t}>
-      memref.store %mn, %out[%i, %c3] : memref<?x4x{t}>""")
+      %at = math.atan2 %b, %a : {t}
+      memref.store %p, %out[%i, %c0] : memref<?x5x{t}>
+      memref.store %q, %out[%i, %c1] : memref<?x5x{t}>
+      memref.store %mx, %out[%i, %c2] : memref<?x5x{t}>
+      memref.store %mn, %out[%i, %c3] : memref<?x5x{t}>
+      memref.store %at, %out[%i, %c4] : memref<?x5x{t}>""")
 
     def inputs(rng):
         n = 5000
         return [rng.uniform(0.01, 10, n).astype(dt), rng.uniform(-8, 8, n).astype(dt),
-                rng.integers(-8, 9, n).astype(np.int32), np.zeros((n, 4), dt)], (n,)
+                rng.integers(-8, 9, n).astype(np.int32), np.zeros((n, 5), dt)], (n,)
 
     def reference(args):
         x, z, n, out = args
         xd = x.astype(np.float64)
         out[:] = np.stack([xd ** z, xd ** n.astype(np.float64), np.maximum(x, z),
-                           np.minimum(x, z)], axis=1)
+                           np.minimum(x, z), np.arctan2(z.astype(np.float64), xd)], axis=1)
 
     f32 = dt == np.float32
     return Case(name, text, inputs, reference, rtol=4e-6 if f32 else 1e-12)

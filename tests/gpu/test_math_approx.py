@@ -7,6 +7,7 @@ which only removes roundings.)
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 import pytest
@@ -112,6 +113,11 @@ UNARY = [
     ("math.trunc", np.trunc, (1e-3, 1e20), True, 0, 0),
     ("math.roundeven", np.rint, (1e-3, 1e20), True, 0, 0),
     ("math.absf", np.abs, (1e-30, 1e30), True, 0, 0),
+    ("math.atan", np.arctan, (1e-10, 1e30), True, 1, 1),
+    ("math.asin", np.arcsin, (1e-10, 1), True, 2, 2),
+    ("math.acos", np.arccos, (1e-10, 1), True, 2, 2),
+    ("math.cbrt", np.cbrt, (1e-300, 1e300), True, 1, 1),
+    ("math.erf", np.vectorize(math.erf), (1e-10, 10), True, 1, 6),
 ]
 
 
@@ -159,6 +165,21 @@ def test_pow(dtype):
     with np.errstate(all="ignore"):
         expected = np.power(xs.astype(np.float64), ys.astype(np.float64))
     assert ulp_error(run_elementwise("math.powf", dtype, xs, ys), expected, dtype) <= 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_atan2(dtype):
+    rng = np.random.default_rng(2)
+    y = rng.standard_normal(20000) * np.exp(rng.uniform(-20, 20, 20000))
+    x = rng.standard_normal(20000) * np.exp(rng.uniform(-20, 20, 20000))
+    s = np.array(SPECIALS)
+    ys, xs = (a.ravel() for a in np.meshgrid(s, s))
+    y, x = np.concatenate([y, ys]).astype(dtype), np.concatenate([x, xs]).astype(dtype)
+    got = run_elementwise("math.atan2", dtype, y, x)
+    expected = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+    assert ulp_error(got, expected, dtype) <= 2
+    special = slice(20000, None)        # signs of zeros and quadrants, as C99 says
+    assert np.array_equal(np.signbit(got[special]), np.signbit(expected[special].astype(dtype)))
 
 
 def test_fpowi_and_ipowi():

@@ -7,7 +7,6 @@ import numpy as np
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
 NUMERIC = [np.float32, np.float64, np.int32, np.int64]
 FLOATS = [np.float32, np.float64]
-INTS = [np.int32, np.int64]
 
 
 def sample(shape, dtype, seed: int = 0, lo: int = -9, hi: int = 9) -> np.ndarray:

@@ -148,6 +148,21 @@ def dims(m: ir.Value) -> list[ir.Value]:
     return [memref.dim(m, index(d)) for d in range(memref_type(m.type).rank)]
 
 
+def numel(sizes: Sequence[ir.Value]) -> ir.Value:
+    n = index(1)
+    for s in sizes:
+        n = arith.muli(n, s)
+    return n
+
+
+def linear_index(indices: Sequence[ir.Value], sizes: Sequence[ir.Value]) -> ir.Value:
+    """Row-major position of `indices` in an array of extents `sizes`."""
+    linear = index(0)
+    for i, n in zip(indices, sizes):
+        linear = arith.addi(arith.muli(linear, n), i)
+    return linear
+
+
 def alloc_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Value:
     """A new buffer of `m`'s type and shape (dynamic extents from `shape`, else from `m`)."""
     t = memref_type(m.type)

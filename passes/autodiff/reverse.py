@@ -79,6 +79,7 @@ class ReverseContext:
         self.plan = TapePlan(top=self.entry)
         self._calls: dict[ir.Operation, tuple[Signature, Derivative]] = {}
         self._recomputable: dict[ir.Operation, bool] = {}
+        self._roots: dict[ir.Value, list[ir.Value]] | None = None
 
     def call_info(self, op: ir.Operation) -> tuple[Signature, Derivative]:
         """The reverse-mode signature of a call site and the callee's derivative for it."""
@@ -99,6 +100,41 @@ class ReverseContext:
                             overwritten=overwritten)
             self._calls[op] = (sig, self.diff.derivative(sig, op))
         return self._calls[op]
+
+    # -- arrays that control flow joins -----------------------------------------------------
+    def joined(self, v: ir.Value) -> bool:
+        """A loop-carried array, an array scf.if or arith.select gives: one of several."""
+        if not is_memref(v.type):
+            return False
+        if isinstance(v, ir.BlockArgument):
+            return parent_op(v.owner) != self.fn
+        return v.owner.operation.name in ("scf.for", "scf.while", "scf.if", "arith.select")
+
+    def sites(self, v: ir.Value) -> list[ir.Value]:
+        """The arrays a joined array can be: the arguments and top-level allocations in its
+        alias class defined before it."""
+        if self._roots is None:
+            self._roots = {}
+            for op in walk(self.fn):
+                values = list(op.results) + [a for r in op.regions for b in r.blocks
+                                             for a in b.arguments]
+                for m in values:
+                    if is_memref(m.type) and not self.joined(m):
+                        self._roots.setdefault(self.act.classes.find(m), []).append(m)
+        before = _top_level_ancestor(v, self.entry)
+        found = []
+        for m in self._roots.get(self.act.classes.find(v), []):
+            if isinstance(m, ir.BlockArgument) and m.owner == self.entry:
+                found.append(m)
+            elif (m.owner.operation.name == "memref.alloc" and m.owner.operation.block ==
+                  self.entry and _is_before(m.owner.operation, before)):
+                found.append(m)
+            elif m.owner.operation.name != "memref.alloc" or m.owner.operation.block != \
+                    self.entry:
+                raise AdjError(m.owner.operation, "autodiff: reverse mode needs to know which "
+                               "array flows through this loop or branch, and it may be one "
+                               "made inside a loop or returned by a call")
+        return found
 
     # -- what the reverse pass can recompute -------------------------------------------------
     def cheap(self, v: ir.Value) -> bool:
@@ -125,6 +161,23 @@ class ReverseContext:
         if op not in self._recomputable:
             self._recomputable[op] = self.pure(op) and all(self.cheap(v) for v in op.operands)
         return self._recomputable[op]
+
+
+def _top_level_ancestor(v: ir.Value, entry: ir.Block) -> ir.Operation:
+    op = parent_op(v.owner) if isinstance(v, ir.BlockArgument) else v.owner.operation
+    while op.block != entry:
+        op = op.parent.operation
+    return op
+
+
+def _is_before(a: ir.Operation, b: ir.Operation) -> bool:
+    """For two ops of one block: whether `a` comes first."""
+    for op in a.block.operations:
+        if op.operation == a:
+            return True
+        if op.operation == b:
+            return False
+    return False
 
 
 class Scope:
@@ -286,6 +339,8 @@ class RevGen:
         with ir.InsertionPoint(scope.marker), loc:
             if isinstance(key, tuple) and key[0] == "shadow":
                 value = self._new_shadow(key[1], scope)
+            elif isinstance(key, ir.Value) and self.ctx.joined(key):
+                value = self._select(key, self.primal)
             elif isinstance(key, ir.OpResult) and self._recompute(key.owner.operation):
                 op = key.owner.operation
                 vmap = {v: self.materialize(v) for v in op.operands}
@@ -313,7 +368,7 @@ class RevGen:
     def key_type(self, key: Key) -> ir.Type:
         if isinstance(key, ir.Value):
             return key.type
-        if key[0] == "count":
+        if key[0] in ("count", "site"):
             return ir.IndexType.get()
         return self.tape_types(key[1])[key[2]]
 
@@ -334,10 +389,7 @@ class RevGen:
         if scope.block == self.ctx.entry:
             return self.param(("field", key), t)
         if is_memref(t):
-            owner = key.owner.operation if isinstance(key, ir.OpResult) else (
-                key[1] if isinstance(key, tuple) else parent_op(key.owner))
-            raise AdjError(owner, "autodiff: the reverse pass needs an array made inside a loop "
-                                  "or branch, which the tape cannot hold")
+            return self.stacks.pop_array(t)
         return self.stacks.pop(t)
 
     # -- shadows -----------------------------------------------------------------------------
@@ -361,9 +413,22 @@ class RevGen:
                                    if n == ir.ShapedType.get_dynamic_size()], [])
             for_each_index(shape, lambda i: memref.store(zero(t.element_type), new, i))
             return new
-        owner = m.owner.operation if isinstance(m, ir.OpResult) else parent_op(m.owner)
-        raise AdjError(owner, "autodiff: a differentiated array flows through control flow "
-                              "or a call result here, which reverse mode does not support yet")
+        if self.ctx.joined(m):
+            return self._select(m, self.shadow)
+        raise AdjError(m.owner.operation, "autodiff: reverse mode cannot make a shadow for an "
+                                          "array that a call returns")
+
+    def _select(self, v: ir.Value, of) -> ir.Value:
+        """`of(site)` for the site (argument or top-level allocation) that the loop-carried or
+        selected array `v` is this time: the augmented pass saved which."""
+        sites = self.ctx.sites(v)
+        value = of(sites[0])
+        if len(sites) > 1:
+            which = self.materialize(("site", v))
+            for k, site in enumerate(sites[1:], start=1):
+                is_k = arith.cmpi(arith.CmpIPredicate.eq, which, index(k))
+                value = arith.select(is_k, of(site), value)
+        return value
 
     # -- adjoints ----------------------------------------------------------------------------
     def get_adj(self, v: ir.Value) -> ir.Value | None:
@@ -775,7 +840,21 @@ class AugGen:
             self.stacks.push([self.key_value(k) for k in reversed(keys)])
 
     def key_value(self, key: Key) -> ir.Value:
-        return self.vmap[key] if isinstance(key, ir.Value) else self.extra[key]
+        if isinstance(key, ir.Value):
+            return self.vmap[key]
+        if key[0] == "site":
+            return self._site(key[1])
+        return self.extra[key]
+
+    def _site(self, v: ir.Value) -> ir.Value:
+        """Which of its sites the joined array `v` is, by address."""
+        address = memref.extract_aligned_pointer_as_index(self.vmap[v])
+        which = index(0)
+        for k, site in enumerate(self.ctx.sites(v)[1:], start=1):
+            same = arith.cmpi(arith.CmpIPredicate.eq, address,
+                              memref.extract_aligned_pointer_as_index(self.vmap[site]))
+            which = arith.select(same, index(k), which)
+        return which
 
     def block(self, block: ir.Block) -> None:
         for op in ops(block)[:-1]:

@@ -29,7 +29,8 @@ from typing import Hashable
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_util import for_each_index, index, is_ancestor, parent_op
+from .ir_util import (dims, for_each_index, index, is_ancestor, is_memref, linear_index,
+                      memref_type, numel, parent_op)
 from .signature import TapeField
 
 Key = Hashable
@@ -42,7 +43,7 @@ def key_block(key: Key) -> ir.Block:
         if isinstance(key, ir.BlockArgument):
             return key.owner
         return key.owner.operation.block
-    if key[0] == "shadow":
+    if key[0] in ("shadow", "site"):
         return key_block(key[1])
     return key[1].block
 
@@ -59,6 +60,8 @@ def describe(key: Key) -> str:
             loc = owner.location
     elif key[0] == "count":
         what, loc = "iteration count of scf.while", key[1].location
+    elif key[0] == "site":
+        return f"which array is {describe(key[1])}"
     else:
         what, loc = f"tape value {key[2]} of {key[1].name}", key[1].location
     return f"{what} at {loc}"
@@ -90,21 +93,33 @@ class TapePlan:
         return [b for b, keys in self.blocks.items() if b != self.top and keys]
 
     def stack_types(self) -> list[ir.Type]:
-        """Element types of the stacks, in first-use order (by string: types hash poorly)."""
+        """Element types of the stacks, in first-use order (by string: types hash poorly).
+        An array on a stack takes its elements' stack and the index stack (its sizes)."""
         seen: dict[str, ir.Type] = {}
         for block in self.nested_blocks():
             for key in self.blocks[block]:
                 t = self.types[key]
+                if is_memref(t):
+                    seen.setdefault(str(ir.IndexType.get()), ir.IndexType.get())
+                    t = memref_type(t).element_type
                 seen.setdefault(str(t), t)
         return list(seen.values())
 
 
 def stack_fields(plan: TapePlan) -> list[TapeField]:
+    held: dict[str, list[str]] = {}
+    for block in plan.nested_blocks():
+        for key in plan.blocks[block]:
+            t = plan.types[key]
+            if is_memref(t):
+                held.setdefault(str(memref_type(t).element_type), []).append(
+                    f"elements of {describe(key)}")
+                held.setdefault(str(ir.IndexType.get()), []).append(f"sizes of {describe(key)}")
+            else:
+                held.setdefault(str(t), []).append(describe(key))
     fields = []
     for t in plan.stack_types():
-        held = "; ".join(describe(k) for b in plan.nested_blocks() for k in plan.blocks[b]
-                         if str(plan.types[k]) == str(t))
-        fields.append(TapeField(f"{t} stack, per run of its block: {held}",
+        fields.append(TapeField(f"{t} stack, per run of its block: {'; '.join(held[str(t)])}",
                                 ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t)))
         fields.append(TapeField(f"{t} stack: number of values", ir.IndexType.get()))
     return fields
@@ -130,18 +145,33 @@ class Stacks:
             self.values += [buf, index(0)]
 
     def push(self, values: list[ir.Value]) -> None:
+        """Pushes scalars, and arrays as their elements (row-major) then their sizes."""
         by_type: dict[str, list[ir.Value]] = {}
         for v in values:
-            by_type.setdefault(str(v.type), []).append(v)
+            if is_memref(v.type):
+                by_type.setdefault(str(memref_type(v.type).element_type), []).append(v)
+                by_type.setdefault(str(ir.IndexType.get()), []).extend(dims(v))
+            else:
+                by_type.setdefault(str(v.type), []).append(v)
         for k, t in enumerate(self.types):
             group = by_type.get(str(t), [])
             if not group:
                 continue
             buf, size = self.values[2 * k], self.values[2 * k + 1]
-            need = arith.addi(size, index(len(group)))
+            lengths = [numel(dims(v)) if is_memref(v.type) else index(1) for v in group]
+            need = size
+            for n in lengths:
+                need = arith.addi(need, n)
             buf = _reserve(buf, size, need)
-            for j, v in enumerate(group):
-                memref.store(v, buf, [arith.addi(size, index(j)) if j else size])
+            at = size
+            for v, n in zip(group, lengths):
+                if is_memref(v.type):
+                    sizes = dims(v)
+                    for_each_index(sizes, lambda i, v=v, at=at, sizes=sizes: memref.store(
+                        memref.load(v, i), buf, [arith.addi(at, linear_index(i, sizes))]))
+                else:
+                    memref.store(v, buf, [at])
+                at = arith.addi(at, n)
             self.values[2 * k], self.values[2 * k + 1] = buf, need
 
 
@@ -172,20 +202,39 @@ class StackReader:
         self._param = param
         self._pointers: dict[str, tuple[ir.Value, ir.Value]] = {}
 
-    def pop(self, t: ir.Type) -> ir.Value:
-        st = t
-        if str(st) not in self._pointers:
-            buf = self._param(("stack", str(st)), ir.MemRefType.get(
-                [ir.ShapedType.get_dynamic_size()], st))
-            size = self._param(("size", str(st)), ir.IndexType.get())
+    def _stack(self, t: ir.Type) -> tuple[ir.Value, ir.Value]:
+        """(buffer, pointer to its top) of the stack of `t`."""
+        if str(t) not in self._pointers:
+            buf = self._param(("stack", str(t)), ir.MemRefType.get(
+                [ir.ShapedType.get_dynamic_size()], t))
+            size = self._param(("size", str(t)), ir.IndexType.get())
             with self._entry_ip:
                 pointer = memref.alloca(ir.MemRefType.get([], ir.IndexType.get()), [], [])
                 memref.store(size, pointer, [])
-            self._pointers[str(st)] = (buf, pointer)
-        buf, pointer = self._pointers[str(st)]
-        top = arith.subi(memref.load(pointer, []), index(1))
+            self._pointers[str(t)] = (buf, pointer)
+        return self._pointers[str(t)]
+
+    def _take(self, t: ir.Type, n: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Moves the top of `t`'s stack down by `n`: (buffer, new top)."""
+        buf, pointer = self._stack(t)
+        top = arith.subi(memref.load(pointer, []), n)
         memref.store(top, pointer, [])
+        return buf, top
+
+    def pop(self, t: ir.Type) -> ir.Value:
+        buf, top = self._take(t, index(1))
         return memref.load(buf, [top])
+
+    def pop_array(self, t: ir.Type) -> ir.Value:
+        """A new array holding what the augmented pass pushed (elements, then sizes)."""
+        mt = memref_type(t)
+        sizes = [self.pop(ir.IndexType.get()) for _ in range(mt.rank)][::-1]
+        buf, top = self._take(mt.element_type, numel(sizes))
+        new = memref.alloc(mt, [s for s, n in zip(sizes, mt.shape)
+                                if n == ir.ShapedType.get_dynamic_size()], [])
+        for_each_index(sizes, lambda i: memref.store(
+            memref.load(buf, [arith.addi(top, linear_index(i, sizes))]), new, i))
+        return new
 
 
 def tape_param_names(plan: TapePlan) -> list:

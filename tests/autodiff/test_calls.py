@@ -1,7 +1,7 @@
 """Calls: callees are differentiated recursively, once per signature, in both modes."""
 import numpy as np
 
-from ad_helpers import ENTRY, GradCheck, Compiled, request
+from ad_helpers import ENTRY, Compiled, GradCheck, function, request
 
 CALLEE = """
 func.func private @g(%x: memref<?xf64>, %i: index, %s: f64) -> f64 {
@@ -108,3 +108,39 @@ func.func @f(%x: f64, %y: f64) -> f64 attributes {{{ENTRY}}} {{
 """
     GradCheck(text, "f", ["active", "active"]).check([0.6, 0.9])
     GradCheck(text, "f", ["const", "active"]).check([0.6, 0.9])
+
+
+def test_callee_tapes_and_temporaries_inside_loops():
+    # @pw's own tape (a stack buffer) is made once per iteration of @f's loop: @f's stacks
+    # keep a copy of it, as they do of the temporary array @pw's reverse pass is given.
+    text = f"""
+func.func private @pw(%x: f64, %n: index, %buf: memref<?xf64>) -> f64 {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %x) -> f64 {{
+    %s = math.sin %a : f64
+    %t = arith.mulf %s, %x : f64
+    memref.store %t, %buf[%i] : memref<?xf64>
+    scf.yield %t : f64
+  }}
+  return %r : f64
+}}
+func.func @f(%x: f64, %m: index) -> f64 attributes {{{ENTRY}}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %r = scf.for %i = %c0 to %m step %c1 iter_args(%a = %x) -> f64 {{
+    %tmp = memref.alloc(%c3) : memref<?xf64>
+    %p = func.call @pw(%a, %c3, %tmp) : (f64, index, memref<?xf64>) -> f64
+    %q = memref.load %tmp[%c1] : memref<?xf64>
+    %w = arith.mulf %p, %q : f64
+    scf.yield %w : f64
+  }}
+  return %r : f64
+}}
+"""
+    g = GradCheck(text, "f", ["active", "const"])
+    for m in (0, 1, 3):
+        g.check([0.4, m])
+    tape = str(function(g.c.module, "rv_aug").attributes["adj.tape"])
+    assert "elements of tape value 0 of func.call" in tape

@@ -171,8 +171,11 @@ class _Compiled:
             print(f"// ----- adjit: {entry} (adj) -----\n{self.adj_text}")
         with unit.ctx, ir.Location.unknown():
             self.module = compile_module(unit.module)
-        self.tuple_result = tuple_result
-        self.call = self.module.function(entry, arg_types, result_types)
+        call = self.module.function(entry, arg_types, result_types)
+        if tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
+            self.call = lambda *args: (call(*args),)
+        else:
+            self.call = call
 
 
 class Lowered:

@@ -597,3 +597,12 @@ def test_temporary_arrays_are_freed():
         r = array_through_loops(x, 5)
     del r
     assert adjit.memory_stats()["bytes_in_use"] == before
+
+
+@adjit.jit
+def _one_tuple(x: float):
+    return (x * 2.0,)
+
+
+def test_one_tuple_result_stays_a_tuple():
+    assert _one_tuple(1.5) == (3.0,)

@@ -48,11 +48,11 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     private = name == sig.mangled()
     if ctx.kernel:
         from .kernel_tape import KernelAugGen, KernelRevGen, kernel_fields
-        rev = KernelRevGen(ctx).emit(f"{name}_rev", extra, private)
+        rev = _rev_twice(KernelRevGen, ctx, f"{name}_rev", extra, private)
         fields = kernel_fields(ctx.plan)
         aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     else:
-        rev = RevGen(ctx).emit(f"{name}_rev", extra, private)
+        rev = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
         fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
         aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     aug.move_before(rev)
@@ -61,6 +61,19 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     rev.attributes[TAPE_ATTR] = tape_attr
     return Derivative(aug=f"{name}_aug", rev=f"{name}_rev", tape=[f.type for f in fields],
                       per_item=[f.per_item for f in fields] if ctx.kernel else [])
+
+
+def _rev_twice(gen: type, ctx: "ReverseContext", name: str, extra: dict[str, ir.Attribute],
+               private: bool) -> ir.Operation:
+    """Generates the reverse function twice: the first time tells which values it needs from
+    the tape, so that the second can recompute from those whatever depends only on them
+    (the first, deciding as it goes, may tape sin(a) before learning that a is taped too)."""
+    first = gen(ctx).emit(name, extra, private)
+    needed = frozenset(ctx.plan.types)
+    first.erase()
+    del ctx.diff.symbols[name]
+    ctx.plan = TapePlan(top=ctx.entry)
+    return gen(ctx, needed).emit(name, extra, private)
 
 
 class ReverseContext:
@@ -238,8 +251,9 @@ def unravel(linear: ir.Value, counts: list[ir.Value]) -> list[ir.Value]:
 
 
 class RevGen:
-    def __init__(self, ctx: ReverseContext):
+    def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset()):
         self.ctx = ctx
+        self.taped = taped   # what an earlier generation took from the tape
         self.act = ctx.act
         self.scope: Scope | None = None
         self.adj: list[dict[ir.Value, ir.Value]] = [{}]
@@ -351,10 +365,10 @@ class RevGen:
         return value
 
     def _recompute(self, op: ir.Operation) -> bool:
-        """Recompute `op` rather than save it: it is pure, and what it reads is free or
-        already at hand in the reverse pass (so saving it would cost a slot for nothing)."""
+        """Recompute `op` rather than save it: it is pure, and what it reads is free, or
+        already at hand, or taped anyway (so saving it too would cost a slot for nothing)."""
         return self.ctx.recomputable(op) or (self.ctx.pure(op) and all(
-            self.ctx.cheap(v) or v in self.scope_of(key_block(v)).values
+            self.ctx.cheap(v) or v in self.taped or v in self.scope_of(key_block(v)).values
             for v in op.operands))
 
     def _location(self, key: Key) -> ir.Location:

@@ -254,6 +254,7 @@ class RevGen:
     def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset()):
         self.ctx = ctx
         self.taped = taped   # what an earlier generation took from the tape
+        self._hand: dict[ir.Value, bool] = {}
         self.act = ctx.act
         self.scope: Scope | None = None
         self.adj: list[dict[ir.Value, ir.Value]] = [{}]
@@ -367,9 +368,16 @@ class RevGen:
     def _recompute(self, op: ir.Operation) -> bool:
         """Recompute `op` rather than save it: it is pure, and what it reads is free, or
         already at hand, or taped anyway (so saving it too would cost a slot for nothing)."""
-        return self.ctx.recomputable(op) or (self.ctx.pure(op) and all(
-            self.ctx.cheap(v) or v in self.taped or v in self.scope_of(key_block(v)).values
-            for v in op.operands))
+        return self.ctx.recomputable(op) or (
+            self.ctx.pure(op) and all(self._at_hand(v) for v in op.operands))
+
+    def _at_hand(self, v: ir.Value) -> bool:
+        if v not in self._hand:
+            self._hand[v] = (
+                self.ctx.cheap(v) or v in self.taped or v in self.scope_of(key_block(v)).values
+                or (isinstance(v, ir.OpResult) and self.ctx.pure(v.owner.operation) and all(
+                    self._at_hand(u) for u in v.owner.operation.operands)))
+        return self._hand[v]
 
     def _location(self, key: Key) -> ir.Location:
         if isinstance(key, ir.OpResult):

@@ -1,0 +1,78 @@
+// Kernel launches under differentiation: forward kernels; augmented kernels that fill a
+// per-item tape (prod(ndrange) * per_item slots); reverse kernels, then adj.sync; adjoints of
+// active scalar arguments written per item and summed.
+// RUN: adjit-opt %s --adj-autodiff | FileCheck %s
+
+func.func private @saxpy(%a: f32, %x: memref<?xf32>, %y: memref<?xf32>)
+    attributes {adj.kernel, adj.ndim = 1 : i64} {
+  %i = "adj.index"() : () -> index
+  %xi = memref.load %x[%i] : memref<?xf32>
+  %yi = memref.load %y[%i] : memref<?xf32>
+  %ax = arith.mulf %a, %xi : f32
+  %t = math.tanh %yi : f32
+  %r = arith.addf %ax, %t : f32
+  memref.store %r, %y[%i] : memref<?xf32>
+  return
+}
+func.func @run(%a: f32, %x: memref<?xf32>, %y: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  "adj.launch"(%n) ({
+    func.call @saxpy(%a, %x, %y) : (f32, memref<?xf32>, memref<?xf32>) -> ()
+    gpu.yield
+  }) {kernel = @saxpy, workgroupsize = array<i64: 64>} : (index) -> ()
+  return
+}
+"adj.autodiff"() {sym_name = "fwd", fn = @run, mode = "forward", activity = ["dup", "dup", "dup"], ret_activity = "const"} : () -> ()
+"adj.autodiff"() {sym_name = "grad", fn = @run, mode = "reverse", activity = ["active", "dup", "dup"], ret_activity = "const"} : () -> ()
+
+// CHECK-LABEL: func.func @fwd(
+// CHECK: "adj.launch"(%{{.*}}) ({
+// CHECK-NEXT: func.call @[[FK:__adj_saxpy_fwd_ddd_c]](
+// CHECK: }) {kernel = @[[FK]], workgroupsize = array<i64: 64>} : (index) -> ()
+
+// The augmented kernel stores its item's tanh(y[i]) (tanh's derivative reads it; y[i] is
+// overwritten) at slot item * 1 + 0.
+// CHECK-LABEL: func.func private @__adj_saxpy_rev_add_c_aug(
+// CHECK-SAME: %[[TAPE:[a-z0-9]+]]: memref<?xf32>) attributes {adj.kernel, adj.ndim = 1 : i64, adj.tape = [{holds = "f32 values per work item: result of math.tanh {{.*}}", per_item = 1 : i64, type = memref<?xf32>}]}
+// CHECK: %[[ITEM:.*]] = "adj.index"()
+// CHECK: %[[T:.*]] = math.tanh
+// CHECK: %[[SLOT0:.*]] = arith.muli %[[ITEM]], %{{.*}} : index
+// CHECK: %[[SLOT:.*]] = arith.addi %[[SLOT0]], %{{.*}} : index
+// CHECK: memref.store %[[T]], %[[TAPE]][%[[SLOT]]] : memref<?xf32>
+
+// The reverse kernel reads its slot, adds into x's shadow atomically (items may share
+// elements), and writes its share of a's adjoint at [adj.index].
+// CHECK-LABEL: func.func private @__adj_saxpy_rev_add_c_rev(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[TAPE:[a-z0-9]+]]: memref<?xf32>, %[[DA:[a-z0-9]+]]: memref<?xf32>)
+// CHECK: %[[ITEM:.*]] = "adj.index"()
+// CHECK: %[[T:.*]] = memref.load %[[TAPE]]
+// CHECK: arith.mulf %[[T]], %[[T]] : f32
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[DX]][%{{.*}}] : (f32, memref<?xf32>) -> f32
+// CHECK: memref.store %{{.*}}, %[[DA]][%[[ITEM]]] : memref<?xf32>
+
+// The augmented pass allocates n * 1 slots , launches
+// the augmented kernel and returns the per-item tape as its own tape value.
+// CHECK-LABEL: func.func @grad_aug(
+// CHECK-SAME: %[[A:[a-z0-9]+]]: f32, %[[X:[a-z0-9]+]]: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>, %[[Y:[a-z0-9]+]]: memref<?xf32>, %[[DY:[a-z0-9]+]]: memref<?xf32>) -> memref<?xf32>
+// CHECK-SAME: adj.tape = [{holds = "tape value 0 of adj.launch {{.*}}", type = memref<?xf32>}]
+// CHECK: %[[N:.*]] = memref.dim %[[X]]
+// CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %[[N]] : index
+// CHECK: %[[SLOTS:.*]] = arith.muli %[[ITEMS]], %{{.*}} : index
+// CHECK: %[[TAPE:.*]] = memref.alloc(%[[SLOTS]]) : memref<?xf32>
+// CHECK: "adj.launch"(%[[N]]) ({
+// CHECK-NEXT: func.call @[[AK:__adj_saxpy_rev_add_c_aug]](%[[A]], %[[X]], %[[DX]], %[[Y]], %[[DY]], %[[TAPE]])
+// CHECK: return %[[TAPE]] : memref<?xf32>
+
+// The reverse pass: the reverse kernel with the tape and a per-item buffer for a's adjoint,
+// adj.sync, then the sum.
+// CHECK-LABEL: func.func @grad_rev(
+// CHECK-SAME: %[[A:[a-z0-9]+]]: f32, %[[X:[a-z0-9]+]]: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>, %[[Y:[a-z0-9]+]]: memref<?xf32>, %[[DY:[a-z0-9]+]]: memref<?xf32>, %[[TAPE:[a-z0-9]+]]: memref<?xf32>) -> f32
+// CHECK: %[[DA:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
+// CHECK: "adj.launch"(%{{.*}}) ({
+// CHECK-NEXT: func.call @[[RK:__adj_saxpy_rev_add_c_rev]](%[[A]], %[[X]], %[[DX]], %[[Y]], %[[DY]], %[[TAPE]], %[[DA]])
+// CHECK: }) {kernel = @[[RK]], workgroupsize = array<i64: 64>}
+// CHECK-NEXT: "adj.sync"() : () -> ()
+// CHECK: %[[SUM:.*]] = scf.for
+// CHECK: memref.load %[[DA]]
+// CHECK: return %[[SUM]] : f32

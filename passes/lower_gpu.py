@@ -34,12 +34,11 @@ from mlir import ir, passmanager
 from mlir.dialects import arith, func, gpu, llvm, memref, scf
 
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
-from ..runtime.kernel_cache import GpuKernel, Param
+from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim
 from .lower_cpu import ERROR_GLOBAL, ERROR_TABLE_ATTR, _ops_named, _symbol_table, lower_checks
 from .math_approx import expand_math
 
-DEFAULT_BLOCK = 256
 GPU_MODULE_SUFFIX = "__gpu"
 
 # Inside each gpu.module: inline the body into the entry, then to the NVVM/LLVM dialects.

@@ -22,9 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import device_array as _device_array
-from .kernel_cache import GpuKernel, Param
+from .kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 
-DEFAULT_BLOCK = 256
 MAX_BLOCK = 1024
 NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
                 "i1": np.bool_, "index": np.int64}

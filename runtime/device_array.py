@@ -16,7 +16,7 @@ import numpy as np
 
 from . import cuda as _cuda
 
-KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
+KDL_CPU, KDL_CUDA, KDL_CUDA_MANAGED = 1, 2, 13      # DLPack device types
 
 
 class DeviceArray:

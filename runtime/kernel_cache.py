@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 FORMAT_VERSION = 1
-
-# dtype names used in launch signatures, as MLIR spells the element types
-DTYPES = ("f32", "f64", "i32", "i64", "i1", "index")
+# The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
+# of prod(workgroupsize) threads, or of this many.
+DEFAULT_BLOCK = 256
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Param:
     """One kernel argument: a scalar, or a memref (passed as allocated, aligned, offset,
     sizes[rank], strides[rank])."""
     kind: str            # "scalar" | "memref"
-    dtype: str           # one of DTYPES
+    dtype: str           # "f32" "f64" "i32" "i64" "i1" "index", as MLIR spells them
     rank: int = 0        # memrefs only
 
 

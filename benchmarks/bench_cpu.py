@@ -5,20 +5,10 @@ time: above 1 means adjit is faster) with adjit's first-call (compile) time.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 import adjit
-
-
-def best_of(fn, repeat: int = 7) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+from timing import best_of
 
 
 @adjit.kernel
@@ -79,7 +69,7 @@ def main() -> None:
 
     x = rng.random(10_000_000, dtype=np.float32)
     y = rng.random(10_000_000, dtype=np.float32)
-    first = best_of(lambda: saxpy(2.0, x, y, ndrange=len(x)), 1)
+    first = best_of(lambda: saxpy(2.0, x, y, ndrange=len(x)), 1, warmup=False)
     ours = best_of(lambda: saxpy(2.0, x, y, ndrange=len(x)))
     a = np.float32(2.0)
 
@@ -91,19 +81,19 @@ def main() -> None:
 
     x = rng.random(4_000_000, dtype=np.float32)
     z = rng.random(4_000_000, dtype=np.float32)
-    first = best_of(lambda: transcendental(x, z), 1)
+    first = best_of(lambda: transcendental(x, z), 1, warmup=False)
     assert np.allclose(transcendental(x, z), np.sin(np.exp(x)) * z + 0.5 * x * x, rtol=1e-5)
     row("sin(exp(x))*z + 0.5*x*x 4M f32", first, best_of(lambda: transcendental(x, z)),
         best_of(lambda: np.sin(np.exp(x)) * z + 0.5 * x * x))
 
     u0 = rng.random((1024, 1024))
-    first = best_of(lambda: stencil(u0, 20), 1)
+    first = best_of(lambda: stencil(u0, 20), 1, warmup=False)
     assert np.allclose(stencil(u0, 20), stencil_numpy(u0, 20))
     row("5-point stencil 1024^2 x20 f64", first, best_of(lambda: stencil(u0, 20), 3),
         best_of(lambda: stencil_numpy(u0, 20), 3))
 
     x = rng.random(10_000_000)
-    first = best_of(lambda: sum_squares(x), 1)
+    first = best_of(lambda: sum_squares(x), 1, warmup=False)
     assert np.isclose(sum_squares(x), np.sum(x * x), rtol=1e-12)
     row("sum of squares 10M f64", first, best_of(lambda: sum_squares(x)),
         best_of(lambda: np.sum(x * x)))

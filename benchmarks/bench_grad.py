@@ -6,27 +6,16 @@
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 import adjit
+from timing import best_of
 from adjit import Active, Const, Duplicated, Reverse, ReverseSplitWithPrimal
 
 
 @adjit.jit
 def loss(a: adjit.f32, b: adjit.f32, x, y):
     return adjit.sum((a * x + b - y) ** 2)
-
-
-def best_of(fn, repeat: int = 7) -> float:
-    fn()   # compile / warm up
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def jax_times(x, y):

@@ -14,8 +14,8 @@ from mlir.dialects import arith, func, memref, scf
 
 from ...dialects.adj import AdjError
 from .activity import Activity, terminator
-from .ir_util import (ATOMIC_ADDF, callee, clone_op, fill_zero, func_type, is_float,
-                      is_float_memref, is_memref, ops, or_zero, zeroed_like)
+from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, fill_zero, func_type, is_float,
+                      is_float_memref, is_memref, ops, or_zero, view_of, zeroed_like)
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import Signature, forward_abi
 
@@ -71,7 +71,12 @@ class ForwardGen:
 
     def op(self, op: ir.Operation) -> None:
         handler = getattr(self, "op_" + op.name.replace(".", "_"), None)
-        if not self.act.relevant(op):
+        if op.name in VIEW_OPS:
+            clone_op(op, self.vmap)
+            shadow = self.shadow(op.operands[0])
+            if shadow is not None:
+                self.tan[op.results[0]] = view_of(op, shadow, self.vmap)
+        elif not self.act.relevant(op):
             clone_op(op, self.vmap)
         elif handler is not None:
             handler(op)

@@ -11,6 +11,11 @@ from mlir.dialects import arith, memref, scf
 
 from ...dialects.adj import AdjError
 
+# Ops whose memref result is a view of their first operand: the shadow of the view is the
+# same view of the operand's shadow.
+VIEW_OPS = ("memref.collapse_shape", "memref.expand_shape", "memref.cast", "memref.subview",
+            "memref.reinterpret_cast")
+
 # arith.atomic_rmw's `kind` enum value for addf (the only float atomic the frontend emits).
 ATOMIC_ADDF = 0
 
@@ -142,6 +147,13 @@ def clone_op(op: ir.Operation, vmap: dict[ir.Value, ir.Value]) -> ir.Operation:
     for a, b in zip(op.results, new.results):
         vmap[a] = b
     return new
+
+
+def view_of(op: ir.Operation, source: ir.Value, vmap: dict[ir.Value, ir.Value]) -> ir.Value:
+    """The view `op` makes, of `source` instead of its own first operand."""
+    local = dict(vmap)
+    local[op.operands[0]] = source
+    return clone_op(op, local).results[0]
 
 
 def dims(m: ir.Value) -> list[ir.Value]:

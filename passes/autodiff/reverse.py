@@ -24,9 +24,9 @@ from mlir.dialects import arith, func, memref, scf
 
 from ...dialects.adj import AdjError, KERNEL_ATTR
 from .activity import Activity, terminator
-from .ir_util import (ATOMIC_ADDF, callee, clone_op, defining_block, dims, for_each_index,
+from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, defining_block, dims, for_each_index,
                       func_type, index, is_ancestor, is_float, is_memref, memref_type, or_zero,
-                      ops, parent_op, walk, zero, zeroed_like)
+                      ops, parent_op, view_of, walk, zero, zeroed_like)
 from .memory import Writes
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import (Derivative, Signature, TapeField, adjoint_types, aug_inputs, dret_types)
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .driver import Differentiator
 
 TAPE_ATTR = "adj.tape"
-PURE_OPS = ("memref.dim", "adj.index", "adj.global_id", "adj.global_size")
+PURE_OPS = ("memref.dim", "adj.index", "adj.global_id", "adj.global_size") + VIEW_OPS
 PURE_DIALECTS = ("arith", "math", "index")
 
 
@@ -132,7 +132,8 @@ class ReverseContext:
                 values = list(op.results) + [a for r in op.regions for b in r.blocks
                                              for a in b.arguments]
                 for m in values:
-                    if is_memref(m.type) and not self.joined(m):
+                    if is_memref(m.type) and not self.joined(m) and not (
+                            isinstance(m, ir.OpResult) and op.name in VIEW_OPS):
                         self._roots.setdefault(self.act.classes.find(m), []).append(m)
         before = _top_level_ancestor(v, self.entry)
         found = []
@@ -437,6 +438,10 @@ class RevGen:
             return new
         if self.ctx.joined(m):
             return self._select(m, self.shadow)
+        if isinstance(m, ir.OpResult) and m.owner.operation.name in VIEW_OPS:
+            view = m.owner.operation
+            return view_of(view, self.shadow(view.operands[0]),
+                           {v: self.materialize(v) for v in list(view.operands)[1:]})
         raise AdjError(m.owner.operation, "autodiff: reverse mode cannot make a shadow for an "
                                           "array that a call returns")
 

@@ -37,6 +37,7 @@ class Differentiator:
         self.done: dict[Signature, Derivative] = {}
         self._in_progress: set[Signature] = set()
         self._writes: dict[str, set[int]] = {}
+        self._rules: dict[Signature, Derivative | None] = {}
 
     # -- requests ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -132,14 +133,23 @@ class Differentiator:
         return result
 
     def rules(self, sig: Signature, at: ir.Operation) -> Derivative | None:
-        return lookup_rules(self, sig, at)
+        """The custom rules for `sig`, if the provider has them (asked once per signature:
+        a provider may compile a rule when asked)."""
+        if sig not in self._rules:
+            self._rules[sig] = lookup_rules(self, sig, at)
+        return self._rules[sig]
 
-    def has_rules(self, fn_name: str, mode: str) -> bool:
-        """Whether calls of `fn_name` must go through custom rules (even when all const)."""
-        n = len(func_type(self.symbols[fn_name]).inputs) if fn_name in self.symbols else 0
-        kind = "forward" if mode == "forward" else "augmented"
-        config = {"needs_primal": True, "needs_shadow": False, "overwritten": [False] * n}
-        return self.rule_provider(fn_name, kind, ["const"] * n, "const", config) is not None
+    def has_rules(self, sig: Signature, at: ir.Operation) -> bool:
+        return self.rules(sig, at) is not None
+
+    def lookup(self, name: str) -> ir.Operation | None:
+        """The module's symbol `name`, including functions a rule provider just added."""
+        if name not in self.symbols:
+            for op in self.body.operations:
+                op = op.operation
+                if "sym_name" in op.attributes and symbol_name(op) == name:
+                    self.symbols[name] = op
+        return self.symbols.get(name)
 
     def _alias(self, d: Derivative, sig: Signature, name: str,
                extra: dict[str, ir.Attribute]) -> None:

@@ -34,7 +34,7 @@ class ForwardGen:
         self.fn = fn
         self.sig = sig
         self.act = Activity(fn, list(sig.activity), sig.ret_activity,
-                            lambda f: diff.has_rules(f, "forward"))
+                            lambda call: diff.has_rules(self.call_signature(call), call))
         self.vmap: dict[ir.Value, ir.Value] = {}
         # Tangent of each active float value; shadow buffer of each shadowed array.
         self.tan: dict[ir.Value, ir.Value] = {}
@@ -185,27 +185,27 @@ class ForwardGen:
             memref.dealloc(shadow)
 
     # -- calls -------------------------------------------------------------------------------
-    def op_func_call(self, op: ir.Operation) -> None:
-        activity = []
-        args: list[ir.Value] = []
-        for v in op.operands:
-            args.append(self.vmap[v])
-            if self.carried(v):
-                activity.append("dup")
-                args.append(self.derivative_of(v))
-            else:
-                activity.append("const")
+    def call_signature(self, op: ir.Operation) -> Signature:
+        activity = tuple("dup" if self.carried(v) else "const" for v in op.operands)
         active_ret = any(self.carried(r) for r in op.results)
-        sig = Signature(fn=callee(op), mode="forward", activity=tuple(activity),
-                        ret_activity="dup" if active_ret else "const", with_primal=True,
-                        overwritten=(False,) * len(activity))
+        return Signature(fn=callee(op), mode="forward", activity=activity,
+                         ret_activity="dup" if active_ret else "const", with_primal=True,
+                         overwritten=(False,) * len(activity))
+
+    def op_func_call(self, op: ir.Operation) -> None:
+        sig = self.call_signature(op)
+        args: list[ir.Value] = []
+        for v, a in zip(op.operands, sig.activity):
+            args.append(self.vmap[v])
+            if a == "dup":
+                args.append(self.derivative_of(v))
         name = self.diff.derivative(sig, op).forward
         results = forward_abi(func_type(self.diff.symbols[callee(op)]), sig)[1]
         call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
         outs = list(call.results)
         for r in op.results:
             self.vmap[r] = outs.pop(0)
-        if active_ret:
+        if sig.ret_activity != "const":
             for r in op.results:
                 if is_float(r.type) or is_float_memref(r.type):
                     d = outs.pop(0)

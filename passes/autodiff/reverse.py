@@ -86,7 +86,7 @@ class ReverseContext:
         self.kernel = KERNEL_ATTR in fn.attributes
         self.entry = fn.regions[0].blocks[0]
         self.act = Activity(fn, list(sig.activity), sig.ret_activity,
-                            lambda f: diff.has_rules(f, "reverse"))
+                            lambda call: diff.has_rules(self.call_signature(call), call))
         self.writes = Writes(fn, self.act.classes, list(sig.overwritten), diff.callee_writes,
                              self.kernel)
         self.plan = TapePlan(top=self.entry)
@@ -94,23 +94,27 @@ class ReverseContext:
         self._recomputable: dict[ir.Operation, bool] = {}
         self._roots: dict[ir.Value, list[ir.Value]] | None = None
 
+    def call_signature(self, op: ir.Operation) -> Signature:
+        """The reverse-mode signature of a call site."""
+        activity = []
+        for v in op.operands:
+            if is_float(v.type) and self.act.active(v):
+                activity.append("active")
+            elif is_memref(v.type) and self.act.shadowed(v):
+                activity.append("dup")
+            else:
+                activity.append("const")
+        active_ret = any(self.act.active(r) for r in op.results)
+        overwritten = tuple(is_memref(v.type) and self.writes.written_after(op, v)
+                            for v in op.operands)
+        return Signature(fn=callee(op), mode="reverse", activity=tuple(activity),
+                         ret_activity="active" if active_ret else "const", with_primal=True,
+                         overwritten=overwritten)
+
     def call_info(self, op: ir.Operation) -> tuple[Signature, Derivative]:
-        """The reverse-mode signature of a call site and the callee's derivative for it."""
+        """A call site's signature and the callee's derivative for it."""
         if op not in self._calls:
-            activity = []
-            for v in op.operands:
-                if is_float(v.type) and self.act.active(v):
-                    activity.append("active")
-                elif is_memref(v.type) and self.act.shadowed(v):
-                    activity.append("dup")
-                else:
-                    activity.append("const")
-            active_ret = any(self.act.active(r) for r in op.results)
-            overwritten = tuple(is_memref(v.type) and self.writes.written_after(op, v)
-                                for v in op.operands)
-            sig = Signature(fn=callee(op), mode="reverse", activity=tuple(activity),
-                            ret_activity="active" if active_ret else "const", with_primal=True,
-                            overwritten=overwritten)
+            sig = self.call_signature(op)
             self._calls[op] = (sig, self.diff.derivative(sig, op))
         return self._calls[op]
 

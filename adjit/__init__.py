@@ -3,6 +3,9 @@
     @adjit.kernel   a function run once per point of an index space (ndrange=)
     @adjit.func     a device function, callable from kernels and compiled functions
     @adjit.jit      a compiled host function: control flow, arrays, kernel launches
+
+Importing adjit, decorating functions and launching kernels that the GPU kernel cache holds
+need no MLIR: it is imported when something is compiled.
 """
 from .frontend.builtins import namespace as _ns
 from .frontend.errors import CompilationError
@@ -13,6 +16,7 @@ from .frontend.autodiff import (Active, Const, Duplicated, DuplicatedNoNeed, For
                                 ReverseWithPrimal, Tape, autodiff, autodiff_thunk, check_grad,
                                 grad, jvp, value_and_grad, vjp)
 from .frontend import rules
+from .runtime.device_array import DeviceArray, to_device
 
 globals().update(_ns)   # index, index_nd, sin, ..., atomic_add, zeros, sum, ...
 
@@ -33,4 +37,4 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "A
            "reset_peak_memory", "Active", "Const", "Duplicated", "DuplicatedNoNeed", "Forward",
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "jvp", "value_and_grad",
-           "vjp", "rules", *sorted(_ns)]
+           "vjp", "rules", "DeviceArray", "to_device", *sorted(_ns)]

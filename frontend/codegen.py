@@ -11,9 +11,6 @@ from __future__ import annotations
 import ast
 import builtins as py
 import functools
-import inspect
-import textwrap
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from mlir import ir
@@ -21,34 +18,14 @@ from mlir.dialects import arith, func, memref, scf
 
 from ..dialects import adj
 from . import arrays as A
-from . import builtins as B
+from . import builtin_calls as B
 from . import scalar_ops as S
 from .errors import CompilationError, UserError
+from .source import SourceInfo
 from .types import ArrayType, ScalarType, as_scalar_type, bool_, index, promote
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
-
-
-@dataclass
-class SourceInfo:
-    tree: ast.FunctionDef
-    filename: str
-    first_line: int
-    lines: list[str]
-
-
-def parse_source(pyfn: Callable) -> SourceInfo:
-    try:
-        lines, first = inspect.getsourcelines(pyfn)
-    except (OSError, TypeError) as e:
-        raise CompilationError(f"cannot read the source of {pyfn.__qualname__}: {e}") from None
-    src = textwrap.dedent("".join(lines))
-    tree = ast.parse(src).body[0]
-    if not isinstance(tree, ast.FunctionDef):
-        raise CompilationError(f"{pyfn.__qualname__} is not a plain function definition")
-    return SourceInfo(tree, inspect.getsourcefile(pyfn) or "<unknown>", first,
-                      [l.rstrip("\n") for l in lines])
 
 
 def _assigned_names(stmts: Sequence[ast.stmt]) -> set[str]:
@@ -982,7 +959,7 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(obj, ScalarType):
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{obj!r}(x) takes one argument")
-            return B._lift(lambda x: S.cast(S.as_scalar(x, obj), obj), args)
+            return B.lift(lambda x: S.cast(S.as_scalar(x, obj), obj), args)
         hook = getattr(obj, "_adjit_compile_call", None)
         if hook is not None:
             return hook(self, args, kwargs)

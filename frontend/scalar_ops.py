@@ -12,6 +12,7 @@ from mlir import ir
 from mlir.dialects import arith, math, scf
 
 from ..dialects import adj
+from .builtins import UNARY_MATH
 from .errors import UserError
 from .types import ScalarType, bool_, f32, f64, i64, index, promote
 from .values import Array, ArrayExpr, Literal, Scalar
@@ -315,15 +316,8 @@ def to_float(a) -> Scalar:
     return a if a.type.is_float else cast(a, f64)
 
 
-# Unary math functions: name -> math dialect builder. Integer arguments become f64 as in
-# Python's math module; f32 stays f32.
-_UNARY_MATH = {
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "exp": math.exp, "exp2": math.exp2,
-    "expm1": math.expm1, "log": math.log, "log2": math.log2, "log10": math.log10,
-    "log1p": math.log1p, "sqrt": math.sqrt, "tanh": math.tanh, "sinh": math.sinh,
-    "cosh": math.cosh, "asin": math.asin, "acos": math.acos, "atan": math.atan,
-    "erf": math.erf, "rsqrt": math.rsqrt, "cbrt": math.cbrt,
-}
+# Unary math functions: name -> math dialect builder (the math dialect's names are adjit's).
+_UNARY_MATH = {name: getattr(math, name) for name in UNARY_MATH}
 _PY_UNARY = {"rsqrt": lambda x: 1 / pymath.sqrt(x), "exp2": lambda x: 2.0 ** x,
              "cbrt": lambda x: pymath.copysign(abs(x) ** (1 / 3), x)}
 

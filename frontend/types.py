@@ -1,15 +1,19 @@
 """adjit's types: scalars, arrays and the promotion rules between them.
 
-These are the frontend's view; `mlir()` gives the MLIR type each one lowers to. Arrays are
+These are the frontend's view; `mlir()` gives the MLIR type each one lowers to (importing MLIR
+only then: types are part of the API, which works without MLIR). Arrays are
 C-contiguous `memref<?x...xT>` (dynamic sizes, identity layout) so that one specialisation
 serves every shape of a given rank.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from mlir import ir
+
+if TYPE_CHECKING:
+    from mlir import ir
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class ScalarType:
         return {"f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "index": 64}[self.name]
 
     def mlir(self) -> ir.Type:
+        from mlir import ir
         if self.name == "f32":
             return ir.F32Type.get()
         if self.name == "f64":
@@ -69,6 +74,7 @@ class ArrayType:
     ndim: int
 
     def mlir(self) -> ir.MemRefType:
+        from mlir import ir
         return ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * self.ndim, self.dtype.mlir())
 
     def __repr__(self) -> str:
@@ -137,10 +143,17 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
     return i64
 
 
-def type_of_value(value) -> ScalarType | ArrayType:
-    """The adjit type of a Python argument (specialisation key), or TypeError."""
+def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
+    """The adjit type of a Python argument (specialisation key), or TypeError. Arrays in GPU
+    memory (`__cuda_array_interface__`) are arguments of `device="cuda"` launches only."""
     if isinstance(value, np.ndarray):
         return ArrayType(as_scalar_type(value.dtype), value.ndim)
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is not None:
+        if device != "cuda":
+            raise TypeError(f"a {type(value).__name__} is in GPU memory: pass it to kernels "
+                            "launched with device='cuda'")
+        return ArrayType(as_scalar_type(np.dtype(interface["typestr"])), len(interface["shape"]))
     if isinstance(value, (bool, np.bool_)):
         return bool_
     if isinstance(value, np.generic):
@@ -150,4 +163,5 @@ def type_of_value(value) -> ScalarType | ArrayType:
     if isinstance(value, float):
         return f64
     raise TypeError(f"adjit cannot take an argument of type {type(value).__name__}: "
-                    "it takes NumPy arrays, Python or NumPy scalars of f32/f64/i32/i64/bool")
+                    "it takes NumPy arrays, Python or NumPy scalars of f32/f64/i32/i64/bool"
+                    + (", and GPU arrays" if device == "cuda" else ""))

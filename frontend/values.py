@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
-from mlir import ir
+from typing import TYPE_CHECKING, Callable
 
 from .types import ArrayType, ScalarType
+
+if TYPE_CHECKING:     # the API imports this module without MLIR
+    from mlir import ir
 
 
 @dataclass
@@ -55,9 +56,6 @@ class RangeValue:
     start: object
     stop: object
     step: object
-
-
-
 
 
 @dataclass

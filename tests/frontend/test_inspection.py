@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.frontend.functions import CompileUnit
+from adjit.frontend.compiler import CompileUnit
 from adjit.frontend.types import ArrayType, f64
 
 

@@ -1,0 +1,142 @@
+"""Compiling a derivative (autodiff.py's API calls this; MLIR is imported here): one module
+holding the primal function (or, for a kernel, a wrapper that launches it), an
+`adj.autodiff` request op, the autodiff pass (which replaces the request by generated
+functions, see passes/autodiff for their ABI), then entry functions Python calls.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func
+
+from ..dialects import adj
+from .autodiff import Annotation, Duplicated, Mode
+from .compiler import CompileUnit, function_type
+from .functions import Function, Kernel, debug_enabled
+from .rule_compiler import make_rule_provider
+from .types import ArrayType, bool_, f32, f64, i32, i64, index
+
+
+def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
+             ret_activity: str, with_primal: bool) -> None:
+    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+        s = ir.StringAttr.get
+        ir.Operation.create("adj.autodiff", attributes={
+            "sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol), "mode": s(mode),
+            "activity": ir.ArrayAttr.get([s(a) for a in activity]),
+            "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)})
+
+
+def _generated(unit: CompileUnit, symbol: str) -> tuple[list, list]:
+    """Input and result MLIR types of a function the autodiff pass generated."""
+    ftype = function_type(unit, symbol)
+    return list(ftype.inputs), list(ftype.results)
+
+
+def _type_from_mlir(t: ir.Type):
+    """adjit type of a generated function's tape value (memref or scalar)."""
+    scalars = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": index}
+    if isinstance(t, ir.MemRefType):
+        m = t
+        return ArrayType(scalars[str(m.element_type)], m.rank)
+    return scalars[str(t)]
+
+
+class Derivative:
+    """A compiled derivative of one (function, mode, activities, types) specialisation."""
+
+    def __init__(self, target: Function | Kernel, mode: Mode, anns: list[Annotation],
+                 types: list, ndrange: tuple | None, wgs):
+        from ..passes.autodiff import run_autodiff
+        from ..runtime.engine import compile_module
+        self.mode = mode
+        unit = CompileUnit(debug_enabled())
+        activity = [a.activity for a in anns]
+        with unit.ctx, ir.Location.unknown():
+            fn_symbol, results, self.tuple_result = self._primal(unit, target, types, ndrange, wgs)
+            if len(results) > 1 or any(isinstance(r, ArrayType) for r in results):
+                raise TypeError(f"{target.__name__}: autodiff differentiates functions that "
+                                "return one float scalar or nothing")
+            self.results = results
+            float_result = bool(results) and results[0].is_float
+            ret = "active" if mode.reverse else "dup"
+            ret = ret if float_result else "const"
+            if isinstance(target, Kernel):
+                activity = activity + ["const"] * len(ndrange)
+            _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
+                     ret, mode.with_primal)
+            self.ret_activity = ret
+            run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+            flat_t = self._flat_types(anns, types, ndrange)
+            if mode.reverse:
+                self._reverse_entries(unit, flat_t, anns, types)
+            else:
+                self._forward_entry(unit, flat_t)
+            self.adj_text = str(unit.module)
+            self.module = compile_module(unit.module)
+            self.calls = {name: self.module.function(name, ins, outs)
+                          for name, (ins, outs) in self.entries.items()}
+
+    @staticmethod
+    def _primal(unit: CompileUnit, target, types, ndrange, wgs):
+        if isinstance(target, Function):
+            return unit.function(target, types)
+        # A kernel is differentiated through a function that launches it: the autodiff
+        # pass's launch rule makes the forward, augmented and reverse kernels.
+        symbol = unit.kernel(target, types, len(ndrange))
+        ktype = function_type(unit, symbol)
+        wrapper = f"launch_{symbol}"
+        with ir.InsertionPoint(unit.module.body):
+            fn = func.FuncOp(wrapper, ([t.mlir() for t in types] + [i64.mlir()] * len(ndrange),
+                                       []), visibility="private")
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                n = len(types)
+                extents = [arith.index_cast(ir.IndexType.get(), a)
+                           for a in block.arguments[n:]]
+                adj.launch(symbol, ktype, list(block.arguments[:n]), extents, wgs)
+                func.ReturnOp([])
+        return wrapper, [], False
+
+    @staticmethod
+    def _flat_types(anns, types, ndrange) -> list:
+        flat = []
+        for a, t in zip(anns, types):
+            flat.append(t)
+            if isinstance(a, Duplicated):
+                flat.append(t)
+        return flat + [i64] * (len(ndrange) if ndrange else 0)
+
+    def _forward_entry(self, unit: CompileUnit, flat_t: list) -> None:
+        ins, outs = _generated(unit, "d")
+        out_types = [_type_from_mlir(t) for t in outs]
+        unit.entry("fwd", flat_t, out_types, lambda args: list(func.CallOp(
+            outs, ir.FlatSymbolRefAttr.get("d"), args).results))
+        self.entries = {"fwd": (flat_t, out_types)}
+
+    def _reverse_entries(self, unit: CompileUnit, flat_t: list, anns, types) -> None:
+        _, aug_outs = _generated(unit, "d_aug")
+        _, rev_outs = _generated(unit, "d_rev")
+        n_primal = len(self.results) if self.mode.with_primal else 0
+        tape_t = [_type_from_mlir(t) for t in aug_outs[n_primal:]]
+        primal_t = self.results[:n_primal]
+        grads_t = [_type_from_mlir(t) for t in rev_outs]
+        dret_t = [self.results[0]] if self.ret_activity == "active" else []
+        self.tape_types = tape_t
+
+        def combined(args):
+            # Augmented forward then reverse, in one call: the tape never leaves the machine.
+            n = len(flat_t)
+            aug = func.CallOp(aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args[:n])
+            tape = list(aug.results)[n_primal:]
+            rev = func.CallOp(rev_outs, ir.FlatSymbolRefAttr.get("d_rev"),
+                              args[:n] + args[n:] + tape)
+            return list(aug.results)[:n_primal] + list(rev.results)
+
+        unit.entry("rev_all", flat_t + dret_t, primal_t + grads_t, combined)
+        unit.entry("aug", flat_t, primal_t + tape_t, lambda args: list(func.CallOp(
+            aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args).results))
+        unit.entry("rev", flat_t + dret_t + tape_t, grads_t, lambda args: list(func.CallOp(
+            rev_outs, ir.FlatSymbolRefAttr.get("d_rev"), args).results))
+        self.entries = {"rev_all": (flat_t + dret_t, primal_t + grads_t),
+                        "aug": (flat_t, primal_t + tape_t),
+                        "rev": (flat_t + dret_t + tape_t, grads_t)}

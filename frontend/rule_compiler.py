@@ -1,0 +1,182 @@
+"""Compiling custom derivative rules (rules.py), once per activity configuration, for the
+autodiff pass, which asks for them through the provider made here (see rules.py for the ABI).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+from mlir import ir
+
+from . import scalar_ops as S
+from .codegen import CodeGenerator
+from .compiler import CompileUnit
+from .errors import UserError
+from .rules import FUNCTIONS_WITH_RULES, AugmentedReturn, Config, RuleArg
+from .types import ArrayType
+from .values import Array, Literal, PyObj, Scalar
+
+
+class RuleCodeGenerator(CodeGenerator):
+    """Compiles a rule: binds config and annotated arguments, checks and flattens what the
+    rule returns into the ABI's results."""
+
+    def __init__(self, unit, rule, source, kind: str, arg_types: list, activity: list[str],
+                 ret_activity: str, config: Config, symbol: str, primal_type, tape=None):
+        self.rule_kind, self.activity, self.ret_activity = kind, activity, ret_activity
+        # A function with no result has no primal to give, whatever the pass asks.
+        if primal_type is None and config.needs_primal:
+            config = Config(False, config.needs_shadow, config.overwritten, config.width)
+        self.config, self.primal_type, self.tape_in = config, primal_type, tape
+        self.tape_out: object = None
+        self.primal_arg_types = arg_types
+        flat = self._flat_inputs(arg_types)
+        super().__init__(unit, rule, source, "rule", flat, symbol)
+
+    def _has_shadow(self, act: str, t) -> bool:
+        if self.rule_kind == "forward":
+            return act != "const"
+        return act in ("dup", "dupnoneed") and isinstance(t, ArrayType)
+
+    def _flat_inputs(self, arg_types: list) -> list:
+        flat = []
+        for act, t in zip(self.activity, arg_types):
+            flat.append(t)
+            if self._has_shadow(act, t):
+                flat.append(t)
+        if self.rule_kind == "reverse":
+            if self.ret_activity == "active":
+                flat.append(self.primal_type)
+            flat.extend(self.tape_in[0] if self.tape_in else [])
+        return flat
+
+    def bind_params(self, args: list[ir.Value]) -> dict:
+        names = [a.arg for a in self.src.tree.args.args]
+        lead = 3 if self.rule_kind == "reverse" else 1
+        if len(names) != lead + len(self.activity):
+            want = "config, dret, tape" if lead == 3 else "config"
+            raise self.error(self.src.tree, f"a {self.rule_kind} rule takes ({want}, then one "
+                                            f"parameter per argument: {len(self.activity)})")
+
+        def value(v, t):
+            return Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
+
+        it = iter(zip(args, self.arg_types))
+        bound = {names[0]: PyObj(self.config)}
+        rule_args = []
+        for act, t in zip(self.activity, self.primal_arg_types):
+            val = value(*next(it))
+            dval = value(*next(it)) if self._has_shadow(act, t) else None
+            rule_args.append(RuleArg(val, dval))
+        if self.rule_kind == "reverse":
+            dret = value(*next(it)) if self.ret_activity == "active" else None
+            bound[names[1]] = dret if dret is not None else PyObj(None)
+            bound[names[2]] = self._rebuild_tape([value(*p) for p in it])
+        for name, ra in zip(names[lead:], rule_args):
+            bound[name] = PyObj(ra)
+        return bound
+
+    def _rebuild_tape(self, values: list):
+        if not self.tape_in:
+            return PyObj(None)
+        structure = self.tape_in[1]
+        if structure == "none":
+            return PyObj(None)
+        if structure == "one":
+            return values[0]
+        return tuple(values)
+
+    def returned_items(self, value, node: ast.Return) -> list:
+        kind, cfg = self.rule_kind, self.config
+        if kind == "forward":
+            has_tangent = self.ret_activity != "const"
+            items = list(value) if isinstance(value, tuple) else [value]
+            if len(items) == 2:
+                primal, tangent = items
+            elif len(items) == 1 and not (cfg.needs_primal and has_tangent):
+                primal, tangent = (items[0], None) if cfg.needs_primal else (None, items[0])
+            else:
+                raise UserError(f"a forward rule returns (primal, tangent); this one returns "
+                                f"{len(items)} values")
+            out = []
+            if cfg.needs_primal:
+                out.append(self._scalar(primal, "the primal"))
+            if has_tangent:
+                out.append(self._scalar(tangent, "the tangent"))
+            return out
+        if kind == "augmented":
+            if not isinstance(value, AugmentedReturn):
+                raise UserError("an augmented_primal rule returns "
+                                "adjit.rules.AugmentedReturn(primal, shadow, tape)")
+            out = []
+            if cfg.needs_primal:
+                out.append(self._scalar(value.primal, "the primal"))
+            tape = value.tape
+            if isinstance(tape, PyObj) and tape.obj is None:
+                items, structure = [], "none"
+            elif isinstance(tape, tuple):
+                items, structure = list(tape), "tuple"
+            else:
+                items, structure = [tape], "one"
+            for t in items:
+                if isinstance(t, Literal):
+                    t = S.as_scalar(t)
+                if not isinstance(t, (Scalar, Array)):
+                    raise UserError(f"a tape holds scalars and arrays, not {S.describe(t)}")
+            items = [S.as_scalar(t) if isinstance(t, Literal) else t for t in items]
+            self.tape_out = ([t.type for t in items], structure)
+            return out + items
+        items = list(value) if isinstance(value, tuple) else [value]
+        if len(items) != len(self.activity):
+            raise UserError(f"a reverse rule returns one entry per argument "
+                            f"({len(self.activity)}), this one returns {len(items)}")
+        out = []
+        for k, (act, t, g) in enumerate(zip(self.activity, self.primal_arg_types, items)):
+            if act == "active":
+                out.append(S.cast(self._scalar(g, f"the adjoint of argument {k}"), t))
+        return out
+
+    def _scalar(self, v, what: str) -> Scalar:
+        if isinstance(v, PyObj) and v.obj is None:
+            raise UserError(f"{what} is None, but the rule's config asks for it")
+        if isinstance(v, Literal):
+            return S.as_scalar(v, self.primal_type if what != "the adjoint" else None)
+        if not isinstance(v, Scalar):
+            raise UserError(f"{what} must be a scalar, got {S.describe(v)}")
+        return v
+
+
+def make_rule_provider(unit: CompileUnit) -> Callable | None:
+    """The autodiff pass's rule_provider for functions compiled into `unit`."""
+    tapes: dict[tuple, tuple] = {}
+
+    def provider(fn_symbol: str, kind: str, activity: list[str], ret_activity: str,
+                 config: dict) -> str | None:
+        for key, (symbol, results, _) in unit.compiled.items():
+            if key[0] == "func" and symbol == fn_symbol:
+                break
+        else:
+            return None
+        target = FUNCTIONS_WITH_RULES.get(key[1])
+        if target is None or kind not in target.rules:
+            return None
+        rule, source = target.rules[kind]
+        cfg = Config(bool(config.get("needs_primal", True)),
+                     bool(config.get("needs_shadow", False)),
+                     tuple(config.get("overwritten", ())))
+        arg_types = list(key[2])
+        ident = (fn_symbol, tuple(activity), ret_activity)
+        name = f"{fn_symbol}__rule_{kind}_{abs(hash((ident, cfg))) % 10**8}"
+        if any(ir.StringAttr(op.attributes["sym_name"]).value == name
+               for op in unit.module.body.operations if "sym_name" in op.attributes):
+            return name
+        primal_type = results[0] if results else None
+        gen = RuleCodeGenerator(unit, rule, source, kind, arg_types, activity, ret_activity,
+                                cfg, name, primal_type, tapes.get(ident))
+        with unit.ctx:
+            unit.add(gen)
+        if kind == "augmented":
+            tapes[ident] = gen.tape_out or ([], "none")
+        return name
+
+    return provider

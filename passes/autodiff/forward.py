@@ -16,6 +16,7 @@ from ...dialects.adj import AdjError
 from .activity import Activity, terminator
 from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, fill_zero, func_type, is_float,
                       is_float_memref, is_memref, ops, or_zero, view_of, zeroed_like)
+from .launch import forward_launch
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import Signature, forward_abi
 
@@ -122,9 +123,7 @@ class ForwardGen:
             if t is not None:
                 self.tan[result] = CASTS[op.name][0](t, result.type)
             return
-        if op.name in ZERO_DERIVATIVE:
-            return
-        primals = [self.vmap.get(v, v) for v in op.operands]
+        primals = [self.vmap[v] for v in op.operands]
         total = None
         for v, rule in zip(op.operands, RULES[op.name]):
             t = self.tangent(v) if rule is not None and is_float(v.type) else None
@@ -178,12 +177,6 @@ class ForwardGen:
             new = self.vmap[op.results[0]]
             self.tan[op.results[0]] = zeroed_like(new)
 
-    def op_memref_dealloc(self, op: ir.Operation) -> None:
-        clone_op(op, self.vmap)
-        shadow = self.shadow(op.operands[0])
-        if shadow is not None:
-            memref.dealloc(shadow)
-
     # -- calls -------------------------------------------------------------------------------
     def call_signature(self, op: ir.Operation) -> Signature:
         activity = tuple("dup" if self.carried(v) else "const" for v in op.operands)
@@ -213,7 +206,6 @@ class ForwardGen:
                         self.tan[r] = d
 
     def op_adj_launch(self, op: ir.Operation) -> None:
-        from .launch import forward_launch
         forward_launch(self, op)
 
     # -- control flow ------------------------------------------------------------------------

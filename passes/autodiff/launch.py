@@ -66,10 +66,6 @@ def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature
     return sig, ctx.diff.derivative(sig, op)
 
 
-def launch_tape_types(ctx: "ReverseContext", op: ir.Operation) -> list[ir.Type]:
-    return launch_signature(ctx, op)[1].tape
-
-
 def _items(ndrange: list[ir.Value]) -> ir.Value:
     n = index(1)
     for extent in ndrange:

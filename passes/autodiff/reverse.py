@@ -24,9 +24,10 @@ from mlir.dialects import arith, func, memref, scf
 
 from ...dialects.adj import AdjError, KERNEL_ATTR
 from .activity import Activity, terminator
-from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, defining_block, dims, for_each_index,
-                      func_type, index, is_ancestor, is_float, is_memref, memref_type, or_zero,
-                      ops, parent_op, view_of, walk, zero, zeroed_like)
+from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, defining_block, dims,
+                      for_each_index, func_type, index, is_ancestor, is_float, is_memref,
+                      memref_type, or_zero, ops, parent_op, view_of, walk, zero, zeroed_like)
+from .launch import augmented_launch, launch_signature, reverse_launch
 from .memory import Writes
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import (Derivative, Signature, TapeField, adjoint_types, aug_inputs, dret_types)
@@ -47,6 +48,7 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     ctx = ReverseContext(diff, fn, sig)
     private = name == sig.mangled()
     if ctx.kernel:
+        # kernel_tape builds on this module's generators, hence the late import.
         from .kernel_tape import KernelAugGen, KernelRevGen, kernel_fields
         rev = _rev_twice(KernelRevGen, ctx, f"{name}_rev", extra, private)
         fields = kernel_fields(ctx.plan)
@@ -144,14 +146,14 @@ class ReverseContext:
         for m in self._roots.get(self.act.classes.find(v), []):
             if isinstance(m, ir.BlockArgument) and m.owner == self.entry:
                 found.append(m)
-            elif (m.owner.operation.name == "memref.alloc" and m.owner.operation.block ==
-                  self.entry and _is_before(m.owner.operation, before)):
+                continue
+            op = m.owner.operation
+            if op.name != "memref.alloc" or op.block != self.entry:
+                raise AdjError(op, "autodiff: reverse mode needs to know which array flows "
+                                   "through a loop or branch, and it may be this one, made "
+                                   "inside a loop or by a call")
+            if _is_before(op, before):
                 found.append(m)
-            elif m.owner.operation.name != "memref.alloc" or m.owner.operation.block != \
-                    self.entry:
-                raise AdjError(m.owner.operation, "autodiff: reverse mode needs to know which "
-                               "array flows through this loop or branch, and it may be one "
-                               "made inside a loop or returned by a call")
         return found
 
     # -- what the reverse pass can recompute -------------------------------------------------
@@ -402,8 +404,7 @@ class RevGen:
     def tape_types(self, op: ir.Operation) -> list[ir.Type]:
         if op.name == "func.call":
             return self.ctx.call_info(op)[1].tape
-        from .launch import launch_tape_types
-        return launch_tape_types(self.ctx, op)
+        return launch_signature(self.ctx, op)[1].tape
 
     def _from_tape(self, key: Key, scope: Scope) -> ir.Value:
         if scope.parallel:
@@ -597,7 +598,6 @@ class RevGen:
                 self.add_adj(v, next(grads))
 
     def rev_adj_launch(self, op: ir.Operation) -> None:
-        from .launch import reverse_launch
         reverse_launch(self, op)
 
     # -- control flow ------------------------------------------------------------------------
@@ -842,7 +842,8 @@ class AugGen:
         if ctx.kernel:
             inputs += [f.type for f in fields]
         else:
-            results = (list(ftype.results) if ctx.sig.with_primal else []) + [f.type for f in fields]
+            primal = list(ftype.results) if ctx.sig.with_primal else []
+            results = primal + [f.type for f in fields]
         aug = ctx.diff.new_function(name, inputs, results, ctx.fn, extra, private)
         entry = aug.regions[0].blocks[0]
         params = iter(entry.arguments)
@@ -926,7 +927,6 @@ class AugGen:
             self.extra[("tape", op, k)] = v
 
     def aug_adj_launch(self, op: ir.Operation) -> None:
-        from .launch import augmented_launch
         augmented_launch(self, op)
 
     def aug_scf_for(self, op: ir.Operation) -> None:

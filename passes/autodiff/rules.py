@@ -75,6 +75,10 @@ def _sign(a: ir.Value) -> ir.Value:
     return math.copysign(_c(a, 1.0), a)
 
 
+def _gauss(a: ir.Value) -> ir.Value:
+    return math.exp(_neg(_sq(a)))
+
+
 def _keep_if(cond: ir.Value, d: ir.Value) -> ir.Value:
     return _where(cond, d, _c(d, 0.0))
 
@@ -149,8 +153,8 @@ RULES: dict[str, tuple[Rule | None, ...]] = {
                    None),
     "math.copysign": (lambda x, y, d: _mul(d, _mul(_sign(x[0]), _sign(x[1]))),
                       None),
-    "math.erf": (lambda x, y, d: _mul(d, _mul(_c(d, TWO_OVER_SQRT_PI), math.exp(_neg(_sq(x[0]))))),),
-    "math.erfc": (lambda x, y, d: _mul(d, _mul(_c(d, -TWO_OVER_SQRT_PI), math.exp(_neg(_sq(x[0]))))),),
+    "math.erf": (lambda x, y, d: _mul(d, _mul(_c(d, TWO_OVER_SQRT_PI), _gauss(x[0]))),),
+    "math.erfc": (lambda x, y, d: _mul(d, _mul(_c(d, -TWO_OVER_SQRT_PI), _gauss(x[0]))),),
     "math.fma": (lambda x, y, d: _mul(d, x[1]),
                  lambda x, y, d: _mul(d, x[0]),
                  lambda x, y, d: d),
@@ -171,8 +175,9 @@ def _truncate(seed: ir.Value, to: ir.Type) -> ir.Value:
     return arith.truncf(to, seed)
 
 
+Cast = Callable[[ir.Value, ir.Type], ir.Value]
 # Float-to-float casts: (map a tangent to the result type, map an adjoint to the operand type).
-CASTS: dict[str, tuple[Callable[[ir.Value, ir.Type], ir.Value], Callable[[ir.Value, ir.Type], ir.Value]]] = {
+CASTS: dict[str, tuple[Cast, Cast]] = {
     "arith.extf": (_extend, _truncate),
     "arith.truncf": (_truncate, _extend),
 }

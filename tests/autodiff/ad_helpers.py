@@ -43,7 +43,8 @@ class Compiled:
             op = op.operation
             if op.name == "func.func":
                 name = ir.StringAttr(op.attributes["sym_name"]).value
-                self.types[name] = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+                ftype = ir.TypeAttr(op.attributes["function_type"]).value
+                self.types[name] = ir.FunctionType(ftype)
         self.compiled = compile_module(self.module)
 
     def __call__(self, name: str, *args):

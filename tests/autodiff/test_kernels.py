@@ -64,9 +64,9 @@ def test_kernel_request_abi():
 
 def test_colliding_reads_accumulate():
     # Every item reads x[0]: the reverse kernel's shadow updates must not lose any.
-    text = f"""
+    text = """
 func.func private @k(%x: memref<?xf64>, %y: memref<?xf64>)
-    attributes {{adj.kernel, adj.ndim = 1 : i64}} {{
+    attributes {adj.kernel, adj.ndim = 1 : i64} {
   %i = "adj.index"() : () -> index
   %c0 = arith.constant 0 : index
   %x0 = memref.load %x[%c0] : memref<?xf64>
@@ -74,7 +74,7 @@ func.func private @k(%x: memref<?xf64>, %y: memref<?xf64>)
   %p = arith.mulf %x0, %xi : f64
   memref.store %p, %y[%i] : memref<?xf64>
   return
-}}
+}
 """ + launcher("k", "%x: memref<?xf64>, %y: memref<?xf64>", "memref<?xf64>, memref<?xf64>")
     g = GradCheck(text, "run", ["dup", "dup"], ret="const")
     x = np.linspace(0.5, 2.0, 64)
@@ -86,22 +86,22 @@ func.func private @k(%x: memref<?xf64>, %y: memref<?xf64>)
 
 
 def test_static_loop_in_kernel_uses_slots_per_iteration():
-    text = f"""
+    text = """
 func.func private @k(%x: memref<?xf64>, %y: memref<?xf64>)
-    attributes {{adj.kernel, adj.ndim = 1 : i64}} {{
+    attributes {adj.kernel, adj.ndim = 1 : i64} {
   %i = "adj.index"() : () -> index
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c3 = arith.constant 3 : index
   %xi = memref.load %x[%i] : memref<?xf64>
-  %r = scf.for %j = %c0 to %c3 step %c1 iter_args(%a = %xi) -> f64 {{
+  %r = scf.for %j = %c0 to %c3 step %c1 iter_args(%a = %xi) -> f64 {
     %s = math.sin %a : f64
     %t = arith.mulf %s, %a : f64
     scf.yield %t : f64
-  }}
+  }
   memref.store %r, %y[%i] : memref<?xf64>
   return
-}}
+}
 """ + launcher("k", "%x: memref<?xf64>, %y: memref<?xf64>", "memref<?xf64>, memref<?xf64>")
     g = GradCheck(text, "run", ["dup", "dup"], ret="const")
     g.check([np.array([0.3, -0.5, 1.2]), np.zeros(3)])
@@ -110,19 +110,19 @@ func.func private @k(%x: memref<?xf64>, %y: memref<?xf64>)
 
 
 def test_dynamic_loop_needing_a_tape_in_a_kernel_is_refused():
-    text = f"""
-func.func private @k(%x: memref<?xf64>, %n: index) attributes {{adj.kernel, adj.ndim = 1 : i64}} {{
+    text = """
+func.func private @k(%x: memref<?xf64>, %n: index) attributes {adj.kernel, adj.ndim = 1 : i64} {
   %i = "adj.index"() : () -> index
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %xi = memref.load %x[%i] : memref<?xf64>
-  %r = scf.for %j = %c0 to %n step %c1 iter_args(%a = %xi) -> f64 {{
+  %r = scf.for %j = %c0 to %n step %c1 iter_args(%a = %xi) -> f64 {
     %t = arith.mulf %a, %a : f64
     scf.yield %t : f64
-  }}
+  }
   memref.store %r, %x[%i] : memref<?xf64>
   return
-}}
+}
 """ + request("k", "dk", "reverse", ["dup", "const"], "const")
     with pytest.raises(AdjError, match="trip count is not a constant"):
         differentiate(text)

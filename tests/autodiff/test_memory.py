@@ -1,7 +1,6 @@
 """Loads, stores, atomics, copies and temporaries: shadows accumulate adjoints, stored-over
 adjoints are zeroed, values read from memory that is later overwritten are cached."""
 import numpy as np
-import pytest
 
 from ad_helpers import ENTRY, Compiled, GradCheck, function, request
 

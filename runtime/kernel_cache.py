@@ -67,9 +67,11 @@ class KernelCacheError(RuntimeError):
     """A cache entry that cannot be used: another format version, or damaged."""
 
 
-def cache_key(ir_text: str, kernel: str, chip: str = "sm_90") -> str:
-    """Key of `kernel` in the module `ir_text` compiled for `chip` (depends on text only)."""
-    data = "\0".join([str(FORMAT_VERSION), chip, kernel, ir_text]).encode()
+def cache_key(source: str, kernel: str, chip: str = "sm_90") -> str:
+    """Key of `kernel` compiled from `source` for `chip`. `source` is whatever determines
+    the compiled code: the module's IR text, or (frontend/cuda_launch.py) a digest of the
+    Python source and argument types. It depends on text only: no MLIR needed."""
+    data = "\0".join([str(FORMAT_VERSION), chip, kernel, source]).encode()
     return hashlib.sha256(data).hexdigest()[:32]
 
 

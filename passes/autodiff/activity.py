@@ -123,13 +123,12 @@ class Activity:
         self.classes = AliasClasses(fn)
         self.has_rules = has_rules
         entry = fn.regions[0].blocks[0]
-        self.args = list(entry.arguments)
         self._varied: set[ir.Value] = set()
         self._useful: set[ir.Value] = set()
         self._varied_mem: set[ir.Value] = set()
         self._useful_mem: set[ir.Value] = set()
         self._dup_mem: set[ir.Value] = set()
-        for arg, act in zip(self.args, activity):
+        for arg, act in zip(entry.arguments, activity):
             if is_memref(arg.type):
                 if act in SHADOWED_ARGS:
                     self._dup_mem.add(self.classes.find(arg))
@@ -176,7 +175,7 @@ class Activity:
             if any(self.shadowed(v) for v in list(op.operands) + list(op.results)
                    if is_memref(v.type)):
                 return True
-        if op.name == "func.call":
+        if op.name == "func.call" and op.parent.name != "adj.launch":
             # A call of nothing active: only custom rules (which fire even then) need code.
             return self.has_rules(op)
         return False
@@ -187,12 +186,11 @@ class Activity:
         while step():
             pass
 
-    def _mark(self, target: set, values: Iterable[ir.Value], floats_only: bool = True) -> bool:
+    def _mark(self, target: set, values: Iterable[ir.Value]) -> bool:
+        """Adds the float values among `values` to `target`; whether any was new."""
         changed = False
         for v in values:
-            if floats_only and not is_float(v.type):
-                continue
-            if v not in target:
+            if is_float(v.type) and v not in target:
                 target.add(v)
                 changed = True
         return changed

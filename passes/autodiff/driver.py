@@ -12,8 +12,10 @@ from mlir.dialects import func
 
 from ...dialects.adj import AdjError, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
 from .custom_rules import RuleProvider, lookup_rules
+from .forward import generate_forward
 from .ir_util import func_type, is_memref, symbol_name
 from .memory import function_writes
+from .reverse import generate_reverse
 from .signature import Derivative, Signature, check_signature
 
 REQUEST = "adj.autodiff"
@@ -23,7 +25,6 @@ REQUEST_ATTRS = {"sym_name", "fn", "mode", "activity", "ret_activity", "with_pri
                  "overwritten", "width"}
 # Markers of the differentiated function that its derivatives keep.
 KEPT_MARKERS = (KERNEL_ATTR, NDIM_ATTR, FUNC_ATTR)
-TAPE_ATTR = "adj.tape"
 
 
 class Differentiator:
@@ -114,8 +115,6 @@ class Differentiator:
 
     def generate(self, sig: Signature, at: ir.Operation, name: str,
                  extra: dict[str, ir.Attribute]) -> Derivative:
-        from .forward import generate_forward
-        from .reverse import generate_reverse
         ruled = self.rules(sig, at)
         if ruled is not None:
             if name != sig.mangled():
@@ -153,11 +152,21 @@ class Differentiator:
 
     def _alias(self, d: Derivative, sig: Signature, name: str,
                extra: dict[str, ir.Attribute]) -> None:
-        """Defines the requested names as thin wrappers around already generated functions."""
+        """Defines the requested names for already generated functions: thin wrappers (which
+        inlining removes), or copies for kernels, which a launch must call directly."""
         pairs = [(name, d.forward)] if sig.mode == "forward" else [
             (f"{name}_aug", d.aug), (f"{name}_rev", d.rev)]
         for new, old in pairs:
-            target = self.symbols[old]
+            target = self.lookup(old)
+            if KERNEL_ATTR in target.attributes:
+                copy = target.clone(ir.InsertionPoint(self.body))
+                copy.attributes["sym_name"] = ir.StringAttr.get(new)
+                if "sym_visibility" in copy.attributes:
+                    del copy.attributes["sym_visibility"]
+                for key, value in extra.items():
+                    copy.attributes[key] = value
+                self.symbols[new] = copy
+                continue
             ftype = func_type(target)
             wrapper = self.new_function(new, list(ftype.inputs), list(ftype.results),
                                         target, extra)

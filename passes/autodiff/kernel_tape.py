@@ -96,7 +96,10 @@ def _slot(item: ir.Value, per_item: ir.Value, base: ir.Value, block: ir.Block,
     if loops:
         linear = None
         for loop, lb, step, n in loops:
-            k = arith.divsi(arith.subi(iv(loop), index(lb)), index(step))
+            i = iv(loop)
+            if not isinstance(i.type, ir.IndexType):
+                i = arith.index_cast(ir.IndexType.get(), i)
+            k = arith.divsi(arith.subi(i, index(lb)), index(step))
             linear = k if linear is None else arith.addi(arith.muli(linear, index(n)), k)
         offset = arith.addi(offset, linear)
     return arith.addi(arith.muli(item, per_item), offset)

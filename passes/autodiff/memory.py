@@ -29,15 +29,10 @@ def _ancestors(op: ir.Operation, root: ir.Operation) -> list[ir.Operation]:
     return chain[::-1]
 
 
-def _position(op: ir.Operation) -> int:
-    for k, other in enumerate(op.block.operations):
-        if other.operation == op:
-            return k
-    raise AssertionError("op not in its block")
-
-
-def may_run_after(later: ir.Operation, earlier: ir.Operation, root: ir.Operation) -> bool:
-    """Whether some execution of `later` can follow some execution of `earlier`."""
+def may_run_after(later: ir.Operation, earlier: ir.Operation, root: ir.Operation,
+                  position: Callable[[ir.Operation], int]) -> bool:
+    """Whether some execution of `later` can follow some execution of `earlier`.
+    `position(op)` is op's index in its block."""
     a, b = _ancestors(earlier, root), _ancestors(later, root)
     k = 0
     while k < min(len(a), len(b)) and a[k] == b[k]:
@@ -48,7 +43,7 @@ def may_run_after(later: ir.Operation, earlier: ir.Operation, root: ir.Operation
         return False
     if a[k].block != b[k].block:     # different branches of an scf.if
         return False
-    return _position(b[k]) > _position(a[k])
+    return position(b[k]) > position(a[k])
 
 
 class Writes:
@@ -63,7 +58,12 @@ class Writes:
         entry = fn.regions[0].blocks[0]
         self.external = {classes.find(a) for a, o in zip(entry.arguments, args_overwritten)
                          if o and is_memref(a.type)}
+        self._positions: dict[ir.Operation, int] = {}   # index of each op in its block
         for op in walk(fn):
+            for region in op.regions:
+                for block in region.blocks:
+                    for k, inner in enumerate(block.operations):
+                        self._positions[inner.operation] = k
             for m in written_arrays(op, callee_writes):
                 self.writers.setdefault(classes.find(m), []).append(op)
 
@@ -75,10 +75,7 @@ class Writes:
         writers = self.writers.get(c, [])
         if self.kernel:
             return bool(writers)
-        return any(may_run_after(w, op, self.fn) for w in writers)
-
-    def written(self, array: ir.Value) -> bool:
-        return bool(self.writers.get(self.classes.find(array)))
+        return any(may_run_after(w, op, self.fn, self._positions.__getitem__) for w in writers)
 
 
 def written_arrays(op: ir.Operation, callee_writes: Callable[[str], set[int]]) -> list[ir.Value]:

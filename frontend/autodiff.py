@@ -6,11 +6,13 @@ is imported (and MLIR with it) only then.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from ..runtime.device_array import DeviceArray
 from .functions import Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, specialise
 from .types import ArrayType
 
@@ -78,7 +80,7 @@ def _annotate(args: Sequence) -> list[Annotation]:
 
 
 def _check(name: str, params: list[str], anns: list[Annotation], types: list,
-           reverse: bool) -> None:
+           reverse: bool, device: str) -> None:
     """Refuses activities that make no sense, with the argument named."""
     for p, a, t in zip(params, anns, types):
         where = f"{name}(): argument {p!r}"
@@ -98,14 +100,15 @@ def _check(name: str, params: list[str], anns: list[Annotation], types: list,
                                 "Duplicated(x, dx)")
             if isinstance(t, ArrayType):
                 d = a.dval
-                if not isinstance(d, np.ndarray):
-                    raise TypeError(f"{where}: the shadow must be a NumPy array, got "
+                if not isinstance(d, (np.ndarray, DeviceArray) if device == "cuda" else np.ndarray):
+                    raise TypeError(f"{where}: the shadow must be a NumPy array"
+                                    f"{' or a GPU array' if device == 'cuda' else ''}, got "
                                     f"{type(d).__name__}")
                 if d.shape != a.val.shape or d.dtype != a.val.dtype:
                     raise ValueError(f"{where}: the shadow has shape {d.shape} and dtype "
                                      f"{d.dtype}; it must match the array: {a.val.shape} "
                                      f"{a.val.dtype}")
-                if not d.flags.c_contiguous:
+                if isinstance(d, np.ndarray) and not d.flags.c_contiguous:
                     raise ValueError(f"{where}: the shadow must be C-contiguous")
             else:
                 if not t.is_float:
@@ -149,13 +152,23 @@ def _flatten_args(anns: list[Annotation], types: list, values: list, with_shadow
 
 
 # ---- entry points ------------------------------------------------------------------------
-def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool):
+def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: str = "cpu"):
     if not isinstance(f, (Function, Kernel)):
         raise TypeError(f"autodiff differentiates @adjit.jit, @adjit.func or @adjit.kernel "
                         f"functions, got {f!r}")
     anns = _annotate(args)
-    types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
-    _check(f.__name__, f.params, anns, types, reverse)
+    if device == "cuda":
+        if not isinstance(f, Kernel):
+            raise TypeError(f"autodiff(..., device='cuda') differentiates kernel launches; "
+                            f"{f.__name__} is not a kernel")
+        from .cuda_launch import device_value, specialise_cuda
+        anns = [_with_values(a, device_value) for a in anns]
+        types, values = specialise_cuda(f, [a.val for a in anns])
+    elif device == "cpu":
+        types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
+    else:
+        raise ValueError(f"autodiff: device must be 'cpu' or 'cuda', got {device!r}")
+    _check(f.__name__, f.params, anns, types, reverse, device)
     nd = wgs = None
     if isinstance(f, Kernel):
         nd = _ndrange_tuple(ndrange, f.__name__)
@@ -163,6 +176,13 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool):
     elif ndrange is not None:
         raise TypeError(f"{f.__name__} is not a kernel: ndrange= is for kernels")
     return anns, types, values, nd, wgs
+
+
+def _with_values(a: Annotation, convert: Callable) -> Annotation:
+    """A copy of `a` whose value and shadow are converted (the user's annotation is kept)."""
+    out = copy.copy(a)
+    out.val, out.dval = convert(a.val), convert(a.dval)
+    return out
 
 
 def _derivative(f, mode: Mode, anns, types, nd, wgs) -> Derivative:
@@ -176,16 +196,26 @@ def _derivative(f, mode: Mode, anns, types, nd, wgs) -> Derivative:
     return d
 
 
-def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None):
+def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):
     """Differentiates `f` at `args` (each Const/Active/Duplicated/DuplicatedNoNeed; bare
     values are Const). See SPEC: Reverse returns one derivative per argument (None for
-    non-Active), Forward the result's tangent; ...WithPrimal adds the primal result."""
+    non-Active), Forward the result's tangent; ...WithPrimal adds the primal result.
+    `device="cuda"` differentiates a kernel launch on the GPU."""
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
-    anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse)
-    d = _derivative(f, mode, anns, types, nd, wgs)
+    anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
+                                            device)
     flat, _ = _flatten_args(anns, types, values, True)
+    if device == "cuda":      # a kernel launch: no result, so no tangent or primal to return
+        from .cuda_launch import launch_derivative
+        active = launch_derivative(f, mode.reverse, [a.activity for a in anns], types, flat,
+                                   nd, wgs)
+        if not mode.reverse:
+            return None
+        grads = _per_argument(anns, active)
+        return (grads, None) if mode.with_primal else grads
+    d = _derivative(f, mode, anns, types, nd, wgs)
     flat += list(nd or ())
     if not mode.reverse:
         out = d.calls["fwd"](*flat)

@@ -88,6 +88,14 @@ class CompileUnit:
         self.compiled[key] = (symbol, [], False)
         return symbol
 
+    def symbol(self, name: str) -> ir.Operation:
+        """The top-level op of the module named `name`."""
+        for op in self.module.body.operations:
+            if "sym_name" in op.attributes and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == name:
+                return op
+        raise KeyError(name)
+
     def entry(self, name: str, inputs: list, results: list, body: Callable) -> None:
         """A public function Python calls: `body(args)` emits its code, returns values."""
         with self.ctx, ir.Location.unknown(), ir.InsertionPoint(self.module.body):
@@ -251,7 +259,4 @@ def _ndrange_values(ndrange) -> list[ir.Value]:
 
 
 def function_type(unit: CompileUnit, symbol: str) -> ir.FunctionType:
-    for op in unit.module.body.operations:
-        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == symbol:
-            return ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-    raise KeyError(symbol)
+    return ir.FunctionType(ir.TypeAttr(unit.symbol(symbol).attributes["function_type"]).value)

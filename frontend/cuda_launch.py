@@ -1,15 +1,16 @@
-"""Kernel launches with `device="cuda"`: specialise the arguments, find the compiled kernel in
-the disk cache (compiling it on a miss), launch it through the CUDA driver.
+"""Kernel launches with `device="cuda"`, derivatives included: specialise the arguments, find
+the compiled kernels in the disk cache (compiling them on a miss), launch them through the
+CUDA driver.
 
 Compile here, run there: the cache key is computed without MLIR, from the kernel's Python
 source (and that of what it calls, see source.fingerprint), the argument types, the ndrange's
-rank, the chip and the versions of the cache format and of adjit's compiler. So a machine with
-a GPU but no MLIR launches kernels that a machine with MLIR compiled into the same cache
-folder (`ADJIT_CACHE_DIR`); MLIR is imported on a miss only. The kernel is found (or compiled)
-before the driver is needed, so launching on a machine without a GPU fills the cache, then
-raises RuntimeError.
+rank, what is compiled (the kernel, or which derivative), the chip and the versions of the
+cache format and of adjit's compiler. So a machine with a GPU but no MLIR launches kernels that
+a machine with MLIR compiled into the same cache folder (`ADJIT_CACHE_DIR`); MLIR is imported
+on a miss only. Kernels are found (or compiled) before the driver is needed, so launching on a
+machine without a GPU fills the cache, then raises RuntimeError.
 
-`workgroupsize` is not part of the key: the compiled kernel reads its block size at run time
+`workgroupsize` is not part of the key: a compiled kernel reads its block size at run time
 (passes/lower_gpu.py), so one compiled kernel serves every block size.
 """
 from __future__ import annotations
@@ -17,20 +18,22 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from ..runtime import cuda, kernel_cache
-from ..runtime.device_array import as_device_array
+from ..runtime.device_array import DeviceArray, as_device_array
 from ..runtime.kernel_cache import GpuKernel
 from .functions import debug_enabled, specialise
 from .source import fingerprint
 
 if TYPE_CHECKING:
     from .functions import Kernel
+    from .types import ArrayType, ScalarType
 
 # A compiling machine has no GPU to ask for its architecture: PTX for sm_90 runs on Hopper
 # and, JIT-compiled by the driver, on later GPUs.
@@ -42,46 +45,116 @@ def chip() -> str:
     return os.environ.get("ADJIT_CUDA_CHIP", DEFAULT_CHIP)
 
 
-def launch(k: "Kernel", args: Sequence[Any], ndrange: tuple[int, ...],
+def launch(k: Kernel, args: Sequence[Any], ndrange: tuple[int, ...],
            workgroupsize: tuple[int, ...] | None) -> None:
     """`k(*args, ndrange=..., workgroupsize=..., device="cuda")`: blocks until done."""
     types, values = specialise_cuda(k, args)
     cuda.launch(gpu_kernel(k, types, len(ndrange)), values, ndrange, workgroupsize)
 
 
-def specialise_cuda(k: "Kernel", args: Sequence[Any]) -> tuple[list, list]:
-    """Argument types and launch values: GPU arrays of any library as DeviceArrays (views,
-    no copy), NumPy arrays as they are (the launcher copies them in and back), scalars
-    converted to their annotations as on the CPU."""
-    values = []
-    for a in args:
-        device_array = None if isinstance(a, np.ndarray) else as_device_array(a)
-        values.append(a if device_array is None else device_array)
-    return specialise(k.__name__, k.params, k.annotations, values, device="cuda")
+def device_value(a: Any) -> Any:
+    """A GPU array of any library as a DeviceArray viewing it (no copy); anything else (NumPy
+    arrays, which the launcher copies in and back, scalars) as it is."""
+    on_device = None if isinstance(a, np.ndarray) else as_device_array(a)
+    return a if on_device is None else on_device
 
 
-def gpu_kernel(k: "Kernel", types: list, ndim: int) -> GpuKernel:
+def specialise_cuda(k: Kernel, args: Sequence[Any]) -> tuple[list, list]:
+    """Argument types and launch values (device_value's), scalars converted to their
+    annotations as on the CPU."""
+    return specialise(k.__name__, k.params, k.annotations, [device_value(a) for a in args],
+                      device="cuda")
+
+
+def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
+                      types: Sequence[ScalarType | ArrayType], args: Sequence[Any],
+                      ndrange: tuple[int, ...], workgroupsize: tuple[int, ...] | None) -> list:
+    """`autodiff` of a launch of `k` on the GPU, which does what the autodiff pass's launch
+    rule does on the CPU (passes/autodiff/launch.py). `args` are the derivative kernels'
+    (each argument, then its shadow or tangent unless it is "const" or "active").
+
+    Forward mode launches the forward kernel and returns []. Reverse mode launches the
+    augmented kernel (the primal effects, and each work item's tape), then the reverse kernel,
+    which gives each work item's adjoint of each "active" scalar; returns their sums.
+    """
+    ndim = len(ndrange)
+    if not reverse:
+        kernel = derivative_kernels(k, types, ndim, "forward", activity)["forward"]
+        cuda.launch(kernel, args, ndrange, workgroupsize)
+        return []
+    kernels = derivative_kernels(k, types, ndim, "reverse", activity)
+    aug, rev = kernels["aug"], kernels["rev"]
+    items = math.prod(ndrange)
+    tape_params = aug.params[len(aug.params) - len(aug.tape_per_item):]
+    tapes = [DeviceArray.empty(items * n, cuda.NUMPY_DTYPES[p.dtype])
+             for n, p in zip(aug.tape_per_item, tape_params)]
+    adjoints = [DeviceArray.zeros(items, t.np_dtype)
+                for t, a in zip(types, activity) if a == "active"]
+    cuda.launch(aug, [*args, *tapes], ndrange, workgroupsize)
+    cuda.launch(rev, [*args, *tapes, *adjoints], ndrange, workgroupsize)
+    return [d.dtype.type(d.numpy().sum()) for d in adjoints]
+
+
+def gpu_kernel(k: Kernel, types: Sequence, ndim: int) -> GpuKernel:
     """`k` compiled for argument `types` and an `ndim`-D ndrange: from this process's memo,
     the disk cache, or the compiler (which stores it in the disk cache)."""
+    def compile_kernel(debug: bool, target: str) -> dict[str, GpuKernel]:
+        from .compiler import kernel_to_gpu
+        return {"kernel": kernel_to_gpu(k, list(types), ndim, debug, target)}
+
+    return _compiled(k, types, ndim, "kernel", ("kernel",), compile_kernel)["kernel"]
+
+
+def derivative_kernels(k: Kernel, types: Sequence, ndim: int, mode: str,
+                       activity: Sequence[str]) -> dict[str, GpuKernel]:
+    """The derivative kernels of a launch of `k` (derivative.kernel_derivative_to_gpu's),
+    as gpu_kernel finds them."""
+    def compile_derivative(debug: bool, target: str) -> dict[str, GpuKernel]:
+        from .derivative import kernel_derivative_to_gpu
+        return kernel_derivative_to_gpu(k, list(types), ndim, mode, tuple(activity), debug,
+                                        target)
+
+    names = ("forward",) if mode == "forward" else ("aug", "rev")
+    return _compiled(k, types, ndim, f"{mode}({','.join(activity)})", names,
+                     compile_derivative)
+
+
+def _compiled(k: Kernel, types: Sequence, ndim: int, variant: str, names: tuple[str, ...],
+              compile_all: Callable[[bool, str], dict[str, GpuKernel]]) -> dict[str, GpuKernel]:
+    """The kernels `names` of `variant` (what is compiled from `k`): from this process's
+    memo, else all from the disk cache, else from `compile_all`, then stored there."""
     debug, target = debug_enabled(), chip()
-    memo = ("cuda", tuple(types), ndim, debug, target)
+    memo = ("cuda", variant, tuple(types), ndim, debug, target)
     found = k._cache.get(memo)
-    if found is None:
-        directory = kernel_cache.default_cache_dir()
-        key = cache_key(k, types, ndim, debug, target)
-        found = kernel_cache.load(directory, key)
-        if found is None:
-            found = _compile(k, types, ndim, debug, target, directory)
-            kernel_cache.store(directory, key, found)
-        k._cache[memo] = found
+    if found is not None:
+        return found
+    directory = kernel_cache.default_cache_dir()
+    keys = {name: cache_key(k, types, ndim, debug, target, f"{variant}:{name}")
+            for name in names}
+    found = {name: kernel_cache.load(directory, key) for name, key in keys.items()}
+    if None in found.values():
+        try:
+            found = compile_all(debug, target)
+        except ImportError as e:
+            if (e.name or "").partition(".")[0] != "mlir":
+                raise
+            raise kernel_cache.KernelCacheError(
+                f"kernel {k.__name__} ({variant}) for {list(types)} ({ndim}-D) is not in the "
+                f"kernel cache {directory} and MLIR, needed to compile it, is not installed "
+                f"({e}); compile it on a machine with adjit's compiler into the same "
+                "ADJIT_CACHE_DIR") from e
+        for name, key in keys.items():
+            kernel_cache.store(directory, key, found[name])
+    k._cache[memo] = found
     return found
 
 
-def cache_key(k: "Kernel", types: list, ndim: int, debug: bool, target: str) -> str:
-    """The disk-cache key of `k` compiled for `types`, `ndim`, `debug` and chip `target`,
-    computed without MLIR."""
-    what = "\0".join([fingerprint(k), compiler_fingerprint(), repr(list(types)), str(ndim),
-                      "debug" if debug else "release"])
+def cache_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str,
+              variant: str = "kernel:kernel") -> str:
+    """The disk-cache key of `variant` (what is compiled: the kernel, or which derivative
+    kernel) of `k` for `types`, `ndim`, `debug` and chip `target`, computed without MLIR."""
+    what = "\0".join([fingerprint(k), compiler_fingerprint(), variant, repr(list(types)),
+                      str(ndim), "debug" if debug else "release"])
     return kernel_cache.cache_key(what, f"{k.pyfn.__module__}.{k.pyfn.__qualname__}", target)
 
 
@@ -97,15 +170,3 @@ def compiler_fingerprint() -> str:
                 digest.update(f"\0{path.relative_to(root)}\0".encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def _compile(k: "Kernel", types: list, ndim: int, debug: bool, target: str,
-             directory: Path) -> GpuKernel:
-    try:
-        from .compiler import kernel_to_gpu
-    except ImportError as e:
-        raise kernel_cache.KernelCacheError(
-            f"kernel {k.__name__} for {types} ({ndim}-D) is not in the kernel cache "
-            f"{directory} and MLIR, needed to compile it, is not installed ({e}); compile it "
-            "on a machine with adjit's compiler into the same ADJIT_CACHE_DIR") from e
-    return kernel_to_gpu(k, types, ndim, debug, target)

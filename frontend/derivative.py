@@ -1,9 +1,13 @@
-"""Compiling a derivative (autodiff.py's API calls this; MLIR is imported here): one module
-holding the primal function (or, for a kernel, a wrapper that launches it), an
-`adj.autodiff` request op, the autodiff pass (which replaces the request by generated
-functions, see passes/autodiff for their ABI), then entry functions Python calls.
+"""Compiling derivatives (autodiff.py's API and cuda_launch.py call this; MLIR is imported
+here). On the CPU, one module holding the primal function (or, for a kernel, a wrapper that
+launches it), an `adj.autodiff` request op, the autodiff pass (which replaces the request by
+generated functions, see passes/autodiff for their ABI), then entry functions Python calls.
+On the GPU, a kernel's derivative kernels, compiled to PTX.
 """
 from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
 
 from mlir import ir
 from mlir.dialects import arith, func
@@ -14,6 +18,9 @@ from .compiler import CompileUnit, function_type
 from .functions import Function, Kernel, debug_enabled
 from .rule_compiler import make_rule_provider
 from .types import ArrayType, bool_, f32, f64, i32, i64, index
+
+if TYPE_CHECKING:
+    from ..runtime.kernel_cache import GpuKernel
 
 
 def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
@@ -140,3 +147,29 @@ class Derivative:
         self.entries = {"rev_all": (flat_t + dret_t, primal_t + grads_t),
                         "aug": (flat_t, primal_t + tape_t),
                         "rev": (flat_t + dret_t + tape_t, grads_t)}
+
+
+def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
+                             activity: tuple[str, ...], debug: bool,
+                             chip: str) -> dict[str, GpuKernel]:
+    """The derivative kernels of a launch of `k` compiled to PTX: mode "forward" gives the
+    "forward" kernel; "reverse" the "aug"mented kernel (with its tapes' slots per item) and
+    the "rev"erse kernel (passes/autodiff has their ABI). Unlike `Derivative`, which
+    differentiates a host function launching `k`, this asks for the kernel's own derivative:
+    on the GPU, Python does what that function's derivative would (cuda_launch.py)."""
+    from ..passes.autodiff import run_autodiff
+    from ..passes.autodiff.reverse import TAPE_ATTR
+    from ..passes.lower_gpu import kernel_to_ptx
+    unit = CompileUnit(debug)
+    with unit.ctx, ir.Location.unknown():
+        symbol = unit.kernel(k, types, ndim)
+        name = f"{symbol}__{mode}"        # what profilers and errors show
+        _request(unit, name, symbol, mode, list(activity), "const", False)
+        run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+        if mode == "forward":
+            return {"forward": kernel_to_ptx(unit.module, name, chip)}
+        fields = ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR])
+        per_item = tuple(ir.IntegerAttr(ir.DictAttr(f)["per_item"]).value for f in fields)
+        aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
+        return {"aug": dataclasses.replace(aug, tape_per_item=per_item),
+                "rev": kernel_to_ptx(unit.module, f"{name}_rev", chip)}

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -37,7 +37,9 @@ class GpuKernel:
 
     The entry's parameters are `params` expanded, then `ndim` index extents of the ndrange.
     `checks[i]` is the (Python error name, message) of `adj.check` number i+1, which the
-    kernel stores in the module global `error_global` when it fails.
+    kernel stores in the module global `error_global` when it fails. An augmented kernel of
+    reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
+    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them.
     """
     name: str
     entry: str
@@ -47,6 +49,7 @@ class GpuKernel:
     ndim: int
     checks: tuple[tuple[str, str], ...] = ()
     error_global: str = "__adj_error"
+    tape_per_item: tuple[int, ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -60,6 +63,7 @@ class GpuKernel:
         fields = dict(data)
         fields["params"] = tuple(Param(**p) for p in data["params"])
         fields["checks"] = tuple(tuple(c) for c in data.get("checks", ()))
+        fields["tape_per_item"] = tuple(data.get("tape_per_item", ()))
         return cls(**fields)
 
 

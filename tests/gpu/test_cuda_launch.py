@@ -16,7 +16,7 @@ pytest.importorskip("mlir")
 import adjit                                          # noqa: E402
 from adjit.frontend import cuda_launch                # noqa: E402
 from adjit.runtime import cuda                        # noqa: E402
-from fake_driver import install, saxpy as fake_saxpy  # noqa: E402
+from fake_driver import as_f32, device_view, install, saxpy as fake_saxpy, slots  # noqa: E402
 
 SCALE = 2.0
 
@@ -43,6 +43,14 @@ def scaled(x):
     x[i] = twice(x[i]) * SCALE
 
 
+@adjit.kernel
+def square_and_clear(a: adjit.f32, x, y):
+    i = adjit.index()
+    v = x[i]
+    x[i] = 0.0            # overwritten: the reverse pass needs v from the tape
+    y[i] = a * v * v
+
+
 F32_1D = adjit.Array[adjit.f32, 1]
 
 
@@ -52,7 +60,7 @@ def cache_dir(tmp_path, monkeypatch):
     for var in ("ADJIT_DEBUG", "ADJIT_CUDA_CHIP"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
-    for k in (saxpy, scaled):
+    for k in (saxpy, scaled, square_and_clear):
         monkeypatch.setattr(k, "_cache", {})
     return tmp_path / "cache" / "gpu"
 
@@ -169,3 +177,73 @@ def test_lower_for_cuda_goes_through_the_cache(cache_dir):
     assert ".entry" in lowered.ptx() and len(entries(cache_dir)) == 2
     with pytest.raises(ValueError, match="llvm"):
         lowered.llvm()
+
+
+# Stand-ins for square_and_clear's derivative kernels (ABI: passes/autodiff/__init__.py): a
+# scalar takes a slot, a 1-D memref five (allocated, aligned, offset, size, stride), then n.
+def unpack(params, n_scalars: int, n_memrefs: int):
+    values = slots(params, n_scalars + 5 * n_memrefs + 1)
+    scalars = [as_f32(v) for v in values[:n_scalars]]
+    arrays = [device_view(values[n_scalars + 5 * k + 1], values[n_scalars + 5 * k + 3], np.float32)
+              for k in range(n_memrefs)]
+    return scalars, arrays, values[-1]
+
+
+def fake_forward(api, params, grid, block):
+    (a, da), (x, dx, y, dy), n = unpack(params, 2, 4)
+    v, t = x[:n].copy(), dx[:n].copy()
+    x[:n], dx[:n] = 0, 0
+    y[:n], dy[:n] = a * v * v, da * v * v + 2 * a * v * t
+
+
+def fake_aug(api, params, grid, block):
+    (a,), (x, dx, y, dy, tape), n = unpack(params, 1, 5)
+    assert len(tape) == n                      # one slot per work item
+    tape[:n] = x[:n]
+    x[:n], y[:n] = 0, a * tape[:n] * tape[:n]
+
+
+def fake_rev(api, params, grid, block):
+    (a,), (x, dx, y, dy, tape, da_items), n = unpack(params, 1, 6)
+    v, g = tape[:n], dy[:n].copy()
+    da_items[:n], dx[:n], dy[:n] = g * v * v, 2 * a * v * g, 0
+
+
+def test_autodiff_of_a_launch_on_the_gpu(monkeypatch):
+    types, activity = [adjit.f32, F32_1D, F32_1D], ("active", "dup", "dup")
+    rev = cuda_launch.derivative_kernels(square_and_clear, types, 1, "reverse", activity)
+    fwd = cuda_launch.derivative_kernels(square_and_clear, types, 1, "forward", ("dup",) * 3)
+    assert rev["aug"].tape_per_item == (1,)
+    fake = install(monkeypatch, {rev["aug"].entry: fake_aug, rev["rev"].entry: fake_rev,
+                                 fwd["forward"].entry: fake_forward})
+    rng = np.random.default_rng(0)
+    x, dx, y, dy = (rng.standard_normal(100).astype(np.float32) for _ in range(4))
+
+    def run(device, wrap):
+        x_, dx_, y_, dy_ = (wrap(a.copy()) for a in (x, dx, y, dy))
+        grads = adjit.autodiff(adjit.ReverseWithPrimal, square_and_clear,
+                               adjit.Active(np.float32(1.5)), adjit.Duplicated(x_, dx_),
+                               adjit.Duplicated(y_, dy_), ndrange=100, device=device)
+        tx, ty = wrap(x + 1), wrap(y - 1)
+        tangent = adjit.autodiff(adjit.Forward, square_and_clear,
+                                 adjit.Duplicated(np.float32(1.5), 0.5), adjit.Duplicated(x_, tx),
+                                 adjit.Duplicated(y_, ty), ndrange=100, device=device)
+        arrays = [a if isinstance(a, np.ndarray) else a.numpy()
+                  for a in (x_, dx_, y_, dy_, tx, ty)]
+        return grads, tangent, arrays
+
+    (cpu_grads, _), _, cpu_arrays = run("cpu", lambda a: a)
+    for wrap in (lambda a: a, adjit.to_device):      # NumPy arrays, then device arrays
+        (grads, primal), tangent, arrays = run("cuda", wrap)
+        assert primal is None and tangent is None and grads[1:] == (None, None)
+        np.testing.assert_allclose(grads[0], cpu_grads[0], rtol=1e-5)
+        assert type(grads[0]) is np.float32
+        for got, want in zip(arrays, cpu_arrays):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert [entry for entry, _, _ in fake.launches] == \
+        [rev["aug"].entry, rev["rev"].entry, fwd["forward"].entry] * 2
+
+
+def test_autodiff_on_the_gpu_takes_kernels_only():
+    with pytest.raises(TypeError, match="differentiates kernel launches"):
+        adjit.autodiff(adjit.Reverse, twice, adjit.Active(1.0), device="cuda")

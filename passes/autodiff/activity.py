@@ -67,11 +67,6 @@ class AliasClasses:
             for a, b in zip(arrays, arrays[1:]):
                 self.union(a, b)
 
-    def members(self, values: Iterable[ir.Value]) -> dict[ir.Value, list[ir.Value]]:
-        classes: dict[ir.Value, list[ir.Value]] = {}
-        for v in values:
-            classes.setdefault(self.find(v), []).append(v)
-        return classes
 
 
 def carried_groups(op: ir.Operation) -> list[tuple[list[ir.Value], list[ir.Value]]]:

@@ -9,7 +9,6 @@ from typing import Iterator, Sequence
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...dialects.adj import AdjError
 
 # Ops whose memref result is a view of their first operand: the shadow of the view is the
 # same view of the operand's shadow.
@@ -102,9 +101,6 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
                 yield from walk(inner.operation)
 
 
-def walk_block(block: ir.Block) -> Iterator[ir.Operation]:
-    for op in block.operations:
-        yield from walk(op.operation)
 
 
 def is_ancestor(outer: ir.Operation, inner: ir.Operation) -> bool:
@@ -119,10 +115,6 @@ def is_ancestor(outer: ir.Operation, inner: ir.Operation) -> bool:
         op = parent.operation
 
 
-def defined_outside(v: ir.Value, region_op: ir.Operation) -> bool:
-    owner = parent_op(defining_block(v))
-    return not is_ancestor(region_op, owner) or (
-        isinstance(v, ir.OpResult) and v.owner.operation == region_op)
 
 
 def clone_op(op: ir.Operation, vmap: dict[ir.Value, ir.Value]) -> ir.Operation:
@@ -206,7 +198,3 @@ def zeroed_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Valu
     new = alloc_like(m, shape)
     fill_zero(new)
     return new
-
-
-def unsupported(op: ir.Operation, what: str) -> AdjError:
-    return AdjError(op, f"autodiff: {what}")

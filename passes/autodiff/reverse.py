@@ -129,9 +129,11 @@ class ReverseContext:
             return parent_op(v.owner) != self.fn
         return v.owner.operation.name in ("scf.for", "scf.while", "scf.if", "arith.select")
 
-    def sites(self, v: ir.Value) -> list[ir.Value]:
+    def sites(self, v: ir.Value) -> list[ir.Value] | None:
         """The arrays a joined array can be: the arguments and top-level allocations in its
-        alias class defined before it."""
+        alias class defined before it; None if it may also be an array made in a loop or
+        branch, or returned by a call (then its shadow is threaded through the reversed
+        control flow instead, see _thread_shadows)."""
         if self._roots is None:
             self._roots = {}
             for op in walk(self.fn):
@@ -149,9 +151,7 @@ class ReverseContext:
                 continue
             op = m.owner.operation
             if op.name != "memref.alloc" or op.block != self.entry:
-                raise AdjError(op, "autodiff: reverse mode needs to know which array flows "
-                                   "through a loop or branch, and it may be this one, made "
-                                   "inside a loop or by a call")
+                return None
             if _is_before(op, before):
                 found.append(m)
         return found
@@ -198,6 +198,13 @@ def _is_before(a: ir.Operation, b: ir.Operation) -> bool:
         if op.operation == b:
             return False
     return False
+
+
+def add_into(dst: ir.Value, src: ir.Value) -> None:
+    """dst += src, element by element (two shadows of one array)."""
+    def body(i: list[ir.Value]) -> None:
+        memref.store(arith.addf(memref.load(dst, i), memref.load(src, i)), dst, i)
+    for_each_index(dims(src), body)
 
 
 class Scope:
@@ -361,7 +368,8 @@ class RevGen:
         with ir.InsertionPoint(scope.marker), loc:
             if isinstance(key, tuple) and key[0] == "shadow":
                 value = self._new_shadow(key[1], scope)
-            elif isinstance(key, ir.Value) and self.ctx.joined(key):
+            elif isinstance(key, ir.Value) and self.ctx.joined(key) and \
+                    self.ctx.sites(key) is not None:
                 value = self._select(key, self.primal)
             elif isinstance(key, ir.OpResult) and self._recompute(key.owner.operation):
                 op = key.owner.operation
@@ -397,7 +405,7 @@ class RevGen:
     def key_type(self, key: Key) -> ir.Type:
         if isinstance(key, ir.Value):
             return key.type
-        if key[0] in ("count", "site"):
+        if key[0] in ("count", "site", "dim"):
             return ir.IndexType.get()
         return self.tape_types(key[1])[key[2]]
 
@@ -442,7 +450,12 @@ class RevGen:
             for_each_index(shape, lambda i: memref.store(zero(t.element_type), new, i))
             return new
         if self.ctx.joined(m):
-            return self._select(m, self.shadow)
+            if self.ctx.sites(m) is not None:
+                return self._select(m, self.shadow)
+            # Threaded: a fresh shadow, which the reversed control flow that made `m` takes.
+            t = memref_type(m.type)
+            sizes = [self.materialize(("dim", m, d)) for d in range(t.rank)]
+            return zeroed_like(m, sizes)
         if isinstance(m, ir.OpResult) and m.owner.operation.name in VIEW_OPS:
             view = m.owner.operation
             return view_of(view, self.shadow(view.operands[0]),
@@ -575,9 +588,6 @@ class RevGen:
                 memref.store(arith.addf(memref.load(dsrc, i), a), dsrc, i)
         for_each_index(dims(ddst), body)
 
-    def rev_memref_alloc(self, op: ir.Operation) -> None:
-        return   # its shadow was made where the reversed block starts
-
     # -- calls -------------------------------------------------------------------------------
     def rev_func_call(self, op: ir.Operation) -> None:
         sig, d = self.ctx.call_info(op)
@@ -617,6 +627,8 @@ class RevGen:
         outer = outer_values(self.act, op)
         results = [r for r in op.results if self.act.active(r)]
         seeds = {r: self.get_adj(r) for r in results}
+        ms = self._threaded_positions(list(op.results))
+        shadows = [self.shadow(op.results[k]) for k in ms]
         cond = self.primal(op.operands[0])
         new = scf.IfOp(cond, [o.type for o in outer], has_else=True)
         for region, block in ((op.regions[0], new.then_block), (op.regions[1], new.else_block)):
@@ -624,10 +636,11 @@ class RevGen:
                 self._open(outer, [self.get_adj(o) for o in outer])
                 if len(region.blocks):
                     old = region.blocks[0]
-                    self.enter(old)
+                    scope = self.enter(old)
                     yields = list(terminator(old).operands)
                     for r in results:
                         self.add_adj(yields[r.result_number], seeds[r])
+                    self._thread_shadows(scope, [yields[k] for k in ms], shadows)
                     self.reverse_block(old)
                     self.leave()
                 out = self._close(outer)
@@ -640,11 +653,13 @@ class RevGen:
         yields = list(terminator(body).operands)
         ks = [k for k in range(len(args)) if self.act.active(args[k])
               or self.act.active(op.results[k])]
+        ms = self._threaded_positions(args)
         outer = outer_values(self.act, op)
         lb, ub, step = (self.primal(v) for v in list(op.operands)[:3])
         n = trip_count(lb, ub, step)
         carried = [or_zero(self.get_adj(op.results[k]), args[k].type) for k in ks] + \
-                  [or_zero(self.get_adj(o), o.type) for o in outer]
+                  [or_zero(self.get_adj(o), o.type) for o in outer] + \
+                  [self.shadow(op.results[k]) for k in ms]
         zero_i, one_i = arith.constant(lb.type, 0), arith.constant(lb.type, 1)
         loop = scf.ForOp(zero_i, n, one_i, carried)
         with ir.InsertionPoint(loop.body):
@@ -654,18 +669,41 @@ class RevGen:
                 scope.values[body.arguments[0]] = arith.addi(
                     lb, arith.muli(arith.subi(arith.subi(n, one_i), j), step))
             c = list(loop.body.arguments)[1:]
-            self._open(outer, c[len(ks):])
+            self._open(outer, c[len(ks):len(ks) + len(outer)])
             for k, ck in zip(ks, c):
                 self.add_adj(yields[k], ck)
+            self._thread_shadows(scope, [yields[k] for k in ms], c[len(ks) + len(outer):])
             self.reverse_block(body)
+            out_shadows = [self.shadow(args[k]) for k in ms]
             self.leave()
             out_args = [or_zero(self.get_adj(args[k]), args[k].type) for k in ks]
             out_outer = self._close(outer)
-            scf.YieldOp(out_args + [or_zero(v, o.type) for v, o in zip(out_outer, outer)])
+            scf.YieldOp(out_args + [or_zero(v, o.type) for v, o in zip(out_outer, outer)] +
+                        out_shadows)
         res = list(loop.results)
-        self._set_outer(outer, res[len(ks):])
+        self._set_outer(outer, res[len(ks):len(ks) + len(outer)])
         for k, r in zip(ks, res):
             self.add_adj(inits[k], r)
+        for k, r in zip(ms, res[len(ks) + len(outer):]):
+            add_into(self.shadow(inits[k]), r)
+
+    def _threaded_positions(self, values: list[ir.Value]) -> list[int]:
+        """Positions of shadowed arrays that control flow joins without known sites."""
+        return [k for k, v in enumerate(values) if is_memref(v.type) and self.act.shadowed(v)
+                and self.ctx.sites(v) is None]
+
+    def _thread_shadows(self, scope: Scope, yielded: list[ir.Value],
+                        shadows: list[ir.Value]) -> None:
+        """In a reversed region, the shadows of the arrays it yields are the ones threaded in:
+        bound to values of the region, added into those of values from outside it."""
+        for v, s in zip(yielded, shadows):
+            key = ("shadow", v)
+            if key_block(key) != scope.block:
+                add_into(self.shadow(v), s)
+            elif key in scope.values:
+                add_into(scope.values[key], s)
+            else:
+                scope.values[key] = s
 
     def rev_scf_parallel(self, op: ir.Operation) -> None:
         if op.results:
@@ -757,6 +795,9 @@ class RevGen:
     def rev_scf_while(self, op: ir.Operation) -> None:
         before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
         b_args, a_args = list(before.arguments), list(after.arguments)
+        if self._threaded_positions(b_args + a_args):
+            raise AdjError(op, "autodiff: reverse mode of an scf.while that carries arrays made "
+                               "inside it is not supported")
         again = list(terminator(after).operands)
         kb = [k for k, a in enumerate(b_args) if self.act.active(a)]
         ka = [j for j, a in enumerate(a_args) if self.act.active(a)
@@ -876,6 +917,8 @@ class AugGen:
             return self.vmap[key]
         if key[0] == "site":
             return self._site(key[1])
+        if key[0] == "dim":
+            return memref.dim(self.vmap[key[1]], index(key[2]))
         return self.extra[key]
 
     def _site(self, v: ir.Value) -> ir.Value:

@@ -181,11 +181,3 @@ CASTS: dict[str, tuple[Cast, Cast]] = {
     "arith.extf": (_extend, _truncate),
     "arith.truncf": (_truncate, _extend),
 }
-
-
-def is_differentiable(name: str) -> bool:
-    return name in RULES or name in CASTS
-
-
-def has_rule(name: str) -> bool:
-    return is_differentiable(name) or name in ZERO_DERIVATIVE

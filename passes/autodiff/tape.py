@@ -19,7 +19,8 @@ In a kernel (tape per work item): see KernelTape in kernel_tape.py.
 
 A key is a primal ir.Value, or a tuple for values the reverse pass needs that the primal
 function never names: ("count", while_op) the iteration count of an scf.while, ("tape", op, k)
-the k-th tape value of a call's or launch's own augmented pass.
+the k-th tape value of a call's or launch's own augmented pass, ("site", array) which argument
+or top-level allocation a loop-carried array is, ("dim", array, d) an array's size d.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def key_block(key: Key) -> ir.Block:
         if isinstance(key, ir.BlockArgument):
             return key.owner
         return key.owner.operation.block
-    if key[0] in ("shadow", "site"):
+    if key[0] in ("shadow", "site", "dim"):
         return key_block(key[1])
     return key[1].block
 
@@ -62,6 +63,8 @@ def describe(key: Key) -> str:
         what, loc = "iteration count of scf.while", key[1].location
     elif key[0] == "site":
         return f"which array is {describe(key[1])}"
+    elif key[0] == "dim":
+        return f"size {key[2]} of {describe(key[1])}"
     else:
         what, loc = f"tape value {key[2]} of {key[1].name}", key[1].location
     return f"{what} at {loc}"

@@ -238,3 +238,77 @@ func.func @f(%x: memref<?xf64>, %y: memref<?xf64>) attributes {{{ENTRY}}} {{
 """
     g = GradCheck(text, "f", ["dup", "dup"], ret="const")
     g.check([np.array([0.1, 0.2, -0.3]), np.zeros(3)])
+
+
+NEW_ARRAY_EACH_STEP = f"""
+// y = x.copy(); for: y = sin(y) * 0.5 + x (a new array each step); return sum(y * y)
+func.func @f(%x: memref<?xf64>, %steps: index) -> f64 attributes {{{ENTRY}}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %half = arith.constant 0.5 : f64
+  %n = memref.dim %x, %c0 : memref<?xf64>
+  %y0 = memref.alloc(%n) : memref<?xf64>
+  memref.copy %x, %y0 : memref<?xf64> to memref<?xf64>
+  %y = scf.for %t = %c0 to %steps step %c1 iter_args(%cur = %y0) -> memref<?xf64> {{
+    %next = memref.alloc(%n) : memref<?xf64>
+    scf.parallel (%i) = (%c0) to (%n) step (%c1) {{
+      %v = memref.load %cur[%i] : memref<?xf64>
+      %s = math.sin %v : f64
+      %h = arith.mulf %s, %half : f64
+      %xi = memref.load %x[%i] : memref<?xf64>
+      %w = arith.addf %h, %xi : f64
+      memref.store %w, %next[%i] : memref<?xf64>
+      scf.reduce
+    }}
+    scf.yield %next : memref<?xf64>
+  }}
+  %z = arith.constant 0.0 : f64
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %z) -> f64 {{
+    %v = memref.load %y[%i] : memref<?xf64>
+    %sq = arith.mulf %v, %v : f64
+    %a = arith.addf %acc, %sq : f64
+    scf.yield %a : f64
+  }}
+  return %r : f64
+}}
+"""
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_loop_making_a_new_array_each_iteration(steps):
+    # Which buffer the loop carries is not one of a few known ones: the reversed loop threads
+    # the shadow of each iteration's array back to the iteration that made it.
+    GradCheck(NEW_ARRAY_EACH_STEP, "f", ["dup", "const"]).check([np.linspace(0.1, 1.0, 4), steps])
+
+
+def test_if_choosing_between_a_new_and_an_old_array():
+    text = f"""
+func.func @f(%x: memref<?xf64>, %a: f64) -> f64 attributes {{{ENTRY}}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %x, %c0 : memref<?xf64>
+  %zero = arith.constant 0.0 : f64
+  %c = arith.cmpf ogt, %a, %zero : f64
+  %y = scf.if %c -> memref<?xf64> {{
+    %t = memref.alloc(%n) : memref<?xf64>
+    scf.for %i = %c0 to %n step %c1 {{
+      %v = memref.load %x[%i] : memref<?xf64>
+      %m = arith.mulf %v, %a : f64
+      memref.store %m, %t[%i] : memref<?xf64>
+    }}
+    scf.yield %t : memref<?xf64>
+  }} else {{
+    scf.yield %x : memref<?xf64>
+  }}
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> f64 {{
+    %v = memref.load %y[%i] : memref<?xf64>
+    %e = math.exp %v : f64
+    %s = arith.addf %acc, %e : f64
+    scf.yield %s : f64
+  }}
+  return %r : f64
+}}
+"""
+    g = GradCheck(text, "f", ["dup", "active"])
+    g.check([np.array([0.3, -0.2, 0.5]), 0.7])
+    g.check([np.array([0.3, -0.2, 0.5]), -0.7])

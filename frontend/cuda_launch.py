@@ -28,12 +28,15 @@ import numpy as np
 from ..runtime import cuda, kernel_cache
 from ..runtime.device_array import DeviceArray, as_device_array
 from ..runtime.kernel_cache import GpuKernel
+import adjit      # adjit's own kernels are written as users write them (this module is
+                  # imported lazily: the package is complete by then)
 from .functions import debug_enabled, specialise
 from .source import fingerprint
+from .types import ArrayType
 
 if TYPE_CHECKING:
     from .functions import Kernel
-    from .types import ArrayType, ScalarType
+    from .types import ScalarType
 
 # A compiling machine has no GPU to ask for its architecture: PTX for sm_90 runs on Hopper
 # and, JIT-compiled by the driver, on later GPUs.
@@ -84,15 +87,40 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
         return []
     kernels = derivative_kernels(k, types, ndim, "reverse", activity)
     aug, rev = kernels["aug"], kernels["rev"]
+    active = [t for t, a in zip(types, activity) if a == "active"]
+    vector = [ArrayType(t, 1) for t in active]
+    sums = [gpu_kernel(_sum_into, [v, v], 1) for v in vector]    # all compiled before launching
     items = math.prod(ndrange)
     tape_params = aug.params[len(aug.params) - len(aug.tape_per_item):]
     tapes = [DeviceArray.empty(items * n, cuda.NUMPY_DTYPES[p.dtype])
              for n, p in zip(aug.tape_per_item, tape_params)]
-    adjoints = [DeviceArray.zeros(items, t.np_dtype)
-                for t, a in zip(types, activity) if a == "active"]
+    adjoints = [DeviceArray.zeros(items, t.np_dtype) for t in active]
     cuda.launch(aug, [*args, *tapes], ndrange, workgroupsize)
     cuda.launch(rev, [*args, *tapes, *adjoints], ndrange, workgroupsize)
-    return [d.dtype.type(d.numpy().sum()) for d in adjoints]
+    totals = []
+    for sum_into, per_item in zip(sums, adjoints):
+        total = DeviceArray.zeros(1, per_item.dtype)
+        cuda.launch(sum_into, [per_item, total], min(items, _SUM_ITEMS))
+        totals.append(total.numpy()[0])
+    return totals
+
+
+# Work items of _sum_into: enough to fill a GPU, few enough that their atomic adds are cheap.
+_SUM_ITEMS = 1 << 16
+
+
+@adjit.kernel
+def _sum_into(x, total):
+    """total[0] += sum(x) for ndrange <= len(x): each work item adds up a strided part of x
+    (consecutive items read consecutive elements), then adds that to total atomically."""
+    item = adjit.index()
+    stride = adjit.ndrange()[0]
+    part = x[item]
+    k = item + stride
+    while k < x.shape[0]:
+        part += x[k]
+        k += stride
+    adjit.atomic_add(total, 0, part)
 
 
 def gpu_kernel(k: Kernel, types: Sequence, ndim: int) -> GpuKernel:
@@ -136,13 +164,11 @@ def _compiled(k: Kernel, types: Sequence, ndim: int, variant: str, names: tuple[
         try:
             found = compile_all(debug, target)
         except ImportError as e:
-            if (e.name or "").partition(".")[0] != "mlir":
-                raise
             raise kernel_cache.KernelCacheError(
                 f"kernel {k.__name__} ({variant}) for {list(types)} ({ndim}-D) is not in the "
-                f"kernel cache {directory} and MLIR, needed to compile it, is not installed "
-                f"({e}); compile it on a machine with adjit's compiler into the same "
-                "ADJIT_CACHE_DIR") from e
+                f"kernel cache {directory}, and compiling it needs MLIR, which cannot be "
+                f"imported here ({e}); compile it where adjit's compiler is installed, into "
+                "the same ADJIT_CACHE_DIR") from e
         for name, key in keys.items():
             kernel_cache.store(directory, key, found[name])
     k._cache[memo] = found
@@ -155,7 +181,7 @@ def cache_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str,
     kernel) of `k` for `types`, `ndim`, `debug` and chip `target`, computed without MLIR."""
     what = "\0".join([fingerprint(k), compiler_fingerprint(), variant, repr(list(types)),
                       str(ndim), "debug" if debug else "release"])
-    return kernel_cache.cache_key(what, f"{k.pyfn.__module__}.{k.pyfn.__qualname__}", target)
+    return kernel_cache.cache_key(what, k.__name__, target)
 
 
 @functools.cache

@@ -44,7 +44,9 @@ def fingerprint(obj: Any) -> str:
     Python sees it without compiling: its source text and, transitively, that of the adjit
     functions it names (and of their custom rules), and the values of the global constants
     it reads, which compile in as constants. Editing any of them changes the digest, so a
-    disk cache keyed on it never serves code compiled from an older version."""
+    disk cache keyed on it never serves code compiled from an older version. Where the code
+    lives (file, module name: `__main__` or not) does not change what it compiles to, and is
+    left out, so that the digest is the same on a machine with another checkout path."""
     digest = hashlib.sha256()
     _feed(obj, digest, set())
     return digest.hexdigest()
@@ -56,8 +58,7 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
     seen.add(id(obj))
     sources = [(obj.pyfn, obj.source), *getattr(obj, "rules", {}).values()]
     for pyfn, source in sources:
-        digest.update(f"\0{pyfn.__module__}.{pyfn.__qualname__}\0".encode())
-        digest.update("\n".join(source.lines).encode())
+        digest.update(b"\0" + "\n".join(source.lines).encode())
         for name, value in _referenced(pyfn, source.tree):
             if isinstance(value, (bool, int, float, np.generic)):
                 digest.update(f"\0{name}={type(value).__name__}:{value!r}".encode())

@@ -209,13 +209,19 @@ def fake_rev(api, params, grid, block):
     da_items[:n], dx[:n], dy[:n] = g * v * v, 2 * a * v * g, 0
 
 
+def fake_sum_into(api, params, grid, block):
+    _, (x, total), _ = unpack(params, 0, 2)
+    total[0] += x.sum()         # all work items at once
+
+
 def test_autodiff_of_a_launch_on_the_gpu(monkeypatch):
     types, activity = [adjit.f32, F32_1D, F32_1D], ("active", "dup", "dup")
     rev = cuda_launch.derivative_kernels(square_and_clear, types, 1, "reverse", activity)
     fwd = cuda_launch.derivative_kernels(square_and_clear, types, 1, "forward", ("dup",) * 3)
+    sum_into = cuda_launch.gpu_kernel(cuda_launch._sum_into, [F32_1D, F32_1D], 1)
     assert rev["aug"].tape_per_item == (1,)
     fake = install(monkeypatch, {rev["aug"].entry: fake_aug, rev["rev"].entry: fake_rev,
-                                 fwd["forward"].entry: fake_forward})
+                                 fwd["forward"].entry: fake_forward, sum_into.entry: fake_sum_into})
     rng = np.random.default_rng(0)
     x, dx, y, dy = (rng.standard_normal(100).astype(np.float32) for _ in range(4))
 
@@ -241,7 +247,7 @@ def test_autodiff_of_a_launch_on_the_gpu(monkeypatch):
         for got, want in zip(arrays, cpu_arrays):
             np.testing.assert_allclose(got, want, rtol=1e-6)
     assert [entry for entry, _, _ in fake.launches] == \
-        [rev["aug"].entry, rev["rev"].entry, fwd["forward"].entry] * 2
+        [rev["aug"].entry, rev["rev"].entry, sum_into.entry, fwd["forward"].entry] * 2
 
 
 def test_autodiff_on_the_gpu_takes_kernels_only():

@@ -17,7 +17,7 @@ from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
 from ...dialects.adj import launch_call
-from .ir_util import callee, clone_op, func_type, index, is_float, is_memref, zero
+from .ir_util import callee, clone_op, func_type, index, is_float, is_memref, numel, zero
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 
 if TYPE_CHECKING:
@@ -66,13 +66,6 @@ def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature
     return sig, ctx.diff.derivative(sig, op)
 
 
-def _items(ndrange: list[ir.Value]) -> ir.Value:
-    n = index(1)
-    for extent in ndrange:
-        n = arith.muli(n, extent)
-    return n
-
-
 def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
     if not gen.ctx.act.relevant(op):
         clone_op(op, gen.vmap)
@@ -85,7 +78,7 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
         if a in ("dup", "dupnoneed"):
             args.append(gen.aug_shadow(v))
     ndrange = [gen.vmap[v] for v in op.operands]
-    items = _items(ndrange)
+    items = numel(ndrange)
     tapes = []
     for k, (t, per_item) in enumerate(zip(d.tape, d.per_item)):
         tapes.append(memref.alloc(t, [arith.muli(items, index(per_item))], []))
@@ -105,7 +98,7 @@ def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
             args.append(gen.shadow(v))
     args += [gen.materialize(("tape", op, k)) for k in range(len(d.tape))]
     ndrange = [gen.primal(v) for v in op.operands]
-    items = _items(ndrange)
+    items = numel(ndrange)
     active = [v for v, a in zip(call.operands, sig.activity) if a == "active"]
     outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], v.type),
                          [items], []) for v in active]

@@ -13,9 +13,10 @@ Where keys live, in a plain function:
   and its size, both tape values). The augmented pass pushes a block's keys at the block's end
   (last asked first); the reverse pass pops them at the start of the reversed block, so that a
   block's own values are popped before those of the loops nested in it, which the augmented
-  pass pushed earlier. The reverse pass reads the tape without changing it (its stack
+  pass pushed earlier. An array pushed there (another function's tape, say) goes on as its
+  elements and its sizes. The reverse pass reads the tape without changing it (its stack
   pointers are locals), so a tape can serve several reverse calls.
-In a kernel (tape per work item): see KernelTape in kernel_tape.py.
+A kernel's tape has a fixed number of slots per work item instead: see kernel_tape.py.
 
 A key is a primal ir.Value, or a tuple for values the reverse pass needs that the primal
 function never names: ("count", while_op) the iteration count of an scf.while, ("tape", op, k)

@@ -202,3 +202,37 @@ def test_tapes_and_temporaries_are_freed():
     for _ in range(20):
         g.reverse(args, weights, repeats=2)
     assert in_use() == before
+
+
+def test_two_dimensional_ndrange_with_an_active_scalar():
+    text = f"""
+func.func private @k2(%a: f64, %m: memref<?x?xf64>, %out: memref<?x?xf64>)
+    attributes {{adj.kernel, adj.ndim = 2 : i64}} {{
+  %i = "adj.global_id"() {{dim = 0 : i64}} : () -> index
+  %j = "adj.global_id"() {{dim = 1 : i64}} : () -> index
+  %v = memref.load %m[%i, %j] : memref<?x?xf64>
+  %s = arith.mulf %v, %v : f64
+  %e = math.sin %a : f64
+  %r = arith.mulf %s, %e : f64
+  memref.store %r, %out[%i, %j] : memref<?x?xf64>
+  return
+}}
+func.func @run(%a: f64, %m: memref<?x?xf64>, %out: memref<?x?xf64>) attributes {{{ENTRY}}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %rows = memref.dim %m, %c0 : memref<?x?xf64>
+  %cols = memref.dim %m, %c1 : memref<?x?xf64>
+  "adj.launch"(%rows, %cols) ({{
+    func.call @k2(%a, %m, %out) : (f64, memref<?x?xf64>, memref<?x?xf64>) -> ()
+    gpu.yield
+  }}) {{kernel = @k2}} : (index, index) -> ()
+  return
+}}
+"""
+    rng = np.random.default_rng(3)
+    g = GradCheck(text, "run", ["active", "dup", "dup"], ret="const")
+    m, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    (da,), (dm, _), _ = g.reverse([0.4, m, np.zeros((3, 4))], [None, np.zeros((3, 4)), w])
+    assert da == pytest.approx(np.sum(w * m * m) * np.cos(0.4), rel=1e-12)
+    np.testing.assert_allclose(dm, 2 * m * w * np.sin(0.4), rtol=1e-12)
+    g.check([0.4, m, np.zeros((3, 4))])

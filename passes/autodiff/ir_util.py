@@ -198,3 +198,21 @@ def zeroed_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Valu
     new = alloc_like(m, shape)
     fill_zero(new)
     return new
+
+def trip_count(lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
+    """Iterations of scf.for(lb, ub, step): ceil((ub - lb) / step), at least 0."""
+    t = lb.type
+    span = arith.subi(ub, lb)
+    one = arith.constant(t, 1)
+    n = arith.divsi(arith.subi(arith.addi(span, step), one), step)
+    return arith.maxsi(n, arith.constant(t, 0))
+
+
+def unravel(linear: ir.Value, counts: list[ir.Value]) -> list[ir.Value]:
+    """Row-major multi-index of `linear` in a space of extents `counts`."""
+    out = []
+    for c in reversed(counts[1:]):
+        out.append(arith.remui(linear, c))
+        linear = arith.divui(linear, c)
+    out.append(linear)
+    return out[::-1]

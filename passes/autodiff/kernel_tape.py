@@ -22,7 +22,9 @@ from mlir.dialects import arith, func, memref
 from ...dialects import adj
 from ...dialects.adj import AdjError
 from .ir_util import index, is_memref, parent_op
-from .reverse import AugGen, ReverseContext, RevGen, Scope
+from .augment import AugGen
+from .context import ReverseContext
+from .reverse import RevGen, Scope
 from .signature import TapeField
 from .tape import Key, TapePlan, describe, key_block
 

@@ -1,19 +1,21 @@
 """Reverse mode, split: an augmented forward function that records a tape, and a reverse
 function that consumes it.
 
-The reverse function is generated first, by walking the primal body backwards and
-accumulating adjoints (dict primal value -> adjoint SSA value; None is an exact zero). When a
-rule needs a primal value, `RevGen.primal` materializes it at the start of the reversed block
-where it was defined: recomputed there if it is pure and all it depends on is free in the
-reverse function (arguments, constants, loop counters, memory nothing overwrites later), else
-taken from the tape (tape.py), which records the request. The augmented function is then the
-primal body plus the saves the finished plan asks for.
+The reverse function is generated first (here; the augmented one in augment.py), by walking
+the primal body backwards and accumulating adjoints (dict primal value -> adjoint SSA value;
+None is an exact zero). When a rule needs a primal value, `RevGen.primal` materializes it at
+the start of the reversed block where it was defined: recomputed there if it is pure and what
+it depends on is free in the reverse function (arguments, constants, loop counters, memory
+nothing overwrites later) or taped anyway, else taken from the tape (tape.py), which records
+the request. The augmented function is then the primal body plus the saves the finished plan
+asks for.
 
 Control flow is reversed structurally: an scf.if becomes an scf.if on the same condition, an
 scf.for an scf.for over the same iterations backwards, an scf.while an scf.for over its
-recorded iteration count. Adjoints of values defined outside a region and used in it are
-threaded through the reversed region (loop-carried, or if results), as are the adjoints of
-loop-carried values.
+recorded iteration count, an scf.parallel an scf.parallel when its iterations can add into
+shared memory without racing (else a backward scf.for). Adjoints of values defined outside a
+region and used in it are threaded through the reversed region (loop-carried, or if results),
+as are the adjoints of loop-carried values and the shadows of arrays made inside the region.
 """
 from __future__ import annotations
 
@@ -22,24 +24,23 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ...dialects.adj import AdjError, KERNEL_ATTR
+from ...dialects.adj import AdjError
 from .activity import Activity, terminator
-from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, defining_block, dims,
-                      for_each_index, func_type, index, is_ancestor, is_float, is_memref,
-                      memref_type, or_zero, ops, parent_op, view_of, walk, zero, zeroed_like)
-from .launch import augmented_launch, launch_signature, reverse_launch
-from .memory import Writes
+from .augment import AugGen
+from .context import ReverseContext
+from .ir_util import (ATOMIC_ADDF, VIEW_OPS, clone_op, defining_block, dims, for_each_index,
+                      func_type, index, is_ancestor, is_float, is_memref, memref_type, or_zero,
+                      ops, parent_op, trip_count, unravel, view_of, walk, zero, zeroed_like)
+from .launch import launch_signature, reverse_launch
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
-from .signature import (Derivative, Signature, TapeField, adjoint_types, aug_inputs, dret_types)
-from .tape import (Key, Stacks, StackReader, TapePlan, key_block, stack_fields,
-                   tape_param_names, top_fields)
+from .signature import Derivative, Signature, adjoint_types, aug_inputs, dret_types
+from .tape import (Key, StackReader, TapePlan, key_block, stack_fields, tape_param_names,
+                   top_fields)
 
 if TYPE_CHECKING:
     from .driver import Differentiator
 
 TAPE_ATTR = "adj.tape"
-PURE_OPS = ("memref.dim", "adj.index", "adj.global_id", "adj.global_size") + VIEW_OPS
-PURE_DIALECTS = ("arith", "math", "index")
 
 
 def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, name: str,
@@ -76,129 +77,6 @@ def _rev_twice(gen: type, ctx: "ReverseContext", name: str, extra: dict[str, ir.
     del ctx.diff.symbols[name]
     ctx.plan = TapePlan(top=ctx.entry)
     return gen(ctx, needed).emit(name, extra, private)
-
-
-class ReverseContext:
-    """What the augmented and the reverse generators of one function share."""
-
-    def __init__(self, diff: "Differentiator", fn: ir.Operation, sig: Signature):
-        self.diff = diff
-        self.fn = fn
-        self.sig = sig
-        self.kernel = KERNEL_ATTR in fn.attributes
-        self.entry = fn.regions[0].blocks[0]
-        self.act = Activity(fn, list(sig.activity), sig.ret_activity,
-                            lambda call: diff.has_rules(self.call_signature(call), call))
-        self.writes = Writes(fn, self.act.classes, list(sig.overwritten), diff.callee_writes,
-                             self.kernel)
-        self.plan = TapePlan(top=self.entry)
-        self._calls: dict[ir.Operation, tuple[Signature, Derivative]] = {}
-        self._recomputable: dict[ir.Operation, bool] = {}
-        self._roots: dict[ir.Value, list[ir.Value]] | None = None
-
-    def call_signature(self, op: ir.Operation) -> Signature:
-        """The reverse-mode signature of a call site."""
-        activity = []
-        for v in op.operands:
-            if is_float(v.type) and self.act.active(v):
-                activity.append("active")
-            elif is_memref(v.type) and self.act.shadowed(v):
-                activity.append("dup")
-            else:
-                activity.append("const")
-        active_ret = any(self.act.active(r) for r in op.results)
-        overwritten = tuple(is_memref(v.type) and self.writes.written_after(op, v)
-                            for v in op.operands)
-        return Signature(fn=callee(op), mode="reverse", activity=tuple(activity),
-                         ret_activity="active" if active_ret else "const", with_primal=True,
-                         overwritten=overwritten)
-
-    def call_info(self, op: ir.Operation) -> tuple[Signature, Derivative]:
-        """A call site's signature and the callee's derivative for it."""
-        if op not in self._calls:
-            sig = self.call_signature(op)
-            self._calls[op] = (sig, self.diff.derivative(sig, op))
-        return self._calls[op]
-
-    # -- arrays that control flow joins -----------------------------------------------------
-    def joined(self, v: ir.Value) -> bool:
-        """A loop-carried array, an array scf.if or arith.select gives: one of several."""
-        if not is_memref(v.type):
-            return False
-        if isinstance(v, ir.BlockArgument):
-            return parent_op(v.owner) != self.fn
-        return v.owner.operation.name in ("scf.for", "scf.while", "scf.if", "arith.select")
-
-    def sites(self, v: ir.Value) -> list[ir.Value] | None:
-        """The arrays a joined array can be: the arguments and top-level allocations in its
-        alias class defined before it; None if it may also be an array made in a loop or
-        branch, or returned by a call (then its shadow is threaded through the reversed
-        control flow instead, see _thread_shadows)."""
-        if self._roots is None:
-            self._roots = {}
-            for op in walk(self.fn):
-                values = list(op.results) + [a for r in op.regions for b in r.blocks
-                                             for a in b.arguments]
-                for m in values:
-                    if is_memref(m.type) and not self.joined(m) and not (
-                            isinstance(m, ir.OpResult) and op.name in VIEW_OPS):
-                        self._roots.setdefault(self.act.classes.find(m), []).append(m)
-        before = _top_level_ancestor(v, self.entry)
-        found = []
-        for m in self._roots.get(self.act.classes.find(v), []):
-            if isinstance(m, ir.BlockArgument) and m.owner == self.entry:
-                found.append(m)
-                continue
-            op = m.owner.operation
-            if op.name != "memref.alloc" or op.block != self.entry:
-                return None
-            if _is_before(op, before):
-                found.append(m)
-        return found
-
-    # -- what the reverse pass can recompute -------------------------------------------------
-    def cheap(self, v: ir.Value) -> bool:
-        """Whether the reverse pass has `v` without saving it per iteration."""
-        if isinstance(v, ir.BlockArgument):
-            owner = parent_op(v.owner)
-            return owner == self.fn or (owner.name == "scf.for" and v.arg_number == 0) or \
-                owner.name == "scf.parallel"
-        op = v.owner.operation
-        if op.name == "memref.alloc" and op.block == self.entry and not self.kernel:
-            return True   # one pointer on the tape, whatever reads it
-        return self.recomputable(op)
-
-    def pure(self, op: ir.Operation) -> bool:
-        """Whether running `op` again in the reverse pass gives the same value."""
-        if op.regions or len(op.results) != 1:
-            return False
-        if op.name == "memref.load":
-            return not self.writes.written_after(op, op.operands[0])
-        return op.name in PURE_OPS or op.name.split(".")[0] in PURE_DIALECTS
-
-    def recomputable(self, op: ir.Operation) -> bool:
-        """Pure, from values the reverse pass has for free."""
-        if op not in self._recomputable:
-            self._recomputable[op] = self.pure(op) and all(self.cheap(v) for v in op.operands)
-        return self._recomputable[op]
-
-
-def _top_level_ancestor(v: ir.Value, entry: ir.Block) -> ir.Operation:
-    op = parent_op(v.owner) if isinstance(v, ir.BlockArgument) else v.owner.operation
-    while op.block != entry:
-        op = op.parent.operation
-    return op
-
-
-def _is_before(a: ir.Operation, b: ir.Operation) -> bool:
-    """For two ops of one block: whether `a` comes first."""
-    for op in a.block.operations:
-        if op.operation == a:
-            return True
-        if op.operation == b:
-            return False
-    return False
-
 
 def add_into(dst: ir.Value, src: ir.Value) -> None:
     """dst += src, element by element (two shadows of one array)."""
@@ -245,23 +123,8 @@ def outer_values(act: Activity, region_op: ir.Operation) -> list[ir.Value]:
     return found
 
 
-def trip_count(lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
-    """Iterations of scf.for(lb, ub, step): ceil((ub - lb) / step), at least 0."""
-    t = lb.type
-    span = arith.subi(ub, lb)
-    one = arith.constant(t, 1)
-    n = arith.divsi(arith.subi(arith.addi(span, step), one), step)
-    return arith.maxsi(n, arith.constant(t, 0))
 
 
-def unravel(linear: ir.Value, counts: list[ir.Value]) -> list[ir.Value]:
-    """Row-major multi-index of `linear` in a space of extents `counts`."""
-    out = []
-    for c in reversed(counts[1:]):
-        out.append(arith.remui(linear, c))
-        linear = arith.divui(linear, c)
-    out.append(linear)
-    return out[::-1]
 
 
 class RevGen:
@@ -858,236 +721,3 @@ class _LazyPrimals:
     def __getitem__(self, i: int) -> ir.Value:
         return self.gen.primal(self.operands[i])
 
-
-class AugGen:
-    """The primal body, plus saving each block's planned keys at its end."""
-
-    def __init__(self, ctx: ReverseContext):
-        self.ctx = ctx
-        self.vmap: dict[ir.Value, ir.Value] = {}
-        self.extra: dict[Key, ir.Value] = {}
-        self.shadow_params: dict[ir.Value, ir.Value] = {}
-        self.stacks = Stacks(ctx.plan.stack_types())
-        self._threads = set()
-        for block in ctx.plan.nested_blocks():
-            op = parent_op(block)
-            while op != ctx.fn:
-                self._threads.add(op)
-                op = op.parent.operation
-
-    def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool,
-             fields: list[TapeField]) -> ir.Operation:
-        ctx = self.ctx
-        ftype = func_type(ctx.fn)
-        inputs, results = aug_inputs(ftype, ctx.sig), []
-        if ctx.kernel:
-            inputs += [f.type for f in fields]
-        else:
-            primal = list(ftype.results) if ctx.sig.with_primal else []
-            results = primal + [f.type for f in fields]
-        aug = ctx.diff.new_function(name, inputs, results, ctx.fn, extra, private)
-        entry = aug.regions[0].blocks[0]
-        params = iter(entry.arguments)
-        for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
-            self.vmap[arg] = next(params)
-            if act in ("dup", "dupnoneed"):
-                self.shadow_params[arg] = next(params)
-        with ir.InsertionPoint(entry), ctx.fn.location:
-            self.prologue(list(params))
-            self.block(ctx.entry)
-            self.epilogue(terminator(ctx.entry))
-        return aug
-
-    def prologue(self, tape_params: list[ir.Value]) -> None:
-        self.stacks.create()
-
-    def epilogue(self, ret: ir.Operation) -> None:
-        values = [self.vmap[v] for v in ret.operands] if self.ctx.sig.with_primal else []
-        values += [self.key_value(k) for k in self.ctx.plan.keys(self.ctx.entry)]
-        func.ReturnOp(values + self.stacks.values)
-
-    def save(self, block: ir.Block) -> None:
-        """Saves the keys the plan gives `block`, at its end (top-level ones are returned)."""
-        if block != self.ctx.entry:
-            keys = self.ctx.plan.keys(block)
-            self.stacks.push([self.key_value(k) for k in reversed(keys)])
-
-    def key_value(self, key: Key) -> ir.Value:
-        if isinstance(key, ir.Value):
-            return self.vmap[key]
-        if key[0] == "site":
-            return self._site(key[1])
-        if key[0] == "dim":
-            return memref.dim(self.vmap[key[1]], index(key[2]))
-        return self.extra[key]
-
-    def _site(self, v: ir.Value) -> ir.Value:
-        """Which of its sites the joined array `v` is, by address."""
-        address = memref.extract_aligned_pointer_as_index(self.vmap[v])
-        which = index(0)
-        for k, site in enumerate(self.ctx.sites(v)[1:], start=1):
-            same = arith.cmpi(arith.CmpIPredicate.eq, address,
-                              memref.extract_aligned_pointer_as_index(self.vmap[site]))
-            which = arith.select(same, index(k), which)
-        return which
-
-    def block(self, block: ir.Block) -> None:
-        for op in ops(block)[:-1]:
-            with op.location:
-                handler = getattr(self, "aug_" + op.name.replace(".", "_"), None)
-                if handler is not None:
-                    handler(op)
-                else:
-                    clone_op(op, self.vmap)
-        self.save(block)
-
-    def threaded(self, op: ir.Operation) -> list[ir.Value]:
-        """The stack state that `op`'s regions thread, if they push."""
-        return list(self.stacks.values) if op in self._threads else []
-
-    def aug_shadow(self, v: ir.Value) -> ir.Value:
-        """A shadow to pass to a callee's augmented pass, which only reads or ignores it."""
-        if v in self.shadow_params:
-            return self.shadow_params[v]
-        return zeroed_like(self.vmap[v])
-
-    def aug_func_call(self, op: ir.Operation) -> None:
-        if not self.ctx.act.relevant(op):
-            clone_op(op, self.vmap)
-            return
-        sig, d = self.ctx.call_info(op)
-        args: list[ir.Value] = []
-        for v, a in zip(op.operands, sig.activity):
-            args.append(self.vmap[v])
-            if a in ("dup", "dupnoneed"):
-                args.append(self.aug_shadow(v))
-        results = [r.type for r in op.results] + list(d.tape)
-        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(d.aug), args)
-        outs = list(call.results)
-        for r, v in zip(op.results, outs):
-            self.vmap[r] = v
-        for k, v in enumerate(outs[len(op.results):]):
-            self.extra[("tape", op, k)] = v
-
-    def aug_adj_launch(self, op: ir.Operation) -> None:
-        augmented_launch(self, op)
-
-    def aug_scf_for(self, op: ir.Operation) -> None:
-        body = op.regions[0].blocks[0]
-        inits = list(op.operands)[3:]
-        state = self.threaded(op)
-        lb, ub, step = (self.vmap[v] for v in list(op.operands)[:3])
-        loop = scf.ForOp(lb, ub, step, [self.vmap[v] for v in inits] + state)
-        new_args = list(loop.body.arguments)
-        self.vmap[body.arguments[0]] = new_args[0]
-        for a, b in zip(list(body.arguments)[1:], new_args[1:]):
-            self.vmap[a] = b
-        n = len(inits)
-        if state:
-            self.stacks.values = new_args[1 + n:]
-        with ir.InsertionPoint(loop.body):
-            self.block(body)
-            scf.YieldOp([self.vmap[v] for v in terminator(body).operands] +
-                        (self.stacks.values if state else []))
-        for r, v in zip(op.results, loop.results):
-            self.vmap[r] = v
-        if state:
-            self.stacks.values = list(loop.results)[n:]
-
-    def aug_scf_if(self, op: ir.Operation) -> None:
-        state = self.threaded(op)
-        n = len(op.results)
-        has_else = len(op.regions[1].blocks) > 0
-        new = scf.IfOp(self.vmap[op.operands[0]], [r.type for r in op.results] +
-                       [v.type for v in state], has_else=has_else or bool(state))
-        branches = [(op.regions[0], new.then_block)]
-        if has_else or state:
-            branches.append((op.regions[1], new.else_block))
-        for region, block in branches:
-            if state:
-                self.stacks.values = list(state)
-            with ir.InsertionPoint(block):
-                if len(region.blocks):
-                    self.block(region.blocks[0])
-                    yields = [self.vmap[v] for v in terminator(region.blocks[0]).operands]
-                else:
-                    yields = []
-                scf.YieldOp(yields + (self.stacks.values if state else []))
-        for r, v in zip(op.results, new.results):
-            self.vmap[r] = v
-        if state:
-            self.stacks.values = list(new.results)[n:]
-
-    def aug_scf_parallel(self, op: ir.Operation) -> None:
-        """Kept parallel unless its body saves values: then run sequentially, in the order
-        the reverse pass undoes, so that the saves can go on the stacks."""
-        body = op.regions[0].blocks[0]
-        dims_ = len(body.arguments)
-        bounds = [self.vmap[v] for v in op.operands]
-        state = self.threaded(op)
-        if not state:
-            loop = scf.ParallelOp([], bounds[:dims_], bounds[dims_:2 * dims_],
-                                  bounds[2 * dims_:], [])
-            block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
-            for a, b in zip(body.arguments, block.arguments):
-                self.vmap[a] = b
-            with ir.InsertionPoint(block):
-                self.block(body)
-                scf.ReduceOp([], 0)
-            return
-        counts = [trip_count(bounds[d], bounds[dims_ + d], bounds[2 * dims_ + d])
-                  for d in range(dims_)]
-        total = index(1)
-        for c in counts:
-            total = arith.muli(total, c)
-        loop = scf.ForOp(index(0), total, index(1), state)
-        self.stacks.values = list(loop.inner_iter_args)
-        with ir.InsertionPoint(loop.body):
-            for d, iv in enumerate(unravel(loop.induction_variable, counts)):
-                self.vmap[body.arguments[d]] = arith.addi(
-                    bounds[d], arith.muli(iv, bounds[2 * dims_ + d]))
-            self.block(body)
-            scf.YieldOp(self.stacks.values)
-        self.stacks.values = list(loop.results)
-
-    def aug_scf_while(self, op: ir.Operation) -> None:
-        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
-        counted = ("count", op) in self.ctx.plan.types
-        state = self.threaded(op)
-        extra_types = ([ir.IndexType.get()] if counted else []) + [v.type for v in state]
-        inits = [self.vmap[v] for v in op.operands] + ([index(0)] if counted else []) + state
-        n_b, n_a = len(before.arguments), len(after.arguments)
-        loop = scf.WhileOp([r.type for r in op.results] + extra_types, inits)
-        new_before = loop.before.blocks.append(*[a.type for a in before.arguments], *extra_types)
-        new_after = loop.after.blocks.append(*[a.type for a in after.arguments], *extra_types)
-
-        def bind(old: ir.Block, new: ir.Block, n: int) -> list[ir.Value]:
-            for a, b in zip(old.arguments, new.arguments):
-                self.vmap[a] = b
-            rest = list(new.arguments)[n:]
-            if state:
-                self.stacks.values = rest[1:] if counted else rest
-            return rest[:1] if counted else []
-
-        count = bind(before, new_before, n_b)
-        with ir.InsertionPoint(new_before):
-            self.block(before)
-            cond = terminator(before)
-            scf.ConditionOp(self.vmap[cond.operands[0]],
-                            [self.vmap[v] for v in list(cond.operands)[1:]] + count +
-                            (self.stacks.values if state else []))
-        count = bind(after, new_after, n_a)
-        with ir.InsertionPoint(new_after):
-            self.block(after)
-            scf.YieldOp([self.vmap[v] for v in terminator(after).operands] +
-                        [arith.addi(c, index(1)) for c in count] +
-                        (self.stacks.values if state else []))
-        res = list(loop.results)
-        for r, v in zip(op.results, res):
-            self.vmap[r] = v
-        rest = res[len(op.results):]
-        if counted:
-            self.extra[("count", op)] = rest[0]
-            rest = rest[1:]
-        if state:
-            self.stacks.values = rest

@@ -1,0 +1,251 @@
+"""The augmented forward function of reverse mode: the primal body, performing all of its
+effects, plus saving at the end of each block the values the tape plan gives that block (the
+reverse function, generated first, asked for them). Stacks are threaded through the control
+flow that pushes onto them; an scf.while also carries its iteration count.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from .activity import terminator
+from .context import ReverseContext
+from .ir_util import (clone_op, func_type, index, ops, parent_op, trip_count, unravel,
+                      zeroed_like)
+from .launch import augmented_launch
+from .signature import TapeField, aug_inputs
+from .tape import Key, Stacks
+
+
+class AugGen:
+    """The primal body, plus saving each block's planned keys at its end."""
+
+    def __init__(self, ctx: ReverseContext):
+        self.ctx = ctx
+        self.vmap: dict[ir.Value, ir.Value] = {}
+        self.extra: dict[Key, ir.Value] = {}
+        self.shadow_params: dict[ir.Value, ir.Value] = {}
+        self.stacks = Stacks(ctx.plan.stack_types())
+        self._threads = set()
+        for block in ctx.plan.nested_blocks():
+            op = parent_op(block)
+            while op != ctx.fn:
+                self._threads.add(op)
+                op = op.parent.operation
+
+    def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool,
+             fields: list[TapeField]) -> ir.Operation:
+        ctx = self.ctx
+        ftype = func_type(ctx.fn)
+        inputs, results = aug_inputs(ftype, ctx.sig), []
+        if ctx.kernel:
+            inputs += [f.type for f in fields]
+        else:
+            primal = list(ftype.results) if ctx.sig.with_primal else []
+            results = primal + [f.type for f in fields]
+        aug = ctx.diff.new_function(name, inputs, results, ctx.fn, extra, private)
+        entry = aug.regions[0].blocks[0]
+        params = iter(entry.arguments)
+        for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
+            self.vmap[arg] = next(params)
+            if act in ("dup", "dupnoneed"):
+                self.shadow_params[arg] = next(params)
+        with ir.InsertionPoint(entry), ctx.fn.location:
+            self.prologue(list(params))
+            self.block(ctx.entry)
+            self.epilogue(terminator(ctx.entry))
+        return aug
+
+    def prologue(self, tape_params: list[ir.Value]) -> None:
+        self.stacks.create()
+
+    def epilogue(self, ret: ir.Operation) -> None:
+        values = [self.vmap[v] for v in ret.operands] if self.ctx.sig.with_primal else []
+        values += [self.key_value(k) for k in self.ctx.plan.keys(self.ctx.entry)]
+        func.ReturnOp(values + self.stacks.values)
+
+    def save(self, block: ir.Block) -> None:
+        """Saves the keys the plan gives `block`, at its end (top-level ones are returned)."""
+        if block != self.ctx.entry:
+            keys = self.ctx.plan.keys(block)
+            self.stacks.push([self.key_value(k) for k in reversed(keys)])
+
+    def key_value(self, key: Key) -> ir.Value:
+        if isinstance(key, ir.Value):
+            return self.vmap[key]
+        if key[0] == "site":
+            return self._site(key[1])
+        if key[0] == "dim":
+            return memref.dim(self.vmap[key[1]], index(key[2]))
+        return self.extra[key]
+
+    def _site(self, v: ir.Value) -> ir.Value:
+        """Which of its sites the joined array `v` is, by address."""
+        address = memref.extract_aligned_pointer_as_index(self.vmap[v])
+        which = index(0)
+        for k, site in enumerate(self.ctx.sites(v)[1:], start=1):
+            same = arith.cmpi(arith.CmpIPredicate.eq, address,
+                              memref.extract_aligned_pointer_as_index(self.vmap[site]))
+            which = arith.select(same, index(k), which)
+        return which
+
+    def block(self, block: ir.Block) -> None:
+        for op in ops(block)[:-1]:
+            with op.location:
+                handler = getattr(self, "aug_" + op.name.replace(".", "_"), None)
+                if handler is not None:
+                    handler(op)
+                else:
+                    clone_op(op, self.vmap)
+        self.save(block)
+
+    def threaded(self, op: ir.Operation) -> list[ir.Value]:
+        """The stack state that `op`'s regions thread, if they push."""
+        return list(self.stacks.values) if op in self._threads else []
+
+    def aug_shadow(self, v: ir.Value) -> ir.Value:
+        """A shadow to pass to a callee's augmented pass, which only reads or ignores it."""
+        if v in self.shadow_params:
+            return self.shadow_params[v]
+        return zeroed_like(self.vmap[v])
+
+    def aug_func_call(self, op: ir.Operation) -> None:
+        if not self.ctx.act.relevant(op):
+            clone_op(op, self.vmap)
+            return
+        sig, d = self.ctx.call_info(op)
+        args: list[ir.Value] = []
+        for v, a in zip(op.operands, sig.activity):
+            args.append(self.vmap[v])
+            if a in ("dup", "dupnoneed"):
+                args.append(self.aug_shadow(v))
+        results = [r.type for r in op.results] + list(d.tape)
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(d.aug), args)
+        outs = list(call.results)
+        for r, v in zip(op.results, outs):
+            self.vmap[r] = v
+        for k, v in enumerate(outs[len(op.results):]):
+            self.extra[("tape", op, k)] = v
+
+    def aug_adj_launch(self, op: ir.Operation) -> None:
+        augmented_launch(self, op)
+
+    def aug_scf_for(self, op: ir.Operation) -> None:
+        body = op.regions[0].blocks[0]
+        inits = list(op.operands)[3:]
+        state = self.threaded(op)
+        lb, ub, step = (self.vmap[v] for v in list(op.operands)[:3])
+        loop = scf.ForOp(lb, ub, step, [self.vmap[v] for v in inits] + state)
+        new_args = list(loop.body.arguments)
+        self.vmap[body.arguments[0]] = new_args[0]
+        for a, b in zip(list(body.arguments)[1:], new_args[1:]):
+            self.vmap[a] = b
+        n = len(inits)
+        if state:
+            self.stacks.values = new_args[1 + n:]
+        with ir.InsertionPoint(loop.body):
+            self.block(body)
+            scf.YieldOp([self.vmap[v] for v in terminator(body).operands] +
+                        (self.stacks.values if state else []))
+        for r, v in zip(op.results, loop.results):
+            self.vmap[r] = v
+        if state:
+            self.stacks.values = list(loop.results)[n:]
+
+    def aug_scf_if(self, op: ir.Operation) -> None:
+        state = self.threaded(op)
+        n = len(op.results)
+        has_else = len(op.regions[1].blocks) > 0
+        new = scf.IfOp(self.vmap[op.operands[0]], [r.type for r in op.results] +
+                       [v.type for v in state], has_else=has_else or bool(state))
+        branches = [(op.regions[0], new.then_block)]
+        if has_else or state:
+            branches.append((op.regions[1], new.else_block))
+        for region, block in branches:
+            if state:
+                self.stacks.values = list(state)
+            with ir.InsertionPoint(block):
+                if len(region.blocks):
+                    self.block(region.blocks[0])
+                    yields = [self.vmap[v] for v in terminator(region.blocks[0]).operands]
+                else:
+                    yields = []
+                scf.YieldOp(yields + (self.stacks.values if state else []))
+        for r, v in zip(op.results, new.results):
+            self.vmap[r] = v
+        if state:
+            self.stacks.values = list(new.results)[n:]
+
+    def aug_scf_parallel(self, op: ir.Operation) -> None:
+        """Kept parallel unless its body saves values: then run sequentially, in the order
+        the reverse pass undoes, so that the saves can go on the stacks."""
+        body = op.regions[0].blocks[0]
+        dims_ = len(body.arguments)
+        bounds = [self.vmap[v] for v in op.operands]
+        state = self.threaded(op)
+        if not state:
+            loop = scf.ParallelOp([], bounds[:dims_], bounds[dims_:2 * dims_],
+                                  bounds[2 * dims_:], [])
+            block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
+            for a, b in zip(body.arguments, block.arguments):
+                self.vmap[a] = b
+            with ir.InsertionPoint(block):
+                self.block(body)
+                scf.ReduceOp([], 0)
+            return
+        counts = [trip_count(bounds[d], bounds[dims_ + d], bounds[2 * dims_ + d])
+                  for d in range(dims_)]
+        total = index(1)
+        for c in counts:
+            total = arith.muli(total, c)
+        loop = scf.ForOp(index(0), total, index(1), state)
+        self.stacks.values = list(loop.inner_iter_args)
+        with ir.InsertionPoint(loop.body):
+            for d, iv in enumerate(unravel(loop.induction_variable, counts)):
+                self.vmap[body.arguments[d]] = arith.addi(
+                    bounds[d], arith.muli(iv, bounds[2 * dims_ + d]))
+            self.block(body)
+            scf.YieldOp(self.stacks.values)
+        self.stacks.values = list(loop.results)
+
+    def aug_scf_while(self, op: ir.Operation) -> None:
+        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+        counted = ("count", op) in self.ctx.plan.types
+        state = self.threaded(op)
+        extra_types = ([ir.IndexType.get()] if counted else []) + [v.type for v in state]
+        inits = [self.vmap[v] for v in op.operands] + ([index(0)] if counted else []) + state
+        n_b, n_a = len(before.arguments), len(after.arguments)
+        loop = scf.WhileOp([r.type for r in op.results] + extra_types, inits)
+        new_before = loop.before.blocks.append(*[a.type for a in before.arguments], *extra_types)
+        new_after = loop.after.blocks.append(*[a.type for a in after.arguments], *extra_types)
+
+        def bind(old: ir.Block, new: ir.Block, n: int) -> list[ir.Value]:
+            for a, b in zip(old.arguments, new.arguments):
+                self.vmap[a] = b
+            rest = list(new.arguments)[n:]
+            if state:
+                self.stacks.values = rest[1:] if counted else rest
+            return rest[:1] if counted else []
+
+        count = bind(before, new_before, n_b)
+        with ir.InsertionPoint(new_before):
+            self.block(before)
+            cond = terminator(before)
+            scf.ConditionOp(self.vmap[cond.operands[0]],
+                            [self.vmap[v] for v in list(cond.operands)[1:]] + count +
+                            (self.stacks.values if state else []))
+        count = bind(after, new_after, n_a)
+        with ir.InsertionPoint(new_after):
+            self.block(after)
+            scf.YieldOp([self.vmap[v] for v in terminator(after).operands] +
+                        [arith.addi(c, index(1)) for c in count] +
+                        (self.stacks.values if state else []))
+        res = list(loop.results)
+        for r, v in zip(op.results, res):
+            self.vmap[r] = v
+        rest = res[len(op.results):]
+        if counted:
+            self.extra[("count", op)] = rest[0]
+            rest = rest[1:]
+        if state:
+            self.stacks.values = rest

@@ -7,21 +7,25 @@ source (and that of what it calls, see source.fingerprint), the argument types, 
 rank, what is compiled (the kernel, or which derivative), the chip and the versions of the
 cache format and of adjit's compiler. So a machine with a GPU but no MLIR launches kernels that
 a machine with MLIR compiled into the same cache folder (`ADJIT_CACHE_DIR`); MLIR is imported
-on a miss only. Kernels are found (or compiled) before the driver is needed, so launching on a
-machine without a GPU fills the cache, then raises RuntimeError.
+on a miss only. Kernels are found (or compiled) before the driver is needed; under
+`compile_only()` that is all a launch does, which is how a machine without a GPU prepares the
+cache for one without the compiler: it makes the same calls (on NumPy arrays of the same
+dtypes and ranks) under compile_only().
 
 `workgroupsize` is not part of the key: a compiled kernel reads its block size at run time
 (passes/lower_gpu.py), so one compiled kernel serves every block size.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import importlib.util
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -43,6 +47,21 @@ if TYPE_CHECKING:
 DEFAULT_CHIP = "sm_90"
 
 
+_compile_only = contextvars.ContextVar("adjit_cuda_compile_only", default=False)
+
+
+@contextlib.contextmanager
+def compile_only() -> Iterator[None]:
+    """Within it, `device="cuda"` launches (and autodiff of them) find or compile their
+    kernels, storing them in the disk cache, and return without running anything (autodiff
+    returns zeros): no GPU or driver is needed."""
+    token = _compile_only.set(True)
+    try:
+        yield
+    finally:
+        _compile_only.reset(token)
+
+
 def chip() -> str:
     """The GPU architecture kernels compile for: ADJIT_CUDA_CHIP, or sm_90."""
     return os.environ.get("ADJIT_CUDA_CHIP", DEFAULT_CHIP)
@@ -52,7 +71,9 @@ def launch(k: Kernel, args: Sequence[Any], ndrange: tuple[int, ...],
            workgroupsize: tuple[int, ...] | None) -> None:
     """`k(*args, ndrange=..., workgroupsize=..., device="cuda")`: blocks until done."""
     types, values = specialise_cuda(k, args)
-    cuda.launch(gpu_kernel(k, types, len(ndrange)), values, ndrange, workgroupsize)
+    kernel = gpu_kernel(k, types, len(ndrange))
+    if not _compile_only.get():
+        cuda.launch(kernel, values, ndrange, workgroupsize)
 
 
 def device_value(a: Any) -> Any:
@@ -83,13 +104,15 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     ndim = len(ndrange)
     if not reverse:
         kernel = derivative_kernels(k, types, ndim, "forward", activity)["forward"]
-        cuda.launch(kernel, args, ndrange, workgroupsize)
+        if not _compile_only.get():
+            cuda.launch(kernel, args, ndrange, workgroupsize)
         return []
     kernels = derivative_kernels(k, types, ndim, "reverse", activity)
     aug, rev = kernels["aug"], kernels["rev"]
     active = [t for t, a in zip(types, activity) if a == "active"]
-    vector = [ArrayType(t, 1) for t in active]
-    sums = [gpu_kernel(_sum_into, [v, v], 1) for v in vector]    # all compiled before launching
+    sums = [gpu_kernel(_sum_into, [ArrayType(t, 1)] * 2, 1) for t in active]
+    if _compile_only.get():
+        return [t.np_dtype.type(0) for t in active]
     items = math.prod(ndrange)
     tape_params = aug.params[len(aug.params) - len(aug.tape_per_item):]
     tapes = [DeviceArray.empty(items * n, cuda.NUMPY_DTYPES[p.dtype])

@@ -60,7 +60,7 @@ def cache_dir(tmp_path, monkeypatch):
     for var in ("ADJIT_DEBUG", "ADJIT_CUDA_CHIP"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
-    for k in (saxpy, scaled, square_and_clear):
+    for k in (saxpy, scaled, square_and_clear, cuda_launch._sum_into):
         monkeypatch.setattr(k, "_cache", {})
     return tmp_path / "cache" / "gpu"
 
@@ -160,6 +160,22 @@ def test_without_a_gpu_the_error_says_so(monkeypatch, cache_dir):
     with pytest.raises(RuntimeError, match="CUDA is not available: no CUDA driver"):
         saxpy(1.0, x, x, ndrange=4, device="cuda")
     assert len(entries(cache_dir)) == 2     # compiled before the driver was needed
+
+
+def test_compile_only_compiles_and_runs_nothing(monkeypatch, cache_dir):
+    monkeypatch.setattr(cuda, "_driver", None)
+    monkeypatch.setattr(cuda, "_driver_error", RuntimeError("no CUDA driver on this machine"))
+    x = np.ones(4, np.float32)
+    with cuda_launch.compile_only():
+        saxpy(1.0, x, x, ndrange=4, device="cuda")
+        grads = adjit.autodiff(adjit.Reverse, square_and_clear, adjit.Active(2.0),
+                               adjit.Duplicated(x, x.copy()), adjit.Duplicated(x, x.copy()),
+                               ndrange=4, device="cuda")
+    assert grads == (0.0, None, None) and type(grads[0]) is np.float32
+    np.testing.assert_array_equal(x, 1)
+    assert len(entries(cache_dir)) == 2 * 4      # saxpy; aug, rev and _sum_into
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        saxpy(1.0, x, x, ndrange=4, device="cuda")
 
 
 def test_device_arrays_are_for_cuda_launches():

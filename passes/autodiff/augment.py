@@ -8,10 +8,10 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from .activity import terminator
+from .activity import AliasClasses, terminator
 from .context import ReverseContext
-from .ir_util import (clone_op, func_type, index, ops, parent_op, trip_count, unravel,
-                      zeroed_like)
+from .ir_util import (clone_op, func_type, index, is_memref, ops, parent_op, trip_count,
+                      unravel, walk, zeroed_like)
 from .launch import augmented_launch
 from .signature import TapeField, aug_inputs
 from .tape import Key, Stacks
@@ -249,3 +249,49 @@ class AugGen:
             rest = rest[1:]
         if state:
             self.stacks.values = rest
+
+
+# Ops whose effects the caller may see even when no result of theirs is used.
+EFFECTS = ("func.call", "adj.launch", "adj.sync", "adj.check", "memref.dealloc")
+WRITES = ("memref.store", "memref.atomic_rmw", "memref.copy")
+
+
+def prune_unneeded(fn: ir.Operation) -> None:
+    """Erases from the augmented function what neither its results nor memory that outlives it
+    (its arguments', returned arrays) depend on: the primal result's computation, in Reverse
+    without the primal, along with what only fed it (a reduction's partial sums, say)."""
+    classes = AliasClasses(fn)
+    entry = fn.regions[0].blocks[0]
+    ret = terminator(entry)
+    outside = {classes.find(v) for v in list(entry.arguments) + list(ret.operands)
+               if is_memref(v.type)}
+    all_ops = list(walk(fn))[1:]
+    writers: dict[ir.Value, list[ir.Operation]] = {}
+    for op in all_ops:
+        if op.name in WRITES:
+            writers.setdefault(classes.find(op.operands[1]), []).append(op)
+    live: set[ir.Operation] = set()
+    work = [op for op in all_ops if op.name in EFFECTS or op == ret or (
+        op.name in WRITES and classes.find(op.operands[1]) in outside)]
+    read: set[ir.Value] = set()
+    while work:
+        op = work.pop()
+        if op in live:
+            continue
+        live.add(op)
+        parent = op.parent.operation
+        if parent != fn:
+            work.append(parent)
+        for region in op.regions:
+            for block in region.blocks:
+                work.append(terminator(block))
+        for v in op.operands:
+            if isinstance(v, ir.OpResult):
+                work.append(v.owner.operation)
+            if is_memref(v.type) and classes.find(v) not in read:
+                # What reads an array needs every write into it.
+                read.add(classes.find(v))
+                work.extend(writers.get(classes.find(v), []))
+    for op in reversed(all_ops):
+        if op not in live:
+            op.erase()

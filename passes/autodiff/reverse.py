@@ -26,11 +26,12 @@ from mlir.dialects import arith, func, memref, scf
 
 from ...dialects.adj import AdjError
 from .activity import Activity, terminator
-from .augment import AugGen
+from .augment import AugGen, prune_unneeded
 from .context import ReverseContext
-from .ir_util import (ATOMIC_ADDF, VIEW_OPS, clone_op, defining_block, dims, for_each_index,
-                      func_type, index, is_ancestor, is_float, is_memref, memref_type, or_zero,
-                      ops, parent_op, trip_count, unravel, view_of, walk, zero, zeroed_like)
+from .ir_util import (ATOMIC_ADDF, VIEW_OPS, add, clone_op, defining_block, dims,
+                      for_each_index, func_type, index, is_ancestor, is_float, is_memref,
+                      memref_type, or_zero, ops, parent_op, trip_count, unravel, view_of, walk,
+                      zero, zeroed_like)
 from .launch import launch_signature, reverse_launch
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import Derivative, Signature, adjoint_types, aug_inputs, dret_types
@@ -58,6 +59,7 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
         rev = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
         fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
         aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+    prune_unneeded(aug)
     aug.move_before(rev)
     tape_attr = ir.ArrayAttr.get([f.attr() for f in fields])
     aug.attributes[TAPE_ATTR] = tape_attr
@@ -134,7 +136,8 @@ class RevGen:
         self._hand: dict[ir.Value, bool] = {}
         self.act = ctx.act
         self.scope: Scope | None = None
-        self.adj: list[dict[ir.Value, ir.Value]] = [{}]
+        self.adj: list[dict[ir.Value, ir.Value | None]] = [{}]
+        self._carried: list[list[ir.Value | None]] = []
         self.markers: list[ir.Operation] = []
         self.placeholders: dict = {}
 
@@ -349,7 +352,7 @@ class RevGen:
         if contribution is None or not self.act.active(v):
             return
         current = self.get_adj(v)
-        self.adj[-1][v] = contribution if current is None else arith.addf(current, contribution)
+        self.adj[-1][v] = add(current, contribution)
 
     def accumulate(self, shadow: ir.Value, indices: list[ir.Value], d: ir.Value) -> None:
         """shadow[indices] += d (atomically in a kernel: work items may share an element)."""
@@ -475,12 +478,16 @@ class RevGen:
 
     # -- control flow ------------------------------------------------------------------------
     def _open(self, outer: list[ir.Value], carried: list[ir.Value | None]) -> None:
-        """A new adjoint frame in which `outer` values start from `carried`."""
-        self.adj.append({o: c for o, c in zip(outer, carried) if c is not None})
+        """A new adjoint frame for a reversed region, in which the adjoints of `outer` values
+        (which come in as `carried`) collect the region's contributions from zero: added to
+        `carried` only once, at _close, so that in a loop the sum over one iteration does not
+        wait on the previous iteration's."""
+        self.adj.append({o: None for o in outer})
+        self._carried.append(carried)
 
     def _close(self, outer: list[ir.Value]) -> list[ir.Value | None]:
-        frame = self.adj.pop()
-        return [frame.get(o) for o in outer]
+        frame, carried = self.adj.pop(), self._carried.pop()
+        return [add(c, frame[o]) for o, c in zip(outer, carried)]
 
     def _set_outer(self, outer: list[ir.Value], values: list[ir.Value]) -> None:
         for o, v in zip(outer, values):

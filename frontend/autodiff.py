@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..runtime.device_array import DeviceArray
-from .functions import Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, specialise
+from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
+                        specialise)
 from .types import ArrayType
 
 if TYPE_CHECKING:
@@ -100,7 +101,8 @@ def _check(name: str, params: list[str], anns: list[Annotation], types: list,
                                 "Duplicated(x, dx)")
             if isinstance(t, ArrayType):
                 d = a.dval
-                if not isinstance(d, (np.ndarray, DeviceArray) if device == "cuda" else np.ndarray):
+                shadow_types = (np.ndarray, DeviceArray) if device == "cuda" else (np.ndarray,)
+                if not isinstance(d, shadow_types):
                     raise TypeError(f"{where}: the shadow must be a NumPy array"
                                     f"{' or a GPU array' if device == 'cuda' else ''}, got "
                                     f"{type(d).__name__}")

@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+# adjit's own kernels (_sum_into) are written as users write them; this module is imported
+# lazily, when the package is complete.
+import adjit
+
 from ..runtime import cuda, kernel_cache
 from ..runtime.device_array import DeviceArray, as_device_array
 from ..runtime.kernel_cache import GpuKernel
-import adjit      # adjit's own kernels are written as users write them (this module is
-                  # imported lazily: the package is complete by then)
 from .functions import debug_enabled, specialise
 from .source import fingerprint
 from .types import ArrayType
@@ -45,7 +47,6 @@ if TYPE_CHECKING:
 # A compiling machine has no GPU to ask for its architecture: PTX for sm_90 runs on Hopper
 # and, JIT-compiled by the driver, on later GPUs.
 DEFAULT_CHIP = "sm_90"
-
 
 _compile_only = contextvars.ContextVar("adjit_cuda_compile_only", default=False)
 

@@ -188,7 +188,7 @@ def _with_values(a: Annotation, convert: Callable) -> Annotation:
 
 
 def _derivative(f, mode: Mode, anns, types, nd, wgs) -> Derivative:
-    key = (mode.reverse, mode.with_primal, tuple(a.activity for a in anns), tuple(types), nd and
+    key = (mode, tuple(a.activity for a in anns), tuple(types), nd and
            len(nd), wgs, debug_enabled())
     cache = f.__dict__.setdefault("_derivatives", {})
     d = cache.get(key)

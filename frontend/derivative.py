@@ -15,6 +15,7 @@ from mlir.dialects import arith, func
 from ..dialects import adj
 from .autodiff import Annotation, Duplicated, Mode
 from .compiler import CompileUnit, function_type
+from .errors import CompilationError
 from .functions import Function, Kernel, debug_enabled
 from .rule_compiler import make_rule_provider
 from .types import ArrayType, bool_, f32, f64, i32, i64, index
@@ -24,13 +25,29 @@ if TYPE_CHECKING:
 
 
 def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
-             ret_activity: str, with_primal: bool) -> None:
+             ret_activity: str, with_primal: bool, overwritten: bool = False) -> None:
+    """An `adj.autodiff` request. `overwritten`: the caller may change the arrays between
+    the augmented and the reverse call (split mode from Python: the user's code runs in
+    between), so the pass must tape what it would otherwise reload (Enzyme's default)."""
     with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
         s = ir.StringAttr.get
-        ir.Operation.create("adj.autodiff", attributes={
-            "sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol), "mode": s(mode),
-            "activity": ir.ArrayAttr.get([s(a) for a in activity]),
-            "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)})
+        attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol),
+                 "mode": s(mode), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
+                 "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)}
+        if overwritten:
+            attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(True)] * len(activity))
+        ir.Operation.create("adj.autodiff", attributes=attrs)
+
+
+def run_pass(unit: CompileUnit) -> None:
+    """The autodiff pass over `unit`; what it refuses becomes an error at the user's line."""
+    from ..dialects.adj import AdjError
+    from ..passes.autodiff import run_autodiff
+    try:
+        run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+    except AdjError as e:
+        raise CompilationError.at_location(f"cannot differentiate this: {e}",
+                                           str(e.op.location)) from None
 
 
 def _generated(unit: CompileUnit, symbol: str) -> tuple[list, list]:
@@ -53,7 +70,6 @@ class Derivative:
 
     def __init__(self, target: Function | Kernel, mode: Mode, anns: list[Annotation],
                  types: list, ndrange: tuple | None, wgs):
-        from ..passes.autodiff import run_autodiff
         from ..runtime.engine import compile_module
         self.mode = mode
         unit = CompileUnit(debug_enabled())
@@ -70,9 +86,9 @@ class Derivative:
             if isinstance(target, Kernel):
                 activity = activity + ["const"] * len(ndrange)
             _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
-                     ret, mode.with_primal)
+                     ret, mode.with_primal, overwritten=mode.split)
             self.ret_activity = ret
-            run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+            run_pass(unit)
             flat_t = self._flat_types(anns, types, ndrange)
             if mode.reverse:
                 self._reverse_entries(unit, flat_t, anns, types)
@@ -157,7 +173,6 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
     the "rev"erse kernel (passes/autodiff has their ABI). Unlike `Derivative`, which
     differentiates a host function launching `k`, this asks for the kernel's own derivative:
     on the GPU, Python does what that function's derivative would (cuda_launch.py)."""
-    from ..passes.autodiff import run_autodiff
     from ..passes.autodiff.reverse import TAPE_ATTR
     from ..passes.lower_gpu import kernel_to_ptx
     unit = CompileUnit(debug)
@@ -165,7 +180,7 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
         symbol = unit.kernel(k, types, ndim)
         name = f"{symbol}__{mode}"        # what profilers and errors show
         _request(unit, name, symbol, mode, list(activity), "const", False)
-        run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+        run_pass(unit)
         if mode == "forward":
             return {"forward": kernel_to_ptx(unit.module, name, chip)}
         fields = ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR])

@@ -14,6 +14,18 @@ class CompilationError(Exception):
             text += f"\n    {source_line.rstrip()}\n    {' ' * col}^"
         super().__init__(text)
 
+    @classmethod
+    def at_location(cls, message: str, location: str) -> "CompilationError":
+        """An error at an MLIR location (`loc("file.py":12:5)`, as the frontend gives every
+        op), with the source line read back."""
+        import linecache
+        import re
+        m = re.search(r'"([^"]+)":(\d+):(\d+)', location)
+        if m is None:
+            return cls(message)
+        filename, line, col = m.group(1), int(m.group(2)), int(m.group(3)) - 1
+        return cls(message, filename, line, col, linecache.getline(filename, line) or None)
+
 
 class UserError(Exception):
     """Raised by code generation helpers that do not know the AST node; the visitor turns it

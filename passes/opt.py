@@ -80,9 +80,9 @@ def _ops(root: ir.Operation, keep: Callable[[ir.Operation], bool]) -> list[ir.Op
 def _emit_llvm(module: ir.Module) -> str:
     """LLVM IR of the module, lowered as the runtime lowers it (the runtime's own pipeline)."""
     from mlir.dialects import llvm
-    from .pipeline import cpu_pipeline, lower_to_llvm
+    from .pipeline import lower_to_llvm, run_cpu_pipeline
     if ERROR_TABLE_ATTR in module.operation.attributes:   # lower_cpu ran: do not run it twice
-        run_pipeline(module.operation, cpu_pipeline())
+        run_cpu_pipeline(module)
     else:
         lower_to_llvm(module)
     op = module.operation

@@ -104,23 +104,33 @@ class Lowered:
         return self._ptx()
 
 
-class Function:
-    """`@adjit.func` (a device function, callable from kernels) and `@adjit.jit` (a host
-    function: arrays, launches). Both can be called from Python."""
+class _Decorated:
+    """What every decorated function keeps: the Python function, its parsed source, its
+    parameters with their annotations, and its compiled specialisations."""
+    kind = ""
 
-    def __init__(self, pyfn: Callable, kind: str):
-        self.pyfn, self.kind = pyfn, kind
+    def __init__(self, pyfn: Callable):
+        self.pyfn = pyfn
         self.__name__ = pyfn.__name__
         self.__doc__ = pyfn.__doc__
         self.__wrapped__ = pyfn
         self.source = parse_source(pyfn)
         self.params = list(inspect.signature(pyfn).parameters)
         self.annotations = annotations_of(pyfn)
-        self._cache: dict[tuple, Compiled] = {}
-        self.rules = {}    # custom derivative rules (adjit.rules), by kind
+        self._cache: dict[tuple, object] = {}
 
     def __repr__(self) -> str:
         return f"<adjit.{self.kind} {self.__name__}>"
+
+
+class Function(_Decorated):
+    """`@adjit.func` (a device function, callable from kernels) and `@adjit.jit` (a host
+    function: arrays, launches). Both can be called from Python."""
+
+    def __init__(self, pyfn: Callable, kind: str):
+        super().__init__(pyfn)
+        self.kind = kind
+        self.rules = {}    # custom derivative rules (adjit.rules), by kind
 
     def __call__(self, *args):
         types, values = specialise(self.__name__, self.params, self.annotations, args)
@@ -174,21 +184,9 @@ def _workgroup_tuple(wgs, ndim: int, name: str) -> tuple[int, ...] | None:
     return tuple(int(w) for w in items)
 
 
-class Kernel:
+class Kernel(_Decorated):
     """`@adjit.kernel`: a function run once per point of an index space."""
-
-    def __init__(self, pyfn: Callable):
-        self.pyfn = pyfn
-        self.__name__ = pyfn.__name__
-        self.__doc__ = pyfn.__doc__
-        self.__wrapped__ = pyfn
-        self.source = parse_source(pyfn)
-        self.params = list(inspect.signature(pyfn).parameters)
-        self.annotations = annotations_of(pyfn)
-        self._cache: dict[tuple, object] = {}
-
-    def __repr__(self) -> str:
-        return f"<adjit.kernel {self.__name__}>"
+    kind = "kernel"
 
     def _check_device(self, device: str) -> str:
         if device not in ("cpu", "cuda"):

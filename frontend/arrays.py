@@ -100,9 +100,7 @@ def _bounds_check(a: Array, subs: list[ir.Value]) -> ir.Value:
     for d, s in enumerate(subs):
         inside = arith.cmpi(arith.CmpIPredicate.ult, s, memref.dim(a.value, idx(d)))
         ok = inside if ok is None else arith.andi(ok, inside)
-    loc = ir.Location.current
-    where = f" at {loc.filename}:{loc.start_line}" if loc.is_a_file() else ""
-    adj.check(ok, "IndexError", f"index out of bounds for a {a.type.ndim}-D array{where}")
+    adj.check(ok, "IndexError", f"index out of bounds for a {a.type.ndim}-D array")
     return ok
 
 

@@ -59,10 +59,20 @@ def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operati
     launch.erase()
 
 
+def _where(op: ir.Operation) -> str:
+    """' (at file:line)' for an op the frontend located in user code, so that the raised
+    error names the line (a callsite location names the innermost user line)."""
+    loc = op.location
+    while loc.is_a_callsite():
+        loc = loc.callee
+    named = loc.is_a_file() and loc.filename != "-"   # "-": IR parsed from a string
+    return f" (at {loc.filename}:{loc.start_line})" if named else ""
+
+
 def lower_checks(module: ir.Operation) -> None:
     checks = _ops_named(module, "adj.check")
     table = [f"{ir.StringAttr(c.attributes['error']).value}\x1f"
-             f"{ir.StringAttr(c.attributes['message']).value}" for c in checks]
+             f"{ir.StringAttr(c.attributes['message']).value}{_where(c)}" for c in checks]
     module.attributes[ERROR_TABLE_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in table])
     if not checks:
         return

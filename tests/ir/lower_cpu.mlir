@@ -3,7 +3,7 @@
 // number (1, 2, ... in the module's adj.error_table) into the error cell when it fails.
 // RUN: adjit-opt %s --adj-lower-cpu | FileCheck %s --implicit-check-not='"adj.'
 
-// CHECK: module attributes {adj.error_table = ["IndexError\1Findex out of range", "ValueError\1Fnegative"]}
+// CHECK: module attributes {adj.error_table = ["IndexError\1Findex out of range (at {{.*}}lower_cpu.mlir:26)", "ValueError\1Fnegative (at {{.*}}lower_cpu.mlir:40)"]}
 // CHECK: memref.global "public" @__adj_error : memref<1xi64> = dense<0>
 
 // CHECK-LABEL: func.func @k(

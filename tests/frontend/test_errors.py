@@ -480,3 +480,13 @@ def test_integer_to_a_negative_power_raises_value_error():
     with pytest.raises(ValueError, match="negative"):
         f(2, -1)
     assert f(2, 10) == 1024
+
+
+@adjit.jit
+def _add_arrays(x, y):
+    return x + y
+
+
+def test_shape_mismatch_names_the_line():
+    with pytest.raises(ValueError, match=r"different shapes \(at .*test_errors.py:\d+\)"):
+        _add_arrays(np.ones(3), np.ones(4))

@@ -79,7 +79,13 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
             if isinstance(ann, ArrayType):
                 raise TypeError(f"{name}(): argument {p!r} must be {ann!r}, got {type(a).__name__}")
             t = ann
-            a = ann.np_dtype.type(a)
+            try:
+                a = ann.np_dtype.type(a)
+            except (OverflowError, ValueError, TypeError) as e:
+                raise type(e)(f"{name}(): argument {p!r}: cannot convert {a!r} to "
+                              f"{ann!r}: {e}") from None
+        elif isinstance(a, int) and not isinstance(a, bool) and not -2**63 <= a < 2**63:
+            raise OverflowError(f"{name}(): argument {p!r}: {a} does not fit in int64")
         types.append(t)
         values.append(a)
     return types, values

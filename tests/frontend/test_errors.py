@@ -490,3 +490,20 @@ def _add_arrays(x, y):
 def test_shape_mismatch_names_the_line():
     with pytest.raises(ValueError, match=r"different shapes \(at .*test_errors.py:\d+\)"):
         _add_arrays(np.ones(3), np.ones(4))
+
+
+@adjit.jit
+def _twice_int(n: int):
+    return n * 2
+
+
+@adjit.jit
+def _twice_any(n):
+    return n * 2
+
+
+def test_int_argument_out_of_range_is_named():
+    with pytest.raises(OverflowError, match="argument 'n'"):
+        _twice_int(2 ** 70)
+    with pytest.raises(OverflowError, match="argument 'n'.*int64"):
+        _twice_any(2 ** 70)

@@ -1,16 +1,18 @@
 """The CPU JIT: an adj-level module in, Python callables for its entry functions out.
 
-`compile_module` lowers a copy of the module (passes/pipeline.py) and builds an MLIR
-ExecutionEngine. Compiled modules are cached by module text and options for the life of
-the process, and never destroyed: after a launch returns, async-runtime workers may still
-be running the last instructions of their task in the module's code (measured: destroying
-the engine right after a parallel launch crashed 3 runs in 20).
+`compile_module` finds the module's shared object in the disk cache (runtime/cpu_cache.py)
+and loads it, or lowers a copy of the module (passes/pipeline.py), builds an MLIR
+ExecutionEngine, and has the cache build the shared object in the background for the next
+process. Compiled modules are also cached by key for the life of the process, and never
+destroyed or unloaded: after a launch returns, async-runtime workers may still be running the
+last instructions of their task in the module's code (measured: destroying the engine right
+after a parallel launch crashed 3 runs in 20).
 """
 from __future__ import annotations
 
 import builtins
 import ctypes
-import hashlib
+import functools
 import os
 import threading
 from pathlib import Path
@@ -22,8 +24,9 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..passes.lower_cpu import ERROR_GLOBAL, ERROR_TABLE_ATTR
 from ..passes.pipeline import default_num_threads, llvm_ir_text, lower_to_llvm
+from . import cpu_cache
 from .abi import Type, lookup, make_caller
-from .memory import runtime_symbols
+from .memory import allocator_is_global, runtime_symbols
 
 _LIB = Path(list(mlir.__path__)[0]) / "lib"
 # Loaded once, globally, so that every engine resolves the async runtime from the process.
@@ -66,14 +69,18 @@ def _exception_class(kind: str) -> type[Exception]:
 
 
 class CompiledModule:
-    """A compiled module: `function()` gives callables for its entry functions."""
+    """A compiled module: `function()` gives callables for its entry functions.
 
-    def __init__(self, engine: ExecutionEngine, errors: list[tuple[type[Exception], str]],
-                 source: str, context: ir.Context, num_threads: int):
-        self._engine = engine
-        self._errors = errors
+    `lookup` gives a symbol's address in the module's code (0 if absent), which `owner`, an
+    ExecutionEngine or a cache entry's shared object, holds."""
+
+    def __init__(self, lookup: Callable[[str], int], owner: object,
+                 errors: Sequence[tuple[str, str]], source: str, context: ir.Context,
+                 num_threads: int):
+        self._lookup, self._owner = lookup, owner
+        self._errors = [(_exception_class(kind), message) for kind, message in errors]
         self._source, self._context, self._num_threads = source, context, num_threads
-        cell = lookup(engine, ERROR_GLOBAL) if errors else 0
+        cell = lookup(ERROR_GLOBAL) if errors else 0
         self._error_cell = ctypes.c_int64.from_address(cell) if cell else None
 
     def _raise_reported_error(self) -> None:
@@ -91,7 +98,7 @@ class CompiledModule:
         """A callable for entry function `name` with these adjit parameter and result
         types: it takes Python values and returns None, one value or a tuple; arrays come
         back as NumPy arrays that own their memory."""
-        address = lookup(self._engine, f"_mlir_ciface_{name}")
+        address = self._lookup(f"_mlir_ciface_{name}")
         if not address:
             raise KeyError(f"no entry function {name!r} with a C interface in this module")
         return make_caller(address, name, arg_types, result_types, self._raise_reported_error)
@@ -102,21 +109,37 @@ _cache_lock = threading.Lock()
 
 
 def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
-    """Compiles an adj-level module (left unchanged) for this CPU."""
-    text = str(module)
+    """Compiles an adj-level module (left unchanged) for this CPU, or loads it from the disk
+    cache."""
+    # With locations: errors raised by compiled code (adj.check) name the user's line.
+    text = module.operation.get_asm(enable_debug_info=True)
     num_threads = default_num_threads()
-    key = hashlib.sha256(f"{opt_level}\0{num_threads}\0{text}".encode()).hexdigest()
+    key = cpu_cache.key(text, opt_level, num_threads)
     with _cache_lock:
         compiled = _cache.get(key)
         if compiled is None:
             if num_threads > 1:
                 _start_async_pool(num_threads)
-            compiled = _compile(text, module.context, opt_level, num_threads)
+            compiled = (_load(key, text, module.context, num_threads)
+                        or _compile(key, text, module.context, opt_level, num_threads))
             _cache[key] = compiled
     return compiled
 
 
-def _compile(source: str, context: ir.Context, opt_level: int, num_threads: int) -> CompiledModule:
+def _load(key: str, source: str, context: ir.Context, num_threads: int) -> CompiledModule | None:
+    folder = cpu_cache.directory()
+    # ADJIT_DUMP_IR asks to see the lowering happen. Cached code calls the allocator by
+    # name, so it can be loaded only where the allocator is in the global scope.
+    if folder is None or os.environ.get("ADJIT_DUMP_IR") or not allocator_is_global():
+        return None
+    entry = cpu_cache.load(folder, key)
+    if entry is None:
+        return None
+    return CompiledModule(entry.address, entry, entry.errors, source, context, num_threads)
+
+
+def _compile(key: str, source: str, context: ir.Context, opt_level: int,
+             num_threads: int) -> CompiledModule:
     module = ir.Module.parse(source, context)
     lower_to_llvm(module, num_threads)
     if os.environ.get("ADJIT_DUMP_IR"):
@@ -125,8 +148,16 @@ def _compile(source: str, context: ir.Context, opt_level: int, num_threads: int)
     errors = []
     for entry in ir.ArrayAttr(table):
         kind, _, message = ir.StringAttr(entry).value.partition("\x1f")
-        errors.append((_exception_class(kind), message))
+        errors.append((kind, message))
     engine = ExecutionEngine(module, opt_level=opt_level)
     for symbol, address in runtime_symbols().items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
-    return CompiledModule(engine, errors, source, context, num_threads)
+    folder = cpu_cache.directory()
+    if folder is not None and cpu_cache.can_store():
+        # Translated here (a few ms) because the context is this thread's; the rest, in
+        # other processes, runs in the background. (The import costs ~25 ms: only if needed.)
+        from mlir.dialects.llvm import translate_module_to_llvmir
+        llvm_ir = str(translate_module_to_llvmir(module.operation))
+        cpu_cache.store_later(folder, key, llvm_ir, opt_level, errors)
+    return CompiledModule(functools.partial(lookup, engine), engine, errors, source, context,
+                          num_threads)

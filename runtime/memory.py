@@ -6,24 +6,31 @@ One allocator serves compiled code and Python: compiled modules lower `memref.al
 `allocate` and arrays returned by compiled code use them too. So `bytes_in_use` counts
 temporaries inside compiled code, arrays it returns (until NumPy frees them), and tapes.
 
-The allocator is native code, compiled once per process by MLIR itself: allocation happens
-on async-runtime worker threads, where a Python callback would need the GIL. Counters are
+The allocator is native code, written in the LLVM dialect: allocation happens on
+async-runtime worker threads, where a Python callback would need the GIL. Counters are
 updated with atomic instructions. Each block carries a 16-byte header (offset to the start
-of the block, requested size) so that free knows what to subtract.
+of the block, requested size) so that free knows what to subtract. A process loads it from
+the disk cache (runtime/cpu_cache.py) RTLD_GLOBAL, where modules loaded from that cache find
+it by name; the first process, or one without the cache, compiles it with an
+ExecutionEngine (~20 ms), where only modules compiled in-process can reach it.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from math import prod
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..frontend.types import ScalarType
+from . import cpu_cache
 from .abi import lookup
+
+_OPT_LEVEL = 2
 
 _ALLOCATOR = """
 llvm.mlir.global external @adj_bytes_in_use(0 : i64) : i64
@@ -31,7 +38,7 @@ llvm.mlir.global external @adj_peak_bytes(0 : i64) : i64
 llvm.func @malloc(i64) -> !llvm.ptr
 llvm.func @free(!llvm.ptr)
 
-llvm.func @adj_alloc(%size: i64) -> !llvm.ptr {
+llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   %header = llvm.mlir.constant(16 : i64) : i64
   %total = llvm.add %size, %header : i64
   %block = llvm.call @malloc(%total) : (i64) -> !llvm.ptr
@@ -54,7 +61,7 @@ llvm.func @adj_alloc(%size: i64) -> !llvm.ptr {
   llvm.return %p : !llvm.ptr
 }
 
-llvm.func @adj_free(%p: !llvm.ptr) {
+llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
   %null = llvm.mlir.zero : !llvm.ptr
   %is_null = llvm.icmp "eq" %p, %null : !llvm.ptr
   llvm.cond_br %is_null, ^done, ^free
@@ -78,17 +85,30 @@ llvm.func @adj_free(%p: !llvm.ptr) {
 
 class _Allocator:
     def __init__(self) -> None:
-        with ir.Context(), ir.Location.unknown():
-            self.engine = ExecutionEngine(ir.Module.parse(_ALLOCATOR), opt_level=2)
-        # Never destroyed, not even while the interpreter shuts down: arrays it allocated
-        # may be freed after every module is gone.
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.engine))
-        self.alloc_addr = lookup(self.engine, "adj_alloc")
-        self.free_addr = lookup(self.engine, "adj_free")
+        folder = cpu_cache.directory()
+        key = cpu_cache.key(_ALLOCATOR, _OPT_LEVEL, 1)
+        entry = cpu_cache.load(folder, key, global_scope=True) if folder is not None else None
+        self.is_global = entry is not None
+        if entry is not None:
+            address: Callable[[str], int] = entry.address
+        else:
+            with ir.Context(), ir.Location.unknown():
+                module = ir.Module.parse(_ALLOCATOR)
+                engine = ExecutionEngine(module, opt_level=_OPT_LEVEL)
+                if folder is not None and cpu_cache.can_store():
+                    from mlir.dialects.llvm import translate_module_to_llvmir
+                    llvm_ir = str(translate_module_to_llvmir(module.operation))
+                    cpu_cache.store_later(folder, key, llvm_ir, _OPT_LEVEL, [])
+            # Never destroyed, not even while the interpreter shuts down: arrays it allocated
+            # may be freed after every module is gone. (A shared object is never unloaded.)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
+            address = functools.partial(lookup, engine)
+        self.alloc_addr = address("_mlir_memref_to_llvm_alloc")
+        self.free_addr = address("_mlir_memref_to_llvm_free")
         self.alloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(self.alloc_addr)
         self.free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.free_addr)
-        self.in_use = ctypes.c_int64.from_address(lookup(self.engine, "adj_bytes_in_use"))
-        self.peak = ctypes.c_int64.from_address(lookup(self.engine, "adj_peak_bytes"))
+        self.in_use = ctypes.c_int64.from_address(address("adj_bytes_in_use"))
+        self.peak = ctypes.c_int64.from_address(address("adj_peak_bytes"))
 
 
 _allocator: _Allocator | None = None
@@ -102,6 +122,12 @@ def _get() -> _Allocator:
             if _allocator is None:
                 _allocator = _Allocator()
     return _allocator
+
+
+def allocator_is_global() -> bool:
+    """Whether the allocator is in the process's global scope, where shared objects from
+    the disk cache resolve it."""
+    return _get().is_global
 
 
 def runtime_symbols() -> dict[str, int]:

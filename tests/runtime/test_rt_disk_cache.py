@@ -80,14 +80,19 @@ print(json.dumps({{"values": values, "held": held, "freed": freed, "error": erro
 """
 
 
-def run(cache: Path | str | None, mode: str = "any", **env: str) -> subprocess.CompletedProcess:
-    """SCRIPT in a new process with ADJIT_CACHE_DIR=cache (None: unset) and `env`."""
+def environment(cache: Path | None, **env: str) -> dict[str, str]:
+    """This process's environment with ADJIT_CACHE_DIR=cache (None: unset) and `env`."""
     full = {k: v for k, v in os.environ.items() if k not in ("ADJIT_CACHE_DIR", "ADJIT_DISK_CACHE")}
     full.update({"ADJIT_NUM_THREADS": "2", **env})   # a parallel launch: the async runtime
     if cache is not None:
         full["ADJIT_CACHE_DIR"] = str(cache)
+    return full
+
+
+def run(cache: Path | None, mode: str = "any", **env: str) -> subprocess.CompletedProcess:
+    """SCRIPT in a new process (see `environment`)."""
     return subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True,
-                          env=full, timeout=120)
+                          env=environment(cache, **env), timeout=120)
 
 
 def results(done: subprocess.CompletedProcess) -> dict:
@@ -125,6 +130,18 @@ def test_the_next_process_loads_instead_of_compiling(warm):
     assert second["values"] == first["values"]
     assert second["held"] >= 8000 and second["freed"]   # the cached code allocates through adjit
     assert second["error"] == "negative length"          # the error cell is found
+
+
+def test_processes_filling_one_cache_at_once_leave_whole_entries(tmp_path):
+    cache = tmp_path / "cache"
+    racing = [subprocess.Popen([sys.executable, "-c", SCRIPT, "any"], env=environment(cache),
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+              for _ in range(3)]
+    for process in racing:
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr
+    assert len(entries(cache)) == 4                    # no temporary files left behind
+    results(run(cache, "cached-only"))
 
 
 def copy_of(warm, tmp_path) -> Path:

@@ -30,19 +30,22 @@ written.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import json
 import logging
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Callable
 
 import llvm
 import mlir
@@ -177,7 +180,79 @@ def can_store() -> bool:
     return _tools() is not None
 
 
-_writer: tuple[int, ThreadPoolExecutor] | None = None
+# How long a process waits at exit for the builds it queued. A short script's entries are
+# done by then; a backlog (hundreds of modules) is dropped, for later processes to build.
+EXIT_WAIT_S = 2.0
+
+
+class _Stopped(Exception):
+    """The process is exiting: builds are abandoned."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    folder: Path
+    key: str
+    llvm_ir: str
+    opt_level: int
+    errors: list[tuple[str, str]]
+
+
+class _Writer:
+    """The background thread that builds entries, one at a time (so never taking more than
+    one core from the program), at low priority.
+
+    A daemon thread stopped by an atexit hook rather than a thread Python joins at exit: the
+    hook waits EXIT_WAIT_S at most, then kills the build under way (whose temporary files
+    are removed) and drops the rest."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.jobs: queue.Queue[_Job | None] = queue.Queue()
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.process: subprocess.Popen | None = None
+        self.thread = threading.Thread(target=self._work, name="adjit-cpu-cache", daemon=True)
+        self.thread.start()
+        atexit.register(self.stop)
+
+    def _work(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            try:
+                if not self.stopped:
+                    _store(job, self._run)
+            finally:
+                self.jobs.task_done()
+
+    def _run(self, command: list[str]) -> None:
+        with self.lock:
+            if self.stopped:
+                raise _Stopped
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with self.process as process:
+            # Behind the program's own threads (its launches use every core) for the CPUs.
+            os.setpriority(os.PRIO_PROCESS, process.pid, 10)
+            _, stderr = process.communicate()
+        if process.returncode:
+            raise subprocess.CalledProcessError(process.returncode, command, stderr=stderr)
+
+    def stop(self) -> None:
+        if os.getpid() != self.pid:   # a forked child inherits the hook, not the thread
+            return
+        deadline = time.monotonic() + EXIT_WAIT_S
+        with self.jobs.all_tasks_done:
+            while self.jobs.unfinished_tasks and (left := deadline - time.monotonic()) > 0:
+                self.jobs.all_tasks_done.wait(left)
+        with self.lock:
+            self.stopped = True
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+        self.jobs.put(None)
+        self.thread.join()
+
+
+_writer: _Writer | None = None
 _writer_lock = threading.Lock()
 
 
@@ -187,49 +262,47 @@ def store_later(folder: Path, key: str, llvm_ir: str, opt_level: int,
     module translated to LLVM IR before LLVM's optimisations, compiled at `opt_level`."""
     global _writer
     with _writer_lock:
-        # One thread, so builds never take more than one core from the program; made
-        # again in a forked child, which has the executor but not its thread.
-        if _writer is None or _writer[0] != os.getpid():
-            _writer = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="adjit-cpu-cache"))
-        _writer[1].submit(_store, folder, key, llvm_ir, opt_level, errors)
+        if _writer is None or _writer.pid != os.getpid():   # a forked child: a thread of its own
+            _writer = _Writer()
+        _writer.jobs.put(_Job(folder, key, llvm_ir, opt_level, errors))
 
 
-def _store(folder: Path, key: str, llvm_ir: str, opt_level: int,
-           errors: list[tuple[str, str]]) -> None:
+def _store(job: _Job, run: Callable[[list[str]], None]) -> None:
+    try:
+        # Not a TemporaryDirectory: its atexit cleanup could run before the writer stops.
+        work = Path(tempfile.mkdtemp(prefix="adjit-build-"))
+        try:
+            data = _build(job.llvm_ir, job.opt_level, work, run)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        meta = {"format": FORMAT_VERSION, "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(), "errors": job.errors}
+        job.folder.mkdir(parents=True, exist_ok=True)
+        _write_atomic(job.folder / f"{job.key}.so", data)
+        _write_atomic(job.folder / f"{job.key}.json", json.dumps(meta).encode())
+    except _Stopped:
+        pass
+    except (OSError, subprocess.CalledProcessError) as e:
+        stderr = e.stderr if isinstance(e, subprocess.CalledProcessError) else b""
+        _log.debug("no CPU cache entry %s: %s %s", job.key, e, stderr.decode(errors="replace"))
+
+
+def _build(llvm_ir: str, opt_level: int, work: Path, run: Callable[[list[str]], None]) -> bytes:
+    """The shared object of `llvm_ir`, built in folder `work`."""
     tools = _tools()
     assert tools is not None, "store_later without can_store()"
     opt, llc, cc = tools
     triple, cpu, features = _target()
     target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
-    try:
-        with tempfile.TemporaryDirectory(prefix="adjit-build-") as work:
-            ll, bc, obj, so = (Path(work) / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
-            ll.write_text(llvm_ir)
-            _run([opt, f"-O{opt_level}", *target, str(ll), "-o", str(bc)])
-            _run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",
-                  str(bc), "-o", str(obj)])
-            # -Bsymbolic: the module's own calls and its error cell bind inside it, whatever
-            # the process's global scope holds; -lm for the math calls, wherever they load.
-            _run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"])
-            data = so.read_bytes()
-        meta = {"format": FORMAT_VERSION, "size": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(), "errors": errors}
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(folder / f"{key}.so", data)
-        _write_atomic(folder / f"{key}.json", json.dumps(meta).encode())
-    except (OSError, subprocess.CalledProcessError) as e:
-        stderr = e.stderr if isinstance(e, subprocess.CalledProcessError) else b""
-        _log.debug("no CPU cache entry %s: %s %s", key, e, stderr.decode(errors="replace"))
-
-
-def _run(command: list[str]) -> None:
-    with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE) as process:
-        # Behind the program's own threads (its launches use every core) in the CPU queue.
-        os.setpriority(os.PRIO_PROCESS, process.pid, 10)
-        _, stderr = process.communicate()
-    if process.returncode:
-        raise subprocess.CalledProcessError(process.returncode, command, stderr=stderr)
+    ll, bc, obj, so = (work / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
+    ll.write_text(llvm_ir)
+    run([opt, f"-O{opt_level}", *target, str(ll), "-o", str(bc)])
+    run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",
+         str(bc), "-o", str(obj)])
+    # -Bsymbolic: the module's own calls and its error cell bind inside it, whatever the
+    # process's global scope holds; -lm for the math calls, wherever they are loaded.
+    run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"])
+    return so.read_bytes()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -48,18 +48,21 @@ func.func @sines(%n: i64) -> memref<?xf64> attributes {adj.entry, llvm.emit_c_in
 
 # Compiles MODULE, calls it, prints what it saw as JSON. With the argument `cached-only`,
 # lowering and ExecutionEngines (the module's and the allocator's) raise: the run succeeds
-# only if everything comes from the disk cache.
+# only if everything comes from the disk cache. With `no-wait`, the process does not wait
+# at exit for the builds it queued.
 SCRIPT = f"""
 import gc, json, sys
 from mlir import ir
 from adjit.dialects import make_context
 from adjit.frontend.types import ArrayType, f64, i64
-from adjit.runtime import engine, memory
+from adjit.runtime import cpu_cache, engine, memory
 
 if sys.argv[1] == "cached-only":
     def refuse(*args, **kwargs):
         raise AssertionError("compiled what the disk cache holds")
     engine.lower_to_llvm = engine.ExecutionEngine = memory.ExecutionEngine = refuse
+if sys.argv[1] == "no-wait":
+    cpu_cache.EXIT_WAIT_S = 0
 
 sines = engine.compile_module(ir.Module.parse({MODULE!r}, make_context())).function(
     "sines", [i64], [ArrayType(f64, 1)])
@@ -142,6 +145,17 @@ def test_processes_filling_one_cache_at_once_leave_whole_entries(tmp_path):
         assert process.returncode == 0, stderr
     assert len(entries(cache)) == 4                    # no temporary files left behind
     results(run(cache, "cached-only"))
+
+
+def test_a_process_exiting_mid_build_leaves_no_temporary_files(tmp_path):
+    cache, temp = tmp_path / "cache", tmp_path / "tmp"
+    temp.mkdir()
+    results(run(cache, "no-wait", TMPDIR=str(temp)))
+    assert not any(temp.iterdir())
+    for meta in cache.glob("cpu/*.json"):   # whatever was written is whole
+        data = meta.with_suffix(".so").read_bytes()
+        assert hashlib.sha256(data).hexdigest() == json.loads(meta.read_text())["sha256"]
+    assert not list(cache.glob("cpu/*.tmp"))
 
 
 def copy_of(warm, tmp_path) -> Path:

@@ -16,6 +16,8 @@ recorded iteration count, an scf.parallel an scf.parallel when its iterations ca
 shared memory without racing (else a backward scf.for). Adjoints of values defined outside a
 region and used in it are threaded through the reversed region (loop-carried, or if results),
 as are the adjoints of loop-carried values and the shadows of arrays made inside the region.
+In a reversed loop, such an outer value's adjoint is split over one accumulator per site that
+adds to it (up to MAX_SLOTS), summed after the loop: see LoopSlots.
 """
 from __future__ import annotations
 
@@ -42,6 +44,12 @@ if TYPE_CHECKING:
     from .driver import Differentiator
 
 TAPE_ATTR = "adj.tape"
+
+# Most accumulators one outer value's adjoint gets in a reversed loop (LoopSlots): enough
+# independent chains to hide the latency of float adds, and for LLVM to make vectors of them;
+# few enough to stay in registers (8 measured slower where the body calls libm: every slot is
+# spilled around each call).
+MAX_SLOTS = 4
 
 
 def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, name: str,
@@ -103,6 +111,69 @@ class _NeedsTape(Exception):
     """A parallel reversal needed a saved value: it is redone sequentially."""
 
 
+class LoopSlots:
+    """How a reversed loop splits the adjoint of each outer value (from outside the loop, used
+    in its body) over loop-carried accumulators, "slots": one per site that may add to it, up
+    to MAX_SLOTS, dealt in program order (the k-th site gets slot k mod n), summed once after
+    the loop. One accumulator would make a chain of dependent float adds of each iteration's
+    contributions, which LLVM may not reassociate, and it leaves the body scalar. With a slot
+    each, the lanes of an unrolled reduction (frontend/arrays.py `reduce`) stay independent
+    in reverse as in the primal, and LLVM vectorises them as it does the primal's. The sum is
+    the same up to reassociation across independent partial sums, as the primal's lanes.
+
+    `sites`: in program order, (the op that RevGen.site names while the site is reversed,
+    the ops reversed as that site)."""
+
+    def __init__(self, act: Activity, outer: list[ir.Value],
+                 sites: list[tuple[ir.Operation, list[ir.Operation]]]):
+        used = [(key, {v for op in group if act.relevant(op) for inner in walk(op)
+                       for v in inner.operands}) for key, group in sites]
+        self.counts: list[int] = []
+        self.slot_of: dict[ir.Value, dict[ir.Operation, int]] = {}
+        for o in outer:
+            keys = [key for key, values in used if o in values]
+            n = min(max(len(keys), 1), MAX_SLOTS)
+            self.counts.append(n)
+            self.slot_of[o] = {key: k % n for k, key in enumerate(keys)}
+        self.total = sum(self.counts)
+
+    def split(self, values: list[ir.Value]) -> list[list[ir.Value]]:
+        """`values`, one per slot in order, grouped by outer value."""
+        it = iter(values)
+        return [[next(it) for _ in range(n)] for n in self.counts]
+
+
+class Frame:
+    """The adjoints collected while reversing one region. Those of values from outside it
+    (`outer`) collect the region's contributions from zero and are added to what came in
+    (`carried`, one value per slot: see LoopSlots) only once, at RevGen._close, so that in a
+    loop one iteration's sum does not wait on the previous iteration's."""
+
+    def __init__(self, outer: list[ir.Value], carried: list[list[ir.Value | None]],
+                 slot_of: dict[ir.Value, dict[ir.Operation, int]] | None = None):
+        self.adj: dict[ir.Value, ir.Value | None] = {}
+        self.slots = {o: [None] * len(c) for o, c in zip(outer, carried)}
+        self.carried = carried
+        self.slot_of = slot_of or {}
+
+    def __contains__(self, v: ir.Value) -> bool:
+        return v in self.slots or v in self.adj
+
+    def _slot(self, v: ir.Value, site: ir.Operation | None) -> int:
+        return self.slot_of.get(v, {}).get(site, 0)
+
+    def get(self, v: ir.Value, site: ir.Operation | None) -> ir.Value | None:
+        if v in self.slots:
+            return self.slots[v][self._slot(v, site)]
+        return self.adj.get(v)
+
+    def set(self, v: ir.Value, value: ir.Value | None, site: ir.Operation | None) -> None:
+        if v in self.slots:
+            self.slots[v][self._slot(v, site)] = value
+        else:
+            self.adj[v] = value
+
+
 def _marker() -> ir.Operation:
     """A placeholder op at the insertion point: materialized values go right before it."""
     return ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
@@ -136,8 +207,8 @@ class RevGen:
         self._hand: dict[ir.Value, bool] = {}
         self.act = ctx.act
         self.scope: Scope | None = None
-        self.adj: list[dict[ir.Value, ir.Value | None]] = [{}]
-        self._carried: list[list[ir.Value | None]] = []
+        self.adj: list[Frame] = [Frame([], [])]
+        self.site: ir.Operation | None = None   # the op being reversed in the innermost block
         self.markers: list[ir.Operation] = []
         self.placeholders: dict = {}
 
@@ -343,16 +414,15 @@ class RevGen:
 
     # -- adjoints ----------------------------------------------------------------------------
     def get_adj(self, v: ir.Value) -> ir.Value | None:
-        for d in reversed(self.adj):
-            if v in d:
-                return d[v]
+        for frame in reversed(self.adj):
+            if v in frame:
+                return frame.get(v, self.site)
         return None
 
     def add_adj(self, v: ir.Value, contribution: ir.Value | None) -> None:
         if contribution is None or not self.act.active(v):
             return
-        current = self.get_adj(v)
-        self.adj[-1][v] = add(current, contribution)
+        self.adj[-1].set(v, add(self.get_adj(v), contribution), self.site)
 
     def accumulate(self, shadow: ir.Value, indices: list[ir.Value], d: ir.Value) -> None:
         """shadow[indices] += d (atomically in a kernel: work items may share an element)."""
@@ -364,10 +434,13 @@ class RevGen:
 
     # -- traversal ---------------------------------------------------------------------------
     def reverse_block(self, block: ir.Block) -> None:
+        outside = self.site
         for op in reversed(ops(block)[:-1]):
             if self.act.relevant(op):
+                self.site = op
                 with op.location:
                     self.reverse_op(op)
+        self.site = outside
 
     def reverse_op(self, op: ir.Operation) -> None:
         handler = getattr(self, "rev_" + op.name.replace(".", "_"), None)
@@ -477,21 +550,40 @@ class RevGen:
         reverse_launch(self, op)
 
     # -- control flow ------------------------------------------------------------------------
-    def _open(self, outer: list[ir.Value], carried: list[ir.Value | None]) -> None:
-        """A new adjoint frame for a reversed region, in which the adjoints of `outer` values
-        (which come in as `carried`) collect the region's contributions from zero: added to
-        `carried` only once, at _close, so that in a loop the sum over one iteration does not
-        wait on the previous iteration's."""
-        self.adj.append({o: None for o in outer})
-        self._carried.append(carried)
+    def _open(self, outer: list[ir.Value], carried: list[list[ir.Value | None]],
+              slots: LoopSlots | None = None) -> None:
+        """A new Frame for a reversed region; `carried[k]`: outer[k]'s adjoint coming in, as
+        one value, or in a loop one per slot."""
+        self.adj.append(Frame(outer, carried, slots.slot_of if slots else None))
 
     def _close(self, outer: list[ir.Value]) -> list[ir.Value | None]:
-        frame, carried = self.adj.pop(), self._carried.pop()
-        return [add(c, frame[o]) for o, c in zip(outer, carried)]
+        """The adjoints of `outer` going out of the region: each one's slots, in order."""
+        frame = self.adj.pop()
+        return [add(c, v) for o, cs in zip(outer, frame.carried)
+                for c, v in zip(cs, frame.slots[o])]
 
-    def _set_outer(self, outer: list[ir.Value], values: list[ir.Value]) -> None:
+    def _set_outer(self, outer: list[ir.Value], values: list[ir.Value | None]) -> None:
         for o, v in zip(outer, values):
-            self.adj[-1][o] = v
+            self.adj[-1].set(o, v, self.site)
+
+    def _carry_in(self, outer: list[ir.Value], slots: LoopSlots) -> list[ir.Value]:
+        """The slots a reversed loop starts from. A single one starts from the adjoint so
+        far; several start from zero, alike, so that LLVM sees them as one vector."""
+        return [or_zero(self.get_adj(o) if n == 1 else None, o.type)
+                for o, n in zip(outer, slots.counts) for _ in range(n)]
+
+    def _sum_slots(self, outer: list[ir.Value], slots: LoopSlots,
+                   results: list[ir.Value]) -> None:
+        """After a reversed loop: each outer value's adjoint, from its slots. Several are
+        added to the adjoint so far one by one, that first: were the sum of the slots made
+        first, LLVM would fold it into a constant for a loop that does not run (the slots'
+        zeros), then pair the sums of different outer values, and their slots, in 2-wide
+        vectors that leave the body's lanes scalar."""
+        for o, values in zip(outer, slots.split(results)):
+            total = self.get_adj(o) if len(values) > 1 else None
+            for v in values:
+                total = add(total, v)
+            self.adj[-1].set(o, total, self.site)
 
     def rev_scf_if(self, op: ir.Operation) -> None:
         outer = outer_values(self.act, op)
@@ -503,7 +595,7 @@ class RevGen:
         new = scf.IfOp(cond, [o.type for o in outer], has_else=True)
         for region, block in ((op.regions[0], new.then_block), (op.regions[1], new.else_block)):
             with ir.InsertionPoint(block):
-                self._open(outer, [self.get_adj(o) for o in outer])
+                self._open(outer, [[self.get_adj(o)] for o in outer])
                 if len(region.blocks):
                     old = region.blocks[0]
                     scope = self.enter(old)
@@ -525,11 +617,14 @@ class RevGen:
               or self.act.active(op.results[k])]
         ms = self._threaded_positions(args)
         outer = outer_values(self.act, op)
+        # The body's yield is reversed by this handler, before the body.
+        slots = LoopSlots(self.act, outer, [(inner, [inner]) for inner in ops(body)[:-1]] +
+                          [(op, [terminator(body)])])
+        m = slots.total
         lb, ub, step = (self.primal(v) for v in list(op.operands)[:3])
         n = trip_count(lb, ub, step)
         carried = [or_zero(self.get_adj(op.results[k]), args[k].type) for k in ks] + \
-                  [or_zero(self.get_adj(o), o.type) for o in outer] + \
-                  [self.shadow(op.results[k]) for k in ms]
+                  self._carry_in(outer, slots) + [self.shadow(op.results[k]) for k in ms]
         zero_i, one_i = arith.constant(lb.type, 0), arith.constant(lb.type, 1)
         loop = scf.ForOp(zero_i, n, one_i, carried)
         with ir.InsertionPoint(loop.body):
@@ -539,22 +634,22 @@ class RevGen:
                 scope.values[body.arguments[0]] = arith.addi(
                     lb, arith.muli(arith.subi(arith.subi(n, one_i), j), step))
             c = list(loop.body.arguments)[1:]
-            self._open(outer, c[len(ks):len(ks) + len(outer)])
+            self._open(outer, slots.split(c[len(ks):len(ks) + m]), slots)
             for k, ck in zip(ks, c):
                 self.add_adj(yields[k], ck)
-            self._thread_shadows(scope, [yields[k] for k in ms], c[len(ks) + len(outer):])
+            self._thread_shadows(scope, [yields[k] for k in ms], c[len(ks) + m:])
             self.reverse_block(body)
             out_shadows = [self.shadow(args[k]) for k in ms]
             self.leave()
             out_args = [or_zero(self.get_adj(args[k]), args[k].type) for k in ks]
             out_outer = self._close(outer)
-            scf.YieldOp(out_args + [or_zero(v, o.type) for v, o in zip(out_outer, outer)] +
-                        out_shadows)
+            scf.YieldOp(out_args + [or_zero(v, c.type) for v, c in
+                                    zip(out_outer, c[len(ks):len(ks) + m])] + out_shadows)
         res = list(loop.results)
-        self._set_outer(outer, res[len(ks):len(ks) + len(outer)])
+        self._sum_slots(outer, slots, res[len(ks):len(ks) + m])
         for k, r in zip(ks, res):
             self.add_adj(inits[k], r)
-        for k, r in zip(ms, res[len(ks) + len(outer):]):
+        for k, r in zip(ms, res[len(ks) + m:]):
             add_into(self.shadow(inits[k]), r)
 
     def _threaded_positions(self, values: list[ir.Value]) -> list[int]:
@@ -579,12 +674,13 @@ class RevGen:
         if op.results:
             raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
         if self._parallel_safe(op):
-            state = (self.scope, len(self.adj), len(self.markers))
+            state = (self.scope, len(self.adj), len(self.markers), self.site)
             try:
                 self._reverse_parallel(op)
                 return
             except _NeedsTape:
                 self.scope, self.markers = state[0], self.markers[:state[2]]
+                self.site = state[3]
                 del self.adj[state[1]:]
                 for attempt in reversed(self._attempt):
                     attempt.erase()
@@ -619,7 +715,7 @@ class RevGen:
             scope = self.enter(body)
             scope.parallel = True
             scope.values[body.arguments[0]] = block.arguments[0]
-            self._open(outer, [None] * len(outer))
+            self._open(outer, [[None] for _ in outer])
             self.reverse_block(body)
             self.leave()
             out = self._close(outer)
@@ -646,8 +742,8 @@ class RevGen:
         for c in counts:
             total = arith.muli(total, c)
         outer = outer_values(self.act, op)
-        loop = scf.ForOp(index(0), total, index(1),
-                         [or_zero(self.get_adj(o), o.type) for o in outer])
+        slots = LoopSlots(self.act, outer, [(inner, [inner]) for inner in ops(body)[:-1]])
+        loop = scf.ForOp(index(0), total, index(1), self._carry_in(outer, slots))
         with ir.InsertionPoint(loop.body):
             scope = self.enter(body)
             with ir.InsertionPoint(scope.marker):
@@ -655,12 +751,12 @@ class RevGen:
                 for d, iv in zip(range(dims_), unravel(last, counts)):
                     scope.values[body.arguments[d]] = arith.addi(
                         bounds[d], arith.muli(iv, bounds[2 * dims_ + d]))
-            self._open(outer, list(loop.inner_iter_args))
+            self._open(outer, slots.split(list(loop.inner_iter_args)), slots)
             self.reverse_block(body)
             self.leave()
             out = self._close(outer)
-            scf.YieldOp([or_zero(v, o.type) for v, o in zip(out, outer)])
-        self._set_outer(outer, list(loop.results))
+            scf.YieldOp([or_zero(v, c.type) for v, c in zip(out, loop.inner_iter_args)])
+        self._sum_slots(outer, slots, list(loop.results))
 
     def rev_scf_while(self, op: ir.Operation) -> None:
         before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
@@ -673,15 +769,18 @@ class RevGen:
         ka = [j for j, a in enumerate(a_args) if self.act.active(a)
               or self.act.active(op.results[j])]
         outer = outer_values(self.act, op)
+        # This handler reverses the before region and the after region's yield, as one site.
+        slots = LoopSlots(self.act, outer, [(op, ops(before) + [terminator(after)])] +
+                          [(inner, [inner]) for inner in ops(after)[:-1]])
         count = self.materialize(("count", op))
         # The last run of the condition region, the one that exits.
         adj_b = self._reverse_before(op, outer, ka, [self.get_adj(op.results[j]) for j in ka])
         carried = [or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] + \
-                  [or_zero(self.get_adj(o), o.type) for o in outer]
+                  self._carry_in(outer, slots)
         loop = scf.ForOp(index(0), count, index(1), carried)
         with ir.InsertionPoint(loop.body):
             c = list(loop.body.arguments)[1:]
-            self._open(outer, c[len(kb):])
+            self._open(outer, slots.split(c[len(kb):]), slots)
             self.enter(after)
             for k, ck in zip(kb, c):
                 self.add_adj(again[k], ck)
@@ -691,9 +790,9 @@ class RevGen:
             adj_b = self._reverse_before(op, outer, ka, adj_a)
             out_outer = self._close(outer)
             scf.YieldOp([or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] +
-                        [or_zero(v, o.type) for v, o in zip(out_outer, outer)])
+                        [or_zero(v, s.type) for v, s in zip(out_outer, c[len(kb):])])
         res = list(loop.results)
-        self._set_outer(outer, res[len(kb):])
+        self._sum_slots(outer, slots, res[len(kb):])
         inits = list(op.operands)
         for k, r in zip(kb, res):
             self.add_adj(inits[k], r)
@@ -704,17 +803,14 @@ class RevGen:
         its arguments (the active ones)."""
         before = op.regions[0].blocks[0]
         forwarded = list(terminator(before).operands)[1:]
-        self._open(outer, [self.get_adj(o) for o in outer])
+        self._open(outer, [[self.get_adj(o)] for o in outer])
         self.enter(before)
         for j, d in zip(ka, seeds):
             self.add_adj(forwarded[j], d)
         self.reverse_block(before)
         self.leave()
         adj_b = [self.get_adj(a) for a in before.arguments if self.act.active(a)]
-        out = self._close(outer)
-        for o, v in zip(outer, out):
-            if v is not None:
-                self.adj[-1][o] = v
+        self._set_outer(outer, self._close(outer))
         return adj_b
 
 

@@ -12,14 +12,16 @@ reader, in any process, sees a whole entry or none. Two processes writing one en
 the same bytes; should they differ anyway, the hash check turns the mix into a miss.
 
 Entries are built on a background thread (a shared object takes ~0.2 s of `opt`, `llc` and
-`cc`, as long as compiling the module again) while the process goes on with the code the
-ExecutionEngine compiled; at exit Python waits for the builds still queued, so that the next
-process finds them. Without `cc` or the LLVM tools, or when a build fails, there is simply
-no entry: failures are logged on the `adjit.cache` logger at DEBUG level, never raised.
+`cc`, about as long as compiling the module again) while the process goes on with the code
+the ExecutionEngine compiled; at exit it waits up to EXIT_WAIT_S for the builds it queued,
+then kills the one under way and drops the rest, which later processes build. Without `cc`
+or the LLVM tools, or when a build fails, there is simply no entry: failures are logged on
+the `adjit.cache` logger at DEBUG level, never raised.
 
-The key covers everything the code depends on: the module text, opt level and thread count
-(the caller's), this format version, the MLIR/LLVM wheels' versions, adjit's own lowering code
-(its source files), and the target triple, CPU and CPU features that code is generated for.
+The key covers everything the code depends on: the module text with its locations (error
+messages name them), the opt level and thread count, this format version, the MLIR/LLVM
+wheels' versions, adjit's own lowering code (its source files), and the target triple, CPU
+and CPU features that code is generated for.
 
 Everything a loaded entry refers to outside itself resolves from the process's global scope:
 libc and libm, the async runtime and c_runner_utils (loaded RTLD_GLOBAL by runtime/engine.py),
@@ -224,12 +226,14 @@ class _Writer:
             finally:
                 self.jobs.task_done()
 
-    def _run(self, command: list[str]) -> None:
+    def _run(self, command: list[str], work: Path) -> None:
+        # TMPDIR=work: what a killed tool leaves there (gcc does) goes with the folder.
         with self.lock:
             if self.stopped:
                 raise _Stopped
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            env={**os.environ, "TMPDIR": str(work)})
         with self.process as process:
             # Behind the program's own threads (its launches use every core) for the CPUs.
             os.setpriority(os.PRIO_PROCESS, process.pid, 10)
@@ -267,7 +271,7 @@ def store_later(folder: Path, key: str, llvm_ir: str, opt_level: int,
         _writer.jobs.put(_Job(folder, key, llvm_ir, opt_level, errors))
 
 
-def _store(job: _Job, run: Callable[[list[str]], None]) -> None:
+def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
     try:
         # Not a TemporaryDirectory: its atexit cleanup could run before the writer stops.
         work = Path(tempfile.mkdtemp(prefix="adjit-build-"))
@@ -287,7 +291,8 @@ def _store(job: _Job, run: Callable[[list[str]], None]) -> None:
         _log.debug("no CPU cache entry %s: %s %s", job.key, e, stderr.decode(errors="replace"))
 
 
-def _build(llvm_ir: str, opt_level: int, work: Path, run: Callable[[list[str]], None]) -> bytes:
+def _build(llvm_ir: str, opt_level: int, work: Path,
+           run: Callable[[list[str], Path], None]) -> bytes:
     """The shared object of `llvm_ir`, built in folder `work`."""
     tools = _tools()
     assert tools is not None, "store_later without can_store()"
@@ -296,12 +301,12 @@ def _build(llvm_ir: str, opt_level: int, work: Path, run: Callable[[list[str]], 
     target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
     ll, bc, obj, so = (work / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
     ll.write_text(llvm_ir)
-    run([opt, f"-O{opt_level}", *target, str(ll), "-o", str(bc)])
+    run([opt, f"-O{opt_level}", *target, str(ll), "-o", str(bc)], work)
     run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",
-         str(bc), "-o", str(obj)])
+         str(bc), "-o", str(obj)], work)
     # -Bsymbolic: the module's own calls and its error cell bind inside it, whatever the
     # process's global scope holds; -lm for the math calls, wherever they are loaded.
-    run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"])
+    run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"], work)
     return so.read_bytes()
 
 

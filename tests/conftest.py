@@ -1,8 +1,25 @@
-"""Test modules are imported by path (`--import-mode=importlib`, see pyproject.toml) so that
+"""Suite-wide setup.
+
+Test modules are imported by path (`--import-mode=importlib`, see pyproject.toml) so that
 folders may reuse file names; each folder's helper modules (fe_helpers, rt_helpers, ...)
-are imported by plain name, so the folders go on sys.path."""
+are imported by plain name, so the folders go on sys.path.
+
+Compiled code is cached on disk. Unless the caller chose a folder (scripts/gpu_check.sh hands
+kernels to the GPU machine through one), the suite uses a fresh one, never ~/.cache/adjit,
+and no CPU disk cache: building entries in the background would slow the suite for nothing
+(tests/runtime/test_rt_disk_cache.py turns it on in the processes it starts).
+"""
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+
+if "ADJIT_CACHE_DIR" not in os.environ:
+    os.environ["ADJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="adjit-tests-")
+    atexit.register(shutil.rmtree, os.environ["ADJIT_CACHE_DIR"], ignore_errors=True)
+os.environ.setdefault("ADJIT_DISK_CACHE", "0")
 
 for folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir()):
     if str(folder) not in sys.path:

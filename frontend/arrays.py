@@ -11,7 +11,7 @@ from mlir.dialects import arith, memref, scf
 from ..dialects import adj
 from . import scalar_ops as S
 from .errors import UserError
-from .types import ArrayType, ScalarType, f32, f64, i64, index
+from .types import ArrayType, ScalarType, f32, f64, i64
 from .values import Array, ArrayExpr, Literal, Scalar
 
 # Elements per partial sum: each partial is a short loop with LANES independent accumulators

@@ -16,7 +16,6 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..dialects import adj
 from . import arrays as A
 from . import builtin_calls as B
 from . import scalar_ops as S

@@ -14,7 +14,7 @@ from mlir.dialects import arith, math, scf
 from ..dialects import adj
 from .builtins import UNARY_MATH
 from .errors import UserError
-from .types import ScalarType, bool_, f32, f64, i64, index, promote
+from .types import ScalarType, bool_, f64, i64, index, promote
 from .values import Array, ArrayExpr, Literal, Scalar
 
 
@@ -120,7 +120,7 @@ def binary(op: str, a, b):
         try:
             return Literal(_PY_BINOPS[op](a.value, b.value))
         except ZeroDivisionError:
-            raise UserError(f"division by zero in constant expression") from None
+            raise UserError("division by zero in constant expression") from None
     if op == "**":
         return power(a, b)
     x, y = unify(a, b)

@@ -812,12 +812,13 @@ class CodeGenerator(ast.NodeVisitor):
             base = A.materialize(base)
         if isinstance(base, Array):
             return A.load(base, self.subscripts(base, sub), self.debug)
-        if isinstance(base, PyObj):
+        if isinstance(base, PyObj) and isinstance(sub, (PyObj, Literal)):
+            # A compile-time Python object (a global tuple of constants, say).
+            key = sub.obj if isinstance(sub, PyObj) else sub.value
             try:
-                return self._from_python(base.obj[sub.obj if isinstance(sub, PyObj) else
-                                                  sub.value], "", node)
-            except Exception:
-                pass
+                return self._from_python(base.obj[key], "", node)
+            except (KeyError, IndexError, TypeError) as e:
+                raise self.error(node, f"cannot index {ast.unparse(node.value)}: {e}") from None
         raise self.error(node, f"cannot index {S.describe(base)}")
 
     @staticmethod

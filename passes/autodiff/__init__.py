@@ -54,15 +54,19 @@ kernel, then `adj.sync`, then sums the adjoints of active scalar arguments.
 Functions called from a differentiated function are differentiated with the same ABI, under
 the names `__adj_<f>_<fwd|rev>_<activity letters>...` (private), and custom rules, where a
 rule provider gives them, take their place: see custom_rules.py. Without a provider the pass
-uses the rules the module declares (`adj.rule_for`, `adj.rule_kind`).
+uses the rules the module declares (`adj.rule_for`, `adj.rule_kind`). Before reverse mode
+differentiates a function, it inlines the calls in it that return arrays (in place: the
+primal function is rewritten), since the ABI has no shadow for a returned array; calls with
+custom rules and calls of recursive callees stay, and their arrays' shadows are refused.
 
 The generated code frees nothing itself (the CPU pipeline's buffer deallocation does): the
 tape arrays an augmented function returns belong to its caller.
 
 Modules: activity.py (which values get derivatives), rules.py (the derivative table),
-forward.py, reverse.py + augment.py + context.py (split reverse mode), tape.py and
-kernel_tape.py (where saved values live), memory.py (what may be overwritten), launch.py
-(adj.launch), custom_rules.py, driver.py (requests, reuse, naming), signature.py (the ABI).
+forward.py, reverse.py + augment.py + context.py (split reverse mode), inline_array_calls.py
+(calls returning arrays, before reverse mode), tape.py and kernel_tape.py (where saved values
+live), memory.py (what may be overwritten), launch.py (adj.launch), custom_rules.py, driver.py
+(requests, reuse, naming), signature.py (the ABI).
 
 Errors: malformed requests and what cannot be differentiated raise
 `adjit.dialects.adj.AdjError(op, message)` naming the op.

@@ -13,6 +13,7 @@ from mlir.dialects import func
 from ...dialects.adj import AdjError, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
 from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
+from .inline_array_calls import inline_array_calls
 from .ir_util import func_type, is_memref, symbol_name
 from .memory import function_writes
 from .reverse import generate_reverse
@@ -126,6 +127,7 @@ class Differentiator:
         if sig.mode == "forward":
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
         else:
+            inline_array_calls(self, fn, sig)
             result = generate_reverse(self, fn, sig, name, extra)
         self._in_progress.discard(sig)
         self.done[sig] = result

@@ -398,7 +398,9 @@ class RevGen:
             return view_of(view, self.shadow(view.operands[0]),
                            {v: self.materialize(v) for v in list(view.operands)[1:]})
         raise AdjError(m.owner.operation, "autodiff: reverse mode cannot make a shadow for an "
-                                          "array that a call returns")
+                                          "array that a call returns (such calls are inlined "
+                                          "unless the callee is recursive, has custom rules "
+                                          "or has several blocks)")
 
     def _select(self, v: ir.Value, of) -> ir.Value:
         """`of(site)` for the site (argument or top-level allocation) that the loop-carried or

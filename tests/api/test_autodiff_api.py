@@ -214,20 +214,19 @@ def test_split_mode_tape_survives_changes_between_halves():
     assert tape.nbytes > 0
 
 
-@adjit.jit
-def doubled(x):
-    return x * 2.0
-
-
-@adjit.jit
-def sum_of_doubled(x):
-    y = doubled(x)
-    return adjit.sum(y)
+@adjit.kernel
+def squarings(x, n):
+    i = adjit.index()
+    a = x[i]
+    for _ in range(n):   # a runtime trip count: the kernel's per-item tape cannot hold it
+        a = a * a
+    x[i] = a
 
 
 def test_pass_refusal_names_the_user_line():
-    x = np.ones(4)
+    x = np.full(4, 0.9)
     with pytest.raises(adjit.CompilationError) as err:
-        autodiff(Reverse, sum_of_doubled, Duplicated(x, np.zeros(4)))
+        autodiff(Reverse, squarings, Duplicated(x, np.ones(4)), Const(3), ndrange=4)
     assert err.value.filename == __file__
+    assert err.value.lineno == squarings.__wrapped__.__code__.co_firstlineno + 4   # the loop
     assert "cannot differentiate" in str(err.value)

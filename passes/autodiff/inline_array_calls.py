@@ -1,0 +1,96 @@
+"""Inlines, before reverse mode differentiates a function, the calls in it that return arrays.
+
+Reverse mode has no ABI for the shadow of an array a callee returns (the adjoint would have to
+flow back into memory the callee allocated, which its caller only sees after the call), while
+a helper returning an array is common in user code (`y = doubled(x)`). Inlined, the callee's
+allocation becomes the caller's own, whose shadow reverse mode makes like any other.
+
+A call stays a call (and reverse mode refuses a shadow for its array, naming the call) when
+its callee
+- has custom rules for the call's signature: rules attach to calls and must keep firing;
+- is on a cycle of the call graph: inlining recursion would not end;
+- has no body, or a body of several blocks, which cannot go into a structured region.
+
+Why not the upstream `inline` pass: it inlines every call of the module it may (calls to
+keep would all need `no_inline`), erases private callees it emptied of uses (which the
+Differentiator's symbol table still names) and rewrites the inlined ops' locations into
+call-site locations, which errors at the user's line do not expect. Cloning the one-block
+body at the call is all that is needed here.
+
+Forward mode returns an array's tangent as a result, so it differentiates such calls as calls.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlir import ir
+
+from .context import ReverseContext
+from .ir_util import callee, clone_op, is_memref, walk
+from .signature import Signature
+
+if TYPE_CHECKING:
+    from .driver import Differentiator
+
+
+def inline_array_calls(diff: "Differentiator", fn: ir.Operation, sig: Signature) -> None:
+    """Inlines into `fn` (in place) the calls that return arrays and that may be inlined,
+    until none is left: an inlined body may hold such calls itself."""
+    while True:
+        calls = [op for op in walk(fn) if _returns_array(op)]
+        if not calls:
+            return
+        # The call sites' signatures, as reverse mode will see them, tell whether rules apply.
+        ctx = ReverseContext(diff, fn, sig)
+        calls = [op for op in calls if _inlinable(diff, op)
+                 and not diff.has_rules(ctx.call_signature(op), op)]
+        if not calls:
+            return
+        for op in calls:
+            _inline(op, diff.lookup(callee(op)))
+
+
+def _returns_array(op: ir.Operation) -> bool:
+    return op.name == "func.call" and any(is_memref(r.type) for r in op.results)
+
+
+def _inlinable(diff: "Differentiator", call: ir.Operation) -> bool:
+    target = diff.lookup(callee(call))
+    return (target is not None and target.name == "func.func"
+            and len(target.regions[0].blocks) == 1 and not _recursive(diff, callee(call)))
+
+
+def _recursive(diff: "Differentiator", name: str) -> bool:
+    """Whether @name can reach itself through calls."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        fn = diff.lookup(todo.pop())
+        if fn is None or fn.name != "func.func":
+            continue
+        for op in walk(fn):
+            if op.name != "func.call":
+                continue
+            target = callee(op)
+            if target == name:
+                return True
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return False
+
+
+def _inline(call: ir.Operation, target: ir.Operation) -> None:
+    """Replaces `call` by a copy of `target`'s one-block body, its results by what that
+    body returns. The copied ops keep their own locations, so an error in them still names
+    the line of the callee that made them."""
+    body = target.regions[0].blocks[0]
+    vmap: dict[ir.Value, ir.Value] = dict(zip(body.arguments, call.operands))
+    ops = [op.operation for op in body.operations]
+    with ir.InsertionPoint(call):
+        for op in ops[:-1]:
+            clone_op(op, vmap)
+    returned = ops[-1].operands
+    for r, v in zip(call.results, returned):
+        r.replace_all_uses_with(vmap.get(v, v))
+    call.erase()

@@ -166,17 +166,21 @@ def _result_dtype(fn, exprs, operands) -> ScalarType:
 def materialize(v) -> Array:
     if isinstance(v, Array):
         return v
-    e: ArrayExpr = v
-    out = alloc(e.dtype, e.shape)
+    out = alloc(v.dtype, v.shape)
+    store_into(out, v)
+    return out
+
+
+def store_into(out: Array, e: ArrayExpr) -> None:
+    """Writes expression `e` (of `out`'s shape) into `out`, element by element: in place is
+    safe, since element i of `e` reads only element i of its arrays."""
     view = flat(out)
-    n = numel(e.shape)
-    loop = scf.ParallelOp([], [idx(0)], [n], [idx(1)], [])
+    loop = scf.ParallelOp([], [idx(0)], [numel(e.shape)], [idx(1)], [])
     body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):
         i = body.arguments[0]
-        memref.store(S.cast(e.element(i), e.dtype).value, view, [i])
+        memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
         scf.ReduceOp([], 0)
-    return out
 
 
 def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from ..dialects import adj
 from . import arrays as A
 from . import builtin_calls as B
 from . import scalar_ops as S
@@ -70,10 +71,14 @@ class CodeGenerator(ast.NodeVisitor):
                  bound: dict | None = None):
         self.unit, self.pyfn, self.src, self.kind = unit, pyfn, source, kind
         self.arg_types, self.symbol, self.ndim, self.debug = list(arg_types), symbol, ndim, debug
-        self.vars: dict[str, object] = {}
         self.bound = bound or {}   # compile-time Python values bound to names (rules' config)
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state of one pass over the body."""
+        self.vars: dict[str, object] = {}
+        self._one_branch: dict[str, int] = {}   # variables an if bound on one branch only
         self.result_types: list | None = None
-        self.return_values: list | None = None
         self._loop_depth = 0
         self._node: ast.AST | None = None
 
@@ -92,8 +97,7 @@ class CodeGenerator(ast.NodeVisitor):
         if any(isinstance(t, ArrayType) for t in types):
             raise self.error(self.src.tree, "a function that returns an array must return "
                                             "it once, at the end")
-        self.__init__(self.unit, self.pyfn, self.src, self.kind, self.arg_types, self.symbol,
-                      self.ndim, self.debug, self.bound)
+        self._reset()
         self.result_types = list(types)
         return self._compile_once(flagged=True)
 
@@ -230,7 +234,15 @@ class CodeGenerator(ast.NodeVisitor):
         op = self._binop_symbol(node.op)
         if isinstance(node.target, ast.Name):
             current = self._lookup(node.target.id, node.target)
-            self.assign(node.target, self._binary(op, current, self.visit(node.value)))
+            new = self._binary(op, current, self.visit(node.value))
+            if isinstance(current, Array):
+                # `x += y` on an array updates it in place, as in NumPy (the caller sees it).
+                if not isinstance(new, ArrayExpr):
+                    raise self.error(node, f"augmented assignment of {S.describe(new)} to "
+                                           "an array")
+                A.store_into(current, new)
+                return
+            self.assign(node.target, new)
         elif isinstance(node.target, ast.Subscript):
             arr, subs = self._subscript_target(node.target)
             current = A.load(arr, subs, self.debug)
@@ -319,7 +331,7 @@ class CodeGenerator(ast.NodeVisitor):
             a, b = outs[0].get(n), outs[1].get(n)
             t = self._merge_type(n, a, b, node)
             if t is None:
-                continue   # defined in one branch only, and not a scalar: unusable after
+                continue   # bound on one branch only: unusable after the if
             merged.append(n)
             types.append(t)
         final = scf.IfOp(cond, [t.mlir() for t in types], has_else=True)
@@ -345,6 +357,12 @@ class CodeGenerator(ast.NodeVisitor):
     def _merge_type(self, name: str, a, b, node):
         if a is None or b is None:
             one = a if a is not None else b
+            if not name.startswith("%"):
+                # A user variable bound on one branch only: using it after the `if` is an
+                # error (Python would raise UnboundLocalError when the other branch ran).
+                self._one_branch[name] = getattr(node, "lineno", 0) + self.src.first_line - 1
+                return None
+            # Flags and return values of the compiler's own are zero where not set.
             if isinstance(one, (Scalar, Literal)):
                 return S.as_scalar(one).type if isinstance(one, Scalar) else S.literal_type(one.value)
             return None
@@ -528,11 +546,14 @@ class CodeGenerator(ast.NodeVisitor):
     @staticmethod
     def _range_count(start, stop, step) -> ir.Value:
         zero = A.idx(0)
+        nonzero = arith.cmpi(arith.CmpIPredicate.ne, step, zero)
+        adj.check(nonzero, "ValueError", "range() arg 3 must not be zero")
         pos = arith.cmpi(arith.CmpIPredicate.sgt, step, zero)
         span = arith.select(pos, arith.subi(stop, start), arith.subi(start, stop))
-        mag = arith.select(pos, step, arith.subi(zero, step))
+        # A zero step divides by 1 instead (no trap); the check above raises after the call.
+        mag = arith.select(pos, step, arith.select(nonzero, arith.subi(zero, step), A.idx(1)))
         count = arith.ceildivsi(span, mag)
-        return arith.maxsi(count, zero)
+        return arith.select(nonzero, arith.maxsi(count, zero), zero)
 
     def _for_as_while(self, node: ast.For, it: RangeValue, jumps: set[str]) -> None:
         """A for loop that can break or return: scf.while over (counter, flags, vars)."""
@@ -737,6 +758,10 @@ class CodeGenerator(ast.NodeVisitor):
     def _lookup(self, name: str, node: ast.AST):
         if name in self.vars:
             return self.vars[name]
+        if name in self._one_branch:
+            raise self.error(node, f"variable {name!r} is assigned on only one branch of the "
+                                   f"if at line {self._one_branch[name]}: give it a value "
+                                   "before the if or on every branch")
         fn = self.pyfn
         closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         if name in closure:

@@ -58,6 +58,12 @@ def describe(v) -> str:
         return f"a {v.type!r} value"
     if isinstance(v, Literal):
         return f"the constant {v.value!r}"
+    from .values import PyObj
+    if isinstance(v, PyObj):
+        if v.obj is None:
+            return ("None (in a rule, a Const argument's .dval and the dret of a Const "
+                    "result are None: test `x.dval is None`)")
+        return f"the Python object {v.obj!r}"
     return f"{type(v).__name__}"
 
 

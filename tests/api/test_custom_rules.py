@@ -139,3 +139,30 @@ def calls_twice(a: float):
 def test_rule_returning_wrong_count_refused():
     with pytest.raises(adjit.CompilationError, match="one entry per argument"):
         autodiff(Reverse, calls_twice, Active(1.0))
+
+
+@adjit.func
+def leaky(x):
+    return adjit.max(x, 0.1 * x)
+
+
+@adjit.rules.forward(leaky)
+def _(config, x):
+    if x.dval is None:        # decided at compile time: x is Const
+        return leaky(x.val), 0.0
+    if x.val > 0.0:           # a return inside runtime control flow
+        return leaky(x.val), x.dval
+    return leaky(x.val), 0.1 * x.dval
+
+
+@adjit.jit
+def leaky_loss(a: float, b: float):
+    return leaky(a) * b
+
+
+def test_rule_with_returns_inside_control_flow():
+    assert autodiff(Forward, leaky_loss, Duplicated(-2.0, 1.0), Const(3.0)) == \
+        pytest.approx(0.3)
+    assert autodiff(Forward, leaky_loss, Duplicated(2.0, 1.0), Const(3.0)) == pytest.approx(3.0)
+    # x Const: the rule still runs and takes its `x.dval is None` branch.
+    assert autodiff(Forward, leaky_loss, Const(2.0), Duplicated(3.0, 1.0)) == pytest.approx(2.0)

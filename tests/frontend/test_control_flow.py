@@ -440,3 +440,41 @@ def test_control_flow_in_a_kernel():
             k += 1
         want[i] = k, sum(int(xj) for j, xj in enumerate(x) if j != i and xj > x[i])
     np.testing.assert_array_equal(out, want)
+
+
+@adjit.jit
+def _one_branch(a: float):
+    if a > 0:
+        r = 1.0
+    return r
+
+
+@adjit.jit
+def _range_step(n: int, st: int):
+    s = 0
+    for i in range(0, n, st):
+        s += 1
+    return s
+
+
+def test_variable_bound_on_one_branch_is_refused():
+    with pytest.raises(adjit.CompilationError, match="'r' is assigned on only one branch"):
+        _one_branch(1.0)
+
+
+def test_runtime_zero_range_step_raises():
+    with pytest.raises(ValueError, match="must not be zero"):
+        _range_step(5, 0)
+    assert _range_step(5, 2) == 3
+
+
+@adjit.jit
+def _scale_in_place(x, y):
+    x += y
+    x *= 2.0
+
+
+def test_augmented_assignment_updates_the_callers_array():
+    x, y = np.ones(4), np.arange(4.0)
+    _scale_in_place(x, y)
+    np.testing.assert_array_equal(x, 2 * (1 + np.arange(4.0)))

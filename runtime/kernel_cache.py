@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .files import write_atomic
 
 FORMAT_VERSION = 2
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
@@ -90,8 +91,8 @@ def store(directory: str | os.PathLike, key: str, kernel: GpuKernel) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     meta = kernel.to_dict()
     ptx = meta.pop("ptx")
-    _write_atomic(directory / f"{key}.ptx", ptx)
-    _write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
+    write_atomic(directory / f"{key}.ptx", ptx)
+    write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
 
 
 def load(directory: str | os.PathLike, key: str) -> GpuKernel | None:
@@ -127,14 +128,3 @@ def get_or_compile(ir_text: str, kernel: str, chip: str = "sm_90",
     compiled = compile_text(ir_text, kernel, chip)
     store(directory, key, compiled)
     return compiled
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

@@ -40,20 +40,27 @@ class ReverseContext:
         self._recomputable: dict[ir.Operation, bool] = {}
         self._roots: dict[ir.Value, list[ir.Value]] | None = None
 
-    def call_signature(self, op: ir.Operation) -> Signature:
-        """The reverse-mode signature of a call site."""
+    def operand_activity(self, at: ir.Operation,
+                         operands) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+        """Per operand of a call or launch `at`: its activity, and whether the array may be
+        overwritten after `at` (the callee's `overwritten` flags)."""
         activity = []
-        for v in op.operands:
+        for v in operands:
             if is_float(v.type) and self.act.active(v):
                 activity.append("active")
             elif is_memref(v.type) and self.act.shadowed(v):
                 activity.append("dup")
             else:
                 activity.append("const")
+        overwritten = tuple(is_memref(v.type) and self.writes.written_after(at, v)
+                            for v in operands)
+        return tuple(activity), overwritten
+
+    def call_signature(self, op: ir.Operation) -> Signature:
+        """The reverse-mode signature of a call site."""
+        activity, overwritten = self.operand_activity(op, op.operands)
         active_ret = any(self.act.active(r) for r in op.results)
-        overwritten = tuple(is_memref(v.type) and self.writes.written_after(op, v)
-                            for v in op.operands)
-        return Signature(fn=callee(op), mode="reverse", activity=tuple(activity),
+        return Signature(fn=callee(op), mode="reverse", activity=activity,
                          ret_activity="active" if active_ret else "const", with_primal=True,
                          overwritten=overwritten)
 

@@ -17,7 +17,7 @@ from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
 from ...dialects.adj import launch_call
-from .ir_util import callee, clone_op, func_type, index, is_float, is_memref, numel, zero
+from .ir_util import callee, clone_op, func_type, index, numel, zero
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 
 if TYPE_CHECKING:
@@ -51,17 +51,8 @@ def forward_launch(gen: "ForwardGen", op: ir.Operation) -> None:
 
 def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature, Derivative]:
     call = launch_call(op)
-    activity = []
-    for v in call.operands:
-        if is_float(v.type) and ctx.act.active(v):
-            activity.append("active")
-        elif is_memref(v.type) and ctx.act.shadowed(v):
-            activity.append("dup")
-        else:
-            activity.append("const")
-    overwritten = tuple(is_memref(v.type) and ctx.writes.written_after(op, v)
-                        for v in call.operands)
-    sig = Signature(fn=callee(call), mode="reverse", activity=tuple(activity),
+    activity, overwritten = ctx.operand_activity(op, call.operands)
+    sig = Signature(fn=callee(call), mode="reverse", activity=activity,
                     ret_activity="const", with_primal=False, overwritten=overwritten)
     return sig, ctx.diff.derivative(sig, op)
 

@@ -25,7 +25,7 @@ def runtime_only_package(dest: Path) -> Path:
     pkg.mkdir(parents=True)
     (dest / "adjit" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    for name in ("cuda.py", "device_array.py", "kernel_cache.py"):
+    for name in ("cuda.py", "device_array.py", "kernel_cache.py", "files.py"):
         shutil.copy(RUNTIME / name, pkg / name)
     return dest
 

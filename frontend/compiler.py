@@ -20,6 +20,7 @@ from .types import ArrayType, ScalarType, i64
 from .values import Array, ArrayExpr, Literal, Scalar, Shape
 
 if TYPE_CHECKING:
+    from ..runtime.host_program import HostProgram
     from ..runtime.kernel_cache import GpuKernel
     from .functions import Function, Kernel
 
@@ -125,8 +126,10 @@ class Compiled:
             self.call = call
 
 
-def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
-    """`fn` for argument `types`, behind an entry Python calls."""
+def function_unit(fn: "Function", types: list, debug: bool,
+                  entry: str = "entry") -> tuple[CompileUnit, list, bool]:
+    """A unit holding `fn` for argument `types` behind the entry function `entry`; with the
+    result types and whether the result is a tuple."""
     unit = CompileUnit(debug)
     with unit.ctx:
         symbol, results, is_tuple = unit.function(fn, types)
@@ -136,8 +139,31 @@ def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
                                args)
             return list(call.results)
 
-        unit.entry("entry", types, results, body)
+        unit.entry(entry, types, results, body)
+    return unit, results, is_tuple
+
+
+def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
+    """`fn` for argument `types`, behind an entry Python calls."""
+    unit, results, is_tuple = function_unit(fn, types, debug)
     return Compiled(unit, "entry", types, results, is_tuple)
+
+
+def host_program(fn: "Function", types: list, debug: bool,
+                 chip: str) -> tuple[str, str, "HostProgram"]:
+    """`fn` for argument `types` compiled for device="cuda" (passes/lower_cuda_host.py):
+    (the adj-level IR text, the host code's LLVM IR, the host program)."""
+    from ..passes.lower_cuda_host import compile_host
+    from ..runtime import cpu_cache
+    from ..runtime.host_program import ENTRY, HostProgram, type_code
+    unit, results, is_tuple = function_unit(fn, types, debug, ENTRY)
+    adj_text = str(unit.module)
+    llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
+    library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
+    return adj_text, llvm_ir, HostProgram(
+        name=fn.__name__, arg_types=tuple(type_code(t) for t in types),
+        result_types=tuple(type_code(t) for t in results), tuple_result=is_tuple,
+        kernels=tuple(kernels), errors=tuple(errors), hooks=tuple(hooks), library=library)
 
 
 def build_kernel(k: "Kernel", types: list, ndim: int, wgs: tuple[int, ...] | None,
@@ -205,7 +231,10 @@ def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> 
     kwargs = dict(kwargs)
     ndrange = kwargs.pop("ndrange", None)
     wgs = kwargs.pop("workgroupsize", None)
-    kwargs.pop("device", None)
+    if "device" in kwargs:
+        raise UserError(f"launching kernel {k.__name__} with device= inside compiled code: "
+                        "launches run where the function runs; call it with device='cuda' "
+                        "to launch on the GPU")
     if kwargs:
         raise UserError(f"kernel launch got unexpected keyword(s) {sorted(kwargs)}")
     if ndrange is None:

@@ -63,6 +63,11 @@ def compile_only() -> Iterator[None]:
         _compile_only.reset(token)
 
 
+def is_compile_only() -> bool:
+    """Whether this call is inside compile_only()."""
+    return _compile_only.get()
+
+
 def chip() -> str:
     """The GPU architecture kernels compile for: ADJIT_CUDA_CHIP, or sm_90."""
     return os.environ.get("ADJIT_CUDA_CHIP", DEFAULT_CHIP)

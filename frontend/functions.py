@@ -91,6 +91,12 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
     return types, values
 
 
+def _checked_device(device: str, what: str) -> str:
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"{what}: device must be 'cpu' or 'cuda', got {device!r}")
+    return device
+
+
 class Lowered:
     """What `f.lower(...)` returns: the IR of each stage, as text."""
 
@@ -133,12 +139,26 @@ class Function(_Decorated):
     """`@adjit.func` (a device function, callable from kernels) and `@adjit.jit` (a host
     function: arrays, launches). Both can be called from Python."""
 
-    def __init__(self, pyfn: Callable, kind: str):
+    def __init__(self, pyfn: Callable, kind: str, device: str = "cpu"):
         super().__init__(pyfn)
         self.kind = kind
+        self.device = _checked_device(device, f"@adjit.{kind} {self.__name__}")
         self.rules = {}    # custom derivative rules (adjit.rules), by kind
 
-    def __call__(self, *args):
+    def _device(self, device: str | None) -> str:
+        if device is None:
+            return self.device
+        if self.kind != "jit":
+            raise TypeError(f"{self.__name__} is an @adjit.func: it runs where the kernel "
+                            "or function calling it runs, and takes no device=")
+        return _checked_device(device, self.__name__)
+
+    def __call__(self, *args, device: str | None = None):
+        """Runs the function; with device="cuda" its kernel launches run on the GPU
+        (cuda_jit.py)."""
+        if self._device(device) == "cuda":
+            from .cuda_jit import call
+            return call(self, args)
         types, values = specialise(self.__name__, self.params, self.annotations, args)
         key = (tuple(types), debug_enabled())
         compiled = self._cache.get(key)
@@ -150,7 +170,10 @@ class Function(_Decorated):
         from .compiler import build_function
         return build_function(self, types, debug)
 
-    def lower(self, *args) -> Lowered:
+    def lower(self, *args, device: str | None = None) -> Lowered:
+        if self._device(device) == "cuda":
+            from .cuda_jit import lower
+            return lower(self, args)
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
         compiled = self._build(types, debug_enabled())
         return Lowered(compiled.adj_text, compiled.module.llvm_text)
@@ -195,10 +218,7 @@ class Kernel(_Decorated):
     kind = "kernel"
 
     def _check_device(self, device: str) -> str:
-        if device not in ("cpu", "cuda"):
-            raise ValueError(f"kernel {self.__name__}: device must be 'cpu' or 'cuda', "
-                             f"got {device!r}")
-        return device
+        return _checked_device(device, f"kernel {self.__name__}")
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):
         nd = _ndrange_tuple(ndrange, self.__name__)
@@ -245,8 +265,11 @@ def kernel(pyfn: Callable) -> Kernel:
     return Kernel(pyfn)
 
 
-def jit(pyfn: Callable) -> Function:
-    return Function(pyfn, "jit")
+def jit(pyfn: Callable | None = None, *, device: str = "cpu") -> Function | Callable:
+    """`@adjit.jit`, or `@adjit.jit(device="cuda")` to run on the GPU by default."""
+    if pyfn is None:
+        return lambda f: Function(f, "jit", device)
+    return Function(pyfn, "jit", device)
 
 
 def device_function(pyfn: Callable) -> Function:

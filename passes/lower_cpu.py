@@ -94,6 +94,12 @@ def lower_checks(module: ir.Operation) -> None:
         check.erase()
 
 
+def error_table(op: ir.Operation) -> list[tuple[str, str]]:
+    """(Python error name, message) of each check that lower_checks numbered in `op`."""
+    return [tuple(ir.StringAttr(a).value.split("\x1f", 1))
+            for a in ir.ArrayAttr(op.attributes[ERROR_TABLE_ATTR])]
+
+
 def lower_cpu(module: ir.Operation) -> None:
     """Rewrites `module` in place; raises AdjError (with the op) on malformed adj IR."""
     with module.context, module.location:

@@ -36,7 +36,7 @@ from mlir.dialects import arith, func, gpu, llvm, memref, scf
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
 from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim
-from .lower_cpu import ERROR_GLOBAL, ERROR_TABLE_ATTR, _ops_named, _symbol_table, lower_checks
+from .lower_cpu import ERROR_GLOBAL, _ops_named, _symbol_table, error_table, lower_checks
 from .math_approx import expand_math
 
 GPU_MODULE_SUFFIX = "__gpu"
@@ -79,8 +79,7 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
         params = tuple(_param(t, fn) for t in _inputs(fn))
         _outline_kernels(work.operation)
         gpu_module = _symbol_table(work.operation)[kernel + GPU_MODULE_SUFFIX]
-        checks = tuple(tuple(ir.StringAttr(a).value.split("\x1f", 1))
-                       for a in ir.ArrayAttr(gpu_module.attributes[ERROR_TABLE_ATTR]))
+        checks = tuple(error_table(gpu_module))
         _to_binary(work.operation, chip)
         ptx = emit_ptx(work.operation)[kernel + GPU_MODULE_SUFFIX]
     entry = re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
@@ -253,6 +252,16 @@ def _product(values: list[ir.Value]) -> ir.Value:
     return total
 
 
+def launch_block_size(launch: ir.Operation) -> int:
+    """Threads per block of an adj.launch: prod(workgroupsize), or DEFAULT_BLOCK."""
+    block_size = DEFAULT_BLOCK
+    if "workgroupsize" in launch.attributes:
+        block_size = 1
+        for n in ir.DenseI64ArrayAttr(launch.attributes["workgroupsize"]):
+            block_size *= n
+    return block_size
+
+
 def _lower_launch(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> None:
     call = launch_call(launch)
     name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
@@ -263,11 +272,7 @@ def _lower_launch(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> Non
     if len(ndrange) != kernel_ndim(kernel):
         raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
                                f"{kernel_ndim(kernel)}-D kernel @{name}")
-    block_size = DEFAULT_BLOCK
-    if "workgroupsize" in launch.attributes:
-        block_size = 1
-        for n in ir.DenseI64ArrayAttr(launch.attributes["workgroupsize"]):
-            block_size *= n
+    block_size = launch_block_size(launch)
     idx = ir.IndexType.get()
     with ir.InsertionPoint(launch), launch.location:
         total = _product(ndrange)

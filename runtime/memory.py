@@ -28,7 +28,8 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..frontend.types import ScalarType
 from . import cpu_cache
-from .abi import lookup
+from .abi import array_over
+from .engine_lookup import lookup
 
 _OPT_LEVEL = 2
 
@@ -158,15 +159,6 @@ class Block:
 
     def __del__(self) -> None:
         _allocator.free(self.ptr)
-
-
-def array_over(block: Block, data: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A C-contiguous array at address `data`, inside `block`, which it keeps alive."""
-    # NumPy keeps the ctypes buffer as the array's base, and the buffer keeps the block:
-    # cheaper than an object with __array_interface__.
-    buffer = (ctypes.c_char * (prod(shape) * dtype.itemsize)).from_address(data)
-    buffer.block = block
-    return np.ndarray(shape, dtype, buffer)
 
 
 def allocate(shape: int | Sequence[int], dtype) -> np.ndarray:

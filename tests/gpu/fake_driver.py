@@ -29,6 +29,15 @@ class FakeDriverAPI:
         self.buffers[buf.ctypes.data] = buf
         return 0, buf.ctypes.data
 
+    def cuMemAllocManaged(self, n, flags):
+        assert flags == 1          # CU_MEM_ATTACH_GLOBAL
+        self.managed = getattr(self, "managed", 0) + 1
+        return self.cuMemAlloc(n)
+
+    def cuMemcpy(self, dst, src, n):
+        ctypes.memmove(dst, src, n)
+        return (0,)
+
     def cuMemFree(self, ptr):
         self.buffers.pop(int(ptr))
         return (0,)

@@ -1,0 +1,177 @@
+"""`--adj-lower-cuda-host`: the host side of an `@adjit.jit` function run with
+`device="cuda"`, whose kernel launches go to the GPU while its own code runs on the CPU.
+
+Each `adj.launch` becomes a call of `@__adjit_cuda_launch(slot, words, nwords, items, block)`:
+- `slot` numbers the launched kernel (`launched_kernels` lists them, in slot order), which
+  the runtime compiled to PTX (passes/lower_gpu.py) and loaded;
+- `words` points at the kernel's parameters packed as 64-bit words, in the order and the
+  encoding of the PTX entry's parameters: a memref as (aligned, aligned, offset, sizes...,
+  strides...), a scalar's bits zero-extended (an f32 in the low half), then the ndrange
+  extents. So the runtime hands `words` to cuLaunchKernel as they are (runtime/host_program.py);
+- `items` is prod(ndrange) and `block` the threads per block (prod(workgroupsize) or 256).
+The words live in one stack slot per launch site, made in the function's entry block: a slot
+made at the launch would grow the stack on every iteration of a loop around it.
+
+`hook_runtime_calls` then makes the lowered (LLVM dialect) module call the runtime through
+function pointers that it holds in globals (`__adjit_hook_<symbol>`), which the runtime fills
+after loading the shared object: the allocator (which the runtime points at CUDA managed
+memory, so that the host code and the kernels reach the same arrays) and the launcher.
+The shared object then refers to nothing but libc and libm, and loads on a GPU machine
+that has no MLIR (no async runtime either: host programs are compiled single-threaded).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, memref
+
+from ..dialects.adj import AdjError, launch_call
+from ..runtime.host_program import ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX, LAUNCH_SYMBOL
+from ..runtime.kernel_cache import GpuKernel
+from .kernel_abi import is_kernel, kernel_ndim
+from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
+from .lower_gpu import kernel_to_ptx, launch_block_size
+from .pipeline import run_cpu_pipeline
+# symbol -> (LLVM result type or None, LLVM parameter types) of each hooked runtime call
+HOOKS = {
+    ALLOC_SYMBOL: ("!llvm.ptr", ["i64"]),
+    FREE_SYMBOL: (None, ["!llvm.ptr"]),
+    LAUNCH_SYMBOL: (None, ["i64"] * 5),
+}
+
+
+def compile_host(module: ir.Module, chip: str) -> tuple[str, list[GpuKernel], list, list[str]]:
+    """Compiles an adj-level module (rewritten in place) into a host program's parts:
+    (LLVM IR, the launched kernels' PTX by slot, the (error, message) of each check, the
+    hook globals to fill)."""
+    from mlir.dialects.llvm import translate_module_to_llvmir
+    with module.context, ir.Location.unknown():
+        launched = lower_cuda_host(module.operation)
+        kernels = [kernel_to_ptx(module, name, chip) for name in launched]
+        lower_cpu(module.operation)
+        errors = error_table(module.operation)
+        run_cpu_pipeline(module, num_threads=1)   # no async runtime on the GPU machine
+        hooks = hook_runtime_calls(module.operation)
+        return str(translate_module_to_llvmir(module.operation)), kernels, errors, hooks
+
+
+def lower_cuda_host(module: ir.Operation) -> list[str]:
+    """Replaces every adj.launch in `module` with a call of the launch hook; returns the
+    launched kernels' symbols in slot order. The kernels stay in the module (their PTX is
+    compiled from it); the CPU pipeline drops them once nothing calls them."""
+    module = getattr(module, "operation", module)
+    with module.context, module.location:
+        symbols = _symbol_table(module)
+        slots: dict[str, int] = {}
+        for launch in _ops_named(module, "adj.launch"):
+            _lower_launch(launch, symbols, slots)
+        if slots:
+            i64 = ir.IntegerType.get_signless(64)
+            with ir.InsertionPoint(module.regions[0].blocks[0]):
+                func.FuncOp(LAUNCH_SYMBOL, ([i64] * 5, []), visibility="private")
+    return list(slots)
+
+
+def _lower_launch(launch: ir.Operation, symbols: dict[str, ir.Operation],
+                  slots: dict[str, int]) -> None:
+    call = launch_call(launch)
+    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    kernel = symbols.get(name)
+    if kernel is None or not is_kernel(kernel):
+        raise AdjError(launch, f"adj.launch of @{name}, which is not a func.func marked adj.kernel")
+    ndrange = list(launch.operands)
+    if len(ndrange) != kernel_ndim(kernel):
+        raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
+                               f"{kernel_ndim(kernel)}-D kernel @{name}")
+    slot = slots.setdefault(name, len(slots))
+    operands = list(call.operands)
+    nwords = sum(3 + 2 * o.type.rank if isinstance(o.type, ir.MemRefType) else 1
+                 for o in operands) + len(ndrange)
+    i64, idx = ir.IntegerType.get_signless(64), ir.IndexType.get()
+    entry = _enclosing_function(launch).regions[0].blocks[0]
+    with ir.InsertionPoint.at_block_begin(entry), launch.location:
+        words = memref.alloca(ir.MemRefType.get([nwords], i64), [], [])
+    with ir.InsertionPoint(launch), launch.location:
+        packed = [w for o in operands for w in _words(o)] + [_index_word(n) for n in ndrange]
+        for position, word in enumerate(packed):
+            memref.store(word, words, [arith.constant(idx, position)])
+        items = ndrange[0]
+        for n in ndrange[1:]:
+            items = arith.muli(items, n)
+        func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCH_SYMBOL), [
+            arith.constant(i64, slot),
+            _index_word(memref.extract_aligned_pointer_as_index(words)),
+            arith.constant(i64, nwords), _index_word(items),
+            arith.constant(i64, launch_block_size(launch))])
+    launch.erase()
+
+
+def _enclosing_function(op: ir.Operation) -> ir.Operation:
+    parent = op.parent
+    while parent.name != "func.func":
+        parent = parent.parent
+    return parent
+
+
+def _index_word(value: ir.Value) -> ir.Value:
+    return arith.index_cast(ir.IntegerType.get_signless(64), value)
+
+
+def _words(value: ir.Value) -> list[ir.Value]:
+    """One kernel argument as the 64-bit words of its PTX parameters."""
+    i64 = ir.IntegerType.get_signless(64)
+    t = value.type
+    if isinstance(t, ir.MemRefType):
+        aligned = _index_word(memref.extract_aligned_pointer_as_index(value))
+        meta = memref.ExtractStridedMetadataOp(value)
+        return [aligned, aligned, _index_word(meta.offset),
+                *(_index_word(s) for s in meta.sizes), *(_index_word(s) for s in meta.strides)]
+    if isinstance(t, ir.IndexType):
+        return [_index_word(value)]
+    if isinstance(t, ir.F64Type):
+        return [arith.bitcast(i64, value)]
+    if isinstance(t, ir.F32Type):
+        return [arith.extui(i64, arith.bitcast(ir.IntegerType.get_signless(32), value))]
+    if isinstance(t, ir.IntegerType) and t.width < 64:
+        return [arith.extui(i64, value)]   # the PTX parameter reads only its low bytes
+    return [value]
+
+
+def hook_runtime_calls(module: ir.Operation) -> list[str]:
+    """In a module lowered to the LLVM dialect, defines each runtime function of HOOKS that
+    the module declares as a call through the pointer in global `__adjit_hook_<symbol>`;
+    returns the globals' names, which the runtime must fill before calling the module."""
+    module = getattr(module, "operation", module)
+    globals_: list[str] = []
+    with module.context, module.location:
+        for op in list(module.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name != "llvm.func" or "sym_name" not in op.attributes:
+                continue
+            symbol = ir.StringAttr(op.attributes["sym_name"]).value
+            if symbol not in HOOKS or len(op.regions[0].blocks) > 0:
+                continue
+            with ir.InsertionPoint(op):
+                for defined in ir.Module.parse(_hook_text(symbol)).body.operations:
+                    defined.operation.clone()
+            op.erase()
+            globals_.append(HOOK_PREFIX + symbol)
+    return globals_
+
+
+def _hook_text(symbol: str) -> str:
+    result, params = HOOKS[symbol]
+    names = [f"%a{i}" for i in range(len(params))]
+    signature = ", ".join(f"{n}: {t}" for n, t in zip(names, params))
+    call = f"llvm.call %fn({', '.join(names)}) : !llvm.ptr, ({', '.join(params)}) -> {result or '()'}"
+    body = f"%r = {call}\n  llvm.return %r : {result}" if result else f"{call}\n  llvm.return"
+    return f"""
+llvm.mlir.global external @{HOOK_PREFIX}{symbol}() : !llvm.ptr {{
+  %null = llvm.mlir.zero : !llvm.ptr
+  llvm.return %null : !llvm.ptr
+}}
+llvm.func @{symbol}({signature}){' -> ' + result if result else ''} {{
+  %slot = llvm.mlir.addressof @{HOOK_PREFIX}{symbol} : !llvm.ptr
+  %fn = llvm.load %slot : !llvm.ptr -> !llvm.ptr
+  {body}
+}}
+"""

@@ -1,0 +1,260 @@
+"""Host programs: `@adjit.jit` functions compiled for `device="cuda"`, stored and run
+without MLIR.
+
+A host program is the function's own code compiled for the CPU as a shared object
+(passes/lower_cuda_host.py) plus the GPU kernels it launches (`GpuKernel`s, by launch slot).
+The shared object calls the runtime through function pointers that `LoadedProgram` fills:
+- allocation and free go to CUDA managed memory, which the host code and the kernels
+  address alike: element-wise array code and reductions run on the CPU, launches on the
+  GPU, and the driver moves pages where they are used;
+- a launch hands the kernel's packed parameter words to cuLaunchKernel as they are
+  (runtime/cuda.py: launch_words), then synchronizes, as every launch does.
+
+Array arguments are copied into managed memory before the call and back afterwards (NumPy
+arrays by the CPU, GPU arrays by the driver): the host code may touch any of them, which
+memory that cuMemAlloc made would not allow. Returned arrays are NumPy arrays over managed
+memory, freed when NumPy frees them.
+
+A host program is stored in the GPU kernel cache folder as `<key>.so` and `<key>.json`
+(format FORMAT_VERSION, the shared object's size and SHA-256, the signature, the kernels
+with their PTX): a machine with a GPU and no compiler runs what one with MLIR compiled.
+This module must not import MLIR.
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..frontend.types import SCALARS, ArrayType, ScalarType
+from . import cuda
+from .abi import make_caller
+from .device_array import DeviceArray
+from .files import write_atomic
+from .kernel_cache import GpuKernel, KernelCacheError
+
+FORMAT_VERSION = 1
+ENTRY = "entry"
+ERROR_GLOBAL = "__adj_error"          # passes/lower_cpu.py's error cell
+# The runtime calls a host program makes, each through the pointer in global
+# HOOK_PREFIX + symbol (passes/lower_cuda_host.py defines them).
+HOOK_PREFIX = "__adjit_hook_"
+ALLOC_SYMBOL = "_mlir_memref_to_llvm_alloc"
+FREE_SYMBOL = "_mlir_memref_to_llvm_free"
+LAUNCH_SYMBOL = "__adjit_cuda_launch"
+
+_ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
+_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_LAUNCH = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 5)
+
+
+def type_code(t: ScalarType | ArrayType) -> str:
+    """'f32' for a scalar type, 'a2f32' for a 2-D array of f32: how the JSON spells types."""
+    return f"a{t.ndim}{t.dtype.name}" if isinstance(t, ArrayType) else t.name
+
+
+def parse_type(code: str) -> ScalarType | ArrayType:
+    """The type that type_code spelled `code`; ValueError for anything else."""
+    by_name = {t.name: t for t in SCALARS}
+    match = re.fullmatch(r"a(\d+)(\w+)", code)
+    dtype = by_name.get(match.group(2) if match else code)
+    if dtype is None:
+        raise ValueError(f"{code!r} is not an adjit type code")
+    return ArrayType(dtype, int(match.group(1))) if match else dtype
+
+
+@dataclass(frozen=True)
+class HostProgram:
+    """A compiled `device="cuda"` function: `library` (the shared object's bytes) calls
+    `kernels[slot]` for each launch; `errors[i]` is (Python error name, message) of check
+    number i+1; `hooks` are the pointer globals the runtime fills."""
+    name: str
+    arg_types: tuple[str, ...]
+    result_types: tuple[str, ...]
+    tuple_result: bool
+    kernels: tuple[GpuKernel, ...]
+    errors: tuple[tuple[str, str], ...]
+    hooks: tuple[str, ...]
+    library: bytes
+
+
+def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
+    """Writes `<key>.so` then `<key>.json`, each atomically (the JSON marks a whole entry);
+    returns the shared object's path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    meta = {"format": FORMAT_VERSION, "name": program.name, "arg_types": program.arg_types,
+            "result_types": program.result_types, "tuple_result": program.tuple_result,
+            "kernels": [k.to_dict() for k in program.kernels], "errors": program.errors,
+            "hooks": program.hooks, "size": len(program.library),
+            "sha256": hashlib.sha256(program.library).hexdigest()}
+    so_path = directory / f"{key}.so"
+    write_atomic(so_path, program.library)
+    write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
+    return so_path
+
+
+def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | None:
+    """(the program stored under `key`, its shared object's path), or None if there is
+    none; KernelCacheError if the entry has another format version or is damaged."""
+    meta_path = Path(directory) / f"{key}.json"
+    so_path = meta_path.with_suffix(".so")
+    try:
+        meta = json.loads(meta_path.read_text())
+        library = so_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
+    if meta.get("format") != FORMAT_VERSION:
+        raise KernelCacheError(f"host program format {meta.get('format')!r} in {meta_path} is "
+                               f"not the supported version {FORMAT_VERSION}; recompile it")
+    if len(library) != meta.get("size") or hashlib.sha256(library).hexdigest() != meta.get("sha256"):
+        raise KernelCacheError(f"damaged host program cache entry {so_path}: its size or "
+                               "SHA-256 is not the recorded one")
+    try:
+        program = HostProgram(
+            name=meta["name"], arg_types=tuple(meta["arg_types"]),
+            result_types=tuple(meta["result_types"]), tuple_result=bool(meta["tuple_result"]),
+            kernels=tuple(GpuKernel.from_dict(k) for k in meta["kernels"]),
+            errors=tuple((str(e), str(m)) for e, m in meta["errors"]),
+            hooks=tuple(meta["hooks"]), library=library)
+        for code in (*program.arg_types, *program.result_types):
+            parse_type(code)
+    except (KeyError, TypeError, ValueError) as e:
+        raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
+    return program, so_path
+
+
+class _ManagedBlock:
+    """A block of managed memory that a returned array lives in, freed with the array."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __del__(self) -> None:
+        try:
+            cuda.free(self.ptr)
+        except Exception:       # interpreter shutdown: the driver may be gone already
+            pass
+
+
+def _exception_class(kind: str) -> type[Exception]:
+    cls = getattr(builtins, kind, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
+
+
+class LoadedProgram:
+    """A host program's shared object, loaded, with its runtime calls connected; calling it
+    runs the function on the CPU and its launches on the GPU."""
+
+    def __init__(self, program: HostProgram, so_path: Path):
+        self.program = program
+        self._library = ctypes.CDLL(str(so_path), mode=ctypes.RTLD_LOCAL)
+        self._pending: list[BaseException] = []    # what a runtime call raised, to re-raise
+        # Kept alive as long as the library: compiled code holds their addresses.
+        self._callbacks = {ALLOC_SYMBOL: _ALLOC(self._alloc), FREE_SYMBOL: _FREE(self._free),
+                           LAUNCH_SYMBOL: _LAUNCH(self._launch)}
+        for hook in program.hooks:
+            callback = self._callbacks[hook.removeprefix(HOOK_PREFIX)]
+            slot = ctypes.c_void_p.in_dll(self._library, hook)
+            slot.value = ctypes.cast(callback, ctypes.c_void_p).value
+        self._error_cell = (ctypes.c_int64.in_dll(self._library, ERROR_GLOBAL)
+                            if program.errors else None)
+        self.arg_types = [parse_type(c) for c in program.arg_types]
+        address = ctypes.cast(self._library[f"_mlir_ciface_{ENTRY}"], ctypes.c_void_p).value
+        self._call = make_caller(address, program.name, self.arg_types,
+                                 [parse_type(c) for c in program.result_types],
+                                 self._after_call, _ManagedBlock)
+
+    def _alloc(self, nbytes: int) -> int:
+        try:
+            return cuda.alloc_managed(nbytes)
+        except BaseException as e:     # noqa: BLE001 (no exception may cross into C)
+            self._pending.append(e)
+            return 0
+
+    def _free(self, ptr: int | None) -> None:
+        if ptr:
+            try:
+                cuda.free(ptr)
+            except BaseException as e:     # noqa: BLE001
+                self._pending.append(e)
+
+    def _launch(self, slot: int, words: int, nwords: int, items: int, block: int) -> None:
+        if self._pending:      # a launch failed: what it would have written is not there
+            return
+        try:
+            cuda.launch_words(self.program.kernels[slot], words, nwords, items, block)
+        except BaseException as e:     # noqa: BLE001
+            self._pending.append(e)
+
+    def _after_call(self) -> None:
+        pending, self._pending = self._pending, []
+        cell = self._error_cell
+        number = cell.value if cell is not None else 0
+        if number:
+            cell.value = 0
+        if pending:
+            raise pending[0]
+        if number:
+            kind, message = self.program.errors[number - 1]
+            raise _exception_class(kind)(message)
+
+    def __call__(self, *args: Any) -> Any:
+        """Runs the program on `args` (NumPy or GPU arrays, scalars), as the signature
+        it was compiled for says."""
+        staged: list[tuple[Any, np.ndarray, int]] = []
+        values = []
+        try:
+            for t, a in zip(self.arg_types, args):
+                if isinstance(t, ArrayType):
+                    view, ptr = _stage_in(a, t)
+                    staged.append((a, view, ptr))
+                    a = view
+                values.append(a)
+            result = self._call(*values)
+        finally:
+            for original, view, ptr in staged:
+                _stage_out(original, view)
+                cuda.free(ptr)
+        if self.program.tuple_result and len(self.program.result_types) == 1:
+            return (result,)
+        return result
+
+
+def _stage_in(a: Any, t: ArrayType) -> tuple[np.ndarray, int]:
+    """A copy of array argument `a` in managed memory: (a NumPy view of it, its address)."""
+    dtype = t.dtype.np_dtype
+    nbytes = int(np.prod(a.shape)) * dtype.itemsize
+    ptr = cuda.alloc_managed(nbytes)
+    view = _view(ptr, a.shape, dtype)
+    if isinstance(a, DeviceArray):
+        cuda.copy(ptr, a.ptr, nbytes)
+    else:
+        view[...] = a
+    return view, ptr
+
+
+def _stage_out(original: Any, view: np.ndarray) -> None:
+    """Copies what the call left in `view` back into the argument it was copied from."""
+    if isinstance(original, DeviceArray):
+        cuda.copy(original.ptr, view.ctypes.data, view.nbytes)
+    elif original.flags.writeable:
+        original[...] = view
+
+
+def _view(ptr: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    n = int(np.prod(shape)) * dtype.itemsize
+    return np.ndarray(tuple(shape), dtype, (ctypes.c_char * n).from_address(ptr))
+

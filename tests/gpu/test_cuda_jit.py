@@ -1,0 +1,168 @@
+"""`@adjit.jit` functions called with device="cuda", without a GPU: the host program (the
+function compiled for the CPU, runtime/host_program.py) runs for real, and its launches go to
+the fake driver (fake_driver.py), whose "kernels" are NumPy stand-ins reading the parameter
+words the host code packed. So the host lowering, the packing, managed memory, the copies in
+and out, errors and the cache are all checked in CI; test_gpu_exec.py and
+test_user_kernels.py run the same on a GPU."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import adjit
+from adjit.frontend.cuda_launch import compile_only
+from adjit.frontend.errors import CompilationError
+from adjit.runtime.kernel_cache import KernelCacheError
+from cuda_jit_cases import KERNELS, divide_twice, scale, scale_twice, simulate
+from fake_driver import install
+
+pytest.importorskip("mlir", reason="compiling host programs needs MLIR")
+if shutil.which("cc") is None:
+    pytest.skip("building host programs needs a C compiler (cc)", allow_module_level=True)
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    return install(monkeypatch, KERNELS)
+
+
+def test_simulate_matches_the_cpu(fake):
+    u0 = np.random.default_rng(0).random((40, 70), dtype=np.float32)
+    total, u = simulate(u0, 5, np.float32(0.1), device="cuda")
+    want_total, want_u = simulate(u0, 5, np.float32(0.1))
+    np.testing.assert_allclose(u, want_u, rtol=1e-6)
+    np.testing.assert_allclose(total, want_total, rtol=1e-6)
+    assert isinstance(u, np.ndarray) and u.shape == (40, 70) and u.dtype == np.float32
+    assert len(fake.launches) == 5 and {bx for _, _, bx in fake.launches} == {256}
+    assert fake.loaded == 1                          # one kernel, loaded once
+    assert fake.managed >= 3                         # u0's copy, u, v: managed memory
+
+
+def test_managed_memory_is_freed(fake):
+    u0 = np.ones((8, 8), np.float32)
+    result = simulate(u0, 2, np.float32(0.1), device="cuda")
+    assert len(fake.buffers) == 1                    # the returned array's block
+    del result
+    assert not fake.buffers
+
+
+def test_arguments_written_in_place_reach_the_caller(fake):
+    x = np.arange(1000, dtype=np.float64)
+    scale_twice(x, 3.0)                               # the decorator's device="cuda"
+    np.testing.assert_array_equal(x, 9 * np.arange(1000))
+    assert [bx for _, _, bx in fake.launches] == [128, 256]
+    read_only = np.arange(10.0)
+    read_only.flags.writeable = False
+    scale_twice(read_only, 2.0)
+    np.testing.assert_array_equal(read_only, np.arange(10.0))
+    scale_twice(np.zeros(0), 2.0)                     # no work items: no launch
+    assert len(fake.launches) == 4
+
+
+def test_device_arrays_are_copied_in_and_out(fake):
+    x = adjit.to_device(np.arange(100, dtype=np.float64))
+    scale_twice(x, 2.0)
+    np.testing.assert_array_equal(x.numpy(), 4 * np.arange(100))
+
+
+def test_a_failed_check_in_a_kernel_raises(fake):
+    def failing(api, params, grid, block):
+        api.error_word[0] = 1          # what the compiled kernel stores for i // 0
+    fake.kernels["divide__a1f64_i64__1d"] = failing
+    with pytest.raises(ZeroDivisionError, match=r"cuda_jit_cases.py:\d+"):
+        divide_twice(np.ones(4), 0, device="cuda")
+    assert len(fake.launches) == 1                     # the second launch did not run
+
+
+def test_host_code_errors_name_the_line(fake):
+    @adjit.jit
+    def mismatched(a, b):
+        return a + b
+
+    with pytest.raises(ValueError, match=r"test_cuda_jit.py:\d+"):
+        mismatched(np.ones(3), np.ones(4), device="cuda")
+
+
+def test_wrong_arguments_are_refused(fake):
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        simulate(np.ones((4, 4), np.float32), 3, device="cuda")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
+        simulate(np.ones((4, 4), np.float32), 3, 0.1, device="gpu")
+
+
+def test_device_inside_compiled_code_is_refused(fake):
+    @adjit.jit
+    def launches_with_device(x):
+        scale(x, 2.0, ndrange=x.shape[0], device="cuda")
+
+    with pytest.raises(CompilationError, match="device= inside compiled code"):
+        launches_with_device(np.ones(3))
+
+
+def test_lower_shows_host_llvm_and_kernel_ptx(fake):
+    lowered = simulate.lower(np.ones((4, 4), np.float32), 3, 0.1, device="cuda")
+    assert "adj.launch" in lowered.adj()
+    assert "__adjit_hook___adjit_cuda_launch" in lowered.llvm()
+    assert ".entry heat_step__a2f32_a2f32_f32__2d" in lowered.ptx()
+
+
+def test_compile_only_stores_a_versioned_entry(fake, tmp_path):
+    simulate._cache.clear()          # compiled by earlier tests, into their cache folders
+    with compile_only():
+        assert simulate(np.ones((4, 4), np.float32), 3, 0.1, device="cuda") is None
+    assert not fake.launches
+    (meta_path,) = (tmp_path / "cache" / "gpu").glob("*.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["format"] == 1 and meta["arg_types"] == ["a2f32", "i64", "f32"]
+    assert [k["name"] for k in meta["kernels"]] == ["heat_step__a2f32_a2f32_f32__2d"]
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(meta_path.with_suffix(".so"))],
+                               capture_output=True, text=True)
+    if undefined.returncode == 0:     # nothing but libc: it loads where MLIR is not
+        names = {line.split()[-1].split("@")[0] for line in undefined.stdout.splitlines()}
+        assert names <= {"memcpy", "memset", "__cxa_finalize", "_ITM_deregisterTMCloneTable",
+                         "_ITM_registerTMCloneTable", "__gmon_start__"}, names
+    meta["format"] = 99
+    meta_path.write_text(json.dumps(meta))
+    simulate._cache.clear()
+    with pytest.raises(KernelCacheError, match="format 99"):
+        simulate(np.ones((4, 4), np.float32), 3, 0.1, device="cuda")
+
+
+def test_runs_from_the_cache_without_mlir(fake, tmp_path):
+    """What a GPU machine does: the program compiled here runs in a process where MLIR
+    cannot be imported (the fake driver standing in for the GPU)."""
+    cache = tmp_path / "cache"
+    here = Path(__file__).parent
+    code = textwrap.dedent(f"""
+        import sys
+        sys.modules["mlir"] = None
+        sys.path.insert(0, {str(here)!r})
+        import numpy as np
+        import pytest
+        import cuda_jit_cases as t
+        from fake_driver import install
+        with pytest.MonkeyPatch.context() as mp:
+            install(mp, t.KERNELS)
+            u0 = np.random.default_rng(1).random((12, 9), dtype=np.float32)
+            total, u = t.simulate(u0, 3, np.float32(0.2), device="cuda")
+            print(repr(float(total)), "mlir" in sys.modules and sys.modules["mlir"] is not None)
+    """)
+    u0 = np.random.default_rng(1).random((12, 9), dtype=np.float32)
+    simulate._cache.clear()
+    with compile_only():
+        simulate(u0, 3, np.float32(0.2), device="cuda")
+    env = {"ADJIT_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    total, mlir_loaded = done.stdout.split()
+    assert mlir_loaded == "False"
+    np.testing.assert_allclose(float(total), simulate(u0, 3, np.float32(0.2))[0], rtol=1e-6)

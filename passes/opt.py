@@ -1,7 +1,8 @@
 """`adjit-opt`: the mlir-opt of adjit, to run its passes on IR files and test them with FileCheck.
 
     adjit-opt [file.mlir|-] [--pass-pipeline='builtin.module(...)'] [--adj-autodiff]
-              [--adj-lower-cpu] [--adj-lower-gpu] [--emit=mlir|llvm|ptx]
+              [--adj-lower-cpu] [--adj-lower-gpu] [--adj-lower-cuda-host]
+              [--emit=mlir|llvm|ptx]
               [--mlir-print-ir-after-all] [--mlir-print-debuginfo] [-o out]
 
 Passes run in command-line order; `--emit` then lowers what is left and prints the result.
@@ -51,6 +52,7 @@ PASSES: dict[str, Pass] = {
     "adj-autodiff": _lazy("adjit.passes.autodiff", "run_autodiff"),
     "adj-lower-cpu": lambda m: lower_cpu(m.operation),
     "adj-lower-gpu": _lazy("adjit.passes.lower_gpu", "lower_gpu"),
+    "adj-lower-cuda-host": _lazy("adjit.passes.lower_cuda_host", "lower_cuda_host"),
 }
 
 

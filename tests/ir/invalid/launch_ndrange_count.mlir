@@ -1,5 +1,6 @@
-// --adj-lower-cpu: a launch gives one ndrange extent per kernel dimension.
+// --adj-lower-cpu and --adj-lower-cuda-host: a launch gives one ndrange extent per kernel dimension.
 // RUN: not adjit-opt %s --adj-lower-cpu 2>&1 | FileCheck %s
+// RUN: not adjit-opt %s --adj-lower-cuda-host 2>&1 | FileCheck %s
 
 func.func @k() attributes {adj.kernel, adj.ndim = 2 : i64} {
   return

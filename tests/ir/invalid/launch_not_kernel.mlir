@@ -1,5 +1,6 @@
-// --adj-lower-cpu: a launch must call a func.func marked adj.kernel.
+// --adj-lower-cpu and --adj-lower-cuda-host: a launch must call a func.func marked adj.kernel.
 // RUN: not adjit-opt %s --adj-lower-cpu 2>&1 | FileCheck %s
+// RUN: not adjit-opt %s --adj-lower-cuda-host 2>&1 | FileCheck %s
 
 func.func @helper() {
   return

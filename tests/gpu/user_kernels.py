@@ -1,5 +1,7 @@
 """GPU test cases written as users write them: `@adjit.kernel` functions launched with
-device="cuda", and autodiff of such launches, each with inputs and a NumPy reference.
+device="cuda", autodiff of such launches, and `@adjit.jit` functions called with
+device="cuda" (launches on the GPU, the rest on the CPU), each with inputs and a NumPy
+reference.
 
 test_user_kernels.py runs them on a GPU, and with device="cpu" where there is none (so the
 references are checked everywhere). `python user_kernels.py` (scripts/gpu_check.sh compile)
@@ -91,6 +93,25 @@ def linear_ids(out):
     out[i, j, k] = float(adjit.index()) + 0.5 * (i - j + k)
 
 
+@adjit.jit
+def diffuse(u, steps: int, dt: adjit.f32):
+    """2 * steps heat steps, ping-ponging between u and a scratch array, so that the result
+    is in u; returns the energy, summed by the host code."""
+    v = adjit.empty_like(u)
+    for _ in range(steps):
+        heat_step(u, v, dt, ndrange=u.shape)
+        heat_step(v, u, dt, ndrange=u.shape)
+    return adjit.sum(u * u)
+
+
+@adjit.jit
+def wave_energy(x, out):
+    """A launch, then element-wise host code over what it wrote."""
+    apply_wave(x, out, ndrange=x.shape[0])
+    shifted = out * 0.5 + 1.0
+    return adjit.sum(shifted * shifted)
+
+
 @dataclass(frozen=True)
 class UserCase:
     name: str
@@ -131,6 +152,19 @@ def _heat_gradient_reference(u, du, v, dv, dt):
     du[1:-1, 2:] += dt * inner
     dv[:] = 0                            # v was overwritten: its adjoint is consumed
     return ddt
+
+
+def _diffuse_reference(u, steps, dt):
+    v = np.empty_like(u)
+    for _ in range(steps):
+        _heat_reference(u, v, dt)
+        _heat_reference(v, u, dt)
+    return np.sum(u.astype(np.float64) ** 2)
+
+
+def _wave_energy_reference(x, out):
+    out[:] = AMPLITUDE * np.sin(x) + np.exp(-x * x)
+    return np.sum((out * 0.5 + 1.0) ** 2)
 
 
 def _saxpy_tangent_reference(a, da, x, dx, y, dy):
@@ -184,6 +218,12 @@ CASES: dict[str, UserCase] = {c.name: c for c in [
                                          Duplicated(a[2], a[3]), Duplicated(a[4], a[5]),
                                          ndrange=10_001, device=d),
              lambda a: _saxpy_tangent_reference(*a), rtol=1e-5, atol=1e-6),
+    UserCase("jit_diffuse", lambda rng: [_f32(rng, 130, 257), 10, np.float32(0.1)],
+             lambda a, d: diffuse(*a, device=d),
+             lambda a: _diffuse_reference(*a), rtol=1e-5, atol=1e-6),
+    UserCase("jit_wave_energy", lambda rng: [rng.uniform(-4, 4, 20_000), np.zeros(20_000)],
+             lambda a, d: wave_energy(*a, device=d),
+             lambda a: _wave_energy_reference(*a), rtol=1e-12, atol=1e-12),
 ]}
 
 

@@ -221,16 +221,49 @@ def launch_words(gpu_kernel: GpuKernel, words: int, nwords: int, items: int, blo
 _ATTACH_GLOBAL = 1
 
 
+class _Accounting:
+    """Bytes of GPU memory adjit allocated (device arrays, tapes, managed memory of host
+    programs) and not yet freed, and the most at any time: memory_stats' device_* keys."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, int] = {}
+        self.in_use = self.peak = 0
+        self.lock = threading.Lock()
+
+    def add(self, ptr: int, nbytes: int) -> None:
+        with self.lock:
+            self.sizes[ptr] = nbytes
+            self.in_use += nbytes
+            self.peak = max(self.peak, self.in_use)
+
+    def remove(self, ptr: int) -> None:
+        with self.lock:
+            self.in_use -= self.sizes.pop(ptr, 0)
+
+
+accounting = _Accounting()
+
+
+def alloc(nbytes: int) -> int:
+    """`nbytes` of device memory (at least one byte)."""
+    err, ptr = driver().api.cuMemAlloc(max(int(nbytes), 1))
+    check(err, f"allocating {nbytes} bytes on the GPU")
+    accounting.add(int(ptr), int(nbytes))
+    return int(ptr)
+
+
 def alloc_managed(nbytes: int) -> int:
     """`nbytes` of CUDA managed memory (at least one byte), addressable by the CPU and the
     GPU alike."""
     err, ptr = driver().api.cuMemAllocManaged(max(int(nbytes), 1), _ATTACH_GLOBAL)
     check(err, f"allocating {nbytes} bytes of managed memory")
+    accounting.add(int(ptr), int(nbytes))
     return int(ptr)
 
 
 def free(ptr: int) -> None:
-    """Frees memory that alloc_managed (or cuMemAlloc) gave."""
+    """Frees memory that alloc or alloc_managed gave."""
+    accounting.remove(ptr)
     (err,) = driver().api.cuMemFree(ptr)
     check(err, "cuMemFree")
 

@@ -34,11 +34,8 @@ class DeviceArray:
         elif self.nbytes == 0:
             self.ptr = 0
         else:
-            api = _cuda.driver().api
-            err, address = api.cuMemAlloc(self.nbytes)
-            _cuda.check(err, f"allocating {self.nbytes} bytes on the GPU")
-            self.ptr = int(address)
-            weakref.finalize(self, _free, api, self.ptr)
+            self.ptr = _cuda.alloc(self.nbytes)
+            weakref.finalize(self, _free, self.ptr)
 
     @property
     def ndim(self) -> int:
@@ -189,9 +186,9 @@ def _device_ordinal() -> int:
     return int(_cuda.driver().device)
 
 
-def _free(api: Any, ptr: int) -> None:
+def _free(ptr: int) -> None:
     try:
-        api.cuMemFree(ptr)
+        _cuda.free(ptr)
     except Exception:      # interpreter shutdown: the driver may be gone already
         pass
 

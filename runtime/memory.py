@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
 from ..frontend.types import ScalarType
-from . import cpu_cache
+from . import cpu_cache, cuda
 from .abi import array_over
 from .engine_lookup import lookup
 
@@ -139,15 +139,19 @@ def runtime_symbols() -> dict[str, int]:
 
 def memory_stats() -> dict[str, int]:
     """Bytes adjit allocated and has not freed yet, and the most at any time since the
-    start or `reset_peak_memory()`."""
+    start or `reset_peak_memory()`: in the CPU's memory, and (`device_*`) the GPU's."""
     a = _get()
-    return {"bytes_in_use": a.in_use.value, "peak_bytes": a.peak.value}
+    return {"bytes_in_use": a.in_use.value, "peak_bytes": a.peak.value,
+            "device_bytes_in_use": cuda.accounting.in_use,
+            "device_peak_bytes": cuda.accounting.peak}
 
 
 def reset_peak_memory() -> None:
-    """Sets the peak to the bytes in use now."""
+    """Sets the peaks to the bytes in use now."""
     a = _get()
     a.peak.value = a.in_use.value
+    with cuda.accounting.lock:
+        cuda.accounting.peak = cuda.accounting.in_use
 
 
 class Block:

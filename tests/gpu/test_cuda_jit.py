@@ -46,12 +46,18 @@ def test_simulate_matches_the_cpu(fake):
     assert fake.managed >= 3                         # u0's copy, u, v: managed memory
 
 
-def test_managed_memory_is_freed(fake):
+def test_managed_memory_is_freed_and_counted(fake):
     u0 = np.ones((8, 8), np.float32)
+    before = adjit.memory_stats()["device_bytes_in_use"]
+    adjit.reset_peak_memory()
     result = simulate(u0, 2, np.float32(0.1), device="cuda")
     assert len(fake.buffers) == 1                    # the returned array's block
+    stats = adjit.memory_stats()
+    assert stats["device_bytes_in_use"] - before == u0.nbytes
+    assert stats["device_peak_bytes"] - before >= 3 * u0.nbytes   # u0's copy, u and v
     del result
     assert not fake.buffers
+    assert adjit.memory_stats()["device_bytes_in_use"] == before
 
 
 def test_arguments_written_in_place_reach_the_caller(fake):

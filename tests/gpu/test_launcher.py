@@ -143,3 +143,14 @@ def test_dlpack_capsule_round_trip_through_numpy():
     ptr, shape, strides, dtype, owner = dlpack_view(a[:, ::2].__dlpack__())
     assert (ptr, shape, strides, dtype) == (a.ctypes.data, (3, 2), (16, 8), np.float32)
     assert dlpack_view(np.zeros(3, bool).__dlpack__())[3] == np.bool_
+
+
+def test_device_arrays_are_counted_in_memory_stats(fake):
+    before = cuda.accounting.in_use
+    x = DeviceArray.zeros(1000, np.float32)
+    borrowed = as_device_array(x)            # a view of x: not adjit's allocation
+    assert cuda.accounting.in_use - before == 4000
+    assert cuda.accounting.peak >= cuda.accounting.in_use
+    del x, borrowed
+    gc.collect()
+    assert cuda.accounting.in_use == before

@@ -1,6 +1,7 @@
 """GPU benchmarks, one JSON object a line: saxpy and the heat stencil in GB/s against the
 device's own copy bandwidth (a device-to-device memcpy: read + write), the gradient of the
-heat step (reverse mode), and the cost of a launch. Kernels are written and launched as users
+heat step (reverse mode), the cost of a launch, and a loop of heat steps launched from Python
+against the same loop in an `@adjit.jit` function run with device="cuda". Kernels are written and launched as users
 do (device="cuda"), from the kernel cache (ADJIT_CACHE_DIR); timed with CUDA events around
 each call, so a call's host-side cost counts.
 
@@ -55,6 +56,14 @@ def run_heat_gradient(u, du, v, dv) -> float:
                           Active(DT), ndrange=u.shape, device="cuda")[2]
 
 
+@adjit.jit
+def heat_steps(u, steps: int):
+    v = adjit.empty_like(u)
+    for _ in range(steps):
+        heat_step(u, v, DT, ndrange=u.shape)
+        heat_step(v, u, DT, ndrange=u.shape)
+
+
 def compile_kernels() -> None:
     """The calls main() makes, on small NumPy arrays of the same dtypes and ranks (so the
     same cache keys), under compile_only()."""
@@ -63,6 +72,7 @@ def compile_kernels() -> None:
         run_saxpy(x, x)
         run_heat(u, u)
         run_heat_gradient(u, u.copy(), u.copy(), u.copy())
+        heat_steps(u, 1, device="cuda")
 
 
 def event_time(fn, repeats: int = 10) -> float:
@@ -138,9 +148,28 @@ def launch_overhead() -> None:
         report(bench=name, microseconds=(time.perf_counter() - start) / calls * 1e6)
 
 
+def jit_loop() -> None:
+    """2 * steps heat steps: launched one by one from Python, and by a host program (which
+    also copies u into managed memory and back, and allocates its scratch array there)."""
+    side, steps = 4096, 50
+    u = adjit.to_device(np.random.default_rng(0).random((side, side), np.float32))
+    v = adjit.DeviceArray.zeros((side, side), np.float32)
+
+    def from_python() -> None:
+        for _ in range(steps):
+            run_heat(u, v)
+            run_heat(v, u)
+
+    python = event_time(from_python, repeats=3)
+    jit = event_time(lambda: heat_steps(u, steps, device="cuda"), repeats=3)
+    report(bench="heat_f32_loop", shape=[side, side], steps=2 * steps, python_launches_s=python,
+           jit_cuda_s=jit, jit_over_python=jit / python)
+
+
 def main() -> None:
     heat_and_gradient(copy_and_saxpy())
     launch_overhead()
+    jit_loop()
 
 
 if __name__ == "__main__":

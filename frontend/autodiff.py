@@ -160,9 +160,10 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
                         f"functions, got {f!r}")
     anns = _annotate(args)
     if device == "cuda":
-        if not isinstance(f, Kernel):
-            raise TypeError(f"autodiff(..., device='cuda') differentiates kernel launches; "
-                            f"{f.__name__} is not a kernel")
+        if isinstance(f, Function) and f.kind != "jit":
+            raise TypeError(f"autodiff(..., device='cuda') differentiates kernel launches and "
+                            f"@adjit.jit functions; {f.__name__} is an @adjit.func, which runs "
+                            "where its caller runs")
         from .cuda_launch import device_value, specialise_cuda
         anns = [_with_values(a, device_value) for a in anns]
         types, values = specialise_cuda(f, [a.val for a in anns])
@@ -194,7 +195,7 @@ def _derivative(f, mode: Mode, anns, types, nd, wgs) -> Derivative:
     d = cache.get(key)
     if d is None:
         from .derivative import Derivative
-        d = cache[key] = Derivative(f, mode, anns, types, nd, wgs)
+        d = cache[key] = Derivative(f, mode, anns, types, nd, wgs).compile_cpu()
     return d
 
 
@@ -202,14 +203,15 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     """Differentiates `f` at `args` (each Const/Active/Duplicated/DuplicatedNoNeed; bare
     values are Const). See SPEC: Reverse returns one derivative per argument (None for
     non-Active), Forward the result's tangent; ...WithPrimal adds the primal result.
-    `device="cuda"` differentiates a kernel launch on the GPU."""
+    `device="cuda"` differentiates a kernel launch on the GPU, or a function whose kernel
+    launches (their derivative kernels) then run on the GPU."""
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
                                             device)
     flat, _ = _flatten_args(anns, types, values, True)
-    if device == "cuda":      # a kernel launch: no result, so no tangent or primal to return
+    if device == "cuda" and isinstance(f, Kernel):   # no result: no tangent or primal
         from .cuda_launch import launch_derivative
         active = launch_derivative(f, mode.reverse, [a.activity for a in anns], types, flat,
                                    nd, wgs)
@@ -217,7 +219,17 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
             return None
         grads = _per_argument(anns, active)
         return (grads, None) if mode.with_primal else grads
-    d = _derivative(f, mode, anns, types, nd, wgs)
+    if device == "cuda":
+        from .cuda_jit import derivative
+        d = derivative(f, mode, anns, types)
+        if d is None:        # compile_only(): compiled, nothing run; zeros, as for launches
+            if not mode.reverse:
+                return None
+            grads = _per_argument(anns, [t.np_dtype.type(0) for a, t in zip(anns, types)
+                                         if isinstance(a, Active)])
+            return (grads, None) if mode.with_primal else grads
+    else:
+        d = _derivative(f, mode, anns, types, nd, wgs)
     flat += list(nd or ())
     if not mode.reverse:
         out = d.calls["fwd"](*flat)

@@ -149,21 +149,21 @@ def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
     return Compiled(unit, "entry", types, results, is_tuple)
 
 
-def host_program(fn: "Function", types: list, debug: bool,
-                 chip: str) -> tuple[str, str, "HostProgram"]:
-    """`fn` for argument `types` compiled for device="cuda" (passes/lower_cuda_host.py):
-    (the adj-level IR text, the host code's LLVM IR, the host program)."""
+def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, list]],
+                 meta: dict, chip: str) -> tuple[str, "HostProgram"]:
+    """The module of `unit`, whose entry functions are `entries` (name: (argument types,
+    result types)), compiled for device="cuda" (passes/lower_cuda_host.py): (the host code's
+    LLVM IR, the host program). The module is rewritten."""
     from ..passes.lower_cuda_host import compile_host
     from ..runtime import cpu_cache
-    from ..runtime.host_program import ENTRY, HostProgram, type_code
-    unit, results, is_tuple = function_unit(fn, types, debug, ENTRY)
-    adj_text = str(unit.module)
+    from ..runtime.host_program import HostProgram, type_code
     llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
     library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
-    return adj_text, llvm_ir, HostProgram(
-        name=fn.__name__, arg_types=tuple(type_code(t) for t in types),
-        result_types=tuple(type_code(t) for t in results), tuple_result=is_tuple,
-        kernels=tuple(kernels), errors=tuple(errors), hooks=tuple(hooks), library=library)
+    codes = {entry: ([type_code(t) for t in args], [type_code(t) for t in results])
+             for entry, (args, results) in entries.items()}
+    return llvm_ir, HostProgram(name=name, entries=codes, kernels=tuple(kernels),
+                                errors=tuple(errors), hooks=tuple(hooks), library=library,
+                                meta=meta)
 
 
 def build_kernel(k: "Kernel", types: list, ndim: int, wgs: tuple[int, ...] | None,

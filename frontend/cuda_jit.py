@@ -10,32 +10,77 @@ host programs that a machine with MLIR compiled into the same ADJIT_CACHE_DIR, a
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..runtime import host_program, kernel_cache
+from ..runtime.host_program import ENTRY
 from .cuda_launch import chip, compiler_fingerprint, device_value, is_compile_only
 from .functions import Lowered, debug_enabled, specialise
 from .source import fingerprint
 
 if TYPE_CHECKING:
+    from .autodiff import Annotation, Mode
     from .functions import Function
 
 
 def call(fn: Function, args: Sequence[Any]) -> Any:
     """`fn(*args, device="cuda")`."""
     types, values = _specialise(fn, args)
-    program = _loaded(fn, types)
-    return None if program is None else program(*values)
+    program = _loaded(fn, types, "call", _compile_call)
+    if program is None:
+        return None
+    result = program.function(ENTRY)(*values)
+    if program.program.meta["tuple_result"] and not isinstance(result, tuple):
+        return (result,)                    # `return (x,)` stays a tuple
+    return result
 
 
 def lower(fn: Function, args: Sequence[Any]) -> Lowered:
     """`fn.lower(*args, device="cuda")`: compiled here and now, cache or not."""
-    from .compiler import host_program as compile_program
     types, _ = _specialise(fn, args)
-    adj_text, llvm_ir, program = compile_program(fn, types, debug_enabled(), chip())
+    adj_text, llvm_ir, program = _compile_call(fn, types, debug_enabled(), chip())
     ptx = "\n".join(k.ptx for k in program.kernels)
     return Lowered(adj_text, lambda: llvm_ir, lambda: ptx)
+
+
+def _compile_call(fn: Function, types: list, debug: bool,
+                  target: str) -> tuple[str, str, host_program.HostProgram]:
+    from .compiler import function_unit, host_program as compile_program
+    unit, results, is_tuple = function_unit(fn, types, debug, ENTRY)
+    adj_text = str(unit.module)
+    llvm_ir, program = compile_program(unit, fn.__name__, {ENTRY: (types, results)},
+                                       {"tuple_result": is_tuple}, target)
+    return adj_text, llvm_ir, program
+
+
+@dataclass(frozen=True)
+class GpuDerivative:
+    """A derivative compiled as a host program: what autodiff calls (derivative.Derivative's
+    `calls`, `results` and `ret_activity`)."""
+    calls: dict[str, Callable[..., Any]]
+    results: list
+    ret_activity: str
+
+
+def derivative(fn: Function, mode: Mode, anns: Sequence[Annotation],
+               types: list) -> GpuDerivative | None:
+    """`autodiff(mode, fn, *anns, device="cuda")`'s compiled derivative; None under
+    compile_only()."""
+    def compile_program(fn: Function, types: list, debug: bool, target: str) -> tuple:
+        from .derivative import Derivative
+        d = Derivative(fn, mode, list(anns), types, None, None)
+        llvm_ir, program = d.host_program(fn.__name__, target)
+        return d.adj_text, llvm_ir, program
+
+    variant = f"{mode.name}({','.join(a.activity for a in anns)})"
+    loaded = _loaded(fn, types, variant, compile_program)
+    if loaded is None:
+        return None
+    meta = loaded.program.meta
+    return GpuDerivative({name: loaded.function(name) for name in loaded.program.entries},
+                         [host_program.parse_type(c) for c in meta["results"]],
+                         meta["ret_activity"])
 
 
 def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:
@@ -43,35 +88,33 @@ def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:
                       device="cuda")
 
 
-def _loaded(fn: Function, types: list) -> host_program.LoadedProgram | None:
-    """The loaded host program of `fn` for `types`: from this process's memo, the disk
-    cache, or the compiler (which stores it there); None under compile_only()."""
+def _loaded(fn: Function, types: list, variant: str,
+            compile_program: Callable[[Function, list, bool, str], tuple]
+            ) -> host_program.LoadedProgram | None:
+    """The loaded host program `variant` (a call, or which derivative) of `fn` for `types`:
+    from this process's memo, the disk cache, or `compile_program` (whose result is stored
+    there); None under compile_only()."""
     debug, target = debug_enabled(), chip()
-    memo = ("cuda-host", tuple(types), debug, target)
+    memo = ("cuda-host", variant, tuple(types), debug, target)
     found = fn._cache.get(memo)
     if found is not None:
         return None if is_compile_only() else found
     directory = kernel_cache.default_cache_dir()
-    what = "\0".join([fingerprint(fn), compiler_fingerprint(), "host-program",
+    what = "\0".join([fingerprint(fn), compiler_fingerprint(), f"host-program:{variant}",
                       repr(list(types)), "debug" if debug else "release"])
     key = kernel_cache.cache_key(what, fn.__name__, target)
     stored = host_program.load(directory, key)
     if stored is None:
-        stored = _compile(fn, types, debug, target, directory, key)
+        try:
+            _, _, program = compile_program(fn, types, debug, target)
+        except ImportError as e:
+            raise kernel_cache.KernelCacheError(
+                f"{fn.__name__} ({variant}) for {list(types)} on device='cuda' is not in the "
+                f"kernel cache {directory}, and compiling it needs MLIR, which cannot be "
+                f"imported here ({e}); compile it where adjit's compiler is installed, into "
+                "the same ADJIT_CACHE_DIR") from e
+        stored = program, host_program.store(directory, key, program)
     if is_compile_only():
         return None
     found = fn._cache[memo] = host_program.LoadedProgram(*stored)
     return found
-
-
-def _compile(fn: Function, types: list, debug: bool, target: str, directory: Path,
-             key: str) -> tuple[host_program.HostProgram, Path]:
-    try:
-        from .compiler import host_program as compile_program
-    except ImportError as e:
-        raise kernel_cache.KernelCacheError(
-            f"{fn.__name__} for {list(types)} on device='cuda' is not in the kernel cache "
-            f"{directory}, and compiling it needs MLIR, which cannot be imported here ({e}); "
-            "compile it where adjit's compiler is installed, into the same ADJIT_CACHE_DIR") from e
-    _, _, program = compile_program(fn, types, debug, target)
-    return program, host_program.store(directory, key, program)

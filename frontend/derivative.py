@@ -1,8 +1,10 @@
-"""Compiling derivatives (autodiff.py's API and cuda_launch.py call this; MLIR is imported
-here). On the CPU, one module holding the primal function (or, for a kernel, a wrapper that
+"""Compiling derivatives (autodiff.py's API, cuda_launch.py and cuda_jit.py call this; MLIR
+is imported here). One module holding the primal function (or, for a kernel, a wrapper that
 launches it), an `adj.autodiff` request op, the autodiff pass (which replaces the request by
-generated functions, see passes/autodiff for their ABI), then entry functions Python calls.
-On the GPU, a kernel's derivative kernels, compiled to PTX.
+generated functions, see passes/autodiff for their ABI), then entry functions Python calls;
+compiled for the CPU, or, for a function run with device="cuda", as a host program whose
+launches (the derivative kernels') run on the GPU. For a kernel launched with
+device="cuda", the kernel's derivative kernels, compiled to PTX.
 """
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ from mlir.dialects import arith, func
 
 from ..dialects import adj
 from .autodiff import Annotation, Duplicated, Mode
-from .compiler import CompileUnit, function_type
+from .compiler import CompileUnit, function_type, host_program
 from .errors import CompilationError
 from .functions import Function, Kernel, debug_enabled
 from .rule_compiler import make_rule_provider
 from .types import ArrayType, bool_, f32, f64, i32, i64, index
 
 if TYPE_CHECKING:
+    from ..runtime.host_program import HostProgram
     from ..runtime.kernel_cache import GpuKernel
 
 
@@ -66,11 +69,12 @@ def _type_from_mlir(t: ir.Type):
 
 
 class Derivative:
-    """A compiled derivative of one (function, mode, activities, types) specialisation."""
+    """The derivative of one (function, mode, activities, types) specialisation: the
+    module with its entry functions (`entries`: name -> (argument types, result types)),
+    then, once compiled for the CPU (`compile_cpu`), a callable per entry (`calls`)."""
 
     def __init__(self, target: Function | Kernel, mode: Mode, anns: list[Annotation],
                  types: list, ndrange: tuple | None, wgs):
-        from ..runtime.engine import compile_module
         self.mode = mode
         unit = CompileUnit(debug_enabled())
         activity = [a.activity for a in anns]
@@ -95,9 +99,23 @@ class Derivative:
             else:
                 self._forward_entry(unit, flat_t)
             self.adj_text = str(unit.module)
-            self.module = compile_module(unit.module)
-            self.calls = {name: self.module.function(name, ins, outs)
-                          for name, (ins, outs) in self.entries.items()}
+        self.unit = unit
+
+    def compile_cpu(self) -> Derivative:
+        from ..runtime.engine import compile_module
+        self.module = compile_module(self.unit.module)
+        self.calls = {name: self.module.function(name, ins, outs)
+                      for name, (ins, outs) in self.entries.items()}
+        return self
+
+    def host_program(self, name: str, chip: str) -> tuple[str, HostProgram]:
+        """The module compiled for device="cuda" (compiler.host_program); `meta` records
+        what autodiff needs to call it: the result types and the result's activity."""
+        from ..runtime.host_program import type_code
+        meta = {"results": [type_code(t) for t in self.results],
+                "ret_activity": self.ret_activity}
+        with self.unit.ctx:
+            return host_program(self.unit, name, self.entries, meta, chip)
 
     @staticmethod
     def _primal(unit: CompileUnit, target, types, ndrange, wgs):

@@ -28,14 +28,14 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..frontend.types import SCALARS, ArrayType, ScalarType
+from ..frontend.types import SCALARS, ArrayType, ScalarType, index
 from . import cuda
 from .abi import make_caller
 from .device_array import DeviceArray
@@ -64,7 +64,7 @@ def type_code(t: ScalarType | ArrayType) -> str:
 
 def parse_type(code: str) -> ScalarType | ArrayType:
     """The type that type_code spelled `code`; ValueError for anything else."""
-    by_name = {t.name: t for t in SCALARS}
+    by_name = {t.name: t for t in (*SCALARS, index)}
     match = re.fullmatch(r"a(\d+)(\w+)", code)
     dtype = by_name.get(match.group(2) if match else code)
     if dtype is None:
@@ -74,17 +74,18 @@ def parse_type(code: str) -> ScalarType | ArrayType:
 
 @dataclass(frozen=True)
 class HostProgram:
-    """A compiled `device="cuda"` function: `library` (the shared object's bytes) calls
-    `kernels[slot]` for each launch; `errors[i]` is (Python error name, message) of check
-    number i+1; `hooks` are the pointer globals the runtime fills."""
+    """A compiled `device="cuda"` function (or derivative): `library` (the shared object's
+    bytes) has an entry function per `entries` item, name: (argument type codes, result type
+    codes), and calls `kernels[slot]` for each launch; `errors[i]` is (Python error name,
+    message) of check number i+1; `hooks` are the pointer globals the runtime fills; `meta`
+    is what the frontend records about the function (JSON values)."""
     name: str
-    arg_types: tuple[str, ...]
-    result_types: tuple[str, ...]
-    tuple_result: bool
+    entries: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     kernels: tuple[GpuKernel, ...]
     errors: tuple[tuple[str, str], ...]
     hooks: tuple[str, ...]
     library: bytes
+    meta: dict = field(default_factory=dict)
 
 
 def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
@@ -92,10 +93,9 @@ def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
     returns the shared object's path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    meta = {"format": FORMAT_VERSION, "name": program.name, "arg_types": program.arg_types,
-            "result_types": program.result_types, "tuple_result": program.tuple_result,
+    meta = {"format": FORMAT_VERSION, "name": program.name, "entries": program.entries,
             "kernels": [k.to_dict() for k in program.kernels], "errors": program.errors,
-            "hooks": program.hooks, "size": len(program.library),
+            "hooks": program.hooks, "meta": program.meta, "size": len(program.library),
             "sha256": hashlib.sha256(program.library).hexdigest()}
     so_path = directory / f"{key}.so"
     write_atomic(so_path, program.library)
@@ -123,13 +123,15 @@ def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | N
                                "SHA-256 is not the recorded one")
     try:
         program = HostProgram(
-            name=meta["name"], arg_types=tuple(meta["arg_types"]),
-            result_types=tuple(meta["result_types"]), tuple_result=bool(meta["tuple_result"]),
+            name=meta["name"],
+            entries={str(name): (tuple(args), tuple(results))
+                     for name, (args, results) in meta["entries"].items()},
             kernels=tuple(GpuKernel.from_dict(k) for k in meta["kernels"]),
             errors=tuple((str(e), str(m)) for e, m in meta["errors"]),
-            hooks=tuple(meta["hooks"]), library=library)
-        for code in (*program.arg_types, *program.result_types):
-            parse_type(code)
+            hooks=tuple(meta["hooks"]), library=library, meta=dict(meta["meta"]))
+        for args, results in program.entries.values():
+            for code in (*args, *results):
+                parse_type(code)
     except (KeyError, TypeError, ValueError) as e:
         raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
     return program, so_path
@@ -171,11 +173,36 @@ class LoadedProgram:
             slot.value = ctypes.cast(callback, ctypes.c_void_p).value
         self._error_cell = (ctypes.c_int64.in_dll(self._library, ERROR_GLOBAL)
                             if program.errors else None)
-        self.arg_types = [parse_type(c) for c in program.arg_types]
-        address = ctypes.cast(self._library[f"_mlir_ciface_{ENTRY}"], ctypes.c_void_p).value
-        self._call = make_caller(address, program.name, self.arg_types,
-                                 [parse_type(c) for c in program.result_types],
-                                 self._after_call, _ManagedBlock)
+
+    def function(self, name: str) -> Callable[..., Any]:
+        """A callable for entry `name`: takes NumPy or GPU arrays and scalars, as the entry's
+        signature says, and returns None, one value or a tuple."""
+        arg_codes, result_codes = self.program.entries[name]
+        arg_types = [parse_type(c) for c in arg_codes]
+        address = ctypes.cast(self._library[f"_mlir_ciface_{name}"], ctypes.c_void_p).value
+        call = make_caller(address, f"{self.program.name} ({name})", arg_types,
+                           [parse_type(c) for c in result_codes], self._after_call,
+                           _ManagedBlock)
+
+        def staged(*args: Any) -> Any:
+            # One copy per distinct array, so that an array passed twice stays one array.
+            copies: dict[tuple, tuple[Any, np.ndarray, int]] = {}
+            values = []
+            try:
+                for t, a in zip(arg_types, args):
+                    if isinstance(t, ArrayType):
+                        key = _identity(a)
+                        if key not in copies:
+                            copies[key] = (a, *_stage_in(a, t))
+                        a = copies[key][1]
+                    values.append(a)
+                return call(*values)
+            finally:
+                for original, view, ptr in copies.values():
+                    _stage_out(original, view)
+                    cuda.free(ptr)
+
+        return staged
 
     def _alloc(self, nbytes: int) -> int:
         try:
@@ -211,26 +238,11 @@ class LoadedProgram:
             kind, message = self.program.errors[number - 1]
             raise _exception_class(kind)(message)
 
-    def __call__(self, *args: Any) -> Any:
-        """Runs the program on `args` (NumPy or GPU arrays, scalars), as the signature
-        it was compiled for says."""
-        staged: list[tuple[Any, np.ndarray, int]] = []
-        values = []
-        try:
-            for t, a in zip(self.arg_types, args):
-                if isinstance(t, ArrayType):
-                    view, ptr = _stage_in(a, t)
-                    staged.append((a, view, ptr))
-                    a = view
-                values.append(a)
-            result = self._call(*values)
-        finally:
-            for original, view, ptr in staged:
-                _stage_out(original, view)
-                cuda.free(ptr)
-        if self.program.tuple_result and len(self.program.result_types) == 1:
-            return (result,)
-        return result
+
+def _identity(a: Any) -> tuple:
+    if isinstance(a, DeviceArray):
+        return ("device", a.ptr, a.shape, a.dtype.str)
+    return ("host", a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
 
 def _stage_in(a: Any, t: ArrayType) -> tuple[np.ndarray, int]:

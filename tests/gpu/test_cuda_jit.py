@@ -17,10 +17,12 @@ import numpy as np
 import pytest
 
 import adjit
+from adjit import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal
 from adjit.frontend.cuda_launch import compile_only
+from adjit.frontend.types import ArrayType
 from adjit.frontend.errors import CompilationError
 from adjit.runtime.kernel_cache import KernelCacheError
-from cuda_jit_cases import KERNELS, divide_twice, scale, scale_twice, simulate
+from cuda_jit_cases import KERNELS, divide_twice, relaxed_energy, scale, scale_twice, simulate
 from fake_driver import install
 
 pytest.importorskip("mlir", reason="compiling host programs needs MLIR")
@@ -127,7 +129,7 @@ def test_compile_only_stores_a_versioned_entry(fake, tmp_path):
     assert not fake.launches
     (meta_path,) = (tmp_path / "cache" / "gpu").glob("*.json")
     meta = json.loads(meta_path.read_text())
-    assert meta["format"] == 1 and meta["arg_types"] == ["a2f32", "i64", "f32"]
+    assert meta["format"] == 1 and meta["entries"]["entry"] == [["a2f32", "i64", "f32"], ["f32", "a2f32"]]
     assert [k["name"] for k in meta["kernels"]] == ["heat_step__a2f32_a2f32_f32__2d"]
     undefined = subprocess.run(["nm", "-D", "--undefined-only", str(meta_path.with_suffix(".so"))],
                                capture_output=True, text=True)
@@ -172,3 +174,79 @@ def test_runs_from_the_cache_without_mlir(fake, tmp_path):
     total, mlir_loaded = done.stdout.split()
     assert mlir_loaded == "False"
     np.testing.assert_allclose(float(total), simulate(u0, 3, np.float32(0.2))[0], rtol=1e-6)
+
+
+def derivative_kernels_on_cpu(mode, anns, types):
+    """Fake-driver kernels for the derivative kernels of relaxed_energy, compiled for the CPU
+    from the same module the host program is compiled from."""
+    from adjit.frontend.derivative import Derivative
+    from cpu_device import kernels_on_cpu
+    return kernels_on_cpu(Derivative(relaxed_energy, mode, anns, types, None, None).adj_text)
+
+
+def _relaxed_energy_numpy(u0, steps, w):
+    u = u0.copy()
+    for _ in range(steps):
+        v = u.copy()
+        v[1:-1] = (1 - w) * u[1:-1] + 0.5 * w * (u[:-2] + u[2:])
+        u = v
+    return np.sum(u * u)
+
+
+def test_reverse_mode_of_a_function_with_launches(monkeypatch, tmp_path):
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(3)
+    u0, w, steps = rng.random(50), 0.3, 4
+    anns = [Duplicated(u0, np.zeros(50)), Const(steps), Active(w)]
+    types = [ArrayType(adjit.f64, 1), adjit.i64, adjit.f64]
+    fake = install(monkeypatch, derivative_kernels_on_cpu(Reverse, anns, types))
+    du = np.zeros(50)
+    (_, _, dw), primal = adjit.autodiff(ReverseWithPrimal, relaxed_energy, Duplicated(u0, du),
+                                        Const(steps), Active(w), device="cuda")
+    assert len(fake.launches) >= 2 * steps           # the augmented and the reverse kernels
+    du_cpu = np.zeros(50)
+    (_, _, dw_cpu), primal_cpu = adjit.autodiff(ReverseWithPrimal, relaxed_energy,
+                                                Duplicated(u0, du_cpu), Const(steps), Active(w))
+    np.testing.assert_allclose(du, du_cpu, rtol=1e-12)
+    np.testing.assert_allclose([dw, primal], [dw_cpu, primal_cpu], rtol=1e-12)
+    np.testing.assert_allclose(primal, _relaxed_energy_numpy(u0, steps, w), rtol=1e-12)
+    h = 1e-6                                          # against central differences
+    fd_w = (_relaxed_energy_numpy(u0, steps, w + h) - _relaxed_energy_numpy(u0, steps, w - h)) / (2 * h)
+    np.testing.assert_allclose(dw, fd_w, rtol=1e-6)
+    k = 17
+    e = np.zeros(50)
+    e[k] = h
+    fd_u = (_relaxed_energy_numpy(u0 + e, steps, w) - _relaxed_energy_numpy(u0 - e, steps, w)) / (2 * h)
+    np.testing.assert_allclose(du[k], fd_u, rtol=1e-6)
+
+
+def test_forward_mode_of_a_function_with_launches(monkeypatch, tmp_path):
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(4)
+    u0, w, steps = rng.random(40), 0.45, 3
+    du0 = rng.random(40)
+    anns = [Duplicated(u0, du0), Const(steps), Duplicated(w, 1.0)]
+    types = [ArrayType(adjit.f64, 1), adjit.i64, adjit.f64]
+    install(monkeypatch, derivative_kernels_on_cpu(Forward, anns, types))
+    tangent = adjit.autodiff(Forward, relaxed_energy, *anns, device="cuda")
+    want = adjit.autodiff(Forward, relaxed_energy, *anns)
+    np.testing.assert_allclose(tangent, want, rtol=1e-12)
+    h = 1e-6
+    fd = (_relaxed_energy_numpy(u0 + h * du0, steps, w + h)
+          - _relaxed_energy_numpy(u0 - h * du0, steps, w - h)) / (2 * h)
+    np.testing.assert_allclose(tangent, fd, rtol=1e-6)
+
+
+def test_autodiff_under_compile_only_compiles_and_returns_zeros(monkeypatch, tmp_path):
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    relaxed_energy._cache.clear()
+    u0 = np.ones(8)
+    with compile_only():
+        grads = adjit.autodiff(Reverse, relaxed_energy, Duplicated(u0, np.zeros(8)), 2,
+                               Active(0.5), device="cuda")
+        assert adjit.autodiff(Forward, relaxed_energy, Duplicated(u0, np.ones(8)), 2,
+                              Duplicated(0.5, 1.0), device="cuda") is None
+    assert grads == (None, None, 0.0)
+    entries = [sorted(json.loads(p.read_text()).get("entries", {}))
+               for p in (tmp_path / "cache" / "gpu").glob("*.json")]
+    assert ["fwd"] in entries and ["aug", "rev", "rev_all"] in entries

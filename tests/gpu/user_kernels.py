@@ -112,6 +112,33 @@ def wave_energy(x, out):
     return adjit.sum(shifted * shifted)
 
 
+@adjit.kernel
+def relax(u, v, w):
+    i = adjit.index()
+    n = u.shape[0]
+    if 0 < i < n - 1:
+        v[i] = (1.0 - w) * u[i] + 0.5 * w * (u[i - 1] + u[i + 1])
+    else:
+        v[i] = u[i]
+
+
+@adjit.jit
+def relaxed_energy(u0, steps: int, w):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    for _ in range(steps):
+        relax(u, v, w, ndrange=u.shape[0])
+        u, v = v, u
+    return adjit.sum(u * u)
+
+
+def relaxed_energy_gradient(u0, du0, steps, w, device: str):
+    """Reverse mode of a function whose launches (then, the derivative kernels') run on
+    `device`: du0 receives d/du0, the result is d/dw."""
+    return adjit.autodiff(adjit.Reverse, relaxed_energy, Duplicated(u0, du0), steps,
+                          Active(w), device=device)[2]
+
+
 @dataclass(frozen=True)
 class UserCase:
     name: str
@@ -165,6 +192,37 @@ def _diffuse_reference(u, steps, dt):
 def _wave_energy_reference(x, out):
     out[:] = AMPLITUDE * np.sin(x) + np.exp(-x * x)
     return np.sum((out * 0.5 + 1.0) ** 2)
+
+
+def _relax_reference(u, w):
+    v = u.copy()
+    v[1:-1] = (1 - w) * u[1:-1] + 0.5 * w * (u[:-2] + u[2:])
+    return v
+
+
+def _relax_transpose(g, w):
+    """A(w)^T g for the relaxation step v = A(w) u."""
+    out = g.copy()
+    out[1:-1] = (1 - w) * g[1:-1]
+    out[:-2] += 0.5 * w * g[1:-1]
+    out[2:] += 0.5 * w * g[1:-1]
+    return out
+
+
+def _relaxed_energy_gradient_reference(u0, du0, steps, w):
+    """E = |A(w)^steps u0|^2: dE/du0 = 2 (A^T)^steps u, and dE/dw from the tangent
+    recurrence t' = A t + (dA/dw) u."""
+    u, t = u0.copy(), np.zeros_like(u0)
+    for _ in range(steps):
+        dA_u = np.zeros_like(u)
+        dA_u[1:-1] = -u[1:-1] + 0.5 * (u[:-2] + u[2:])
+        t = _relax_reference(t, w) + dA_u
+        u = _relax_reference(u, w)
+    g = 2 * u
+    for _ in range(steps):
+        g = _relax_transpose(g, w)
+    du0 += g
+    return np.sum(2 * u * t)
 
 
 def _saxpy_tangent_reference(a, da, x, dx, y, dy):
@@ -221,6 +279,10 @@ CASES: dict[str, UserCase] = {c.name: c for c in [
     UserCase("jit_diffuse", lambda rng: [_f32(rng, 130, 257), 10, np.float32(0.1)],
              lambda a, d: diffuse(*a, device=d),
              lambda a: _diffuse_reference(*a), rtol=1e-5, atol=1e-6),
+    UserCase("jit_relaxed_energy_gradient",
+             lambda rng: [rng.random(10_000), np.zeros(10_000), 25, 0.3],
+             lambda a, d: relaxed_energy_gradient(*a, device=d),
+             lambda a: _relaxed_energy_gradient_reference(*a), rtol=1e-10, atol=1e-12),
     UserCase("jit_wave_energy", lambda rng: [rng.uniform(-4, 4, 20_000), np.zeros(20_000)],
              lambda a, d: wave_energy(*a, device=d),
              lambda a: _wave_energy_reference(*a), rtol=1e-12, atol=1e-12),

@@ -112,14 +112,17 @@ class Compiled:
     """A compiled specialisation: the module text at each stage and the callable."""
 
     def __init__(self, unit: CompileUnit, entry: str, arg_types: list, result_types: list,
-                 tuple_result: bool):
+                 tuple_result: bool, target: Function | Kernel):
+        from ..passes.written import written_arguments
         from ..runtime.engine import compile_module
         self.adj_text = str(unit.module)
         if os.environ.get("ADJIT_DUMP_IR"):
             print(f"// ----- adjit: {entry} (adj) -----\n{self.adj_text}")
         with unit.ctx, ir.Location.unknown():
+            written = written_arguments(unit.module, entry)
             self.module = compile_module(unit.module)
-        call = self.module.function(entry, arg_types, result_types)
+        call = self.module.function(entry, arg_types, result_types, written, target.__name__,
+                                    target.params)
         if tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
             self.call = lambda *args: (call(*args),)
         else:
@@ -146,7 +149,7 @@ def function_unit(fn: "Function", types: list, debug: bool,
 def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
     """`fn` for argument `types`, behind an entry Python calls."""
     unit, results, is_tuple = function_unit(fn, types, debug)
-    return Compiled(unit, "entry", types, results, is_tuple)
+    return Compiled(unit, "entry", types, results, is_tuple, fn)
 
 
 def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, list]],
@@ -155,13 +158,15 @@ def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, li
     result types)), compiled for device="cuda" (passes/lower_cuda_host.py): (the host code's
     LLVM IR, the host program). The module is rewritten."""
     from ..passes.lower_cuda_host import compile_host
+    from ..passes.written import written_arguments
     from ..runtime import cpu_cache
     from ..runtime.host_program import HostProgram, type_code
+    written = {entry: tuple(written_arguments(unit.module, entry)) for entry in entries}
     llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
     library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
     codes = {entry: ([type_code(t) for t in args], [type_code(t) for t in results])
              for entry, (args, results) in entries.items()}
-    return llvm_ir, HostProgram(name=name, entries=codes, kernels=tuple(kernels),
+    return llvm_ir, HostProgram(name=name, entries=codes, written=written, kernels=tuple(kernels),
                                 errors=tuple(errors), hooks=tuple(hooks), library=library,
                                 meta=meta)
 
@@ -181,7 +186,7 @@ def build_kernel(k: "Kernel", types: list, ndim: int, wgs: tuple[int, ...] | Non
             return []
 
         unit.entry("entry", types + [i64] * ndim, [], body)
-    return Compiled(unit, "entry", types + [i64] * ndim, [], False)
+    return Compiled(unit, "entry", types + [i64] * ndim, [], False, k)
 
 
 def kernel_module(k: "Kernel", types: list, ndim: int, debug: bool) -> tuple[str, str]:

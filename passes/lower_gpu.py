@@ -38,6 +38,7 @@ from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim
 from .lower_cpu import ERROR_GLOBAL, _ops_named, _symbol_table, error_table, lower_checks
 from .math_approx import expand_math
+from .written import WrittenArguments
 
 GPU_MODULE_SUFFIX = "__gpu"
 
@@ -77,6 +78,7 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
             for op in _closure(fn, symbols):
                 op.clone()
         params = tuple(_param(t, fn) for t in _inputs(fn))
+        written = tuple(sorted(WrittenArguments(symbols)(kernel)))
         _outline_kernels(work.operation)
         gpu_module = _symbol_table(work.operation)[kernel + GPU_MODULE_SUFFIX]
         checks = tuple(error_table(gpu_module))
@@ -84,7 +86,8 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
         ptx = emit_ptx(work.operation)[kernel + GPU_MODULE_SUFFIX]
     entry = re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
     return GpuKernel(name=kernel, entry=entry, ptx=ptx, chip=chip, params=params,
-                     ndim=kernel_ndim(fn), checks=checks, error_global=ERROR_GLOBAL)
+                     ndim=kernel_ndim(fn), checks=checks, error_global=ERROR_GLOBAL,
+                     written=written)
 
 
 def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:

@@ -60,7 +60,7 @@ _STRIDES = {0: lambda shape: (), 1: lambda shape: (1,), 2: lambda shape: (shape[
 _NO_BYTES = ctypes.c_char * 0
 
 
-def _array_converter(t: ArrayType, where: str) -> Callable[[object], bytes]:
+def _array_converter(t: ArrayType, where: str, written: bool) -> Callable[[object], bytes]:
     # A descriptor is packed into bytes, which ctypes passes as a pointer to their contents:
     # several times cheaper than filling a ctypes Structure.
     dtype, rank = _DTYPES[t.dtype.name], t.ndim
@@ -83,6 +83,9 @@ def _array_converter(t: ArrayType, where: str) -> Callable[[object], bytes]:
         try:   # the fastest way to an ndarray's address; read-only arrays refuse it
             ptr = address(from_buffer(a))
         except TypeError:
+            if written:
+                raise ValueError(f"{where} is written by the compiled code, but this NumPy "
+                                 "array is read-only") from None
             ptr = a.ctypes.data
         shape = a.shape
         return pack(ptr, ptr, 0, *shape, *strides(shape))
@@ -147,14 +150,19 @@ def array_over(block: object, data: int, shape: tuple[int, ...], dtype: np.dtype
 
 
 def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types: Sequence[Type],
-                after_call: Callable[[], None], owner: Callable[[int], object]) -> Callable:
+                after_call: Callable[[], None], owner: Callable[[int], object],
+                written: Sequence[int] = (), params: Sequence[str] = ()) -> Callable:
     """A Python callable for `_mlir_ciface_<name>` at `address`: converts and checks the
-    arguments, calls, runs `after_call` (which raises the errors compiled code reported),
-    and returns None, one value, or a tuple. A returned array's memory block at address
-    `a` is kept alive, and freed, by `owner(a)`."""
+    arguments (those at indices `written` may be written, so read-only arrays are refused
+    there), calls, runs `after_call` (which raises the errors compiled code reported), and
+    returns None, one value, or a tuple. A returned array's memory block at address `a` is
+    kept alive, and freed, by `owner(a)`. Messages name the arguments by `params`, where
+    given."""
     arg_types, result_types = tuple(arg_types), tuple(result_types)
-    converters = [(_array_converter if isinstance(t, ArrayType) else _scalar_converter)(
-        t, f"argument {i} of {name}") for i, t in enumerate(arg_types, start=1)]
+    where = [f"{name}(): argument {params[i]!r}" if i < len(params) else
+             f"argument {i + 1} of {name}" for i in range(len(arg_types))]
+    converters = [_array_converter(t, where[i], i in written) if isinstance(t, ArrayType)
+                  else _scalar_converter(t, where[i]) for i, t in enumerate(arg_types)]
     params = [ctypes.c_char_p if isinstance(t, ArrayType) else _CTYPES[t.name] for t in arg_types]
     nargs = len(arg_types)
 

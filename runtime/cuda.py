@@ -170,6 +170,10 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
     copies: dict[tuple, tuple[np.ndarray, _device_array.DeviceArray]] = {}
     for position, (param, arg) in enumerate(zip(gpu_kernel.params, args)):
         if param.kind == "memref":
+            if (position in gpu_kernel.written and isinstance(arg, np.ndarray)
+                    and not arg.flags.writeable):
+                raise ValueError(f"argument {position} of kernel {gpu_kernel.name} is written "
+                                 "by the kernel, but this NumPy array is read-only")
             array = _device_operand(arg, param, gpu_kernel, position, copies)
             packer.memref(array)
         else:
@@ -183,7 +187,7 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
     (err,) = api.cuStreamSynchronize(0)
     check(err, f"kernel {gpu_kernel.name}")
     for host, device in copies.values():          # before raising, as writes persist on the CPU
-        if host.flags.writeable:
+        if host.flags.writeable:                  # (read-only ones are not written)
             device.copy_to_host(out=host)
     if loaded.error_word:
         _raise_failed_check(api, gpu_kernel, loaded.error_word)

@@ -95,15 +95,18 @@ class CompiledModule:
         """The module's LLVM IR as compiled (before LLVM's own optimisations)."""
         return llvm_ir_text(ir.Module.parse(self._source, self._context), self._num_threads)
 
-    def function(self, name: str, arg_types: Sequence[Type], result_types: Sequence[Type] = ()) -> Callable:
+    def function(self, name: str, arg_types: Sequence[Type], result_types: Sequence[Type] = (),
+                 written: Sequence[int] = (), label: str | None = None,
+                 params: Sequence[str] = ()) -> Callable:
         """A callable for entry function `name` with these adjit parameter and result
-        types: it takes Python values and returns None, one value or a tuple; arrays come
-        back as NumPy arrays that own their memory."""
+        types, which may write the arrays at indices `written`: it takes Python values and
+        returns None, one value or a tuple; arrays come back as NumPy arrays that own their
+        memory. Errors name the function `label` and its `params`."""
         address = self._lookup(f"_mlir_ciface_{name}")
         if not address:
             raise KeyError(f"no entry function {name!r} with a C interface in this module")
-        return make_caller(address, name, arg_types, result_types, self._raise_reported_error,
-                           Block)
+        return make_caller(address, label or name, arg_types, result_types,
+                           self._raise_reported_error, Block, written, params)
 
 
 _cache: dict[str, CompiledModule] = {}

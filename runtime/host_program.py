@@ -78,9 +78,11 @@ class HostProgram:
     bytes) has an entry function per `entries` item, name: (argument type codes, result type
     codes), and calls `kernels[slot]` for each launch; `errors[i]` is (Python error name,
     message) of check number i+1; `hooks` are the pointer globals the runtime fills; `meta`
-    is what the frontend records about the function (JSON values)."""
+    is what the frontend records about the function (JSON values); `written[name]` are the
+    indices of the array arguments entry `name` may write."""
     name: str
     entries: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
+    written: dict[str, tuple[int, ...]]
     kernels: tuple[GpuKernel, ...]
     errors: tuple[tuple[str, str], ...]
     hooks: tuple[str, ...]
@@ -94,6 +96,7 @@ def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     meta = {"format": FORMAT_VERSION, "name": program.name, "entries": program.entries,
+            "written": program.written,
             "kernels": [k.to_dict() for k in program.kernels], "errors": program.errors,
             "hooks": program.hooks, "meta": program.meta, "size": len(program.library),
             "sha256": hashlib.sha256(program.library).hexdigest()}
@@ -126,6 +129,8 @@ def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | N
             name=meta["name"],
             entries={str(name): (tuple(args), tuple(results))
                      for name, (args, results) in meta["entries"].items()},
+            written={str(name): tuple(int(k) for k in indices)
+                     for name, indices in meta["written"].items()},
             kernels=tuple(GpuKernel.from_dict(k) for k in meta["kernels"]),
             errors=tuple((str(e), str(m)) for e, m in meta["errors"]),
             hooks=tuple(meta["hooks"]), library=library, meta=dict(meta["meta"]))
@@ -184,13 +189,20 @@ class LoadedProgram:
                            [parse_type(c) for c in result_codes], self._after_call,
                            _ManagedBlock)
 
+        written = self.program.written[name]
+
         def staged(*args: Any) -> Any:
             # One copy per distinct array, so that an array passed twice stays one array.
             copies: dict[tuple, tuple[Any, np.ndarray, int]] = {}
             values = []
             try:
-                for t, a in zip(arg_types, args):
+                for position, (t, a) in enumerate(zip(arg_types, args)):
                     if isinstance(t, ArrayType):
+                        if (position in written and isinstance(a, np.ndarray)
+                                and not a.flags.writeable):
+                            raise ValueError(f"argument {position + 1} of {self.program.name} "
+                                             "is written by the compiled code, but this NumPy "
+                                             "array is read-only")
                         key = _identity(a)
                         if key not in copies:
                             copies[key] = (a, *_stage_in(a, t))

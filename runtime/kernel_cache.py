@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .files import write_atomic
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -40,7 +40,8 @@ class GpuKernel:
     `checks[i]` is the (Python error name, message) of `adj.check` number i+1, which the
     kernel stores in the module global `error_global` when it fails. An augmented kernel of
     reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
-    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them.
+    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them. `written` are the
+    indices of the array parameters the kernel may write.
     """
     name: str
     entry: str
@@ -51,6 +52,7 @@ class GpuKernel:
     checks: tuple[tuple[str, str], ...] = ()
     error_global: str = "__adj_error"
     tape_per_item: tuple[int, ...] = ()
+    written: tuple[int, ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -65,6 +67,7 @@ class GpuKernel:
         fields["params"] = tuple(Param(**p) for p in data["params"])
         fields["checks"] = tuple(tuple(c) for c in data.get("checks", ()))
         fields["tape_per_item"] = tuple(data.get("tape_per_item", ()))
+        fields["written"] = tuple(data.get("written", ()))
         return cls(**fields)
 
 

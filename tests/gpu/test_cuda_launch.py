@@ -70,8 +70,9 @@ def entries(directory) -> list[str]:
 
 
 def test_launch_compiles_once_into_the_cache(monkeypatch, cache_dir):
-    entry = cuda_launch.gpu_kernel(saxpy, [adjit.f32, F32_1D, F32_1D], 1).entry
-    fake = install(monkeypatch, {entry: fake_saxpy})
+    kernel = cuda_launch.gpu_kernel(saxpy, [adjit.f32, F32_1D, F32_1D], 1)
+    assert kernel.written == (2,)                  # y, not x: x may be read-only
+    fake = install(monkeypatch, {kernel.entry: fake_saxpy})
     x, y = np.arange(1000, dtype=np.float32), np.ones(1000, np.float32)
     saxpy(2.0, x, y, ndrange=1000, device="cuda")
     np.testing.assert_array_equal(y, 2 * np.arange(1000) + 1)
@@ -79,7 +80,7 @@ def test_launch_compiles_once_into_the_cache(monkeypatch, cache_dir):
     saxpy(np.float64(0.5), dx, dy, ndrange=(1000,), workgroupsize=64, device="cuda")
     np.testing.assert_array_equal(dy.numpy(), x / 2)
     # One compiled kernel for NumPy and device arrays and any block size.
-    assert fake.launches == [(entry, 4, 256), (entry, 16, 64)]
+    assert fake.launches == [(kernel.entry, 4, 256), (kernel.entry, 16, 64)]
     assert len(entries(cache_dir)) == 2
 
 

@@ -18,7 +18,7 @@ def fail_check(api, params, grid, block):
 
 SAXPY = GpuKernel(name="saxpy", entry="saxpy", ptx="// fake", chip="sm_90",
                   params=(Param("scalar", "f32"), Param("memref", "f32", 1), Param("memref", "f32", 1)),
-                  ndim=1)
+                  ndim=1, written=(2,))
 CHECKED = GpuKernel(name="checked", entry="fail_check", ptx="// fake 2", chip="sm_90",
                     params=(Param("memref", "i64", 2),), ndim=2,
                     checks=(("IndexError", "index 7 is out of bounds"),))
@@ -50,6 +50,8 @@ def test_an_array_passed_twice_is_one_device_array(fake):
     y = np.zeros(8, np.float32)
     cuda.launch(SAXPY, [1.0, readonly, y], 8)
     np.testing.assert_array_equal(y, 1)
+    with pytest.raises(ValueError, match="argument 2 of kernel saxpy is written .* read-only"):
+        cuda.launch(SAXPY, [1.0, y, readonly], 8)     # writes would be lost on the copy back
     cuda.synchronize()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
+from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
 
 
 def kernel_ndim(fn: ir.Operation) -> int:
@@ -21,6 +21,22 @@ def kernel_ndim(fn: ir.Operation) -> int:
 
 def is_kernel(op: ir.Operation) -> bool:
     return op.name == "func.func" and KERNEL_ATTR in op.attributes
+
+
+def launched(launch: ir.Operation,
+             symbols: dict[str, ir.Operation]) -> tuple[ir.Operation, str, list[ir.Value]]:
+    """(the func.call inside `launch`, the launched kernel's name, the ndrange extents),
+    after checking that it launches a kernel with one extent per dimension."""
+    call = launch_call(launch)
+    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    kernel = symbols.get(name)
+    if kernel is None or not is_kernel(kernel):
+        raise AdjError(launch, f"adj.launch of @{name}, which is not a func.func marked adj.kernel")
+    ndrange = list(launch.operands)
+    if len(ndrange) != kernel_ndim(kernel):
+        raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
+                               f"{kernel_ndim(kernel)}-D kernel @{name}")
+    return call, name, ndrange
 
 
 def expose_work_item(fn: ir.Operation) -> None:

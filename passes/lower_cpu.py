@@ -12,8 +12,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..dialects.adj import AdjError, launch_call
-from .kernel_abi import expose_work_item, is_kernel, kernel_ndim
+from .kernel_abi import expose_work_item, is_kernel, launched
 
 ERROR_GLOBAL = "__adj_error"
 ERROR_TABLE_ATTR = "adj.error_table"
@@ -37,15 +36,7 @@ def _symbol_table(module: ir.Operation) -> dict[str, ir.Operation]:
 
 
 def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> None:
-    call = launch_call(launch)
-    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-    kernel = kernels.get(name)
-    if kernel is None or not is_kernel(kernel):
-        raise AdjError(launch, f"adj.launch of @{name}, which is not a func.func marked adj.kernel")
-    ndrange = list(launch.operands)
-    if len(ndrange) != kernel_ndim(kernel):
-        raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
-                               f"{kernel_ndim(kernel)}-D kernel @{name}")
+    call, name, ndrange = launched(launch, kernels)
     with ir.InsertionPoint(launch), launch.location:
         zero = arith.constant(ir.IndexType.get(), 0)
         one = arith.constant(ir.IndexType.get(), 1)

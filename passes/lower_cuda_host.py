@@ -24,10 +24,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from ..dialects.adj import AdjError, launch_call
 from ..runtime.host_program import ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX, LAUNCH_SYMBOL
 from ..runtime.kernel_cache import GpuKernel
-from .kernel_abi import is_kernel, kernel_ndim
+from .kernel_abi import launched
 from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
 from .lower_gpu import kernel_to_ptx, launch_block_size
 from .pipeline import run_cpu_pipeline
@@ -73,15 +72,7 @@ def lower_cuda_host(module: ir.Operation) -> list[str]:
 
 def _lower_launch(launch: ir.Operation, symbols: dict[str, ir.Operation],
                   slots: dict[str, int]) -> None:
-    call = launch_call(launch)
-    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-    kernel = symbols.get(name)
-    if kernel is None or not is_kernel(kernel):
-        raise AdjError(launch, f"adj.launch of @{name}, which is not a func.func marked adj.kernel")
-    ndrange = list(launch.operands)
-    if len(ndrange) != kernel_ndim(kernel):
-        raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
-                               f"{kernel_ndim(kernel)}-D kernel @{name}")
+    call, name, ndrange = launched(launch, symbols)
     slot = slots.setdefault(name, len(slots))
     operands = list(call.operands)
     nwords = sum(3 + 2 * o.type.rank if isinstance(o.type, ir.MemRefType) else 1

@@ -33,9 +33,9 @@ import re
 from mlir import ir, passmanager
 from mlir.dialects import arith, func, gpu, llvm, memref, scf
 
-from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
+from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
-from .kernel_abi import expose_work_item, is_kernel, kernel_ndim
+from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched
 from .lower_cpu import ERROR_GLOBAL, _ops_named, _symbol_table, error_table, lower_checks
 from .math_approx import expand_math
 from .written import WrittenArguments
@@ -266,15 +266,7 @@ def launch_block_size(launch: ir.Operation) -> int:
 
 
 def _lower_launch(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> None:
-    call = launch_call(launch)
-    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-    kernel = kernels.get(name)
-    if kernel is None:
-        raise AdjError(launch, f"adj.launch of @{name}, which is not a func.func marked adj.kernel")
-    ndrange = list(launch.operands)
-    if len(ndrange) != kernel_ndim(kernel):
-        raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
-                               f"{kernel_ndim(kernel)}-D kernel @{name}")
+    call, name, ndrange = launched(launch, kernels)
     block_size = launch_block_size(launch)
     idx = ir.IndexType.get()
     with ir.InsertionPoint(launch), launch.location:

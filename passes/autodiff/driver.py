@@ -14,8 +14,8 @@ from ...dialects.adj import AdjError, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
 from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
 from .inline_array_calls import inline_array_calls
-from .ir_util import func_type, is_memref, symbol_name
-from .memory import function_writes
+from .ir_util import func_type, symbol_name
+from .memory import WrittenArguments
 from .reverse import generate_reverse
 from .signature import Derivative, Signature, check_signature
 
@@ -38,7 +38,8 @@ class Differentiator:
         self.rule_provider = rule_provider
         self.done: dict[Signature, Derivative] = {}
         self._in_progress: set[Signature] = set()
-        self._writes: dict[str, set[int]] = {}
+        # callee_writes(name): the argument positions of @name that it may write
+        self.callee_writes = WrittenArguments(self.symbols)
         self._rules: dict[Signature, Derivative | None] = {}
 
     # -- requests ----------------------------------------------------------------------------
@@ -198,15 +199,4 @@ class Differentiator:
                       results: list[ir.Type]) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
 
-    def callee_writes(self, name: str) -> set[int]:
-        """Argument positions of @name that it may write (all arrays, without a body)."""
-        if name not in self._writes:
-            fn = self.symbols.get(name)
-            self._writes[name] = set()   # provisional, for recursion
-            if fn is None or len(fn.regions[0].blocks) == 0:
-                inputs = list(func_type(fn).inputs) if fn is not None else []
-                self._writes[name] = {k for k, t in enumerate(inputs) if is_memref(t)}
-            else:
-                self._writes[name] = function_writes(fn, self.callee_writes)
-        return self._writes[name]
 

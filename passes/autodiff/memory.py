@@ -15,7 +15,7 @@ from mlir import ir
 
 from ...dialects.adj import launch_call
 from .activity import AliasClasses
-from .ir_util import callee, is_memref, walk
+from .ir_util import callee, func_type, is_memref, walk
 
 LOOPS = ("scf.for", "scf.while", "scf.parallel")
 
@@ -100,3 +100,23 @@ def function_writes(fn: ir.Operation, callee_writes: Callable[[str], set[int]]) 
     entry = fn.regions[0].blocks[0]
     return {k for k, a in enumerate(entry.arguments)
             if is_memref(a.type) and classes.find(a) in written}
+
+
+class WrittenArguments:
+    """`written(name)`: the indices of @name's memref arguments it may write (every memref
+    argument of a function without a body), over the top-level functions `symbols`."""
+
+    def __init__(self, symbols: dict[str, ir.Operation]):
+        self.symbols = symbols
+        self._writes: dict[str, set[int]] = {}
+
+    def __call__(self, name: str) -> set[int]:
+        if name not in self._writes:
+            fn = self.symbols.get(name)
+            self._writes[name] = set()   # provisional, for recursion
+            if fn is None or len(fn.regions[0].blocks) == 0:
+                inputs = list(func_type(fn).inputs) if fn is not None else []
+                self._writes[name] = {k for k, t in enumerate(inputs) if is_memref(t)}
+            else:
+                self._writes[name] = function_writes(fn, self)
+        return self._writes[name]

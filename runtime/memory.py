@@ -10,9 +10,10 @@ The allocator is native code, written in the LLVM dialect: allocation happens on
 async-runtime worker threads, where a Python callback would need the GIL. Counters are
 updated with atomic instructions. Each block carries a 16-byte header (offset to the start
 of the block, requested size) so that free knows what to subtract. A process loads it from
-the disk cache (runtime/cpu_cache.py) RTLD_GLOBAL, where modules loaded from that cache find
-it by name; the first process, or one without the cache, compiles it with an
-ExecutionEngine (~20 ms), where only modules compiled in-process can reach it.
+the disk cache (runtime/cpu_cache.py) RTLD_GLOBAL, where shared objects of compiled modules
+find it by name; the first process (or every one, without the cache) builds it (~0.1 s).
+Only where `cc` or the LLVM tools are missing is it compiled by an ExecutionEngine, which
+only modules compiled in-process can reach.
 """
 from __future__ import annotations
 
@@ -89,17 +90,22 @@ class _Allocator:
         folder = cpu_cache.directory()
         key = cpu_cache.key(_ALLOCATOR, _OPT_LEVEL, 1)
         entry = cpu_cache.load(folder, key, global_scope=True) if folder is not None else None
+        if entry is None and cpu_cache.can_store():   # built now: shared objects need it global
+            with ir.Context(), ir.Location.unknown():
+                from mlir.dialects.llvm import translate_module_to_llvmir
+                llvm_ir = str(translate_module_to_llvmir(ir.Module.parse(_ALLOCATOR).operation))
+            try:
+                entry = cpu_cache.load_built(
+                    cpu_cache.build_shared_object(llvm_ir, _OPT_LEVEL, cpu_cache.host_target()),
+                    [], folder, key, global_scope=True)
+            except (OSError, RuntimeError):
+                entry = None
         self.is_global = entry is not None
         if entry is not None:
             address: Callable[[str], int] = entry.address
         else:
             with ir.Context(), ir.Location.unknown():
-                module = ir.Module.parse(_ALLOCATOR)
-                engine = ExecutionEngine(module, opt_level=_OPT_LEVEL)
-                if folder is not None and cpu_cache.can_store():
-                    from mlir.dialects.llvm import translate_module_to_llvmir
-                    llvm_ir = str(translate_module_to_llvmir(module.operation))
-                    cpu_cache.store_later(folder, key, llvm_ir, _OPT_LEVEL, [])
+                engine = ExecutionEngine(ir.Module.parse(_ALLOCATOR), opt_level=_OPT_LEVEL)
             # Never destroyed, not even while the interpreter shuts down: arrays it allocated
             # may be freed after every module is gone. (A shared object is never unloaded.)
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))

@@ -266,7 +266,8 @@ def kernel(pyfn: Callable) -> Kernel:
 
 
 def jit(pyfn: Callable | None = None, *, device: str = "cpu") -> Function | Callable:
-    """`@adjit.jit`, or `@adjit.jit(device="cuda")` to run on the GPU by default."""
+    """`@adjit.jit`, or `@adjit.jit(device="cuda")` to launch kernels on the GPU when called
+    from Python without device= (called from compiled code, it runs where its caller runs)."""
     if pyfn is None:
         return lambda f: Function(f, "jit", device)
     return Function(pyfn, "jit", device)

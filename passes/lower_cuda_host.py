@@ -1,23 +1,26 @@
 """`--adj-lower-cuda-host`: the host side of an `@adjit.jit` function run with
 `device="cuda"`, whose kernel launches go to the GPU while its own code runs on the CPU.
 
-Each `adj.launch` becomes a call of `@__adjit_cuda_launch(slot, words, nwords, items, block)`:
-- `slot` numbers the launched kernel (`launched_kernels` lists them, in slot order), which
-  the runtime compiled to PTX (passes/lower_gpu.py) and loaded;
+Each `adj.launch` becomes a call of a launcher, a private function per kernel and block size,
+that calls `@__adjit_cuda_launch(slot, words, nwords, items, block)`:
+- `slot` numbers the launched kernel (lower_cuda_host returns them in slot order), which
+  was compiled to PTX (passes/lower_gpu.py) and which the runtime loaded;
 - `words` points at the kernel's parameters packed as 64-bit words, in the order and the
   encoding of the PTX entry's parameters: a memref as (aligned, aligned, offset, sizes...,
   strides...), a scalar's bits zero-extended (an f32 in the low half), then the ndrange
   extents. So the runtime hands `words` to cuLaunchKernel as they are (runtime/host_program.py);
 - `items` is prod(ndrange) and `block` the threads per block (prod(workgroupsize) or 256).
-The words live in one stack slot per launch site, made in the function's entry block: a slot
-made at the launch would grow the stack on every iteration of a loop around it.
+The words live in a stack slot of the launcher, which is marked `no_inline`: MLIR's inliner
+would put the slot in the caller's loop body, growing the stack on every iteration (LLVM's,
+should it inline the launcher later, hoists it to the caller's entry).
 
 `hook_runtime_calls` then makes the lowered (LLVM dialect) module call the runtime through
 function pointers that it holds in globals (`__adjit_hook_<symbol>`), which the runtime fills
 after loading the shared object: the allocator (which the runtime points at CUDA managed
 memory, so that the host code and the kernels reach the same arrays) and the launcher.
-The shared object then refers to nothing but libc and libm, and loads on a GPU machine
-that has no MLIR (no async runtime either: host programs are compiled single-threaded).
+The shared object then refers to nothing but the C and math libraries (libc, libm, libmvec),
+and loads on a GPU machine that has no MLIR (no async runtime either: host programs are
+compiled single-threaded).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from .kernel_abi import launched
 from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
 from .lower_gpu import kernel_to_ptx, launch_block_size
 from .pipeline import run_cpu_pipeline
+
 # symbol -> (LLVM result type or None, LLVM parameter types) of each hooked runtime call
 HOOKS = {
     ALLOC_SYMBOL: ("!llvm.ptr", ["i64"]),
@@ -44,8 +48,7 @@ def compile_host(module: ir.Module, chip: str) -> tuple[str, list[GpuKernel], li
     hook globals to fill)."""
     from mlir.dialects.llvm import translate_module_to_llvmir
     with module.context, ir.Location.unknown():
-        launched = lower_cuda_host(module.operation)
-        kernels = [kernel_to_ptx(module, name, chip) for name in launched]
+        kernels = [kernel_to_ptx(module, name, chip) for name in lower_cuda_host(module.operation)]
         lower_cpu(module.operation)
         errors = error_table(module.operation)
         run_cpu_pipeline(module, num_threads=1)   # no async runtime on the GPU machine
@@ -54,15 +57,16 @@ def compile_host(module: ir.Module, chip: str) -> tuple[str, list[GpuKernel], li
 
 
 def lower_cuda_host(module: ir.Operation) -> list[str]:
-    """Replaces every adj.launch in `module` with a call of the launch hook; returns the
+    """Replaces every adj.launch in `module` with a call of its launcher; returns the
     launched kernels' symbols in slot order. The kernels stay in the module (their PTX is
     compiled from it); the CPU pipeline drops them once nothing calls them."""
     module = getattr(module, "operation", module)
     with module.context, module.location:
         symbols = _symbol_table(module)
         slots: dict[str, int] = {}
+        launchers: dict[tuple[str, int], str] = {}
         for launch in _ops_named(module, "adj.launch"):
-            _lower_launch(launch, symbols, slots)
+            _lower_launch(launch, symbols, slots, launchers, module)
         if slots:
             i64 = ir.IntegerType.get_signless(64)
             with ir.InsertionPoint(module.regions[0].blocks[0]):
@@ -71,36 +75,46 @@ def lower_cuda_host(module: ir.Operation) -> list[str]:
 
 
 def _lower_launch(launch: ir.Operation, symbols: dict[str, ir.Operation],
-                  slots: dict[str, int]) -> None:
+                  slots: dict[str, int], launchers: dict[tuple[str, int], str],
+                  module: ir.Operation) -> None:
     call, name, ndrange = launched(launch, symbols)
-    slot = slots.setdefault(name, len(slots))
-    operands = list(call.operands)
-    nwords = sum(3 + 2 * o.type.rank if isinstance(o.type, ir.MemRefType) else 1
-                 for o in operands) + len(ndrange)
-    i64, idx = ir.IntegerType.get_signless(64), ir.IndexType.get()
-    entry = _enclosing_function(launch).regions[0].blocks[0]
-    with ir.InsertionPoint.at_block_begin(entry), launch.location:
-        words = memref.alloca(ir.MemRefType.get([nwords], i64), [], [])
+    block = launch_block_size(launch)
+    key = (name, block)
+    if key not in launchers:
+        launchers[key] = _launcher(module, name, slots.setdefault(name, len(slots)), block,
+                                   [o.type for o in call.operands], len(ndrange))
     with ir.InsertionPoint(launch), launch.location:
-        packed = [w for o in operands for w in _words(o)] + [_index_word(n) for n in ndrange]
-        for position, word in enumerate(packed):
-            memref.store(word, words, [arith.constant(idx, position)])
-        items = ndrange[0]
-        for n in ndrange[1:]:
-            items = arith.muli(items, n)
-        func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCH_SYMBOL), [
-            arith.constant(i64, slot),
-            _index_word(memref.extract_aligned_pointer_as_index(words)),
-            arith.constant(i64, nwords), _index_word(items),
-            arith.constant(i64, launch_block_size(launch))])
+        func.CallOp([], ir.FlatSymbolRefAttr.get(launchers[key]), [*call.operands, *ndrange])
     launch.erase()
 
 
-def _enclosing_function(op: ir.Operation) -> ir.Operation:
-    parent = op.parent
-    while parent.name != "func.func":
-        parent = parent.parent
-    return parent
+def _launcher(module: ir.Operation, kernel: str, slot: int, block: int,
+              inputs: list[ir.Type], ndim: int) -> str:
+    """A private, never inlined, function that launches `kernel` (slot `slot`, `block`
+    threads per block) on its arguments and ndrange: it packs the parameter words into a
+    stack slot of its own, which its return frees (an alloca inlined into a loop would
+    grow the stack on every iteration), and calls the launch hook."""
+    name = f"__adjit_launch__{kernel}__b{block}"
+    i64, idx = ir.IntegerType.get_signless(64), ir.IndexType.get()
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        fn = func.FuncOp(name, (inputs + [idx] * ndim, []), visibility="private")
+        fn.operation.attributes["no_inline"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(fn.add_entry_block()):
+            args = list(fn.entry_block.arguments)
+            operands, ndrange = args[:len(inputs)], args[len(inputs):]
+            packed = [w for o in operands for w in _words(o)] + [_index_word(n) for n in ndrange]
+            words = memref.alloca(ir.MemRefType.get([len(packed)], i64), [], [])
+            for position, word in enumerate(packed):
+                memref.store(word, words, [arith.constant(idx, position)])
+            items = ndrange[0]
+            for n in ndrange[1:]:
+                items = arith.muli(items, n)
+            func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCH_SYMBOL), [
+                arith.constant(i64, slot),
+                _index_word(memref.extract_aligned_pointer_as_index(words)),
+                arith.constant(i64, len(packed)), _index_word(items), arith.constant(i64, block)])
+            func.ReturnOp([])
+    return name
 
 
 def _index_word(value: ir.Value) -> ir.Value:

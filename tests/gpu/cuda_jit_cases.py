@@ -78,3 +78,14 @@ def divide_twice(x, n: int):
 
 
 KERNELS = {"heat_step__a2f32_a2f32_f32__2d": fake_heat_step, "scale__a1f64_f64__1d": fake_scale}
+
+
+@adjit.jit
+def scale_once(x, a: float):
+    scale(x, a, ndrange=x.shape[0])
+
+
+@adjit.jit
+def scale_often(x, times: int):
+    for _ in range(times):
+        scale_once(x, 1.0)        # inlined into the loop, launch and all

@@ -22,7 +22,7 @@ from adjit.frontend.cuda_launch import compile_only
 from adjit.frontend.types import ArrayType
 from adjit.frontend.errors import CompilationError
 from adjit.runtime.kernel_cache import KernelCacheError
-from cuda_jit_cases import KERNELS, divide_twice, scale, scale_twice, simulate
+from cuda_jit_cases import KERNELS, divide_twice, scale, scale_often, scale_twice, simulate
 from fake_driver import install
 from user_kernels import relaxed_energy
 
@@ -252,3 +252,17 @@ def test_autodiff_under_compile_only_compiles_and_returns_zeros(monkeypatch, tmp
     entries = [sorted(json.loads(p.read_text()).get("entries", {}))
                for p in (tmp_path / "cache" / "gpu").glob("*.json")]
     assert ["fwd"] in entries and ["aug", "rev", "rev_all"] in entries
+
+
+def test_launch_words_do_not_grow_the_stack_in_loops(fake):
+    """The words of a launch live in a stack slot of its launcher, which is not inlined:
+    inlined into the loop (the helper is), a slot would be taken on every iteration."""
+    llvm_ir = scale_often.lower(np.ones(4), 3, device="cuda").llvm()
+    functions = {f.split("(")[0].split("@")[-1]: f for f in llvm_ir.split("\ndefine ")[1:]}
+    launchers = [name for name in functions if name.startswith("__adjit_launch__")]
+    assert launchers and all("alloca" in functions[name] for name in launchers)
+    assert not any("alloca" in body for name, body in functions.items() if name not in launchers)
+    x = np.arange(4.0)
+    scale_often(x, 50, device="cuda")
+    np.testing.assert_array_equal(x, np.arange(4.0))
+    assert len(fake.launches) == 50

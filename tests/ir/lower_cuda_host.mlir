@@ -1,8 +1,8 @@
-// --adj-lower-cuda-host: in a function run with device="cuda", a launch becomes a call of the
-// runtime's launch hook with the kernel's slot, the kernel's parameters packed as 64-bit
-// words (a memref as aligned, aligned, offset, sizes, strides; an f32 as its bits, zero-
-// extended; then the ndrange), the number of words, the work items and the block size. The
-// words live in a stack slot made once, in the entry block, not in the loop.
+// --adj-lower-cuda-host: in a function run with device="cuda", a launch becomes a call of a
+// launcher that calls the runtime's launch hook with the kernel's slot, the kernel's
+// parameters packed as 64-bit words (a memref as aligned, aligned, offset, sizes, strides; an
+// f32 as its bits, zero-extended; then the ndrange), the number of words, the work items and
+// the block size.
 // RUN: adjit-opt %s --adj-lower-cuda-host | FileCheck %s --implicit-check-not='"adj.launch'
 
 // The kernels stay: their PTX is compiled from this module.
@@ -16,50 +16,26 @@ func.func @one_d(%x: memref<?xf64>) attributes {adj.kernel, adj.ndim = 1 : i64} 
   return
 }
 
+// The launch sites call a launcher per kernel and block size.
 // CHECK-LABEL: func.func @main(
 // CHECK-SAME: %[[X:.*]]: memref<?x?xf32>, %[[Y:.*]]: memref<?xf64>, %[[A:.*]]: f32, %[[N:.*]]: index, %[[STEPS:.*]]: index)
 func.func @main(%x: memref<?x?xf32>, %y: memref<?xf64>, %a: f32, %n: index, %steps: index) attributes {adj.entry, llvm.emit_c_interface} {
-  // One slot per launch site, each put first in the entry block (so the last comes first).
-  // CHECK: memref.alloca() : memref<10xi64>
-  // CHECK-NEXT: %[[W1:.*]] = memref.alloca() : memref<6xi64>
-  // CHECK-NEXT: %[[W0:.*]] = memref.alloca() : memref<10xi64>
-  // CHECK: scf.for
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
+  // CHECK: scf.for
   scf.for %t = %c0 to %steps step %c1 {
-    // CHECK: %[[PX:.*]] = memref.extract_aligned_pointer_as_index %[[X]]
-    // CHECK: %[[PX64:.*]] = arith.index_cast %[[PX]] : index to i64
-    // CHECK: %[[BASE:.*]], %[[OFF:.*]], %[[SIZES:.*]]:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %[[X]]
-    // CHECK: %[[ABITS:.*]] = arith.bitcast %[[A]] : f32 to i32
-    // CHECK: %[[AWORD:.*]] = arith.extui %[[ABITS]] : i32 to i64
-    // CHECK: memref.store %[[PX64]], %[[W0]][%{{.*}}] : memref<10xi64>
-    // CHECK: memref.store %[[PX64]], %[[W0]]
-    // CHECK: memref.store %[[AWORD]], %[[W0]]
-    // CHECK: %[[ITEMS:.*]] = arith.muli %[[N]], %[[N]] : index
-    // CHECK: %[[SLOT0:.*]] = arith.constant 0 : i64
-    // CHECK: %[[PW:.*]] = memref.extract_aligned_pointer_as_index %[[W0]]
-    // CHECK: %[[PW64:.*]] = arith.index_cast %[[PW]] : index to i64
-    // CHECK: %[[NW:.*]] = arith.constant 10 : i64
-    // CHECK: %[[ITEMS64:.*]] = arith.index_cast %[[ITEMS]] : index to i64
-    // CHECK: %[[BLOCK:.*]] = arith.constant 64 : i64
-    // CHECK: func.call @__adjit_cuda_launch(%[[SLOT0]], %[[PW64]], %[[NW]], %[[ITEMS64]], %[[BLOCK]])
+    // CHECK-NEXT: func.call @[[K64:__adjit_launch__k__b64]](%[[X]], %[[A]], %[[N]], %[[N]])
     "adj.launch"(%n, %n) ({
       func.call @k(%x, %a) : (memref<?x?xf32>, f32) -> ()
       gpu.yield
     }) {kernel = @k, workgroupsize = array<i64: 8, 8>} : (index, index) -> ()
-    // A second kernel takes slot 1; 6 words: 5 for the 1-D memref, 1 for the ndrange.
-    // CHECK: memref.store %{{.*}}, %[[W1]]
-    // CHECK: %[[SLOT1:.*]] = arith.constant 1 : i64
-    // CHECK: %[[NW1:.*]] = arith.constant 6 : i64
-    // CHECK: %[[BLOCK1:.*]] = arith.constant 256 : i64
-    // CHECK: func.call @__adjit_cuda_launch(%[[SLOT1]], %{{.*}}, %[[NW1]], %{{.*}}, %[[BLOCK1]])
+    // CHECK-NEXT: func.call @[[ONE:__adjit_launch__one_d__b256]](%[[Y]], %[[N]])
     "adj.launch"(%n) ({
       func.call @one_d(%y) : (memref<?xf64>) -> ()
       gpu.yield
     }) {kernel = @one_d} : (index) -> ()
-    // The first kernel again: slot 0.
-    // CHECK: %[[AGAIN:.*]] = arith.constant 0 : i64
-    // CHECK: func.call @__adjit_cuda_launch(%[[AGAIN]]
+    // The same kernel with another block size: another launcher, the same slot.
+    // CHECK-NEXT: func.call @[[K256:__adjit_launch__k__b256]](%[[X]], %[[A]], %[[N]], %[[N]])
     "adj.launch"(%n, %n) ({
       func.call @k(%x, %a) : (memref<?x?xf32>, f32) -> ()
       gpu.yield
@@ -67,5 +43,39 @@ func.func @main(%x: memref<?x?xf32>, %y: memref<?xf64>, %a: f32, %n: index, %ste
   }
   return
 }
+
+// Its words in a stack slot of its own (no_inline: MLIR's inliner would put the slot in the
+// loop): the memref as aligned, aligned, offset, sizes, strides; the f32 as its bits; the
+// ndrange. Then slot 0, the words, 10 of them, n*n items, 64 threads a block.
+// CHECK: func.func private @[[K64]](%[[KX:.*]]: memref<?x?xf32>, %[[KA:.*]]: f32, %[[N0:.*]]: index, %[[N1:.*]]: index) attributes {no_inline}
+// CHECK: %[[PX:.*]] = memref.extract_aligned_pointer_as_index %[[KX]]
+// CHECK: %[[PX64:.*]] = arith.index_cast %[[PX]] : index to i64
+// CHECK: %[[BASE:.*]], %[[OFF:.*]], %[[SIZES:.*]]:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %[[KX]]
+// CHECK: %[[ABITS:.*]] = arith.bitcast %[[KA]] : f32 to i32
+// CHECK: %[[AWORD:.*]] = arith.extui %[[ABITS]] : i32 to i64
+// CHECK: %[[W:.*]] = memref.alloca() : memref<10xi64>
+// CHECK: memref.store %[[PX64]], %[[W]][%{{.*}}] : memref<10xi64>
+// CHECK: memref.store %[[PX64]], %[[W]]
+// CHECK: memref.store %[[AWORD]], %[[W]]
+// CHECK: %[[ITEMS:.*]] = arith.muli %[[N0]], %[[N1]] : index
+// CHECK: %[[SLOT0:.*]] = arith.constant 0 : i64
+// CHECK: %[[PW:.*]] = memref.extract_aligned_pointer_as_index %[[W]]
+// CHECK: %[[PW64:.*]] = arith.index_cast %[[PW]] : index to i64
+// CHECK: %[[NW:.*]] = arith.constant 10 : i64
+// CHECK: %[[ITEMS64:.*]] = arith.index_cast %[[ITEMS]] : index to i64
+// CHECK: %[[BLOCK:.*]] = arith.constant 64 : i64
+// CHECK: call @__adjit_cuda_launch(%[[SLOT0]], %[[PW64]], %[[NW]], %[[ITEMS64]], %[[BLOCK]])
+
+// The 1-D kernel takes slot 1; 6 words: 5 for the 1-D memref, 1 for the ndrange.
+// CHECK: func.func private @[[ONE]](
+// CHECK: memref.alloca() : memref<6xi64>
+// CHECK: %[[SLOT1:.*]] = arith.constant 1 : i64
+// CHECK: %[[NW1:.*]] = arith.constant 6 : i64
+// CHECK: %[[BLOCK1:.*]] = arith.constant 256 : i64
+// CHECK: call @__adjit_cuda_launch(%[[SLOT1]], %{{.*}}, %[[NW1]], %{{.*}}, %[[BLOCK1]])
+
+// CHECK: func.func private @[[K256]](
+// CHECK: %[[AGAIN:.*]] = arith.constant 0 : i64
+// CHECK: call @__adjit_cuda_launch(%[[AGAIN]]
 
 // CHECK: func.func private @__adjit_cuda_launch(i64, i64, i64, i64, i64)

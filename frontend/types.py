@@ -7,6 +7,7 @@ serves every shape of a given rank.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -143,11 +144,18 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
     return i64
 
 
+@functools.cache
+def _array_type(dtype: np.dtype, ndim: int) -> ArrayType:
+    return ArrayType(as_scalar_type(dtype), ndim)
+
+
 def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
     """The adjit type of a Python argument (specialisation key), or TypeError. Arrays in GPU
     memory (`__cuda_array_interface__`) are arguments of `device="cuda"` launches only."""
     if isinstance(value, np.ndarray):
-        return ArrayType(as_scalar_type(value.dtype), value.ndim)
+        return _array_type(value.dtype, value.ndim)
+    if getattr(type(value), "is_adjit_device_array", False) and device == "cuda":
+        return _array_type(value.dtype, value.ndim)   # (its __cuda_array_interface__ is slower)
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
         if device != "cuda":

@@ -21,6 +21,7 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_MANAGED = 1, 2, 13      # DLPack device types
 
 class DeviceArray:
     """An array in the memory of the current CUDA device (C-contiguous)."""
+    is_adjit_device_array = True     # frontend/types.py's fast path to its type
 
     def __init__(self, shape: int | Sequence[int], dtype: Any = np.float64, *,
                  ptr: int | None = None, owner: Any = None):

@@ -7,6 +7,7 @@ is imported (and MLIR with it) only then.
 from __future__ import annotations
 
 import copy
+import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -188,14 +189,14 @@ def _with_values(a: Annotation, convert: Callable) -> Annotation:
     return out
 
 
-def _derivative(f, mode: Mode, anns, types, nd, wgs) -> Derivative:
+def _derivative(f, mode: Mode, anns, types, nd, wgs, pullback: bool = False) -> Derivative:
     key = (mode, tuple(a.activity for a in anns), tuple(types), nd and
-           len(nd), wgs, debug_enabled())
+           len(nd), wgs, debug_enabled(), pullback)
     cache = f.__dict__.setdefault("_derivatives", {})
     d = cache.get(key)
     if d is None:
         from .derivative import Derivative
-        d = cache[key] = Derivative(f, mode, anns, types, nd, wgs).compile_cpu()
+        d = cache[key] = Derivative(f, mode, anns, types, nd, wgs, pullback).compile_cpu()
     return d
 
 
@@ -317,18 +318,24 @@ def _argnums(argnums, n: int) -> tuple[int, ...]:
     return tuple(k % n for k in nums)
 
 
-def _grad_call(f, argnums, args, with_value: bool):
-    nums = _argnums(argnums, len(args))
+def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dict]:
+    """Annotations for reverse mode with respect to the arguments `nums` (the others are
+    Const): arrays Duplicated with zeroed shadows (returned by position), scalars Active."""
     anns, shadows = [], {}
     for k, a in enumerate(args):
-        if k in nums:
-            if isinstance(a, np.ndarray):
-                shadows[k] = np.zeros_like(a)
-                anns.append(Duplicated(a, shadows[k]))
-            else:
-                anns.append(Active(a))
-        else:
+        if k not in nums:
             anns.append(Const(a))
+        elif isinstance(a, np.ndarray):
+            shadows[k] = np.zeros_like(a)
+            anns.append(Duplicated(a, shadows[k]))
+        else:
+            anns.append(Active(a))
+    return anns, shadows
+
+
+def _grad_call(f, argnums, args, with_value: bool):
+    nums = _argnums(argnums, len(args))
+    anns, shadows = _reverse_annotations(args, nums)
     grads, value = autodiff(ReverseWithPrimal, f, *anns)
     if value is None or not np.isscalar(value):
         raise TypeError(f"grad of {f.__name__}: the function must return a float scalar")
@@ -346,34 +353,85 @@ def value_and_grad(f, argnums=0) -> Callable:
     return lambda *args: _grad_call(f, argnums, args, True)
 
 
+def _like(what: str, v, like, of: str, convert: bool):
+    """`v`, a tangent or cotangent, checked to be shaped like `like` (the primal or output
+    `of` names), an array or a float scalar. Arrays must match in shape and dtype, as JAX
+    asks; a non-array `v` is converted to `like`'s dtype first when `convert`."""
+    if not isinstance(like, np.ndarray):
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            v = v[()]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{what} must be a real scalar, as {of} is, got {_describe(v)}")
+        return v
+    expected = f"shape {like.shape} and dtype {like.dtype}, those of {of}"
+    if convert and not isinstance(v, np.ndarray):
+        try:
+            v = np.asarray(v, dtype=like.dtype)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} must be an array of {expected}, got "
+                            f"{_describe(v)}") from None
+    if not isinstance(v, np.ndarray):
+        raise TypeError(f"{what} must be an array of {expected}, got {_describe(v)}")
+    if v.shape != like.shape:
+        raise ValueError(f"{what} has shape {v.shape}; expected {expected}")
+    if v.dtype != like.dtype:
+        raise TypeError(f"{what} has dtype {v.dtype}; expected {expected}")
+    return np.ascontiguousarray(v)
+
+
+def _describe(v) -> str:
+    if isinstance(v, np.ndarray):
+        return f"an array of shape {v.shape} and dtype {v.dtype}"
+    return f"{type(v).__name__} {v!r}"
+
+
 def jvp(f, primals: Sequence, tangents: Sequence):
-    """JAX's jvp: (f(primals), directional derivative along tangents)."""
+    """JAX's jvp: `(f(*primals), tangent of the result along tangents)`; the result may be a
+    float scalar or a float array (then so is its tangent). Each tangent has its primal's
+    shape and dtype."""
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
-    anns = [Duplicated(p, np.asarray(t, dtype=p.dtype) if isinstance(p, np.ndarray) else t)
-            for p, t in zip(primals, tangents)]
+    anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
+                                convert=True))
+            for k, (p, t) in enumerate(zip(primals, tangents))]
     tangent, primal = autodiff(ForwardWithPrimal, f, *anns)
     return primal, tangent
 
 
 def vjp(f, *primals):
-    """JAX's vjp: (f(primals), a function from the result's cotangent to the primals')."""
+    """JAX's vjp: `(f(*primals), pullback)`. `pullback(cotangent)`, the cotangent shaped like
+    the result (a float scalar or array), returns one cotangent per primal: arrays for array
+    primals, scalars for scalar primals."""
     value = f(*primals)
+    one_value = isinstance(value, np.ndarray) or np.isscalar(value)
+    if not (one_value and np.issubdtype(np.asarray(value).dtype, np.floating)):
+        raise TypeError(f"vjp of {f.__name__}: the function must return one float scalar or "
+                        f"float array, got {_describe(value)}")
 
     def pullback(cotangent):
-        anns, shadows = [], {}
-        for k, p in enumerate(primals):
-            if isinstance(p, np.ndarray):
-                shadows[k] = np.zeros_like(p)
-                anns.append(Duplicated(p, shadows[k]))
-            else:
-                anns.append(Active(p))
-        fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
-        tape, _, _ = fwd(*anns)
-        grads = rev(*anns, cotangent, tape)
+        ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
+                   convert=False)
+        anns, shadows = _reverse_annotations(primals, range(len(primals)))
+        if isinstance(value, np.ndarray):
+            grads = _inner_product_grads(f, anns, ct)
+        else:
+            fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
+            tape, _, _ = fwd(*anns)
+            grads = rev(*anns, ct, tape)
         return tuple(shadows[k] if k in shadows else grads[k] for k in range(len(primals)))
 
     return value, pullback
+
+
+def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray) -> tuple:
+    """Reverse mode of `sum(f(*anns) * cotangent)` (derivative.py builds that function): the
+    vjp of array-valued `f`. Returns one derivative per argument (None for non-Active)."""
+    anns, types, values, _, _ = _prepare(f, anns, None, None, True)
+    d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
+    flat, _ = _flatten_args(anns, types, values, True)
+    out = d.calls["rev_all"](*flat, cotangent, d.results[0].np_dtype.type(1.0))
+    outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+    return _per_argument(anns, outs)
 
 
 def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:

@@ -5,6 +5,11 @@ generated functions, see passes/autodiff for their ABI), then entry functions Py
 compiled for the CPU, or, for a function run with device="cuda", as a host program whose
 launches (the derivative kernels') run on the GPU. For a kernel launched with
 device="cuda", the kernel's derivative kernels, compiled to PTX.
+
+Forward mode differentiates a function returning a float array as it does one returning a
+scalar (the pass returns the result's shadow: its tangent). Reverse mode needs a scalar
+result, so the vjp of an array-valued function differentiates a generated function instead:
+the inner product of the result with a cotangent argument (`_inner_product`).
 """
 from __future__ import annotations
 
@@ -68,32 +73,80 @@ def _type_from_mlir(t: ir.Type):
     return scalars[str(t)]
 
 
+def _dtype(t):
+    """The element type of an array type, or the scalar type itself."""
+    return t.dtype if isinstance(t, ArrayType) else t
+
+
+def _check_results(name: str, results: list, mode: Mode, pullback: bool) -> None:
+    """Forward mode takes one float scalar or array result (or none); reverse mode a scalar,
+    or an array through its inner product with a cotangent (`pullback`)."""
+    if len(results) > 1:
+        raise TypeError(f"{name}: autodiff differentiates functions that return one float "
+                        "scalar, one float array or nothing, not a tuple")
+    array = bool(results) and isinstance(results[0], ArrayType)
+    if pullback and not (array and results[0].dtype.is_float and results[0].ndim > 0):
+        raise TypeError(f"{name}: a pullback of an array needs a function returning one float "
+                        "array")
+    if mode.reverse and array and not pullback:
+        raise TypeError(f"{name}: reverse mode differentiates functions that return one float "
+                        "scalar or nothing; for a function returning an array, adjit.vjp "
+                        "gives the vector-Jacobian product")
+
+
+def _inner_product(unit: CompileUnit, fn_symbol: str, types: list,
+                   result: ArrayType) -> tuple[str, list]:
+    """A function `s(args..., ct) = sum(fn(args...) * ct)` and its result types. Reverse mode
+    of `s` with `ct` Const gives the vjp of array-valued `fn` for the cotangent `ct`, with
+    the pass as it is (its reverse mode needs a scalar result): the call to `fn` is inlined
+    by the pass, and the sum is adjit.sum's (f32 accumulated in f64)."""
+    from .arrays import elementwise, reduce
+    from .scalar_ops import binary
+    from .values import Array
+    name = f"__adjit_inner_{fn_symbol}"
+    with ir.InsertionPoint(unit.module.body):
+        fn = func.FuncOp(name, ([t.mlir() for t in types] + [result.mlir()],
+                                [result.dtype.mlir()]), visibility="private")
+        block = fn.add_entry_block()
+        with ir.InsertionPoint(block):
+            *args, ct = block.arguments
+            y = func.CallOp([result.mlir()], ir.FlatSymbolRefAttr.get(fn_symbol), args).result
+            product = elementwise(lambda a, b: binary("*", a, b),
+                                  [Array(y, result), Array(ct, result)])
+            func.ReturnOp([reduce("sum", product).value])
+    return name, [result.dtype]
+
+
 class Derivative:
     """The derivative of one (function, mode, activities, types) specialisation: the
     module with its entry functions (`entries`: name -> (argument types, result types)),
     then, once compiled for the CPU (`compile_cpu`), a callable per entry (`calls`)."""
 
     def __init__(self, target: Function | Kernel, mode: Mode, anns: list[Annotation],
-                 types: list, ndrange: tuple | None, wgs):
+                 types: list, ndrange: tuple | None, wgs, pullback: bool = False):
+        """`pullback`: differentiate, in reverse mode, the inner product of the function's
+        array result with a cotangent array that every entry takes after the arguments (the
+        vjp of an array-valued function; see `_inner_product`)."""
         self.mode = mode
         unit = CompileUnit(debug_enabled())
         activity = [a.activity for a in anns]
         with unit.ctx, ir.Location.unknown():
             fn_symbol, results, self.tuple_result = self._primal(unit, target, types, ndrange, wgs)
-            if len(results) > 1 or any(isinstance(r, ArrayType) for r in results):
-                raise TypeError(f"{target.__name__}: autodiff differentiates functions that "
-                                "return one float scalar or nothing")
+            _check_results(target.__name__, results, mode, pullback)
+            cotangent = results if pullback else []
+            if pullback:
+                fn_symbol, results = _inner_product(unit, fn_symbol, types, results[0])
+                activity = activity + ["const"]
             self.results = results
-            float_result = bool(results) and results[0].is_float
             ret = "active" if mode.reverse else "dup"
-            ret = ret if float_result else "const"
+            ret = ret if results and _dtype(results[0]).is_float else "const"
             if isinstance(target, Kernel):
                 activity = activity + ["const"] * len(ndrange)
             _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
                      ret, mode.with_primal, overwritten=mode.split)
             self.ret_activity = ret
             run_pass(unit)
-            flat_t = self._flat_types(anns, types, ndrange)
+            flat_t = self._flat_types(anns, types, ndrange) + cotangent
             if mode.reverse:
                 self._reverse_entries(unit, flat_t, anns, types)
             else:

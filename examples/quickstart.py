@@ -1,5 +1,5 @@
-"""The main example: a kernel, a compiled function that launches it, and their results
-checked against NumPy."""
+"""The main example: a kernel, a compiled function that launches it, its gradient, each
+checked against NumPy or finite differences; and the same on a GPU when there is one."""
 import numpy as np
 
 import adjit
@@ -55,3 +55,23 @@ if __name__ == "__main__":
     got, want = simulate(u0, 50, 0.1), simulate_numpy(u0, 50, 0.1)
     print(f"heat energy after 50 steps: adjit {got:.12f}  numpy {want:.12f}")
     assert np.isclose(got, want, rtol=1e-12)
+
+    # Gradient of the final energy w.r.t. the initial state and the time step, in one
+    # reverse pass (the kernel launches are differentiated too), against central differences.
+    du0 = np.zeros_like(u0)
+    _, _, ddt = adjit.autodiff(adjit.Reverse, simulate, adjit.Duplicated(u0, du0), 50,
+                               adjit.Active(0.1))
+    h = 1e-6
+    fd_dt = (simulate_numpy(u0, 50, 0.1 + h) - simulate_numpy(u0, 50, 0.1 - h)) / (2 * h)
+    e = np.zeros_like(u0)
+    e[10, 20] = h
+    fd_u = (simulate_numpy(u0 + e, 50, 0.1) - simulate_numpy(u0 - e, 50, 0.1)) / (2 * h)
+    print(f"d energy / d dt: adjit {ddt:.9f}  finite differences {fd_dt:.9f}")
+    print(f"d energy / d u0[10, 20]: adjit {du0[10, 20]:.9f}  finite differences {fd_u:.9f}")
+    assert np.isclose(ddt, fd_dt, rtol=1e-6) and np.isclose(du0[10, 20], fd_u, rtol=1e-6)
+
+    from adjit.runtime import cuda
+    if cuda.is_available():      # the launches on the GPU, the loop and the sum on the CPU
+        on_gpu = simulate(u0, 50, 0.1, device="cuda")
+        print(f"heat energy on the GPU: {on_gpu:.12f}")
+        assert np.isclose(on_gpu, want, rtol=1e-10)   # (GPU code contracts into fma)

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,7 +169,9 @@ class LoadedProgram:
     def __init__(self, program: HostProgram, so_path: Path):
         self.program = program
         self._library = ctypes.CDLL(str(so_path), mode=ctypes.RTLD_LOCAL)
-        self._pending: list[BaseException] = []    # what a runtime call raised, to re-raise
+        # What a runtime call raised, to re-raise when the call returns: per thread, as the
+        # callbacks run on the thread of the call they serve.
+        self._local = threading.local()
         # Kept alive as long as the library: compiled code holds their addresses.
         self._callbacks = {ALLOC_SYMBOL: _ALLOC(self._alloc), FREE_SYMBOL: _FREE(self._free),
                            LAUNCH_SYMBOL: _LAUNCH(self._launch)}
@@ -220,7 +223,7 @@ class LoadedProgram:
         try:
             return cuda.alloc_managed(nbytes)
         except BaseException as e:     # noqa: BLE001 (no exception may cross into C)
-            self._pending.append(e)
+            self._pending().append(e)
             return 0
 
     def _free(self, ptr: int | None) -> None:
@@ -228,18 +231,24 @@ class LoadedProgram:
             try:
                 cuda.free(ptr)
             except BaseException as e:     # noqa: BLE001
-                self._pending.append(e)
+                self._pending().append(e)
 
     def _launch(self, slot: int, words: int, nwords: int, items: int, block: int) -> None:
-        if self._pending:      # a launch failed: what it would have written is not there
+        if self._pending():    # a launch failed: what it would have written is not there
             return
         try:
             cuda.launch_words(self.program.kernels[slot], words, nwords, items, block)
         except BaseException as e:     # noqa: BLE001
-            self._pending.append(e)
+            self._pending().append(e)
+
+    def _pending(self) -> list[BaseException]:
+        pending = getattr(self._local, "pending", None)
+        if pending is None:
+            pending = self._local.pending = []
+        return pending
 
     def _after_call(self) -> None:
-        pending, self._pending = self._pending, []
+        pending, self._local.pending = self._pending(), []
         cell = self._error_cell
         number = cell.value if cell is not None else 0
         if number:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, memref, scf
+from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
 from . import scalar_ops as S
 from .errors import UserError
-from .types import ArrayType, ScalarType, f32, f64, i64
+from .types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Scalar
 
 # Elements per partial sum: each partial is a short loop with LANES independent accumulators
@@ -189,13 +189,60 @@ def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
 
 
 def fill(a: Array, v) -> None:
-    value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
+    value = S.convert(v, a.type.dtype).value
     view = flat(a)
     loop = scf.ParallelOp([], [idx(0)], [numel(dims(a))], [idx(1)], [])
     body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):
         memref.store(value, view, [body.arguments[0]])
         scf.ReduceOp([], 0)
+
+
+def arange(start, stop, step, dtype: ScalarType | None) -> ArrayExpr:
+    """NumPy's arange, lazily (`sum(arange(n) * x)` needs no array). As NumPy does: the length
+    is computed at the bounds' type (f64 if any is a float, else i64), which is the default
+    dtype; element i is first + i*delta in the result dtype, where first = start and
+    delta = (start + step) - start are converted to it first (so arange(0.5, 5, 1.5, dtype=int)
+    is [0, 2, 4], as NumPy's)."""
+    bounds_t = f64 if any(_is_float(v) for v in (start, stop, step)) else i64
+    dtype = dtype or bounds_t
+    if dtype.is_bool:
+        raise UserError("adjit.arange() cannot make a bool array (NumPy allows 2 elements at most)")
+    lo, hi, by = (S.convert(v, bounds_t) for v in (start, stop, step))
+    first = S.cast(lo, dtype)
+    delta = S.binary("-", S.cast(S.binary("+", lo, by), dtype), first)
+
+    def element(i: ir.Value) -> Scalar:
+        return S.binary("+", first, S.binary("*", S.cast(Scalar(i, index), dtype), delta))
+
+    return ArrayExpr(dtype, [_arange_length(lo, hi, by)], element)
+
+
+def _is_float(v) -> bool:
+    return isinstance(v.value, float) if isinstance(v, Literal) else v.type.is_float
+
+
+def _arange_length(lo: Scalar, hi: Scalar, by: Scalar) -> ir.Value:
+    """max(ceil((hi - lo) / by), 0) as an index; a zero step raises ZeroDivisionError and a
+    NaN, infinite or huge float length ValueError, as in NumPy."""
+    t = lo.type
+    zero = S.constant(0, t)
+    nonzero = S.compare("!=", by, zero)
+    adj.check(nonzero.value, "ZeroDivisionError", "adjit.arange(): the step is zero")
+    # The code after a failed check still runs: an integer division by zero would trap, and
+    # a float one would raise the wrong error below.
+    by = S.select(nonzero, by, Literal(1))
+    span = S.binary("-", hi, lo)
+    if t.is_float:
+        q = S.binary("/", span, by)
+        fits = S.compare("<", S.absolute(q), Literal(2.0 ** 62))
+        adj.check(fits.value, "ValueError", "adjit.arange(): cannot compute the length "
+                                            "(NaN, infinite or too large)")
+        q = S.select(fits, q, zero)     # fptosi of NaN or inf would be poison
+        n = S.cast(Scalar(math.ceil(q.value), t), i64)
+    else:
+        n = Scalar(arith.ceildivsi(span.value, by.value), t)
+    return S.to_index(S.extremum("maximum", n, Literal(0)))
 
 
 def copy(a: Array | ArrayExpr) -> Array:

@@ -6,6 +6,7 @@ identity.
 from __future__ import annotations
 
 import builtins as py
+import functools
 import math as pymath
 from typing import Callable
 
@@ -14,7 +15,7 @@ from mlir import ir
 from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
-from .builtins import UNARY_MATH, namespace
+from .builtins import PREDICATES, UNARY_MATH, namespace
 from .errors import UserError
 from .types import ScalarType, as_scalar_type, bool_, f64, i64
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
@@ -57,13 +58,34 @@ def _math(name: str, scalar_fn: Callable, arity: int, py_names=()) -> None:
 
 
 for _n in UNARY_MATH:
-    _math(_n, (lambda n: lambda a: S.math_unary(n, a))(_n), 1,
+    _math(_n, functools.partial(S.math_unary, _n), 1,
           [_n] if hasattr(pymath, _n) else [])
 _math("floor", lambda a: S.floor_ceil("floor", a), 1, ["floor"])
 _math("ceil", lambda a: S.floor_ceil("ceil", a), 1, ["ceil"])
 _math("abs", S.absolute, 1, ["fabs"])
 _math("pow", lambda a, b: S.binary("**", a, b), 2, ["pow"])
 _math("atan2", S.atan2, 2, ["atan2"])
+_math("copysign", S.copysign, 2, ["copysign"])
+_math("hypot", S.hypot, 2)
+for _n in PREDICATES:
+    _math(_n, functools.partial(S.classify, _n), 1, [_n])
+for _n in ("maximum", "minimum"):
+    _math(_n, functools.partial(S.extremum, _n), 2)
+
+
+def _math_hypot(gen, args, kwargs):
+    """math.hypot(*coordinates): the Euclidean norm, one scaled pair at a time (so it cannot
+    overflow either); hypot(x) is |x| as a float, hypot() is 0.0."""
+    if kwargs:
+        raise UserError("hypot() takes no keyword arguments")
+    coords = [Literal(0.0), *args] if len(args) < 2 else list(args)
+    out = coords[0]
+    for a in coords[1:]:
+        out = lift(S.hypot, [out, a])
+    return out
+
+
+_register([pymath.hypot], _math_hypot)
 _register([py.abs], lambda gen, args, kw: (_expect(args, 1, "abs", kw), lift(S.absolute, args))[1])
 
 
@@ -198,59 +220,116 @@ def _shape_arg(gen, shape) -> list[ir.Value]:
     return [S.to_index(shape)]
 
 
-def _dtype_arg(gen, kwargs, default: ScalarType) -> ScalarType:
-    d = kwargs.pop("dtype", None)
-    if d is None:
-        return default
+def _creation_args(signature: str, args: list, kwargs: dict, n: int, optional: int = 0):
+    """The arguments of a NumPy creation function `adjit.<signature>`: `n` positional ones
+    (and up to `optional` more), then the dtype, by position or by keyword. Returns
+    (arguments, dtype or None)."""
+    most = n + optional
+    kwargs = dict(kwargs)
+    if len(args) == most + 1:
+        if "dtype" in kwargs:
+            raise UserError(f"adjit.{signature} got dtype both by position and by keyword")
+        kwargs["dtype"] = args[most]
+        args = args[:most]
+    if not n <= len(args) <= most:
+        count = f"{n}" if not optional else f"{n} to {most}"
+        raise UserError(f"adjit.{signature} takes {count} argument{'s' if most != 1 else ''} "
+                        f"before dtype, got {len(args)}")
+    extra = sorted(set(kwargs) - {"dtype"})
+    if extra:
+        raise UserError(f"adjit.{signature} got unexpected keyword(s) {extra}")
+    return list(args), _dtype(kwargs.get("dtype"))
+
+
+def _dtype(d) -> ScalarType | None:
+    """A dtype= argument; None when absent or None (np.dtype(None) would be float64)."""
+    if d is None or isinstance(d, PyObj) and d.obj is None:
+        return None
+    if not isinstance(d, PyObj):
+        raise UserError(f"dtype=: expected a type such as adjit.f32, got {S.describe(d)}")
     try:
-        return as_scalar_type(d.obj if isinstance(d, PyObj) else None)
+        return as_scalar_type(d.obj)
     except TypeError as e:
         raise UserError(f"dtype=: {e}") from None
 
 
-def _dtype_positional(name: str, args: list, kwargs: dict) -> tuple[list, dict]:
-    """NumPy's signatures take the dtype second, by position or by keyword."""
-    kwargs = dict(kwargs)
-    if len(args) == 2:
-        if "dtype" in kwargs:
-            raise UserError(f"adjit.{name}() got dtype both by position and by keyword")
-        kwargs["dtype"] = args[1]
-        args = args[:1]
-    return list(args), kwargs
+def _array_arg(signature: str, a) -> Array | ArrayExpr:
+    if not isinstance(a, (Array, ArrayExpr)):
+        raise UserError(f"adjit.{signature}: expected an array, got {S.describe(a)}")
+    return a
+
+
+def _fill_arg(signature: str, v) -> Scalar | Literal:
+    if not isinstance(v, (Scalar, Literal)):
+        raise UserError(f"adjit.{signature}: fill_value must be a scalar, got {S.describe(v)}")
+    return v
+
+
+def _new_array(dtype: ScalarType, shape: list[ir.Value], fill) -> Array:
+    out = A.alloc(dtype, shape)
+    if fill is not None:
+        A.fill(out, fill)
+    return out
 
 
 def _creator(name: str, fill_value):
+    """zeros, ones, empty: (shape, dtype=f64)."""
+    signature = f"{name}(shape, dtype=None)"
+
     def handler(gen, args, kwargs):
         gen.require_host(f"adjit.{name}()")
-        args, kwargs = _dtype_positional(name, args, kwargs)
-        if len(args) != 1:
-            raise UserError(f"adjit.{name}(shape, dtype=...) takes a shape and a dtype")
-        dtype = _dtype_arg(gen, kwargs, f64)
-        if kwargs:
-            raise UserError(f"adjit.{name}() got unexpected keyword(s) {sorted(kwargs)}")
-        out = A.alloc(dtype, _shape_arg(gen, args[0]))
-        if fill_value is not None:
-            A.fill(out, Literal(fill_value))
-        return out
+        (shape,), dtype = _creation_args(signature, args, kwargs, 1)
+        fill = None if fill_value is None else Literal(fill_value)
+        return _new_array(dtype or f64, _shape_arg(gen, shape), fill)
     return handler
 
 
 def _like(name: str, fill_value):
+    """zeros_like, ones_like, empty_like: (a, dtype=a.dtype)."""
+    signature = f"{name}(a, dtype=None)"
+
     def handler(gen, args, kwargs):
         gen.require_host(f"adjit.{name}()")
-        args, kwargs = _dtype_positional(name, args, kwargs)
-        if len(args) != 1 or not isinstance(args[0], (Array, ArrayExpr)):
-            raise UserError(f"adjit.{name}(a, dtype=None) takes one array")
-        a = args[0]
-        dtype = _dtype_arg(gen, kwargs, a.type.dtype)
-        if kwargs:
-            raise UserError(f"adjit.{name}() got unexpected keyword(s) {sorted(kwargs)}")
-        shape = A.dims(a) if isinstance(a, Array) else a.shape
-        out = A.alloc(dtype, shape)
-        if fill_value is not None:
-            A.fill(out, Literal(fill_value))
-        return out
+        (a,), dtype = _creation_args(signature, args, kwargs, 1)
+        a = _array_arg(signature, a)
+        fill = None if fill_value is None else Literal(fill_value)
+        return _new_array(dtype or a.type.dtype, _shape_of(a), fill)
     return handler
+
+
+def _shape_of(a: Array | ArrayExpr) -> list[ir.Value]:
+    return A.dims(a) if isinstance(a, Array) else a.shape
+
+
+def _full(gen, args, kwargs):
+    """full(shape, fill_value, dtype=None): the dtype defaults to fill_value's, as NumPy's."""
+    gen.require_host("adjit.full()")
+    signature = "full(shape, fill_value, dtype=None)"
+    (shape, v), dtype = _creation_args(signature, args, kwargs, 2)
+    v = _fill_arg(signature, v)
+    default = S.literal_type(v.value) if isinstance(v, Literal) else v.type
+    return _new_array(dtype or default, _shape_arg(gen, shape), v)
+
+
+def _full_like(gen, args, kwargs):
+    gen.require_host("adjit.full_like()")
+    signature = "full_like(a, fill_value, dtype=None)"
+    (a, v), dtype = _creation_args(signature, args, kwargs, 2)
+    a = _array_arg(signature, a)
+    return _new_array(dtype or a.type.dtype, _shape_of(a), _fill_arg(signature, v))
+
+
+def _arange(gen, args, kwargs):
+    """arange(stop), arange(start, stop[, step]), dtype= (or a 4th positional): NumPy's."""
+    gen.require_host("adjit.arange()")
+    signature = "arange([start, ]stop[, step], dtype=None)"
+    args, dtype = _creation_args(signature, args, kwargs, 1, optional=2)
+    for a in args:
+        if not isinstance(a, (Scalar, Literal)):
+            raise UserError(f"adjit.arange() bounds must be scalars, got {S.describe(a)}")
+    start, stop, step = ((Literal(0), args[0], Literal(1)) if len(args) == 1 else
+                         (args[0], args[1], Literal(1)) if len(args) == 2 else args)
+    return A.arange(start, stop, step, dtype)
 
 
 def _copy(gen, args, kwargs):
@@ -266,6 +345,7 @@ _NAMED_HANDLERS = {
     "synchronize": _sync, "sum": _reduction("sum"), "dot": _dot,
     "zeros": _creator("zeros", 0), "ones": _creator("ones", 1), "empty": _creator("empty", None),
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
-    "empty_like": _like("empty_like", None), "copy": _copy}
+    "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
+    "full_like": _full_like, "arange": _arange}
 for _name, _h in _NAMED_HANDLERS.items():
     _register([namespace[_name]], _h)

@@ -19,9 +19,13 @@ UNARY_MATH = ("sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log10
               "sqrt", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "rsqrt", "cbrt")
 # Work-item queries, atomics and sync: kernels only, with no meaning in plain Python.
 KERNEL_ONLY = ("index", "index_nd", "ndrange", "atomic_add", "synchronize")
+# Float classification, with Python's and NumPy's names: bool results.
+PREDICATES = ("isnan", "isinf", "isfinite")
+# Element-wise binary functions with NumPy's names (scalar_ops compiles them).
+BINARY_MATH = ("pow", "atan2", "hypot", "copysign", "maximum", "minimum")
 # Array creation and reductions with NumPy's names and signatures (compiled functions only).
 ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_like",
-                   "empty_like", "copy")
+                   "empty_like", "copy", "full", "full_like", "arange")
 
 
 class Builtin:
@@ -55,10 +59,12 @@ def _numpy_minmax(name: str) -> Callable:
     return lambda *a: reduction(a[0]) if len(a) == 1 else functools.reduce(pairwise, a)
 
 
+_NUMPY_BINARY = {"pow": "power", "atan2": "arctan2"}
 namespace: dict[str, Builtin] = {}
 for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      ("floor", np.floor), ("ceil", np.ceil), ("abs", np.abs),
-                     ("pow", np.power), ("atan2", np.arctan2),
+                     *[(n, getattr(np, n)) for n in PREDICATES],
+                     *[(n, getattr(np, _NUMPY_BINARY.get(n, n))) for n in BINARY_MATH],
                      *[(n, None) for n in KERNEL_ONLY],
                      *[(n, getattr(np, n)) for n in ARRAY_FUNCTIONS],
                      ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min"))]:

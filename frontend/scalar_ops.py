@@ -8,6 +8,7 @@ from __future__ import annotations
 import math as pymath
 import operator
 
+import numpy as np
 from mlir import ir
 from mlir.dialects import arith, math, scf
 
@@ -91,6 +92,14 @@ def cast(s: Scalar, to: ScalarType) -> Scalar:
     if frm == index or to == index:
         return Scalar(arith.index_cast(t, v), to)
     return Scalar(arith.extsi(t, v) if to.bits > frm.bits else arith.trunci(t, v), to)
+
+
+def convert(v, to: ScalarType) -> Scalar:
+    """`v` as a `to` value, as NumPy's astype: a float constant into an integer truncates
+    (where as_scalar refuses it, since `x[i] // 2.5` must not silently become `// 2`)."""
+    if isinstance(v, Literal) and isinstance(v.value, float) and not to.is_float:
+        v = as_scalar(v)
+    return cast(as_scalar(v, to), to)
 
 
 def unify(a, b) -> tuple[Scalar, Scalar]:
@@ -365,12 +374,73 @@ def minmax(name: str, a, b):
     return Scalar(arith.select(better.value, y.value, x.value), x.type)
 
 
+def extremum(name: str, a, b):
+    """NumPy's maximum/minimum: NaN propagates (unlike Python's max/min), bools give bools."""
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        return Literal(getattr(np, name)(a.value, b.value).item())
+    x, y = unify(a, b)
+    t = x.type
+    ops = ((arith.maximumf, arith.minimumf) if t.is_float else
+           (arith.ori, arith.andi) if t.is_bool else (arith.maxsi, arith.minsi))
+    return Scalar(ops[name == "minimum"](x.value, y.value), t)
+
+
+def _float_pair(a, b) -> tuple[Scalar, Scalar]:
+    """Two operands at their common type, made float as the math module's functions do."""
+    x, y = unify(a, b)
+    return to_float(x), to_float(y)
+
+
 def atan2(a, b):
     if isinstance(a, Literal) and isinstance(b, Literal):
         return Literal(pymath.atan2(a.value, b.value))
-    x, y = unify(a, b)
-    x, y = to_float(x), to_float(y)
+    x, y = _float_pair(a, b)
     return Scalar(math.atan2(x.value, y.value), x.type)
+
+
+def copysign(a, b):
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        return Literal(pymath.copysign(a.value, b.value))
+    x, y = _float_pair(a, b)
+    return Scalar(math.copysign(x.value, y.value), x.type)
+
+
+def hypot(a, b):
+    """sqrt(a*a + b*b) as big*sqrt(1 + (small/big)**2), big and small the larger and smaller
+    of |a| and |b|, so the squares cannot overflow or underflow (the math dialect has no
+    hypot, and a libm call would not lower to the GPU). The autodiff pass differentiates these
+    ops into a/h and b/h. At the origin the quotient divides by 1, not 0, so the value (0) and
+    the derivative stay finite; an infinite operand gives inf even beside a NaN, as C's."""
+    if isinstance(a, Literal) and isinstance(b, Literal):
+        return Literal(pymath.hypot(a.value, b.value))
+    x, y = _float_pair(a, b)
+    F = arith.CmpFPredicate
+    zero, one, inf = (constant(c, x.type).value for c in (0.0, 1.0, pymath.inf))
+    ax, ay = math.absf(x.value), math.absf(y.value)
+    # selects, not maximumf/minimumf: on a tie those both pick |a|, and the derivative
+    # with respect to b would be lost. (A NaN operand makes big or small NaN either way.)
+    a_bigger = arith.cmpf(F.OGE, ax, ay)
+    big, small = arith.select(a_bigger, ax, ay), arith.select(a_bigger, ay, ax)
+    ratio = arith.divf(small, arith.select(arith.cmpf(F.OEQ, big, zero), one, big))
+    h = arith.mulf(big, math.sqrt(arith.addf(one, arith.mulf(ratio, ratio))))
+    either_inf = arith.ori(arith.cmpf(F.OEQ, ax, inf), arith.cmpf(F.OEQ, ay, inf))
+    return Scalar(arith.select(either_inf, inf, h), x.type)
+
+
+def classify(name: str, a):
+    """isnan / isinf / isfinite as bools; integers are always finite."""
+    if isinstance(a, Literal):
+        return Literal(getattr(pymath, name)(a.value))
+    x = as_scalar(a)
+    if not x.type.is_float:
+        return Literal(name == "isfinite")
+    F = arith.CmpFPredicate
+    if name == "isnan":
+        return Scalar(arith.cmpf(F.UNO, x.value, x.value), bool_)
+    # |x| < inf is false for NaN, as isfinite must be
+    pred = F.OEQ if name == "isinf" else F.OLT
+    inf = constant(pymath.inf, x.type).value
+    return Scalar(arith.cmpf(pred, math.absf(x.value), inf), bool_)
 
 
 def select(cond, a, b) -> Scalar:

@@ -159,14 +159,12 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
         raise TypeError(f"kernel {gpu_kernel.name} takes {len(gpu_kernel.params)} arguments, "
                         f"got {len(args)}")
     block = _block_size(workgroupsize)
-    total = math.prod(extents)
-    grid = -(-total // block)
-    if grid > 2**31 - 1:
-        raise ValueError(f"ndrange {ndrange} needs {grid} blocks, over CUDA's limit of 2**31-1")
-    if total == 0:
+    grid = _grid(math.prod(extents), block)
+    if grid == 0:
         return
-    loaded = _load(gpu_kernel)
-    packer = _Packer()
+    frame = _frame(gpu_kernel)
+    values = frame.values
+    values.clear()
     copies: dict[tuple, tuple[np.ndarray, _device_array.DeviceArray]] = {}
     for position, (param, arg) in enumerate(zip(gpu_kernel.params, args)):
         if param.kind == "memref":
@@ -175,50 +173,56 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
                 raise ValueError(f"argument {position} of kernel {gpu_kernel.name} is written "
                                  "by the kernel, but this NumPy array is read-only")
             array = _device_operand(arg, param, gpu_kernel, position, copies)
-            packer.memref(array)
+            # (allocated, aligned, offset, sizes..., strides...), strides in elements: the
+            # operand is C-contiguous (device_array checked it)
+            values += [array.ptr, array.ptr, 0, *array.shape, *_row_major(array.shape)]
         else:
-            packer.scalar(_scalar(arg, param, gpu_kernel, position), param.dtype)
-    for n in extents:
-        packer.scalar(n, "index")
-    api = driver().api
-    (err,) = api.cuLaunchKernel(loaded.function, grid, 1, 1, block, 1, 1, 0, 0,
-                                packer.kernel_params(), 0)
-    check(err, f"launching kernel {gpu_kernel.name}")
-    (err,) = api.cuStreamSynchronize(0)
-    check(err, f"kernel {gpu_kernel.name}")
+            values.append(_scalar(arg, param, gpu_kernel, position))
+    values += extents
+    frame.pack()
+    loaded = _run(gpu_kernel, grid, block, frame.kernel_params)
     for host, device in copies.values():          # before raising, as writes persist on the CPU
         if host.flags.writeable:                  # (read-only ones are not written)
             device.copy_to_host(out=host)
     if loaded.error_word:
-        _raise_failed_check(api, gpu_kernel, loaded.error_word)
+        _raise_failed_check(driver().api, gpu_kernel, loaded.error_word)
 
 
 def launch_words(gpu_kernel: GpuKernel, words: int, nwords: int, items: int, block: int) -> None:
     """Runs `gpu_kernel` over `items` work items in blocks of `block` threads and waits for
     it. Its parameters are ready at address `words`: `nwords` 64-bit words, one per PTX
     parameter (a host program packs them: passes/lower_cuda_host.py)."""
-    expected = sum(3 + 2 * p.rank if p.kind == "memref" else 1 for p in gpu_kernel.params)
-    if nwords != expected + gpu_kernel.ndim:
-        raise RuntimeError(f"kernel {gpu_kernel.name} takes {expected + gpu_kernel.ndim} "
-                           f"parameter words, the host program gave {nwords}")
-    if not 1 <= block <= MAX_BLOCK:
-        raise ValueError(f"workgroupsize gives {block} threads per block; CUDA allows 1 to "
-                         f"{MAX_BLOCK}")
-    grid = -(-items // block)
+    expected = _frame(gpu_kernel).nwords
+    if nwords != expected:
+        raise RuntimeError(f"kernel {gpu_kernel.name} takes {expected} parameter words, the "
+                           f"host program gave {nwords}")
+    _block_size(block)
+    grid = _grid(items, block)
+    if grid == 0:
+        return
+    pointers = (ctypes.c_void_p * nwords)(*range(words, words + 8 * nwords, 8))
+    loaded = _run(gpu_kernel, grid, block, ctypes.addressof(pointers))
+    if loaded.error_word:
+        _raise_failed_check(driver().api, gpu_kernel, loaded.error_word)
+
+
+def _grid(items: int, block: int) -> int:
+    grid = -(-items // block) if items > 0 else 0
     if grid > 2**31 - 1:
         raise ValueError(f"{items} work items need {grid} blocks, over CUDA's limit of 2**31-1")
-    if items <= 0:
-        return
+    return grid
+
+
+def _run(gpu_kernel: GpuKernel, grid: int, block: int, kernel_params: int) -> _Loaded:
+    """Launches the kernel (a 1-D grid) on its packed parameters and waits for it."""
     loaded = _load(gpu_kernel)
-    pointers = (ctypes.c_void_p * nwords)(*range(words, words + 8 * nwords, 8))
     api = driver().api
     (err,) = api.cuLaunchKernel(loaded.function, grid, 1, 1, block, 1, 1, 0, 0,
-                                ctypes.addressof(pointers), 0)
+                                kernel_params, 0)
     check(err, f"launching kernel {gpu_kernel.name}")
     (err,) = api.cuStreamSynchronize(0)
     check(err, f"kernel {gpu_kernel.name}")
-    if loaded.error_word:
-        _raise_failed_check(api, gpu_kernel, loaded.error_word)
+    return loaded
 
 
 # CU_MEM_ATTACH_GLOBAL: managed memory any stream, and the CPU, may access.
@@ -336,34 +340,51 @@ def _scalar(arg: Any, param: Param, kernel: GpuKernel, position: int) -> Any:
     return int(arg)
 
 
-class _Packer:
-    """cuLaunchKernel's kernelParams: one 8-byte slot per expanded parameter (each PTX
-    parameter here fits in 8 bytes, little-endian at the slot's start), and their addresses."""
-    _FORMAT = {"f32": "f4x", "f64": "d", "i32": "i4x", "i64": "q", "i1": "?7x", "index": "q",
-               "ptr": "Q"}
+class _Frame:
+    """cuLaunchKernel's kernelParams for one kernel, reused by every launch of it on one
+    thread (launches wait for the kernel, so the previous launch is done with it): one 8-byte
+    word per expanded parameter (each PTX parameter here fits in 8 bytes, little-endian at the
+    word's start), and the array of their addresses."""
+    _FORMAT = {"f32": "f4x", "f64": "d", "i32": "i4x", "i64": "q", "i1": "?7x", "index": "q"}
 
-    def __init__(self) -> None:
-        self.formats: list[str] = []
+    def __init__(self, kernel: GpuKernel):
+        self.kernel = kernel
+        formats = []
+        for p in kernel.params:
+            formats += (["Q", "Q"] + ["q"] * (1 + 2 * p.rank) if p.kind == "memref"
+                        else [self._FORMAT[p.dtype]])
+        formats += ["q"] * kernel.ndim
+        self.nwords = len(formats)
+        self.layout = struct.Struct("<" + "".join(formats))
+        self.words = ctypes.create_string_buffer(8 * self.nwords)
+        base = ctypes.addressof(self.words)
+        self.pointers = (ctypes.c_void_p * self.nwords)(*range(base, base + 8 * self.nwords, 8))
+        self.kernel_params = ctypes.addressof(self.pointers)
         self.values: list[Any] = []
 
-    def scalar(self, value: Any, dtype: str) -> None:
-        self.formats.append(self._FORMAT[dtype])
-        self.values.append(value)
+    def pack(self) -> None:
+        self.layout.pack_into(self.words, 0, *self.values)
 
-    def memref(self, array: _device_array.DeviceArray) -> None:
-        # (allocated, aligned, offset, sizes..., strides...), strides in elements
-        self.formats += ["Q", "Q"] + ["q"] * (1 + 2 * array.ndim)
-        self.values += [array.ptr, array.ptr, 0, *array.shape,
-                        *(s // array.itemsize for s in array.strides)]
 
-    def kernel_params(self) -> int:
-        """Address of the pointer array; valid while this packer lives."""
-        self._slots = ctypes.create_string_buffer(
-            struct.pack("<" + "".join(self.formats), *self.values))
-        base = ctypes.addressof(self._slots)
-        n = len(self.values)
-        self._pointers = (ctypes.c_void_p * n)(*range(base, base + 8 * n, 8))
-        return ctypes.addressof(self._pointers)
+_frames = threading.local()
+
+
+def _frame(kernel: GpuKernel) -> _Frame:
+    frames = getattr(_frames, "by_kernel", None)
+    if frames is None:
+        frames = _frames.by_kernel = {}
+    frame = frames.get(id(kernel))
+    if frame is None or frame.kernel is not kernel:
+        frame = frames[id(kernel)] = _Frame(kernel)
+    return frame
+
+
+def _row_major(shape: tuple[int, ...]) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return strides[::-1]
 
 
 def _raise_failed_check(api: Any, kernel: GpuKernel, error_word: int) -> None:

@@ -22,6 +22,7 @@ import contextvars
 import functools
 import hashlib
 import importlib.util
+import itertools
 import math
 import os
 from pathlib import Path
@@ -36,6 +37,7 @@ import adjit
 from ..runtime import cuda, kernel_cache
 from ..runtime.device_array import DeviceArray, as_device_array
 from ..runtime.kernel_cache import GpuKernel
+from ..runtime.tape_size import per_item_count
 from .functions import debug_enabled, specialise
 from .source import fingerprint
 from .types import ArrayType
@@ -120,9 +122,15 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     if _compile_only.get():
         return [t.np_dtype.type(0) for t in active]
     items = math.prod(ndrange)
+    # Where loops around taped values run a number of times given by the kernel's arguments,
+    # the slots per item are an expression of them (runtime/tape_size.py): of these ones.
+    at = list(itertools.accumulate((2 if a in ("dup", "dupnoneed") else 1 for a in activity),
+                                   initial=0))
+    slots = [per_item_count(n, lambda k: args[at[k]], lambda k, d: args[at[k]].shape[d])
+             for n in aug.tape_per_item]
     tape_params = aug.params[len(aug.params) - len(aug.tape_per_item):]
     tapes = [DeviceArray.empty(items * n, cuda.NUMPY_DTYPES[p.dtype])
-             for n, p in zip(aug.tape_per_item, tape_params)]
+             for n, p in zip(slots, tape_params)]
     adjoints = [DeviceArray.zeros(items, t.np_dtype) for t in active]
     cuda.launch(aug, [*args, *tapes], ndrange, workgroupsize)
     cuda.launch(rev, [*args, *tapes, *adjoints], ndrange, workgroupsize)

@@ -236,6 +236,26 @@ class Derivative:
                         "rev": (flat_t + dret_t + tape_t, grads_t)}
 
 
+def kernel_derivative_unit(k: Kernel, types: list, ndim: int, mode: str,
+                           activity: tuple[str, ...], debug: bool) -> tuple[CompileUnit, str]:
+    """The unit holding `k`'s derivative kernels for a launch (after the autodiff pass), and
+    their name: NAME (forward), NAME_aug and NAME_rev (reverse)."""
+    unit = CompileUnit(debug)
+    with unit.ctx, ir.Location.unknown():
+        symbol = unit.kernel(k, types, ndim)
+        name = f"{symbol}__{mode}"        # what profilers and errors show
+        _request(unit, name, symbol, mode, list(activity), "const", False)
+        run_pass(unit)
+    return unit, name
+
+
+def _per_item(attr: ir.Attribute) -> int | str:
+    """An `adj.tape` field's per_item: an int, or the text of an expression."""
+    if isinstance(attr, ir.IntegerAttr):
+        return attr.value
+    return ir.StringAttr(attr).value
+
+
 def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
                              activity: tuple[str, ...], debug: bool,
                              chip: str) -> dict[str, GpuKernel]:
@@ -243,19 +263,19 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
     "forward" kernel; "reverse" the "aug"mented kernel (with its tapes' slots per item) and
     the "rev"erse kernel (passes/autodiff has their ABI). Unlike `Derivative`, which
     differentiates a host function launching `k`, this asks for the kernel's own derivative:
-    on the GPU, Python does what that function's derivative would (cuda_launch.py)."""
+    on the GPU, Python does what that function's derivative would (cuda_launch.py).
+
+    A tape's slots per item (`tape_per_item`) are an int, or, where loops around taped values
+    run a number of times given by the kernel's arguments, the text of an expression of them
+    (passes/autodiff/uniform.py) that cuda_launch evaluates from the launch's arguments."""
     from ..passes.autodiff.reverse import TAPE_ATTR
     from ..passes.lower_gpu import kernel_to_ptx
-    unit = CompileUnit(debug)
+    unit, name = kernel_derivative_unit(k, types, ndim, mode, activity, debug)
     with unit.ctx, ir.Location.unknown():
-        symbol = unit.kernel(k, types, ndim)
-        name = f"{symbol}__{mode}"        # what profilers and errors show
-        _request(unit, name, symbol, mode, list(activity), "const", False)
-        run_pass(unit)
         if mode == "forward":
             return {"forward": kernel_to_ptx(unit.module, name, chip)}
-        fields = ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR])
-        per_item = tuple(ir.IntegerAttr(ir.DictAttr(f)["per_item"]).value for f in fields)
+        per_item = tuple(_per_item(ir.DictAttr(f)["per_item"]) for f in
+                         ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR]))
         aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
         return {"aug": dataclasses.replace(aug, tape_per_item=per_item),
                 "rev": kernel_to_ptx(unit.module, f"{name}_rev", chip)}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .files import write_atomic
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -40,7 +40,8 @@ class GpuKernel:
     `checks[i]` is the (Python error name, message) of `adj.check` number i+1, which the
     kernel stores in the module global `error_global` when it fails. An augmented kernel of
     reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
-    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them. `written` are the
+    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them: an int, or (since format
+    4) the text of an expression of the kernel's arguments, passes/autodiff/uniform.py. `written` are the
     indices of the array parameters the kernel may write.
     """
     name: str
@@ -51,7 +52,7 @@ class GpuKernel:
     ndim: int
     checks: tuple[tuple[str, str], ...] = ()
     error_global: str = "__adj_error"
-    tape_per_item: tuple[int, ...] = ()
+    tape_per_item: tuple[int | str, ...] = ()
     written: tuple[int, ...] = ()
     format: int = field(default=FORMAT_VERSION)
 

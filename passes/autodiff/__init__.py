@@ -42,7 +42,11 @@ kernels (f marked `adj.kernel`, launched over an ndrange; they return nothing):
     `@NAME_aug(args..., tapes...)`: the tape values are memref params instead of results: one
              memref<?xT> per tape field, with `per_item` slots per work item (field entry of
              `adj.tape`); the caller allocates prod(ndrange) * per_item elements. Work item i
-             uses slots [i * per_item, (i + 1) * per_item).
+             uses slots [i * per_item, (i + 1) * per_item). per_item is an integer, or, when
+             loops around taped values run a number of times given by the kernel's
+             arguments, a string: an expression of them (runtime/tape_size.py), such as
+             "(muli 2 (trip 0 (arg 2) 1))", 2 slots per iteration of a loop from 0 to
+             argument 2 by 1.
     `@NAME_rev(args..., tapes..., dargs...)`: one memref<?xT> per "active" scalar argument,
              receiving that argument's adjoint from each work item at [adj.index] (the caller
              sums them).

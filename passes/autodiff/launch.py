@@ -1,7 +1,8 @@
 """Derivative rules of `adj.launch`, after the kernel-launch rules of the first seed.
 
 forward:    launch the forward kernel (tangents and shadows next to the arguments).
-augmented:  allocate the per-item tapes (prod(ndrange) * per_item slots each), launch the
+augmented:  allocate the per-item tapes (prod(ndrange) * per_item slots each, per_item
+            computed from the launch's operands where it depends on them), launch the
             augmented kernel; the tapes are this launch's tape values ("tape", launch, k),
             which the enclosing function's own tape keeps for the reverse pass.
 reverse:    launch the reverse kernel on the same ndrange with the tapes and one per-item
@@ -19,6 +20,7 @@ from ...dialects import adj
 from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, func_type, index, numel, zero
 from .signature import Derivative, Signature, aug_inputs, forward_abi
+from .uniform import emit
 
 if TYPE_CHECKING:
     from .forward import ForwardGen
@@ -70,9 +72,11 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
             args.append(gen.aug_shadow(v))
     ndrange = [gen.vmap[v] for v in op.operands]
     items = numel(ndrange)
+    kernel_args = [gen.vmap[v] for v in call.operands]
     tapes = []
     for k, (t, per_item) in enumerate(zip(d.tape, d.per_item)):
-        tapes.append(memref.alloc(t, [arith.muli(items, index(per_item))], []))
+        # per_item may be computed from the kernel's arguments: from this launch's, here.
+        tapes.append(memref.alloc(t, [arith.muli(items, emit(per_item, kernel_args))], []))
         gen.extra[("tape", op, k)] = tapes[-1]
     ktype = ir.FunctionType.get(aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) +
                                 list(d.tape), [])

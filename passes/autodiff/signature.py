@@ -12,6 +12,7 @@ from mlir import ir
 
 from ...dialects.adj import AdjError
 from .ir_util import func_type, is_float, is_float_memref, is_memref
+from ...runtime.tape_size import Expr, to_text
 
 ACTIVITIES = ("const", "active", "dup", "dupnoneed")
 MODES = ("forward", "reverse")
@@ -40,16 +41,19 @@ class Signature:
 
 @dataclass
 class TapeField:
-    """One value of a tape: what it holds and its type (and, in a kernel, slots per item)."""
+    """One value of a tape: what it holds and its type (and, in a kernel, slots per item: an
+    int, or an expression of the kernel's arguments, written as text: uniform.py)."""
     holds: str
     type: ir.Type
-    per_item: int | None = None
+    per_item: Expr | None = None
 
     def attr(self) -> ir.Attribute:
         entries = {"holds": ir.StringAttr.get(self.holds), "type": ir.TypeAttr.get(self.type)}
-        if self.per_item is not None:
+        if isinstance(self.per_item, int):
             entries["per_item"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                      self.per_item)
+        elif self.per_item is not None:
+            entries["per_item"] = ir.StringAttr.get(to_text(self.per_item))
         return ir.DictAttr.get(entries)
 
 
@@ -60,7 +64,7 @@ class Derivative:
     aug: str | None = None
     rev: str | None = None
     tape: list[ir.Type] = field(default_factory=list)   # aug's tape values, in order
-    per_item: list[int] = field(default_factory=list)   # kernels: slots per work item
+    per_item: list[Expr] = field(default_factory=list)   # kernels: slots per work item
 
 
 def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:

@@ -1,0 +1,146 @@
+"""Integer expressions of a kernel's arguments, in pure Python: the per-item tape sizes of
+reverse-mode kernels whose loops run a number of times given by the kernel's arguments.
+
+passes/autodiff/uniform.py builds them from IR and emits them as IR; this module folds,
+evaluates, prints and parses them, without MLIR, so that a GPU launch from the kernel cache
+(frontend/cuda_launch.py) sizes its tapes from the launch's arguments.
+
+An expression (`Expr`) is an int, or a tuple (op, operand...):
+    ("arg", k)                 scalar argument k of the kernel, as an integer
+    ("dim", k, d)              size d of array argument k
+    ("trip", lb, ub, step)     trip count of an scf.for: max(0, ceil((ub - lb) / step))
+    (op, a, b)                 op in BINARY: arith's signed integer ops
+    ("cmpi", pred, a, b)       pred in PREDICATES; 1 or 0
+    ("select", c, a, b)        a if c else b
+Operations on ints fold, so an expression without arguments is an int. Its text form is an
+s-expression, `(muli 2 (trip 0 (arg 2) 1))`, which `parse` reads back: the `adj.tape`
+attribute and the GPU kernel cache carry it.
+"""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+def _divsi(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+BINARY: dict[str, Callable[[int, int], int]] = {
+    "addi": lambda a, b: a + b,
+    "subi": lambda a, b: a - b,
+    "muli": lambda a, b: a * b,
+    "divsi": _divsi,
+    "ceildivsi": lambda a, b: -(-a // b),
+    "floordivsi": lambda a, b: a // b,
+    "remsi": lambda a, b: a - b * _divsi(a, b),
+    "maxsi": max,
+    "minsi": min,
+}
+PREDICATES: dict[str, Callable[[int, int], bool]] = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
+    "slt": lambda a, b: a < b, "sle": lambda a, b: a <= b,
+    "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
+}
+Expr = Union[int, tuple]
+
+
+# -- building, with folding ------------------------------------------------------------------
+def node(op: str, *operands) -> Expr:
+    """(op, *operands), or its value when no operand is an expression."""
+    e = (op, *operands)
+    if op not in ("arg", "dim") and not any(isinstance(o, tuple) for o in operands):
+        return evaluate(e, _no_args, _no_args)
+    return e
+
+
+def _no_args(*_):
+    raise AssertionError("folding an expression of the kernel's arguments")
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    """a + b; adding c*X to a sum ending in d*X gives one term (c+d)*X, so that a layout's
+    size reads as a sum of products of trip counts: (addi 1 (muli 2 (trip ...)))."""
+    if a == 0 or b == 0:
+        return b if a == 0 else a
+    head, last = (a[1], a[2]) if isinstance(a, tuple) and a[0] == "addi" else (0, a)
+    (ca, xa), (cb, xb) = _term(last), _term(b)
+    if xa == xb and isinstance(xa, tuple):
+        merged = mul(ca + cb, xa)
+        return merged if head == 0 else node("addi", head, merged)
+    return node("addi", a, b)
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    """a * b, an int factor first."""
+    if a == 0 or b == 0:
+        return 0
+    if isinstance(b, int) and not isinstance(a, int):
+        a, b = b, a
+    return b if a == 1 else a if b == 1 else node("muli", a, b)
+
+
+def _term(e: Expr) -> tuple[int, Expr]:
+    """(c, X) with e == c * X."""
+    if isinstance(e, tuple) and e[0] == "muli" and isinstance(e[1], int):
+        return e[1], e[2]
+    return (e, 1) if isinstance(e, int) else (1, e)
+
+
+def trip(lb: Expr, ub: Expr, step: Expr) -> Expr:
+    return node("trip", lb, ub, step)
+
+
+# -- in Python -------------------------------------------------------------------------------
+def evaluate(e: Expr, scalar: Callable[[int], int], dim: Callable[[int, int], int]) -> int:
+    """The value of `e`, given the kernel's scalar arguments and array sizes."""
+    if isinstance(e, int):
+        return e
+    op, *operands = e
+    if op == "arg":
+        return int(scalar(operands[0]))
+    if op == "dim":
+        return int(dim(operands[0], operands[1]))
+    ev = lambda o: evaluate(o, scalar, dim)   # noqa: E731
+    if op == "select":   # lazily: the branch not taken may divide by zero
+        c, a, b = operands
+        return ev(a) if ev(c) else ev(b)
+    if op == "cmpi":
+        pred, a, b = operands
+        return int(PREDICATES[pred](ev(a), ev(b)))
+    if op == "trip":
+        lb, ub, step = map(ev, operands)
+        return max(0, -(-(ub - lb) // step))
+    return BINARY[op](*map(ev, operands))
+
+
+# -- text ------------------------------------------------------------------------------------
+def to_text(e: Expr) -> str:
+    if isinstance(e, (int, str)):
+        return str(e)
+    return "(" + " ".join(to_text(o) for o in e) + ")"
+
+
+def parse(text: str) -> Expr:
+    """The expression `to_text` wrote."""
+    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
+    e, rest = _parse(tokens)
+    if rest:
+        raise ValueError(f"trailing text in expression {text!r}")
+    return e
+
+
+def _parse(tokens: list[str]) -> tuple[Expr, list[str]]:
+    head, rest = tokens[0], tokens[1:]
+    if head != "(":
+        return (int(head) if head.lstrip("-").isdigit() else head), rest
+    items: list = []
+    while rest[0] != ")":
+        item, rest = _parse(rest)
+        items.append(item)
+    return tuple(items), rest[1:]
+
+
+def per_item_count(per_item: int | str, scalar: Callable[[int], int],
+                   dim: Callable[[int, int], int]) -> int:
+    """A tape's slots per work item, as GpuKernel.tape_per_item holds it (int, or text)."""
+    return per_item if isinstance(per_item, int) else evaluate(parse(per_item), scalar, dim)

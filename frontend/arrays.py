@@ -14,8 +14,11 @@ from .errors import UserError
 from .types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Scalar
 
-# Elements per partial sum: each partial is a short loop with LANES independent accumulators
-# (vectorisable, like NumPy's 8-way unrolled pairwise sum), partials are then added in order.
+# Elements per partial result. A chunk's sum is one loop whose adds may be reassociated, so
+# LLVM vectorises it with VF x interleave independent accumulators (16 for f64 on AVX2, more
+# for f32), calls of vector math included; max and min keep LANES accumulators of their own.
+# Partial sums are then added pairwise (an error growing with log2 of their number, as
+# NumPy's pairwise sum), partial maxima in order.
 CHUNK = 4096
 LANES = 8
 
@@ -269,7 +272,10 @@ def _combine(op: str, acc: Scalar, x: Scalar) -> Scalar:
     if acc.type.is_float:   # NaN-propagating, as np.max / np.min
         fn = arith.maximumf if op == "max" else arith.minimumf
         return Scalar(fn(acc.value, x.value), acc.type)
-    fn = arith.maxsi if op == "max" else arith.minsi
+    if acc.type.is_bool:    # unsigned: as a signed i1, True is -1
+        fn = arith.maxui if op == "max" else arith.minui
+    else:
+        fn = arith.maxsi if op == "max" else arith.minsi
     return Scalar(fn(acc.value, x.value), acc.type)
 
 
@@ -278,12 +284,14 @@ def _identity(op: str, t: ScalarType) -> Scalar:
         return S.as_scalar(Literal(0), t)
     if t.is_float:
         return S.as_scalar(Literal(float("-inf") if op == "max" else float("inf")), t)
-    big = (1 << (t.bits - 1)) - 1 if t.bits > 1 else 1
+    if t.is_bool:
+        return S.as_scalar(Literal(op != "max"), t)
+    big = (1 << (t.bits - 1)) - 1
     return S.as_scalar(Literal(-big - 1 if op == "max" else big), t)
 
 
 def reduce(op: str, v: Array | ArrayExpr) -> Scalar:
-    """sum / max / min over all elements: chunks reduced in parallel, then in order."""
+    """sum / max / min over all elements: chunks reduced in parallel, then combined."""
     e = as_expr(v)
     acc_t = _accumulator_type(e.dtype, op)
     n = numel(e.shape)
@@ -299,27 +307,68 @@ def reduce(op: str, v: Array | ArrayExpr) -> Scalar:
         c = body.arguments[0]
         lo = arith.muli(c, idx(CHUNK))
         hi = arith.minui(arith.addi(lo, idx(CHUNK)), n)
-        full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), idx(LANES)), idx(LANES)))
-        init = [_identity(op, acc_t).value] * LANES
-        lanes = scf.ForOp(lo, full, idx(LANES), init)
-        with ir.InsertionPoint(lanes.body):
-            j = lanes.induction_variable
+        reassociable = op == "sum" and acc_t.is_float
+        lanes = 1 if reassociable else LANES
+        full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), idx(lanes)), idx(lanes)))
+        init = [_identity(op, acc_t).value] * lanes
+        chunk = scf.ForOp(lo, full, idx(lanes), init)
+        with ir.InsertionPoint(chunk.body):
+            j = chunk.induction_variable
             accs = [_combine(op, Scalar(a, acc_t),
                              S.cast(e.element(arith.addi(j, idx(k))), acc_t)).value
-                    for k, a in enumerate(lanes.inner_iter_args)]
+                    for k, a in enumerate(chunk.inner_iter_args)]
+            if reassociable:
+                for a in accs:
+                    a.owner.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
             scf.YieldOp(accs)
-        total = Scalar(lanes.results[0], acc_t)
-        for k in range(1, LANES):
-            total = _combine(op, total, Scalar(lanes.results[k], acc_t))
+        total = Scalar(chunk.results[0], acc_t)
+        for k in range(1, lanes):
+            total = _combine(op, total, Scalar(chunk.results[k], acc_t))
         tail = scf.ForOp(full, hi, idx(1), [total.value])
         with ir.InsertionPoint(tail.body):
             x = S.cast(e.element(tail.induction_variable), acc_t)
             scf.YieldOp([_combine(op, Scalar(tail.inner_iter_args[0], acc_t), x).value])
         memref.store(tail.results[0], partial, [c])
         scf.ReduceOp([], 0)
-    final = scf.ForOp(idx(0), chunks, idx(1), [_identity(op, acc_t).value])
+    result = (_pairwise_sum(partial, chunks, acc_t) if op == "sum"
+              else _in_order(op, partial, chunks, acc_t))
+    return S.cast(result, e.dtype) if e.dtype.is_float else result
+
+
+def _in_order(op: str, partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
+    final = scf.ForOp(idx(0), count, idx(1), [_identity(op, acc_t).value])
     with ir.InsertionPoint(final.body):
         x = Scalar(memref.load(partial, [final.induction_variable]), acc_t)
         scf.YieldOp([_combine(op, Scalar(final.inner_iter_args[0], acc_t), x).value])
-    result = Scalar(final.results[0], acc_t)
-    return S.cast(result, e.dtype) if e.dtype.is_float else result
+    return Scalar(final.results[0], acc_t)
+
+
+def _pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
+    """The sum of partial[0:count], added pairwise in place: level by level, partial[i] +=
+    partial[i + step] for i a multiple of 2*step; 0 when count is 0."""
+    index_t = ir.IndexType.get()
+    levels = scf.WhileOp([index_t], [idx(1)])
+    before = levels.before.blocks.append(index_t)
+    with ir.InsertionPoint(before):
+        step = before.arguments[0]
+        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ult, step, count), [step])
+    after = levels.after.blocks.append(index_t)
+    with ir.InsertionPoint(after):
+        step = after.arguments[0]
+        stride = arith.muli(step, idx(2))
+        pairs = scf.ForOp(idx(0), arith.subi(count, step), stride, [])
+        with ir.InsertionPoint(pairs.body):
+            i = pairs.induction_variable
+            right = arith.addi(i, step)
+            pair = _combine("sum", Scalar(memref.load(partial, [i]), acc_t),
+                            Scalar(memref.load(partial, [right]), acc_t))
+            memref.store(pair.value, partial, [i])
+            scf.YieldOp([])
+        scf.YieldOp([stride])
+    nonempty = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, count, idx(0)), [acc_t.mlir()],
+                        has_else=True)
+    with ir.InsertionPoint(nonempty.then_block):
+        scf.YieldOp([memref.load(partial, [idx(0)])])
+    with ir.InsertionPoint(nonempty.else_block):
+        scf.YieldOp([_identity("sum", acc_t).value])
+    return Scalar(nonempty.results[0], acc_t)

@@ -347,6 +347,31 @@ def test_sum_is_at_least_as_accurate_as_numpy(dtype):
     assert abs(sq - exact_sq) <= abs(np_sq - exact_sq) + 1e-12 * exact_sq
 
 
+@pytest.mark.parametrize("kind", ["uniform", "normal", "harmonic", "mixed"])
+def test_float64_sums_are_as_accurate_as_numpys_pairwise_sum(kind):
+    """Many partial sums (more than NumPy's 128-element blocks could leave) combined
+    pairwise: the error stays within NumPy's, with no slack beyond a few ulp."""
+    rng = np.random.default_rng(27)
+    n = 3_000_017
+    x = {"uniform": rng.random(n), "normal": rng.standard_normal(n),
+         "harmonic": 1.0 / np.arange(1, n + 1),
+         "mixed": rng.random(n) * np.where(np.arange(n) % 2 == 0, 1e8, 1e-3)}[kind]
+    exact = math.fsum(x)
+    ulp = np.spacing(abs(exact))
+    assert abs(float(plain_sum(x)) - exact) <= abs(float(np.sum(x)) - exact) + 4 * ulp
+
+
+@adjit.jit
+def extremes(x):
+    return adjit.max(x), adjit.min(x)
+
+
+@pytest.mark.parametrize("x", [[True, False, True], [False, False], [True, True], [True]])
+def test_max_and_min_of_bools(x):
+    a = np.array(x * 3000)
+    assert extremes(a) == (np.max(a), np.min(a))
+
+
 def test_sum_of_many_equal_float32_values_does_not_drift():
     x = np.full(3_000_001, 0.1, dtype=np.float32)
     assert abs(float(plain_sum(x)) - math.fsum(x.astype(np.float64))) <= \

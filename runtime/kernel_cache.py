@@ -15,7 +15,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .files import write_atomic
+from .files import evict, mark_used, write_atomic
 
 FORMAT_VERSION = 4
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
@@ -97,6 +97,7 @@ def store(directory: str | os.PathLike, key: str, kernel: GpuKernel) -> None:
     ptx = meta.pop("ptx")
     write_atomic(directory / f"{key}.ptx", ptx)
     write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
+    evict(directory, keep=key)
 
 
 def load(directory: str | os.PathLike, key: str) -> GpuKernel | None:
@@ -110,6 +111,7 @@ def load(directory: str | os.PathLike, key: str) -> GpuKernel | None:
         return None
     except (OSError, ValueError) as e:
         raise KernelCacheError(f"damaged GPU kernel cache entry {meta_path}: {e}") from e
+    mark_used(meta_path)
     try:
         return GpuKernel.from_dict(meta)
     except (KeyError, TypeError) as e:

@@ -24,7 +24,6 @@ from .values import Array, ArrayExpr, Literal, Scalar
 CHUNK = 4096
 LANES = 8
 SUM_LANES = 4
-DISJOINT_READS = "adj.disjoint_reads"   # passes/autodiff/reverse.py: DISJOINT_ATTR
 
 
 def idx(v: int) -> ir.Value:
@@ -306,8 +305,6 @@ def reduce(op: str, v: Array | ArrayExpr) -> Scalar:
     partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc_t.mlir()),
                            [chunks], [])
     loop = scf.ParallelOp([], [idx(0)], [chunks], [idx(1)], [])
-    # Chunks read disjoint elements: the reverse pass may reverse the loop in parallel.
-    loop.operation.attributes[DISJOINT_READS] = ir.UnitAttr.get()
     body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):
         c = body.arguments[0]

@@ -200,11 +200,6 @@ def outer_values(act: Activity, region_op: ir.Operation) -> list[ir.Value]:
 
 
 
-# On an scf.parallel: its iterations read disjoint elements of every array they load (the
-# frontend's reductions: one chunk each), so their reversed adds into shadows never collide.
-DISJOINT_ATTR = "adj.disjoint_reads"
-
-
 def _at(load: ir.Operation, iv: ir.Value) -> bool:
     """Whether `load` reads element [iv] (of a 1-D memref): the iteration's own element."""
     indices = list(load.operands)[1:]
@@ -704,14 +699,15 @@ class RevGen:
         """Whether the reversed iterations may run in parallel: one-dimensional, and adding
         into no shadow that another iteration may also add into (loads, atomics, copies,
         calls and launches might; a store's element belongs to its iteration, and so does a
-        load at the iteration's own index, as in the frontend's element-wise loops, or any
-        load in a loop marked DISJOINT_ATTR)."""
+        load at the iteration's own index, as in the frontend's element-wise loops).
+        (Marking the frontend's reduction chunks, which read disjoint ranges, parallel too
+        made gradients slower: 1.3 -> 3 ms on sum((a*x+b-y)**2), 4M f32, whose sequential
+        reversal LLVM vectorises.)"""
         args = list(op.regions[0].blocks[0].arguments)
         if len(args) != 1:
             return False
-        disjoint = DISJOINT_ATTR in op.attributes
         for inner in walk(op):
-            if inner.name == "memref.load" and (disjoint or _at(inner, args[0])):
+            if inner.name == "memref.load" and _at(inner, args[0]):
                 continue
             if inner.name in ("memref.load", "memref.atomic_rmw", "memref.copy", "func.call",
                               "adj.launch") and self.act.relevant(inner):

@@ -1,7 +1,6 @@
 // Reverse mode of scf.parallel: reversed in parallel when no two iterations add into the
 // same shadow element: loads at the iteration's own index (the frontend's element-wise
-// loops), or any loads in a loop marked adj.disjoint_reads (the frontend's reduction chunks);
-// a load at another index (a neighbour) makes the reversal a sequential loop.
+// loops); a load at another index (a neighbour) makes the reversal a sequential loop.
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
 
 // y[i] = sin(x[i])
@@ -44,31 +43,5 @@ func.func @shift(%x: memref<?xf64>, %y: memref<?xf64>, %n: index) {
 
 // CHECK-LABEL: func.func @shift_d_rev(
 // CHECK-NOT: scf.parallel
-// CHECK: scf.for
-// CHECK: return
-
-// out[c] = sum of x over chunk c (4 elements): an inner loop reads x[4c + k].
-func.func @chunks(%x: memref<?xf64>, %out: memref<?xf64>, %m: index) {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c4 = arith.constant 4 : index
-  %zero = arith.constant 0.0 : f64
-  scf.parallel (%c) = (%c0) to (%m) step (%c1) {
-    %lo = arith.muli %c, %c4 : index
-    %hi = arith.addi %lo, %c4 : index
-    %s = scf.for %k = %lo to %hi step %c1 iter_args(%acc = %zero) -> f64 {
-      %v = memref.load %x[%k] : memref<?xf64>
-      %t = arith.addf %acc, %v : f64
-      scf.yield %t : f64
-    }
-    memref.store %s, %out[%c] : memref<?xf64>
-    scf.reduce
-  } {adj.disjoint_reads}
-  return
-}
-"adj.autodiff"() {sym_name = "chunks_d", fn = @chunks, mode = "reverse", activity = ["dup", "dup", "const"], ret_activity = "const"} : () -> ()
-
-// CHECK-LABEL: func.func @chunks_d_rev(
-// CHECK: scf.parallel
 // CHECK: scf.for
 // CHECK: return

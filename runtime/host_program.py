@@ -183,10 +183,17 @@ class LoadedProgram:
             slot.value = ctypes.cast(callback, ctypes.c_void_p).value
         self._error_cell = (ctypes.c_int64.in_dll(self._library, ERROR_GLOBAL)
                             if program.errors else None)
+        self._functions: dict[str, Callable[..., Any]] = {}
 
     def function(self, name: str) -> Callable[..., Any]:
         """A callable for entry `name`: takes NumPy or GPU arrays and scalars, as the entry's
-        signature says, and returns None, one value or a tuple."""
+        signature says, and returns None, one value or a tuple. Made once per entry."""
+        found = self._functions.get(name)
+        if found is None:
+            found = self._functions[name] = self._make_function(name)
+        return found
+
+    def _make_function(self, name: str) -> Callable[..., Any]:
         arg_codes, result_codes = self.program.entries[name]
         arg_types = [parse_type(c) for c in arg_codes]
         address = ctypes.cast(self._library[f"_mlir_ciface_{name}"], ctypes.c_void_p).value

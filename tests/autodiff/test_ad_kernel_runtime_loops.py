@@ -7,6 +7,10 @@ import pytest
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
 from adjit.frontend.errors import CompilationError
+# The same recurrence, unannotated (dt's type that of the argument: an np.float32 keeps it
+# all in f32), and its NumPy forward and hand-written reverse, from the GPU user cases.
+from user_kernels import integrate as integrate_any
+from user_kernels import integrate_np, integrate_reverse_np
 
 
 @adjit.kernel
@@ -18,44 +22,6 @@ def integrate(x, v, steps: int, dt: float):
         p = p + dt * q
     x[i] = p
     v[i] = q
-
-
-@adjit.kernel
-def integrate_any(x, v, steps, dt):
-    """integrate, with dt's type that of the argument (an np.float32 keeps it all in f32)."""
-    i = adjit.index()
-    p, q = x[i], v[i]
-    for _ in range(steps):
-        q = q - dt * adjit.sin(p)
-        p = p + dt * q
-    x[i] = p
-    v[i] = q
-
-
-def integrate_np(x, v, steps, dt):
-    p, q = x.copy(), v.copy()
-    for _ in range(steps):
-        q = q - dt * np.sin(p)
-        p = p + dt * q
-    return p, q
-
-
-def integrate_reverse_np(x, v, steps, dt, ap, aq):
-    """The adjoints of x, v and dt given those of the results: the recurrence reversed by
-    hand, states recomputed forward first."""
-    ps, qs = [x.astype(np.float64)], [v.astype(np.float64)]
-    for _ in range(steps):
-        qs.append(qs[-1] - dt * np.sin(ps[-1]))
-        ps.append(ps[-1] + dt * qs[-1])
-    ap, aq, adt = ap.astype(np.float64), aq.astype(np.float64), 0.0
-    for t in reversed(range(steps)):
-        # p[t+1] = p[t] + dt * q[t+1]
-        adt += np.sum(ap * qs[t + 1])
-        aq = aq + dt * ap
-        # q[t+1] = q[t] - dt * sin(p[t])
-        adt -= np.sum(aq * np.sin(ps[t]))
-        ap = ap - dt * np.cos(ps[t]) * aq
-    return ap, aq, adt
 
 
 def run_reverse(x, v, steps, dt, ap, aq, active_dt=True, kernel=integrate):

@@ -16,6 +16,7 @@ from adjit.frontend import cuda_launch
 from adjit.frontend.derivative import kernel_derivative_unit
 from adjit.frontend.types import ArrayType
 from fake_driver import install
+from user_kernels import integrate
 
 pytest.importorskip("mlir", reason="compiling derivative kernels needs MLIR")
 if shutil.which("cc") is None:
@@ -24,17 +25,6 @@ if shutil.which("cc") is None:
 F32_1D = ArrayType(adjit.f32, 1)
 TYPES = [F32_1D, F32_1D, adjit.i64, adjit.f32]
 ACTIVITY = ("dup", "dup", "const", "active")
-
-
-@adjit.kernel
-def integrate(x, v, steps, dt):
-    i = adjit.index()
-    p, q = x[i], v[i]
-    for _ in range(steps):
-        q = q - dt * adjit.sin(p)
-        p = p + dt * q
-    x[i] = p
-    v[i] = q
 
 
 @adjit.jit

@@ -139,6 +139,26 @@ def relaxed_energy_gradient(u0, du0, steps, w, device: str):
                           Active(w), device=device)[2]
 
 
+@adjit.kernel
+def integrate(x, v, steps, dt):
+    """Each item integrates its own pendulum for `steps` steps: a nonlinear recurrence whose
+    reverse mode tapes every step (a per-item tape sized by `steps`)."""
+    i = adjit.index()
+    p, q = x[i], v[i]
+    for _ in range(steps):
+        q = q - dt * adjit.sin(p)
+        p = p + dt * q
+    x[i] = p
+    v[i] = q
+
+
+def integrate_gradient(x, dx, v, dv, steps, dt, device: str):
+    """Reverse mode of a launch of integrate: x, v end as the primal results, dx, dv (the
+    results' adjoints on entry) as the inputs' adjoints; returns d/d(dt)."""
+    return adjit.autodiff(adjit.Reverse, integrate, Duplicated(x, dx), Duplicated(v, dv),
+                          steps, Active(dt), ndrange=len(x), device=device)[3]
+
+
 @dataclass(frozen=True)
 class UserCase:
     name: str
@@ -225,6 +245,38 @@ def _relaxed_energy_gradient_reference(u0, du0, steps, w):
     return np.sum(2 * u * t)
 
 
+def integrate_np(x, v, steps, dt):
+    p, q = x.copy(), v.copy()
+    for _ in range(steps):
+        q = q - dt * np.sin(p)
+        p = p + dt * q
+    return p, q
+
+
+def integrate_reverse_np(x, v, steps, dt, ap, aq):
+    """The adjoints of x, v and dt given those of the results: the recurrence reversed by
+    hand, states recomputed forward first."""
+    ps, qs = [x.astype(np.float64)], [v.astype(np.float64)]
+    for _ in range(steps):
+        qs.append(qs[-1] - dt * np.sin(ps[-1]))
+        ps.append(ps[-1] + dt * qs[-1])
+    ap, aq, adt = ap.astype(np.float64), aq.astype(np.float64), 0.0
+    for t in reversed(range(steps)):
+        # p[t+1] = p[t] + dt * q[t+1]
+        adt += np.sum(ap * qs[t + 1])
+        aq = aq + dt * ap
+        # q[t+1] = q[t] - dt * sin(p[t])
+        adt -= np.sum(aq * np.sin(ps[t]))
+        ap = ap - dt * np.cos(ps[t]) * aq
+    return ap, aq, adt
+
+
+def _integrate_gradient_reference(x, dx, v, dv, steps, dt):
+    dx[:], dv[:], ddt = integrate_reverse_np(x, v, steps, dt, dx, dv)
+    x[:], v[:] = integrate_np(x, v, steps, dt)
+    return ddt
+
+
 def _saxpy_tangent_reference(a, da, x, dx, y, dy):
     dy[:] = da * x + a * dx + dy
     y[:] = a * x + y
@@ -279,6 +331,10 @@ CASES: dict[str, UserCase] = {c.name: c for c in [
     UserCase("jit_diffuse", lambda rng: [_f32(rng, 130, 257), 10, np.float32(0.1)],
              lambda a, d: diffuse(*a, device=d),
              lambda a: _diffuse_reference(*a), rtol=1e-5, atol=1e-6),
+    UserCase("integrate_gradient",
+             lambda rng: [*(rng.uniform(-1, 1, 20_000) for _ in range(4)), 200, 0.01],
+             lambda a, d: integrate_gradient(*a, device=d),
+             lambda a: _integrate_gradient_reference(*a), rtol=1e-9, atol=1e-11),
     UserCase("jit_relaxed_energy_gradient",
              lambda rng: [rng.random(10_000), np.zeros(10_000), 25, 0.3],
              lambda a, d: relaxed_energy_gradient(*a, device=d),

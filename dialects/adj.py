@@ -18,6 +18,10 @@ KERNEL_ATTR = "adj.kernel"       # on func.func: this function is a kernel body
 NDIM_ATTR = "adj.ndim"           # on kernels: rank of the ndrange it is launched over
 FUNC_ATTR = "adj.func"           # on func.func: a device function (@adjit.func)
 ENTRY_ATTR = "adj.entry"         # on func.func: called from Python
+# On kernels: ["param;dim;id;message", ...]: every work item indexes array argument `param` in
+# dimension `dim` with its id in ndrange dimension `id`, so a launch whose extent `id` exceeds
+# that size would go out of bounds; the lowerings check it at each launch.
+BOUNDS_ATTR = "adj.ndrange_bounds"
 
 
 def load_adj(ctx: ir.Context) -> None:

@@ -86,6 +86,10 @@ class CompileUnit:
         op.operation.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
         op.operation.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(64), ndim)
+        if gen.ndrange_bounds:
+            op.operation.attributes[adj.BOUNDS_ATTR] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(f"{p};{d};{k};{message}")
+                 for p, d, k, message in sorted(gen.ndrange_bounds)])
         self.compiled[key] = (symbol, [], False)
         return symbol
 

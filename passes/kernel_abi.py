@@ -10,7 +10,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
+from ..dialects import adj
+from ..dialects.adj import BOUNDS_ATTR, KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
 
 
 def kernel_ndim(fn: ir.Operation) -> int:
@@ -37,6 +38,46 @@ def launched(launch: ir.Operation,
         raise AdjError(launch, f"adj.launch gives {len(ndrange)} ndrange extents to a "
                                f"{kernel_ndim(kernel)}-D kernel @{name}")
     return call, name, ndrange
+
+
+def ndrange_bounds(kernel: ir.Operation) -> list[tuple[int, int, int, str]]:
+    """The kernel's (argument, dimension, ndrange dimension, message) facts (BOUNDS_ATTR)."""
+    if BOUNDS_ATTR not in kernel.attributes:
+        return []
+    out = []
+    for a in ir.ArrayAttr(kernel.attributes[BOUNDS_ATTR]):
+        param, dim, k, message = ir.StringAttr(a).value.split(";", 3)
+        out.append((int(param), int(dim), int(k), message))
+    return out
+
+
+def check_ndrange_bounds(kernel: ir.Operation, args: list[ir.Value],
+                         ndrange: list[ir.Value]) -> ir.Value | None:
+    """Before a launch of `kernel` on `args` over `ndrange`: an IndexError check per array
+    index every work item takes with its id, that the ndrange fits the array there. Returns
+    whether all hold (None when there is nothing to check): a check only reports, so the
+    caller must not launch otherwise."""
+    from mlir.dialects import memref
+    fits = None
+    for param, dim, k, message in ndrange_bounds(kernel):
+        size = memref.dim(args[param], arith.constant(ir.IndexType.get(), dim))
+        ok = arith.cmpi(arith.CmpIPredicate.ule, ndrange[k], size)
+        adj.check(ok, "IndexError", message)
+        fits = ok if fits is None else arith.andi(fits, ok)
+    return fits
+
+
+def guarded_at(op: ir.Operation, condition: ir.Value | None) -> ir.InsertionPoint:
+    """Where to build, before `op`, what runs only if `condition` holds: in a new scf.if
+    (placed before `op`), or just before `op` when there is no condition."""
+    if condition is None:
+        return ir.InsertionPoint(op)
+    from mlir.dialects import scf
+    with ir.InsertionPoint(op), op.location:
+        branch = scf.IfOp(condition)
+        with ir.InsertionPoint(branch.then_block):
+            terminator = scf.YieldOp([])
+    return ir.InsertionPoint(terminator)
 
 
 def expose_work_item(fn: ir.Operation) -> None:

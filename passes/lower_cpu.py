@@ -12,7 +12,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from .kernel_abi import expose_work_item, is_kernel, launched
+from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 
 ERROR_GLOBAL = "__adj_error"
 ERROR_TABLE_ATTR = "adj.error_table"
@@ -38,6 +38,8 @@ def _symbol_table(module: ir.Operation) -> dict[str, ir.Operation]:
 def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> None:
     call, name, ndrange = launched(launch, kernels)
     with ir.InsertionPoint(launch), launch.location:
+        fits = check_ndrange_bounds(kernels[name], list(call.operands), ndrange)
+    with guarded_at(launch, fits), launch.location:
         zero = arith.constant(ir.IndexType.get(), 0)
         one = arith.constant(ir.IndexType.get(), 1)
         n = len(ndrange)

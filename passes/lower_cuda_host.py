@@ -29,7 +29,7 @@ from mlir.dialects import arith, func, memref
 
 from ..runtime.host_program import ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX, LAUNCH_SYMBOL
 from ..runtime.kernel_cache import GpuKernel
-from .kernel_abi import launched
+from .kernel_abi import check_ndrange_bounds, guarded_at, launched
 from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
 from .lower_gpu import kernel_to_ptx, launch_block_size
 from .pipeline import run_cpu_pipeline
@@ -84,6 +84,8 @@ def _lower_launch(launch: ir.Operation, symbols: dict[str, ir.Operation],
         launchers[key] = _launcher(module, name, slots.setdefault(name, len(slots)), block,
                                    [o.type for o in call.operands], len(ndrange))
     with ir.InsertionPoint(launch), launch.location:
+        fits = check_ndrange_bounds(symbols[name], list(call.operands), ndrange)
+    with guarded_at(launch, fits), launch.location:
         func.CallOp([], ir.FlatSymbolRefAttr.get(launchers[key]), [*call.operands, *ndrange])
     launch.erase()
 

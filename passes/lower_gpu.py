@@ -35,7 +35,7 @@ from mlir.dialects import arith, func, gpu, llvm, memref, scf
 
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
-from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched
+from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
 from .lower_cpu import ERROR_GLOBAL, _ops_named, _symbol_table, error_table, lower_checks
 from .math_approx import expand_math
 from .written import WrittenArguments
@@ -79,6 +79,7 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
                 op.clone()
         params = tuple(_param(t, fn) for t in _inputs(fn))
         written = tuple(sorted(WrittenArguments(symbols)(kernel)))
+        bounds = tuple(ndrange_bounds(fn))
         _outline_kernels(work.operation)
         gpu_module = _symbol_table(work.operation)[kernel + GPU_MODULE_SUFFIX]
         checks = tuple(error_table(gpu_module))
@@ -87,7 +88,7 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
     entry = re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
     return GpuKernel(name=kernel, entry=entry, ptx=ptx, chip=chip, params=params,
                      ndim=kernel_ndim(fn), checks=checks, error_global=ERROR_GLOBAL,
-                     written=written)
+                     written=written, ndrange_bounds=bounds)
 
 
 def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:

@@ -162,6 +162,10 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
     grid = _grid(math.prod(extents), block)
     if grid == 0:
         return
+    for param, dim, k, message in gpu_kernel.ndrange_bounds:
+        shape = getattr(args[param], "shape", None)
+        if shape is not None and len(shape) > dim and extents[k] > shape[dim]:
+            raise IndexError(message)
     frame = _frame(gpu_kernel)
     values = frame.values
     values.clear()

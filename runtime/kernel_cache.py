@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .files import evict, mark_used, write_atomic
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -42,7 +42,9 @@ class GpuKernel:
     reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
     prod(ndrange) * `tape_per_item[k]` elements for the k-th of them: an int, or (since format
     4) the text of an expression of the kernel's arguments, passes/autodiff/uniform.py. `written` are the
-    indices of the array parameters the kernel may write.
+    indices of the array parameters the kernel may write; `ndrange_bounds` the (parameter,
+    dimension, ndrange dimension, message) of each index every work item takes with its id,
+    which the launcher checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
     """
     name: str
     entry: str
@@ -54,6 +56,7 @@ class GpuKernel:
     error_global: str = "__adj_error"
     tape_per_item: tuple[int | str, ...] = ()
     written: tuple[int, ...] = ()
+    ndrange_bounds: tuple[tuple[int, int, int, str], ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -69,6 +72,7 @@ class GpuKernel:
         fields["checks"] = tuple(tuple(c) for c in data.get("checks", ()))
         fields["tape_per_item"] = tuple(data.get("tape_per_item", ()))
         fields["written"] = tuple(data.get("written", ()))
+        fields["ndrange_bounds"] = tuple(tuple(b) for b in data.get("ndrange_bounds", ()))
         return cls(**fields)
 
 

@@ -72,6 +72,7 @@ def entries(directory) -> list[str]:
 def test_launch_compiles_once_into_the_cache(monkeypatch, cache_dir):
     kernel = cuda_launch.gpu_kernel(saxpy, [adjit.f32, F32_1D, F32_1D], 1)
     assert kernel.written == (2,)                  # y, not x: x may be read-only
+    assert {b[:3] for b in kernel.ndrange_bounds} == {(1, 0, 0), (2, 0, 0)}   # x[i], y[i]
     fake = install(monkeypatch, {kernel.entry: fake_saxpy})
     x, y = np.arange(1000, dtype=np.float32), np.ones(1000, np.float32)
     saxpy(2.0, x, y, ndrange=1000, device="cuda")

@@ -156,3 +156,16 @@ def test_device_arrays_are_counted_in_memory_stats(fake):
     del x, borrowed
     gc.collect()
     assert cuda.accounting.in_use == before
+
+
+def test_a_launch_larger_than_an_array_its_items_index_is_refused(fake):
+    bounded = GpuKernel(name="saxpy", entry="saxpy", ptx="// fake", chip="sm_90",
+                        params=SAXPY.params, ndim=1, written=(2,),
+                        ndrange_bounds=((2, 0, 0, "kernel saxpy: ndrange[0] is larger than "
+                                                  "dimension 0 of argument 'y'"),))
+    x, y = np.ones(10, np.float32), np.ones(10, np.float32)
+    with pytest.raises(IndexError, match="ndrange\\[0\\] is larger"):
+        cuda.launch(bounded, [2.0, x, y], 11)
+    assert fake.launches == []
+    cuda.launch(bounded, [2.0, x, y], 10)
+    assert len(fake.launches) == 1

@@ -15,6 +15,7 @@ No MLIR is imported: GPU machines without the compiler call host programs throug
 """
 from __future__ import annotations
 
+import builtins
 import ctypes
 import operator
 import struct
@@ -147,6 +148,12 @@ def array_over(block: object, data: int, shape: tuple[int, ...], dtype: np.dtype
     buffer = (ctypes.c_char * (prod(shape) * dtype.itemsize)).from_address(data)
     buffer.block = block
     return np.ndarray(shape, dtype, buffer)
+
+
+def exception_class(name: str) -> type[Exception]:
+    """The built-in exception class an `adj.check` names (IndexError...), else RuntimeError."""
+    cls = getattr(builtins, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
 
 
 def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types: Sequence[Type],

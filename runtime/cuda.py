@@ -11,7 +11,6 @@ prod(workgroupsize) or 256 (passes/lower_gpu.py builds the matching kernel entry
 """
 from __future__ import annotations
 
-import builtins
 import ctypes
 import math
 import struct
@@ -22,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import device_array as _device_array
+from .abi import exception_class
 from .kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 
 MAX_BLOCK = 1024
@@ -402,7 +402,4 @@ def _raise_failed_check(api: Any, kernel: GpuKernel, error_word: int) -> None:
     check(err, "resetting the kernel's error word")
     error, message = kernel.checks[number - 1] if number <= len(kernel.checks) else (
         "RuntimeError", f"kernel {kernel.name} reported unknown check {number}")
-    error_type = getattr(builtins, error, None)
-    if not (isinstance(error_type, type) and issubclass(error_type, Exception)):
-        error_type = RuntimeError
-    raise error_type(message)
+    raise exception_class(error)(message)

@@ -10,7 +10,6 @@ after a parallel launch crashed 3 runs in 20).
 """
 from __future__ import annotations
 
-import builtins
 import ctypes
 import functools
 import os
@@ -26,7 +25,7 @@ from mlir.execution_engine import ExecutionEngine
 from ..passes.lower_cpu import ERROR_GLOBAL, error_table
 from ..passes.pipeline import default_num_threads, llvm_ir_text, lower_to_llvm
 from . import cpu_cache
-from .abi import Type, make_caller
+from .abi import Type, exception_class, make_caller
 from .engine_lookup import lookup
 from .memory import Block, allocator_is_global, runtime_symbols
 
@@ -65,11 +64,6 @@ def _start_async_pool(threads: int) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def _exception_class(kind: str) -> type[Exception]:
-    cls = getattr(builtins, kind, None)
-    return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
-
-
 class CompiledModule:
     """A compiled module: `function()` gives callables for its entry functions.
 
@@ -80,7 +74,7 @@ class CompiledModule:
                  errors: Sequence[tuple[str, str]], source: str, context: ir.Context,
                  num_threads: int):
         self._lookup, self._owner = lookup, owner
-        self._errors = [(_exception_class(kind), message) for kind, message in errors]
+        self._errors = [(exception_class(kind), message) for kind, message in errors]
         self._source, self._context, self._num_threads = source, context, num_threads
         cell = lookup(ERROR_GLOBAL) if errors else 0
         self._error_cell = ctypes.c_int64.from_address(cell) if cell else None

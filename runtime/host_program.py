@@ -22,7 +22,6 @@ This module must not import MLIR.
 """
 from __future__ import annotations
 
-import builtins
 import ctypes
 import hashlib
 import json
@@ -38,7 +37,7 @@ import numpy as np
 
 from ..frontend.types import SCALARS, ArrayType, ScalarType, index
 from . import cuda
-from .abi import make_caller
+from .abi import exception_class, make_caller
 from .device_array import DeviceArray
 from .files import evict, mark_used, write_atomic
 from .kernel_cache import GpuKernel, KernelCacheError
@@ -159,11 +158,6 @@ class _ManagedBlock:
             pass
 
 
-def _exception_class(kind: str) -> type[Exception]:
-    cls = getattr(builtins, kind, None)
-    return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
-
-
 class LoadedProgram:
     """A host program's shared object, loaded, with its runtime calls connected; calling it
     runs the function on the CPU and its launches on the GPU."""
@@ -266,7 +260,7 @@ class LoadedProgram:
             raise pending[0]
         if number:
             kind, message = self.program.errors[number - 1]
-            raise _exception_class(kind)(message)
+            raise exception_class(kind)(message)
 
 
 def _identity(a: Any) -> tuple:

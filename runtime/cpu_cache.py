@@ -203,9 +203,11 @@ def vector_math() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(opt flags, link flags) with which LLVM's loop vectoriser turns calls of sin, exp,
     log... into calls of glibc's vector math library (libmvec: 4 ulp at most, 4 to 8 lanes),
     where there is one; ((), ()) elsewhere."""
-    if not host_target()[0].startswith("x86_64") or ctypes.util.find_library("mvec") is None:
+    soname = ctypes.util.find_library("mvec") if host_target()[0].startswith("x86_64") else None
+    if soname is None:
         return (), ()
-    return ("-vector-library=LIBMVEC",), ("-lmvec",)
+    # By its file name: `-lmvec` would need the development symlink libmvec.so.
+    return ("-vector-library=LIBMVEC",), (f"-l:{soname}",)
 
 
 @cache

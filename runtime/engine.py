@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import os
 import re
 import threading
@@ -29,6 +30,7 @@ from .abi import Type, exception_class, make_caller
 from .engine_lookup import lookup
 from .memory import Block, allocator_is_global, runtime_symbols
 
+_log = logging.getLogger("adjit.cache")
 _LIB = Path(list(mlir.__path__)[0]) / "lib"
 # Loaded once, globally, so that every engine resolves the async runtime from the process.
 # Passing it in an engine's shared_libs instead makes that engine reset the runtime's global
@@ -153,10 +155,14 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
         from mlir.dialects.llvm import translate_module_to_llvmir
         llvm_ir = str(translate_module_to_llvmir(module.operation))
         if _vectorizable_math(llvm_ir) and allocator_is_global():
-            entry = cpu_cache.load_built(
-                cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
-                errors, folder, key)
-            return CompiledModule(entry.address, entry, errors, source, context, num_threads)
+            try:
+                entry = cpu_cache.load_built(
+                    cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
+                    errors, folder, key)
+                return CompiledModule(entry.address, entry, errors, source, context,
+                                      num_threads)
+            except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then
+                _log.debug("building %s failed, compiling in-process: %s", key, e)
     engine = ExecutionEngine(module, opt_level=opt_level)
     for symbol, address in runtime_symbols().items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))

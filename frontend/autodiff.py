@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..runtime.device_array import DeviceArray
+from ..runtime.kernel_cache import check_ndrange_bounds
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         specialise)
 from .types import ArrayType
@@ -231,6 +232,7 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
             return (grads, None) if mode.with_primal else grads
     else:
         d = _derivative(f, mode, anns, types, nd, wgs)
+        check_ndrange_bounds(d.ndrange_bounds, values, nd)
     flat += list(nd or ())
     if not mode.reverse:
         out = d.calls["fwd"](*flat)
@@ -272,6 +274,7 @@ class _SplitHalf:
         anns, types, values, nd, wgs = _prepare(self.f, args, self.ndrange,
                                                 self.workgroupsize, True)
         d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)
+        check_ndrange_bounds(d.ndrange_bounds, values, nd)
         flat, _ = _flatten_args(anns, types, values, True)
         return anns, d, flat + list(nd or ())
 

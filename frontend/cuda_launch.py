@@ -110,6 +110,12 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     which gives each work item's adjoint of each "active" scalar; returns their sums.
     """
     ndim = len(ndrange)
+    originals, position = [], 0          # each argument, without its shadow or tangent
+    for a in activity:
+        originals.append(args[position])
+        position += 2 if a in ("dup", "dupnoneed") else 1
+    kernel_cache.check_ndrange_bounds(gpu_kernel(k, types, ndim).ndrange_bounds, originals,
+                                      tuple(ndrange))
     if not reverse:
         kernel = derivative_kernels(k, types, ndim, "forward", activity)["forward"]
         if not _compile_only.get():

@@ -21,6 +21,7 @@ from mlir.dialects import arith, func
 
 from ..dialects import adj
 from .autodiff import Annotation, Duplicated, Mode
+from ..passes.kernel_abi import ndrange_bounds
 from .compiler import CompileUnit, function_type, host_program
 from .errors import CompilationError
 from .functions import Function, Kernel, debug_enabled
@@ -132,6 +133,10 @@ class Derivative:
         activity = [a.activity for a in anns]
         with unit.ctx, ir.Location.unknown():
             fn_symbol, results, self.tuple_result = self._primal(unit, target, types, ndrange, wgs)
+            # A launch's derivative runs the augmented kernel over the same items: the
+            # primal's index facts (adj.ndrange_bounds) guard it too (autodiff.py checks).
+            self.ndrange_bounds = tuple(ndrange_bounds(unit.symbol(
+                unit.kernel(target, types, len(ndrange))))) if isinstance(target, Kernel) else ()
             _check_results(target.__name__, results, mode, pullback)
             cotangent = results if pullback else []
             if pullback:

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import device_array as _device_array
 from .abi import exception_class
-from .kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
+from .kernel_cache import DEFAULT_BLOCK, GpuKernel, Param, check_ndrange_bounds
 
 MAX_BLOCK = 1024
 NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
@@ -162,10 +162,7 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
     grid = _grid(math.prod(extents), block)
     if grid == 0:
         return
-    for param, dim, k, message in gpu_kernel.ndrange_bounds:
-        shape = getattr(args[param], "shape", None)
-        if shape is not None and len(shape) > dim and extents[k] > shape[dim]:
-            raise IndexError(message)
+    check_ndrange_bounds(gpu_kernel.ndrange_bounds, args, extents)
     frame = _frame(gpu_kernel)
     values = frame.values
     values.clear()

@@ -76,6 +76,17 @@ class GpuKernel:
         return cls(**fields)
 
 
+def check_ndrange_bounds(bounds: tuple[tuple[int, int, int, str], ...], args: list,
+                         extents: tuple[int, ...]) -> None:
+    """IndexError (the fact's message) when the ndrange is larger than an array that every
+    work item indexes with its id: `bounds` are GpuKernel.ndrange_bounds' facts about the
+    kernel's arguments `args` (arrays of any kind with a `shape`)."""
+    for param, dim, k, message in bounds:
+        shape = getattr(args[param], "shape", None)
+        if shape is not None and len(shape) > dim and extents[k] > shape[dim]:
+            raise IndexError(message)
+
+
 class KernelCacheError(RuntimeError):
     """A cache entry that cannot be used: another format version, or damaged."""
 

@@ -70,3 +70,20 @@ def test_a_launch_in_compiled_code_names_its_line_too():
     np.testing.assert_array_equal(y, np.ones(4))
     axpy_n(x, y, 4)
     np.testing.assert_array_equal(y, np.full(4, 2.0))
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_derivatives_of_such_a_launch_are_refused_too(device):
+    """The augmented kernel runs over the same items (on the GPU, the check comes before
+    any launch, so no GPU is needed to see it)."""
+    if device == "cuda":
+        pytest.importorskip("mlir", reason="compiling GPU kernels needs MLIR")
+    x, dx, y, dy = np.ones(10), np.zeros(10), np.ones(10), np.ones(10)
+    with pytest.raises(IndexError, match=r"kernel axpy: ndrange\[0\] is larger"):
+        adjit.autodiff(adjit.Reverse, axpy, adjit.Active(2.0), adjit.Duplicated(x, dx),
+                       adjit.Duplicated(y, dy), ndrange=11, device=device)
+    np.testing.assert_array_equal(dx, np.zeros(10))
+    fwd, _ = adjit.autodiff_thunk(adjit.ReverseSplitWithPrimal, axpy, adjit.Active,
+                                  adjit.Duplicated, adjit.Duplicated, ndrange=11)
+    with pytest.raises(IndexError, match=r"ndrange\[0\] is larger"):
+        fwd(adjit.Active(2.0), adjit.Duplicated(x, dx), adjit.Duplicated(y, dy))

@@ -48,7 +48,7 @@ def _ctype(t: Type):
     return descriptor_class(t.ndim) if isinstance(t, ArrayType) else _CTYPES[t.name]
 
 
-def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, step = [], 1
     for n in reversed(shape):
         strides.append(step)
@@ -66,7 +66,7 @@ def _array_converter(t: ArrayType, where: str, written: bool) -> Callable[[objec
     # several times cheaper than filling a ctypes Structure.
     dtype, rank = _DTYPES[t.dtype.name], t.ndim
     pack = struct.Struct(f"{3 + 2 * rank}q").pack
-    strides = _STRIDES.get(rank, _row_major_strides)
+    strides = _STRIDES.get(rank, row_major_strides)
     address, from_buffer, ndarray = ctypes.addressof, _NO_BYTES.from_buffer, np.ndarray
 
     def refuse(a) -> None:

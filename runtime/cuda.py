@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import device_array as _device_array
-from .abi import exception_class
+from .abi import exception_class, row_major_strides
 from .kernel_cache import DEFAULT_BLOCK, GpuKernel, Param, check_ndrange_bounds
 
 MAX_BLOCK = 1024
@@ -176,7 +176,7 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
             array = _device_operand(arg, param, gpu_kernel, position, copies)
             # (allocated, aligned, offset, sizes..., strides...), strides in elements: the
             # operand is C-contiguous (device_array checked it)
-            values += [array.ptr, array.ptr, 0, *array.shape, *_row_major(array.shape)]
+            values += [array.ptr, array.ptr, 0, *array.shape, *row_major_strides(array.shape)]
         else:
             values.append(_scalar(arg, param, gpu_kernel, position))
     values += extents
@@ -309,8 +309,7 @@ def _device_operand(arg: Any, param: Param, kernel: GpuKernel, position: int,
                     copies: dict) -> _device_array.DeviceArray:
     if isinstance(arg, np.ndarray):
         _matching(arg, param, kernel, position)
-        # One device copy per distinct view, so that an array passed twice stays one array.
-        key = (arg.__array_interface__["data"][0], arg.shape, arg.strides, arg.dtype.str)
+        key = _device_array.array_identity(arg)     # one device copy per distinct view
         if key not in copies:
             copies[key] = (arg, _device_array.DeviceArray.from_numpy(arg))
         return copies[key][1]
@@ -378,14 +377,6 @@ def _frame(kernel: GpuKernel) -> _Frame:
     if frame is None or frame.kernel is not kernel:
         frame = frames[id(kernel)] = _Frame(kernel)
     return frame
-
-
-def _row_major(shape: tuple[int, ...]) -> list[int]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return strides[::-1]
 
 
 def _raise_failed_check(api: Any, kernel: GpuKernel, error_word: int) -> None:

@@ -148,21 +148,22 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
         print(f"// ----- adjit: LLVM dialect -----\n{module}")
     errors = error_table(module.operation)
     folder = cpu_cache.directory()
+    build_now = (_vectorizable_math(source) and allocator_is_global()
+                 and cpu_cache.can_store())
     llvm_ir = None
-    if cpu_cache.can_store():
+    if build_now or (folder is not None and cpu_cache.can_store()):
         # Translated here (a few ms) because the context is this thread's. (The import
         # costs ~25 ms: only if needed.)
         from mlir.dialects.llvm import translate_module_to_llvmir
         llvm_ir = str(translate_module_to_llvmir(module.operation))
-        if _vectorizable_math(llvm_ir) and allocator_is_global():
-            try:
-                entry = cpu_cache.load_built(
-                    cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
-                    errors, folder, key)
-                return CompiledModule(entry.address, entry, errors, source, context,
-                                      num_threads)
-            except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then
-                _log.debug("building %s failed, compiling in-process: %s", key, e)
+    if build_now:
+        try:
+            entry = cpu_cache.load_built(
+                cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
+                errors, folder, key)
+            return CompiledModule(entry.address, entry, errors, source, context, num_threads)
+        except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then
+            _log.debug("building %s failed, compiling in-process: %s", key, e)
     engine = ExecutionEngine(module, opt_level=opt_level)
     for symbol, address in runtime_symbols().items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
@@ -172,15 +173,14 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
                           num_threads)
 
 
-# Calls of math functions, intrinsics (llvm.sin.f32) or libm's (sinf, from math-to-libm).
-_MATH_CALL = re.compile(r"call (?:fast )?(?:float|double) @(?:llvm\.)?(?:sin|cos|tan|exp|exp2|"
-                        r"expm1|log|log2|log10|log1p|pow|sinh|cosh|tanh|asin|acos|atan|atan2|"
-                        r"cbrt|erf)f?[.(]")
+# Math ops of the adj-level module that lower to libm calls or LLVM intrinsics libmvec has.
+_MATH_OP = re.compile(r"\bmath\.(?:sin|cos|tan|exp|exp2|expm1|log|log2|log10|log1p|powf|sinh|"
+                      r"cosh|tanh|asin|acos|atan|atan2|cbrt|erf)\b")
 
 
-def _vectorizable_math(llvm_ir: str) -> bool:
-    """Whether the module calls math functions that LLVM vectorises with libmvec: those
-    modules are compiled by `opt`/`llc` (cpu_cache.build_shared_object), which the
-    ExecutionEngine's optimiser does not do (its loops call sinf once a lane), ~70 ms
-    slower to compile, up to 7x faster to run."""
-    return bool(cpu_cache.vector_math()[0]) and _MATH_CALL.search(llvm_ir) is not None
+def _vectorizable_math(source: str) -> bool:
+    """Whether the module (adj-level text) calls math functions that LLVM vectorises with
+    libmvec: those modules are compiled by `opt`/`llc` (cpu_cache.build_shared_object),
+    which the ExecutionEngine's optimiser does not do (its loops call sinf once a lane),
+    ~70 ms slower to compile, up to 7x faster to run."""
+    return bool(cpu_cache.vector_math()[0]) and _MATH_OP.search(source) is not None

@@ -38,7 +38,7 @@ import numpy as np
 from ..frontend.types import SCALARS, ArrayType, ScalarType, index
 from . import cuda
 from .abi import exception_class, make_caller
-from .device_array import DeviceArray
+from .device_array import DeviceArray, array_identity
 from .files import evict, mark_used, write_atomic
 from .kernel_cache import GpuKernel, KernelCacheError
 
@@ -209,7 +209,7 @@ class LoadedProgram:
                             raise ValueError(f"argument {position + 1} of {self.program.name} "
                                              "is written by the compiled code, but this NumPy "
                                              "array is read-only")
-                        key = _identity(a)
+                        key = array_identity(a)
                         if key not in copies:
                             copies[key] = (a, *_stage_in(a, t))
                         a = copies[key][1]
@@ -261,12 +261,6 @@ class LoadedProgram:
         if number:
             kind, message = self.program.errors[number - 1]
             raise exception_class(kind)(message)
-
-
-def _identity(a: Any) -> tuple:
-    if isinstance(a, DeviceArray):
-        return ("device", a.ptr, a.shape, a.dtype.str)
-    return ("host", a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
 
 def _stage_in(a: Any, t: ArrayType) -> tuple[np.ndarray, int]:

@@ -7,6 +7,7 @@ is imported (and MLIR with it) only then.
 from __future__ import annotations
 
 import copy
+import itertools
 import numbers
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -140,6 +141,13 @@ class Tape:
 
     def __repr__(self) -> str:
         return f"<adjit.Tape {len(self.values)} values, {self.nbytes} bytes>"
+
+
+def flat_positions(activity: Sequence[str]) -> list[int]:
+    """Where each argument stands among the generated functions' arguments (each followed by
+    its shadow when Duplicated, see _flatten_args); one more entry: their number."""
+    return list(itertools.accumulate((2 if a in ("dup", "dupnoneed") else 1 for a in activity),
+                                     initial=0))
 
 
 def _flatten_args(anns: list[Annotation], types: list, values: list, with_shadow: bool):

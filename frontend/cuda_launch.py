@@ -22,7 +22,6 @@ import contextvars
 import functools
 import hashlib
 import importlib.util
-import itertools
 import math
 import os
 from pathlib import Path
@@ -38,6 +37,7 @@ from ..runtime import cuda, kernel_cache
 from ..runtime.device_array import DeviceArray, as_device_array
 from ..runtime.kernel_cache import GpuKernel
 from ..runtime.tape_size import per_item_count
+from .autodiff import flat_positions
 from .functions import debug_enabled, specialise
 from .source import fingerprint
 from .types import ArrayType
@@ -110,19 +110,16 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     which gives each work item's adjoint of each "active" scalar; returns their sums.
     """
     ndim = len(ndrange)
-    originals, position = [], 0          # each argument, without its shadow or tangent
-    for a in activity:
-        originals.append(args[position])
-        position += 2 if a in ("dup", "dupnoneed") else 1
-    kernel_cache.check_ndrange_bounds(gpu_kernel(k, types, ndim).ndrange_bounds, originals,
-                                      tuple(ndrange))
     if not reverse:
         kernel = derivative_kernels(k, types, ndim, "forward", activity)["forward"]
+        kernel_cache.check_ndrange_bounds(kernel.ndrange_bounds, args, tuple(ndrange))
         if not _compile_only.get():
             cuda.launch(kernel, args, ndrange, workgroupsize)
         return []
     kernels = derivative_kernels(k, types, ndim, "reverse", activity)
     aug, rev = kernels["aug"], kernels["rev"]
+    # Before the tapes are allocated: the launch would refuse it only after that.
+    kernel_cache.check_ndrange_bounds(aug.ndrange_bounds, args, tuple(ndrange))
     active = [t for t, a in zip(types, activity) if a == "active"]
     sums = [gpu_kernel(_sum_into, [ArrayType(t, 1)] * 2, 1) for t in active]
     if _compile_only.get():
@@ -130,8 +127,7 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     items = math.prod(ndrange)
     # Where loops around taped values run a number of times given by the kernel's arguments,
     # the slots per item are an expression of them (runtime/tape_size.py): of these ones.
-    at = list(itertools.accumulate((2 if a in ("dup", "dupnoneed") else 1 for a in activity),
-                                   initial=0))
+    at = flat_positions(activity)
     slots = [per_item_count(n, lambda k: args[at[k]], lambda k, d: args[at[k]].shape[d])
              for n in aug.tape_per_item]
     tape_params = aug.params[len(aug.params) - len(aug.tape_per_item):]

@@ -20,7 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, func
 
 from ..dialects import adj
-from .autodiff import Annotation, Duplicated, Mode
+from .autodiff import Annotation, Duplicated, Mode, flat_positions
 from ..passes.kernel_abi import ndrange_bounds
 from .compiler import CompileUnit, function_type, host_program
 from .errors import CompilationError
@@ -277,10 +277,16 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
     from ..passes.lower_gpu import kernel_to_ptx
     unit, name = kernel_derivative_unit(k, types, ndim, mode, activity, debug)
     with unit.ctx, ir.Location.unknown():
+        # The derivative kernels run over the primal's items: its index facts, moved to
+        # where each argument stands among theirs, let the launcher check the ndrange.
+        at = flat_positions(activity)
+        bounds = tuple((at[p], d, i, message) for p, d, i, message in
+                       ndrange_bounds(unit.symbol(unit.kernel(k, types, ndim))))
         if mode == "forward":
-            return {"forward": kernel_to_ptx(unit.module, name, chip)}
+            return {"forward": dataclasses.replace(kernel_to_ptx(unit.module, name, chip),
+                                                   ndrange_bounds=bounds)}
         per_item = tuple(_per_item(ir.DictAttr(f)["per_item"]) for f in
                          ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR]))
         aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
-        return {"aug": dataclasses.replace(aug, tape_per_item=per_item),
+        return {"aug": dataclasses.replace(aug, tape_per_item=per_item, ndrange_bounds=bounds),
                 "rev": kernel_to_ptx(unit.module, f"{name}_rev", chip)}

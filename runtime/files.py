@@ -46,8 +46,9 @@ def evict(folder: Path, max_bytes: int | None = None, keep: str = "") -> list[st
     """When the entries in `folder` (files `<key>.<ext>`) take more than `max_bytes`
     (default: max_cache_bytes()), removes whole entries, least recently used first (by the
     newest modification time of their files: loads mark_used them), down to 80% of it, but
-    never entry `keep` (the one just stored, about to be loaded). Returns the keys removed. Files being written (`*.tmp`) are left alone; a process that
-    loses an entry it is about to read finds no entry and compiles it again."""
+    never entry `keep` (the one just stored, about to be loaded). Returns the keys removed.
+    Files being written (`*.tmp`) are left alone; a process that loses an entry it is about
+    to read finds no entry and compiles it again."""
     max_bytes = max_cache_bytes() if max_bytes is None else max_bytes
     if max_bytes <= 0:
         return []

@@ -41,8 +41,8 @@ class GpuKernel:
     kernel stores in the module global `error_global` when it fails. An augmented kernel of
     reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
     prod(ndrange) * `tape_per_item[k]` elements for the k-th of them: an int, or (since format
-    4) the text of an expression of the kernel's arguments, passes/autodiff/uniform.py. `written` are the
-    indices of the array parameters the kernel may write; `ndrange_bounds` the (parameter,
+    4) the text of an expression of the kernel's arguments (runtime/tape_size.py). `written`
+    are the indices of the array parameters the kernel may write; `ndrange_bounds` the (parameter,
     dimension, ndrange dimension, message) of each index every work item takes with its id,
     which the launcher checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
     """

@@ -175,9 +175,7 @@ def test_compile_only_compiles_and_runs_nothing(monkeypatch, cache_dir):
                                ndrange=4, device="cuda")
     assert grads == (0.0, None, None) and type(grads[0]) is np.float32
     np.testing.assert_array_equal(x, 1)
-    # saxpy; square_and_clear (its index facts guard its derivative's launches); aug, rev
-    # and _sum_into
-    assert len(entries(cache_dir)) == 2 * 5
+    assert len(entries(cache_dir)) == 2 * 4      # saxpy; aug, rev and _sum_into
     with pytest.raises(RuntimeError, match="CUDA is not available"):
         saxpy(1.0, x, x, ndrange=4, device="cuda")
 

@@ -272,14 +272,8 @@ def _accumulator_type(t: ScalarType, op: str) -> ScalarType:
 def _combine(op: str, acc: Scalar, x: Scalar) -> Scalar:
     if op == "sum":
         return S.binary("+", acc, x)
-    if acc.type.is_float:   # NaN-propagating, as np.max / np.min
-        fn = arith.maximumf if op == "max" else arith.minimumf
-        return Scalar(fn(acc.value, x.value), acc.type)
-    if acc.type.is_bool:    # unsigned: as a signed i1, True is -1
-        fn = arith.maxui if op == "max" else arith.minui
-    else:
-        fn = arith.maxsi if op == "max" else arith.minsi
-    return Scalar(fn(acc.value, x.value), acc.type)
+    # np.maximum's / np.minimum's: NaN-propagating, as np.max / np.min; bools by or / and
+    return S.extremum("maximum" if op == "max" else "minimum", acc, x)
 
 
 def _identity(op: str, t: ScalarType) -> Scalar:

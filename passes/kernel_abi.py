@@ -4,11 +4,13 @@ A kernel body reads its position with `adj.global_id`, `adj.global_size` and `ad
 Lowering gives every kernel 2*ndim trailing `index` parameters (ids, then sizes), replaces
 those ops with them, and turns each `adj.launch` into whatever the target iterates with
 (scf.parallel on the CPU, a GPU grid there), which passes ids and sizes to a plain func.call.
+Also shared by the lowerings: the checks of a launch (`launched`) and of its ndrange against
+the arrays every work item indexes with its id (`check_ndrange_bounds`).
 """
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith
+from mlir.dialects import arith, memref, scf
 
 from ..dialects import adj
 from ..dialects.adj import BOUNDS_ATTR, KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
@@ -57,7 +59,6 @@ def check_ndrange_bounds(kernel: ir.Operation, args: list[ir.Value],
     index every work item takes with its id, that the ndrange fits the array there. Returns
     whether all hold (None when there is nothing to check): a check only reports, so the
     caller must not launch otherwise."""
-    from mlir.dialects import memref
     fits = None
     for param, dim, k, message in ndrange_bounds(kernel):
         size = memref.dim(args[param], arith.constant(ir.IndexType.get(), dim))
@@ -72,7 +73,6 @@ def guarded_at(op: ir.Operation, condition: ir.Value | None) -> ir.InsertionPoin
     (placed before `op`), or just before `op` when there is no condition."""
     if condition is None:
         return ir.InsertionPoint(op)
-    from mlir.dialects import scf
     with ir.InsertionPoint(op), op.location:
         branch = scf.IfOp(condition)
         with ir.InsertionPoint(branch.then_block):

@@ -200,7 +200,10 @@ class CodeGenerator(ast.NodeVisitor):
                         if go.value:
                             continue
                         return
-                    self._if(go.value, lambda: self.visit_block(rest), lambda: None, rest[0])
+                    # The else side is the path that jumped: what the rest binds needs no
+                    # value there (every later use is guarded by the same flags).
+                    self._if(go.value, lambda: self.visit_block(rest), lambda: None, rest[0],
+                             jumped=(False, True))
                 return
 
     def _not_any(self, flags: list[str]):
@@ -351,8 +354,13 @@ class CodeGenerator(ast.NodeVisitor):
         self._if(S.truth(cond).value, lambda: self.visit_block(node.body),
                  lambda: self.visit_block(node.orelse), node)
 
-    def _if(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST) -> None:
-        """scf.if whose results are the variables either branch (re)binds."""
+    def _if(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST,
+            jumped: tuple[bool, bool] | None = None) -> None:
+        """scf.if whose results are the variables either branch (re)binds. `jumped[k]`:
+        branch k surely left by break/continue/return (found from the flags when not
+        given). A variable bound only on the other branch is still defined wherever it can
+        be used, as in Python (`if c: continue` / `else: t = ...`): the jumped branch
+        yields a placeholder for it."""
         before = dict(self.vars)
         probe = scf.IfOp(cond, [], has_else=True)
         outs = []
@@ -361,6 +369,8 @@ class CodeGenerator(ast.NodeVisitor):
             with ir.InsertionPoint(block):
                 fn()
             outs.append(self.vars)
+        if jumped is None:
+            jumped = tuple(self._surely_jumped(out) for out in outs)
         names = [n for n in outs[0].keys() | outs[1].keys()
                  if (outs[0].get(n) is not before.get(n) or outs[1].get(n) is not before.get(n))
                  and not isinstance(outs[0].get(n, before.get(n)), PyObj)]
@@ -368,7 +378,7 @@ class CodeGenerator(ast.NodeVisitor):
         merged, types = [], []
         for n in names:
             a, b = outs[0].get(n), outs[1].get(n)
-            t = self._merge_type(n, a, b, node)
+            t = self._merge_type(n, a, b, node, jumped)
             if t is None:
                 continue   # bound on one branch only: unusable after the if
             merged.append(n)
@@ -378,7 +388,9 @@ class CodeGenerator(ast.NodeVisitor):
                                         (probe.else_block, final.else_block))):
             self._move_ops(src, dst)
             with ir.InsertionPoint(dst), self._loc(node):
-                scf.YieldOp([self._coerce(outs[k].get(n), t).value for n, t in zip(merged, types)])
+                scf.YieldOp([self._branch_value(outs[k].get(n), outs[1 - k].get(n), t,
+                                                probe, node).value
+                             for n, t in zip(merged, types)])
         probe.operation.erase()
         self.vars = dict(before)
         for n in names:
@@ -393,9 +405,45 @@ class CodeGenerator(ast.NodeVisitor):
             op.detach_from_parent()
             ip.insert(op)
 
-    def _merge_type(self, name: str, a, b, node):
+    @staticmethod
+    def _surely_jumped(out: dict) -> bool:
+        """Whether a branch ends with break, continue or return taken for certain (a flag
+        that is the constant True: the statements after the jump were not compiled)."""
+        return any(isinstance(out.get(f), Literal) and out[f].value is True
+                   for f in (BRK, CONT, RET))
+
+    def _branch_value(self, v, other, t, probe: scf.IfOp, node: ast.AST):
+        """What a branch yields for a merged variable: its value, or a placeholder where
+        it left it unbound (a jumped branch; the flags keep the placeholder from being
+        read). An array's placeholder is the other branch's array when that is defined
+        before the if, else an empty array of the right rank."""
+        if v is not None or not isinstance(t, ArrayType):
+            return self._coerce(v, t)
+        if not self._defined_inside(other.value, probe):
+            return other
+        if self.kind != "jit":
+            raise self.error(node, "an array bound on one branch only, after a break, "
+                                   "continue or return on the other: bind it before the if")
+        return A.alloc(t.dtype, [A.idx(0)] * t.ndim)
+
+    @staticmethod
+    def _defined_inside(value: ir.Value, region_op: scf.IfOp) -> bool:
+        owner = value.owner if isinstance(value, ir.OpResult) else value.owner.owner
+        op = owner.operation if owner is not None else None
+        while op is not None:
+            if op == region_op.operation:
+                return True
+            op = op.parent
+        return False
+
+    def _merge_type(self, name: str, a, b, node, jumped: tuple[bool, bool] = (False, False)):
         if a is None or b is None:
             one = a if a is not None else b
+            if (jumped[0] if a is None else jumped[1]) and isinstance(one, (Scalar, Literal,
+                                                                            Array)):
+                # Unbound only where the branch jumped away: defined on every path that
+                # reaches a use.
+                return self._type_of(one)
             if not name.startswith("%"):
                 # A user variable bound on one branch only: using it after the `if` is an
                 # error (Python would raise UnboundLocalError when the other branch ran).

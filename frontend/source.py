@@ -7,9 +7,11 @@ cache, need no MLIR (which is imported only to compile).
 from __future__ import annotations
 
 import ast
+import enum
 import hashlib
 import inspect
 import textwrap
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -60,10 +62,84 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
     for pyfn, source in sources:
         digest.update(b"\0" + "\n".join(source.lines).encode())
         for name, value in _referenced(pyfn, source.tree):
-            if isinstance(value, (bool, int, float, np.generic)):
-                digest.update(f"\0{name}={type(value).__name__}:{value!r}".encode())
-            elif isinstance(getattr(value, "source", None), SourceInfo):
-                _feed(value, digest, seen)
+            digest.update(f"\0{name}=".encode())
+            _feed_value(value, digest, seen, {}, 0)
+
+
+# Deeper than this, a global is not something the code generator could reach by indexing
+# and attribute chains of a few levels: it is summarised by its type.
+_MAX_DEPTH = 32
+
+
+def _feed_value(value: Any, digest: Any, seen: set[int], fed: dict[int, int],
+                depth: int) -> None:
+    """Feeds what the code generator can compile in from `value`: every constant it holds,
+    through tuples, lists, dicts and attributes (`COEFFS[1]`, `cfg.coeffs[0]`, `cfg.N`), and
+    the source of the adjit functions among them. Only text that is the same in every
+    process goes in (no default `repr`, which shows an address; no set order, which follows
+    the string hash seed), or the GPU disk cache would miss in each new process. `fed`
+    numbers the containers already fed, which a second path to them (or a cycle) names by
+    that number, so that each is read once."""
+    def put(text: str) -> None:
+        digest.update(text.encode() + b"\1")
+
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        put(f"{type(value).__name__}:{value!r}")
+    elif isinstance(value, np.generic):
+        put(f"np:{value.dtype.str}:{value.item()!r}")
+    elif isinstance(value, np.dtype):
+        put(f"dtype:{value.str}")
+    elif isinstance(value, np.ndarray):        # refused by the code generator
+        put(f"ndarray:{value.dtype.str}:{value.shape}")
+    elif isinstance(getattr(value, "source", None), SourceInfo):
+        put(f"adjit:{getattr(value, 'kind', '')}:{value.__name__}")
+        _feed(value, digest, seen)
+    elif isinstance(value, types.ModuleType):
+        put(f"module:{value.__name__}")       # the attributes read are fed by name
+    elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        put(f"{type(value).__name__}:{getattr(value, '__module__', None)}."
+            f"{getattr(value, '__qualname__', None)}")
+    elif id(value) in fed:
+        put(f"fed:{fed[id(value)]}")
+    elif depth >= _MAX_DEPTH:
+        put(f"...:{_type_name(value)}")
+    else:
+        fed[id(value)] = len(fed)
+        name = getattr(value, "__name__", None)          # np.sin or np.cos (ufuncs)
+        put(f"{_type_name(value)}:{name if isinstance(name, str) else ''}[")
+        for item in _parts(value):
+            _feed_value(item, digest, seen, fed, depth + 1)
+        put("]")
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _parts(value: Any) -> list:
+    """The values a container or object holds, in an order that is the same in every
+    process: items of sequences, keys and values of mappings, attributes (by name) of
+    other objects."""
+    if isinstance(value, enum.Enum):
+        return [value.name, value.value]
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    if isinstance(value, dict):
+        return [part for k, v in value.items() for part in (k, v)]
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=_sort_key)
+    fields = dict(getattr(value, "__dict__", None) or {})
+    for name in getattr(type(value), "__slots__", ()):
+        if isinstance(name, str) and hasattr(value, name):
+            fields.setdefault(name, getattr(value, name))
+    return [part for k in sorted(fields) for part in (k, fields[k])]
+
+
+def _sort_key(value: Any) -> str:
+    digest = hashlib.sha256()
+    _feed_value(value, digest, set(), {}, 0)
+    return digest.hexdigest()
 
 
 def _referenced(pyfn: Callable, tree: ast.AST) -> Iterator[tuple[str, Any]]:

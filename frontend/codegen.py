@@ -375,9 +375,17 @@ class CodeGenerator(ast.NodeVisitor):
                  if (outs[0].get(n) is not before.get(n) or outs[1].get(n) is not before.get(n))
                  and not isinstance(outs[0].get(n, before.get(n)), PyObj)]
         names.sort()
-        merged, types = [], []
+        merged, types, kept = [], [], {}
         for n in names:
             a, b = outs[0].get(n), outs[1].get(n)
+            one = b if a is None else a if b is None else None
+            if one is not None and jumped[0 if a is None else 1] and (
+                    isinstance(one, Literal) or isinstance(one, (Scalar, Array))
+                    and not self._defined_inside(one.value, probe)):
+                # Bound on one branch, the other jumped away: every use sees this value,
+                # which needs no merging (a constant stays weakly typed).
+                kept[n] = one
+                continue
             t = self._merge_type(n, a, b, node, jumped)
             if t is None:
                 continue   # bound on one branch only: unusable after the if
@@ -388,8 +396,7 @@ class CodeGenerator(ast.NodeVisitor):
                                         (probe.else_block, final.else_block))):
             self._move_ops(src, dst)
             with ir.InsertionPoint(dst), self._loc(node):
-                scf.YieldOp([self._branch_value(outs[k].get(n), outs[1 - k].get(n), t,
-                                                probe, node).value
+                scf.YieldOp([self._branch_value(outs[k].get(n), t, node).value
                              for n, t in zip(merged, types)])
         probe.operation.erase()
         self.vars = dict(before)
@@ -397,6 +404,7 @@ class CodeGenerator(ast.NodeVisitor):
             self.vars.pop(n, None)
         for n, t, r in zip(merged, types, final.results):
             self.vars[n] = Array(r, t) if isinstance(t, ArrayType) else Scalar(r, t)
+        self.vars.update(kept)
 
     @staticmethod
     def _move_ops(src: ir.Block, dst: ir.Block) -> None:
@@ -412,18 +420,13 @@ class CodeGenerator(ast.NodeVisitor):
         return any(isinstance(out.get(f), Literal) and out[f].value is True
                    for f in (BRK, CONT, RET))
 
-    def _branch_value(self, v, other, t, probe: scf.IfOp, node: ast.AST):
+    def _branch_value(self, v, t, node: ast.AST):
         """What a branch yields for a merged variable: its value, or a placeholder where
         it left it unbound (a jumped branch; the flags keep the placeholder from being
-        read). An array's placeholder is the other branch's array when that is defined
-        before the if, else an empty array of the right rank."""
+        read): zero, or an empty array of the right rank (an array made in the other
+        branch: only @jit code makes arrays)."""
         if v is not None or not isinstance(t, ArrayType):
             return self._coerce(v, t)
-        if not self._defined_inside(other.value, probe):
-            return other
-        if self.kind != "jit":
-            raise self.error(node, "an array bound on one branch only, after a break, "
-                                   "continue or return on the other: bind it before the if")
         return A.alloc(t.dtype, [A.idx(0)] * t.ndim)
 
     @staticmethod

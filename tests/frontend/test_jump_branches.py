@@ -160,3 +160,21 @@ def _bound_only_on_the_jumping_branch(x):
 def test_bound_only_on_the_jumping_branch_is_still_refused():
     with pytest.raises(adjit.CompilationError, match="'r' is assigned on only one branch"):
         _bound_only_on_the_jumping_branch(X)
+
+
+@adjit.jit
+def float32_stays_float32(x):
+    s = x[0] * 0.0
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            continue
+        else:
+            w = 0.5               # a constant: weakly typed, as anywhere else
+            v = x[i] * 2.0
+        s += w * v
+    return s
+
+
+def test_constant_bound_after_a_jump_stays_weakly_typed():
+    x = np.array([1.5, -1.0, 2.0], dtype=np.float32)
+    assert_same(float32_stays_float32(x), np.float32(3.5))

@@ -33,8 +33,11 @@ def load_adj(ctx: ir.Context) -> None:
 
 
 def make_context() -> ir.Context:
-    """A context with every upstream dialect and `adj` loaded."""
+    """A context with every upstream dialect and `adj` loaded, and no thread pool: a forked
+    child cannot use a pool whose threads ran in its parent (the first verify hangs), and
+    adjit's modules are too small to gain from one (measured: no difference)."""
     ctx = ir.Context()
+    ctx.enable_multithreading(False)   # before any use, so no pool thread ever starts
     load_adj(ctx)
     return ctx
 

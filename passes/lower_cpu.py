@@ -4,8 +4,17 @@ Each `adj.launch` becomes an `scf.parallel` over its ndrange whose body calls th
 with the work item's ids and the sizes; `async-parallel-for` (in the LLVM pipeline) then
 spreads that loop over MLIR's async runtime thread pool, so no scheduler of ours exists.
 Launches block on the CPU, so `adj.sync` has nothing to wait for and is dropped.
-`adj.check` becomes a store of the check's number into the module's error cell, which the
+`adj.check` becomes a store of the check's number into the call's error cell, which the
 runtime reads after each call (a trap would kill the Python process).
+
+The error cell is per call, not a module global: a module with checks (a non-empty
+`adj.error_table`) gives every function it defines one more, last, parameter, a
+`memref<1xi64>` (ERROR_CELL), and every call of a defined function passes its caller's cell
+on; the runtime passes a cell of its own to each call of an entry (runtime/abi.py). So calls
+of one module from several threads each get their own errors, and the workers of a parallel
+launch (MLIR's async runtime threads) write into the cell of the call that launched them,
+which `async-parallel-for` captures like any other value the loop body uses. A module without
+checks keeps its signatures.
 """
 from __future__ import annotations
 
@@ -13,8 +22,9 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
+from .walk import walk
 
-ERROR_GLOBAL = "__adj_error"
+ERROR_GLOBAL = "__adj_error"   # the GPU lowering's cell (lower_checks), one per gpu.module
 ERROR_TABLE_ATTR = "adj.error_table"
 
 
@@ -26,7 +36,7 @@ def _ops_named(root: ir.Operation, *names: str) -> list[ir.Operation]:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
-    root.walk(visit)
+    walk(root, visit)
     return found
 
 
@@ -62,29 +72,101 @@ def _where(op: ir.Operation) -> str:
     return f" (at {loc.filename}:{loc.start_line})" if named else ""
 
 
-def lower_checks(module: ir.Operation) -> None:
+def _table(module: ir.Operation) -> list[ir.Operation]:
+    """The module's adj.check ops, numbered from 1 in `ERROR_TABLE_ATTR`."""
     checks = _ops_named(module, "adj.check")
     table = [f"{ir.StringAttr(c.attributes['error']).value}\x1f"
              f"{ir.StringAttr(c.attributes['message']).value}{_where(c)}" for c in checks]
     module.attributes[ERROR_TABLE_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in table])
+    return checks
+
+
+def _store_number(check: ir.Operation, number: int, cell: ir.Value | None) -> None:
+    """Replaces `check` with: if its condition fails, store `number` into `cell` (the
+    module's ERROR_GLOBAL when None)."""
+    i64 = ir.IntegerType.get_signless(64)
+    with ir.InsertionPoint(check), check.location:
+        failed = arith.xori(check.operands[0], arith.constant(ir.IntegerType.get_signless(1), 1))
+        branch = scf.IfOp(failed)
+        with ir.InsertionPoint(branch.then_block):
+            slot = cell if cell is not None else memref.get_global(_cell_type(), ERROR_GLOBAL)
+            memref.store(arith.constant(i64, number), slot, [arith.constant(ir.IndexType.get(), 0)])
+            scf.YieldOp([])
+    check.erase()
+
+
+def _cell_type() -> ir.MemRefType:
+    return ir.MemRefType.get([1], ir.IntegerType.get_signless(64))
+
+
+def lower_checks(module: ir.Operation) -> None:
+    """Checks store into a global error cell of `module`: what the GPU lowering does, for a
+    gpu.module whose launcher reads the cell back after each launch."""
+    checks = _table(module)
     if not checks:
         return
     i64 = ir.IntegerType.get_signless(64)
-    cell = ir.MemRefType.get([1], i64)
     with ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]), module.location:
-        memref.GlobalOp(ERROR_GLOBAL, cell, sym_visibility="public",
+        memref.GlobalOp(ERROR_GLOBAL, _cell_type(), sym_visibility="public",
                         initial_value=ir.DenseElementsAttr.get_splat(
                             ir.RankedTensorType.get([1], i64), ir.IntegerAttr.get(i64, 0)))
     for number, check in enumerate(checks, start=1):
-        with ir.InsertionPoint(check), check.location:
-            failed = arith.xori(check.operands[0], arith.constant(ir.IntegerType.get_signless(1), 1))
-            branch = scf.IfOp(failed)
-            with ir.InsertionPoint(branch.then_block):
-                slot = memref.get_global(cell, ERROR_GLOBAL)
-                memref.store(arith.constant(i64, number), slot,
-                             [arith.constant(ir.IndexType.get(), 0)])
-                scf.YieldOp([])
-        check.erase()
+        _store_number(check, number, None)
+
+
+def lower_checks_per_call(module: ir.Operation) -> None:
+    """Checks store into the call's error cell, a last parameter of every function the
+    module defines (the module docstring says why)."""
+    checks = _table(module)
+    if not checks:
+        return
+    numbers = {c: number for number, c in enumerate(checks, start=1)}
+    functions = [op for op in _symbol_table(module).values()
+                 if op.name == "func.func" and len(op.regions[0].blocks) > 0]
+    defined = {ir.StringAttr(fn.attributes["sym_name"]).value for fn in functions}
+    for fn in functions:
+        cell = _add_cell_parameter(fn)
+        calls: list[ir.Operation] = []
+        found: list[ir.Operation] = []
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in defined:
+                calls.append(op)
+            elif op.name == "adj.check":
+                found.append(op)
+            return ir.WalkResult.ADVANCE
+
+        walk(fn, visit)
+        for call in calls:
+            _pass_cell(call, cell)
+        for check in found:
+            _store_number(check, numbers[check], cell)
+
+
+def _add_cell_parameter(fn: ir.Operation) -> ir.Value:
+    cell = fn.regions[0].blocks[0].add_argument(_cell_type(), fn.location)
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    fn.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([*ftype.inputs, _cell_type()], list(ftype.results)))
+    if "arg_attrs" in fn.attributes:
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [*ir.ArrayAttr(fn.attributes["arg_attrs"]), ir.DictAttr.get({})])
+    return cell
+
+
+def _pass_cell(call: ir.Operation, cell: ir.Value) -> None:
+    """Rebuilds `call` with `cell` as one more, last, operand."""
+    attributes = {name: call.attributes[name] for name in call.attributes}
+    if "arg_attrs" in attributes:
+        attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [*ir.ArrayAttr(attributes["arg_attrs"]), ir.DictAttr.get({})])
+    with ir.InsertionPoint(call):
+        new = ir.Operation.create("func.call", results=[r.type for r in call.results],
+                                  operands=[*call.operands, cell], attributes=attributes,
+                                  loc=call.location)
+    for old, result in zip(call.results, new.results):
+        old.replace_all_uses_with(result)
+    call.erase()
 
 
 def error_table(op: ir.Operation) -> list[tuple[str, str]]:
@@ -107,4 +189,4 @@ def _lower_cpu(module: ir.Operation) -> None:
         expose_work_item(kernel)
     for op in _ops_named(module, "adj.sync"):
         op.erase()
-    lower_checks(module)
+    lower_checks_per_call(module)

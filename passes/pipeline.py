@@ -24,6 +24,7 @@ from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
 from .lower_cpu import lower_cpu
+from .walk import walk
 
 _C_INTERFACE_ATTR = "llvm.emit_c_interface"
 
@@ -40,9 +41,22 @@ _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,low
             "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")
 
 
+_one_thread = False
+
+
+def limit_to_one_thread() -> None:
+    """From now on modules are compiled for one thread (in a forked child, whose copy of the
+    async runtime's thread pool cannot run tasks: runtime/engine.py)."""
+    global _one_thread
+    _one_thread = True
+
+
 def default_num_threads() -> int:
-    """ADJIT_NUM_THREADS, else every core this process may run on."""
+    """ADJIT_NUM_THREADS, else every core this process may run on (1 after
+    limit_to_one_thread)."""
     env = os.environ.get("ADJIT_NUM_THREADS")
+    if _one_thread:
+        return 1
     if env:
         try:
             n = int(env)
@@ -98,7 +112,7 @@ def widen_bool_memrefs(module: ir.Operation) -> None:
             stores.append(op)
         return ir.WalkResult.ADVANCE
 
-    module.walk(retype)
+    walk(module, retype)
     for op in loads:
         op.result.set_type(i8)
         with ir.InsertionPoint.after(op), op.location:

@@ -5,7 +5,9 @@ An entry marked `llvm.emit_c_interface` gets a wrapper `_mlir_ciface_<name>` tha
   {allocated, aligned, offset, sizes[rank], strides[rank]} (all 64-bit);
 - each scalar by value (i1 as a C bool; index as i64);
 - when there is a memref result or more than one result, first of all a pointer to a struct
-  that receives the results in order (descriptors inline). A single scalar is returned.
+  that receives the results in order (descriptors inline). A single scalar is returned;
+- in a module with checks, last of all the call's error cell, a memref<1xi64> descriptor
+  (ErrorCells).
 Booleans in memory are bytes on both sides (passes/pipeline.py: widen_bool_memrefs).
 
 Calls go through ctypes (which releases the GIL) with everything that depends only on the
@@ -156,22 +158,67 @@ def exception_class(name: str) -> type[Exception]:
     return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
 
 
+class _Fork:
+    """Set in a forked child whose copy of the async runtime cannot run tasks
+    (runtime/engine.py): callers made for parallel code then call `in_forked_child`."""
+    child_without_pool = False
+
+
+FORK = _Fork()
+
+
+class ErrorCells:
+    """The error cells calls of compiled code report failed checks in: one per call in
+    flight, reused afterwards (taking one costs ~0.1 us, making one ~0.4 us).
+
+    A module with checks takes a `memref<1xi64>` cell as its entries' last argument
+    (passes/lower_cpu.py); a failed check stores its number there, from whichever thread
+    runs it (a worker of a parallel launch included). Each call takes a cell of its own and
+    zeroes it, so no other call, on another thread or later on this one (after a Ctrl-C
+    between the call and the reading of its cell, say), can see its error or leave one."""
+
+    _pack = struct.Struct("5q").pack
+
+    def __init__(self) -> None:
+        self._free: list[tuple[ctypes.c_int64, bytes]] = []
+
+    def take(self) -> tuple[ctypes.c_int64, bytes]:
+        """(a zeroed cell, its memref descriptor as packed bytes); give it back with `put`."""
+        try:
+            cell, descriptor = self._free.pop()   # atomic: list.pop holds the GIL
+        except IndexError:
+            cell = ctypes.c_int64(0)
+            a = ctypes.addressof(cell)
+            descriptor = self._pack(a, a, 0, 1, 1)
+        cell.value = 0
+        return cell, descriptor
+
+    def put(self, taken: tuple[ctypes.c_int64, bytes]) -> None:
+        self._free.append(taken)
+
+
 def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types: Sequence[Type],
-                after_call: Callable[[], None], owner: Callable[[int], object],
-                written: Sequence[int] = (), params: Sequence[str] = ()) -> Callable:
+                after_call: Callable[[int], None], owner: Callable[[int], object],
+                written: Sequence[int] = (), params: Sequence[str] = (),
+                error_cell: bool = False, in_forked_child: Callable | None = None) -> Callable:
     """A Python callable for `_mlir_ciface_<name>` at `address`: converts and checks the
     arguments (those at indices `written` may be written, so read-only arrays are refused
-    there), calls, runs `after_call` (which raises the errors compiled code reported), and
-    returns None, one value, or a tuple. A returned array's memory block at address `a` is
-    kept alive, and freed, by `owner(a)`. Messages name the arguments by `params`, where
-    given."""
+    there), calls, runs `after_call(number)` (which raises the error of check `number`, 0 for
+    none), and returns None, one value, or a tuple. With `error_cell` the entry takes the
+    call's error cell as a last, hidden, argument (ErrorCells); without, `number` is 0. A
+    returned array's memory block at address `a` is kept alive, and freed, by `owner(a)`.
+    Messages name the arguments by `params`, where given. With `in_forked_child`, once
+    FORK.child_without_pool is set, calls go to it instead (a one-thread version)."""
     arg_types, result_types = tuple(arg_types), tuple(result_types)
     where = [f"{name}(): argument {params[i]!r}" if i < len(params) else
              f"argument {i + 1} of {name}" for i in range(len(arg_types))]
     converters = [_array_converter(t, where[i], i in written) if isinstance(t, ArrayType)
                   else _scalar_converter(t, where[i]) for i, t in enumerate(arg_types)]
     params = [ctypes.c_char_p if isinstance(t, ArrayType) else _CTYPES[t.name] for t in arg_types]
+    if error_cell:
+        params.append(ctypes.c_char_p)
     nargs = len(arg_types)
+    cells, fork = ErrorCells(), FORK
 
     def convert_all(args) -> list:
         if len(args) != nargs:
@@ -182,9 +229,26 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         fn = ctypes.CFUNCTYPE(_CTYPES[result_types[0].name] if result_types else None, *params)(address)
         dtype = _DTYPES[result_types[0].name] if result_types else None
 
+        if not error_cell:
+            def call(*args):
+                if fork.child_without_pool and in_forked_child is not None:
+                    return in_forked_child(*args)
+                r = fn(*convert_all(args))
+                after_call(0)
+                return None if dtype is None else dtype.type(r)
+            return call
+
         def call(*args):
-            r = fn(*convert_all(args))
-            after_call()
+            if fork.child_without_pool and in_forked_child is not None:
+                return in_forked_child(*args)
+            values = convert_all(args)
+            taken = cells.take()
+            try:
+                r = fn(*values, taken[1])
+                number = taken[0].value
+            finally:
+                cells.put(taken)
+            after_call(number)
             return None if dtype is None else dtype.type(r)
 
         return call
@@ -197,11 +261,23 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
     single = len(result_types) == 1
 
     def call(*args):
+        if fork.child_without_pool and in_forked_child is not None:
+            return in_forked_child(*args)
         res = results()
-        fn(ctypes.byref(res), *convert_all(args))
+        values = convert_all(args)
+        if error_cell:
+            taken = cells.take()
+            try:
+                fn(ctypes.byref(res), *values, taken[1])
+                number = taken[0].value
+            finally:
+                cells.put(taken)
+        else:
+            fn(ctypes.byref(res), *values)
+            number = 0
         blocks: dict = {}
         values = [read(res, blocks) for read in readers]   # owned now: freed if after_call raises
-        after_call()
+        after_call(number)
         return values[0] if single else tuple(values)
 
     return call

@@ -23,9 +23,10 @@ import mlir
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ..passes.lower_cpu import ERROR_GLOBAL, error_table
+from ..passes import pipeline
+from ..passes.lower_cpu import error_table
 from ..passes.pipeline import default_num_threads, llvm_ir_text, lower_to_llvm
-from . import cpu_cache
+from . import abi, cpu_cache
 from .abi import Type, exception_class, make_caller
 from .engine_lookup import lookup
 from .memory import Block, allocator_is_global, runtime_symbols
@@ -66,6 +67,26 @@ def _start_async_pool(threads: int) -> None:
         os.sched_setaffinity(0, cpus)
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (os.fork, multiprocessing's default start method on Linux) has only
+    the thread that forked. Its copy of the async runtime's thread pool still counts the
+    parent's workers, which do not exist here: a task queued there never runs, and even
+    signalling its condition variable waits for those threads forever; the pool cannot be
+    destroyed (that joins them) or replaced (the runtime offers no way). So once the parent
+    may have started it, the child's launches run on the calling thread: its modules are
+    compiled for one thread (pipeline.limit_to_one_thread), and the callables it inherited
+    switch to such a version of their module (abi.FORK). A lock another thread held at
+    the fork would never be released in the child: this module's is made again."""
+    global _cache_lock
+    _cache_lock = threading.Lock()
+    if _async_pool_started:
+        pipeline.limit_to_one_thread()
+        abi.FORK.child_without_pool = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class CompiledModule:
     """A compiled module: `function()` gives callables for its entry functions.
 
@@ -74,17 +95,16 @@ class CompiledModule:
 
     def __init__(self, lookup: Callable[[str], int], owner: object,
                  errors: Sequence[tuple[str, str]], source: str, context: ir.Context,
-                 num_threads: int):
+                 num_threads: int, opt_level: int = 3):
         self._lookup, self._owner = lookup, owner
         self._errors = [(exception_class(kind), message) for kind, message in errors]
         self._source, self._context, self._num_threads = source, context, num_threads
-        cell = lookup(ERROR_GLOBAL) if errors else 0
-        self._error_cell = ctypes.c_int64.from_address(cell) if cell else None
+        self._opt_level = opt_level
+        self._one_thread: CompiledModule | None = None
 
-    def _raise_reported_error(self) -> None:
-        cell = self._error_cell
-        if cell is not None and cell.value:
-            number, cell.value = cell.value, 0
+    def _raise_reported_error(self, number: int) -> None:
+        """Raises the error of check `number` (1, 2...) that a call's cell reported."""
+        if number:
             cls, message = self._errors[number - 1]
             raise cls(message)
 
@@ -102,8 +122,26 @@ class CompiledModule:
         address = self._lookup(f"_mlir_ciface_{name}")
         if not address:
             raise KeyError(f"no entry function {name!r} with a C interface in this module")
+        in_child = None
+        if self._num_threads > 1:
+            serial: list[Callable] = []
+
+            def in_child(*args):   # in a forked child (_after_fork_in_child)
+                if not serial:
+                    serial.append(self._one_thread_version().function(
+                        name, arg_types, result_types, written, label, params))
+                return serial[0](*args)
+        # A module with checks passes each call an error cell of its own (passes/lower_cpu.py).
         return make_caller(address, label or name, arg_types, result_types,
-                           self._raise_reported_error, Block, written, params)
+                           self._raise_reported_error, Block, written, params,
+                           error_cell=bool(self._errors), in_forked_child=in_child)
+
+    def _one_thread_version(self) -> CompiledModule:
+        """This module compiled for one thread (in a forked child: default_num_threads()
+        is 1 there), made once."""
+        if self._one_thread is None:
+            self._one_thread = _compiled(self._source, self._context, self._opt_level)
+        return self._one_thread
 
 
 _cache: dict[str, CompiledModule] = {}
@@ -114,7 +152,10 @@ def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
     """Compiles an adj-level module (left unchanged) for this CPU, or loads it from the disk
     cache."""
     # With locations: errors raised by compiled code (adj.check) name the user's line.
-    text = module.operation.get_asm(enable_debug_info=True)
+    return _compiled(module.operation.get_asm(enable_debug_info=True), module.context, opt_level)
+
+
+def _compiled(text: str, context: ir.Context, opt_level: int) -> CompiledModule:
     num_threads = default_num_threads()
     key = cpu_cache.key(text, opt_level, num_threads)
     with _cache_lock:
@@ -122,13 +163,14 @@ def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
         if compiled is None:
             if num_threads > 1:
                 _start_async_pool(num_threads)
-            compiled = (_load(key, text, module.context, num_threads)
-                        or _compile(key, text, module.context, opt_level, num_threads))
+            compiled = (_load(key, text, context, num_threads, opt_level)
+                        or _compile(key, text, context, opt_level, num_threads))
             _cache[key] = compiled
     return compiled
 
 
-def _load(key: str, source: str, context: ir.Context, num_threads: int) -> CompiledModule | None:
+def _load(key: str, source: str, context: ir.Context, num_threads: int,
+          opt_level: int) -> CompiledModule | None:
     folder = cpu_cache.directory()
     # ADJIT_DUMP_IR asks to see the lowering happen. Cached code calls the allocator by
     # name, so it can be loaded only where the allocator is in the global scope.
@@ -137,7 +179,8 @@ def _load(key: str, source: str, context: ir.Context, num_threads: int) -> Compi
     entry = cpu_cache.load(folder, key)
     if entry is None:
         return None
-    return CompiledModule(entry.address, entry, entry.errors, source, context, num_threads)
+    return CompiledModule(entry.address, entry, entry.errors, source, context, num_threads,
+                          opt_level)
 
 
 def _compile(key: str, source: str, context: ir.Context, opt_level: int,
@@ -161,7 +204,8 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
             entry = cpu_cache.load_built(
                 cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
                 errors, folder, key)
-            return CompiledModule(entry.address, entry, errors, source, context, num_threads)
+            return CompiledModule(entry.address, entry, errors, source, context, num_threads,
+                                  opt_level)
         except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then
             _log.debug("building %s failed, compiling in-process: %s", key, e)
     engine = ExecutionEngine(module, opt_level=opt_level)
@@ -170,7 +214,7 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
     if folder is not None and llvm_ir is not None:   # for the next process, in the background
         cpu_cache.store_later(folder, key, llvm_ir, opt_level, errors)
     return CompiledModule(functools.partial(lookup, engine), engine, errors, source, context,
-                          num_threads)
+                          num_threads, opt_level)
 
 
 # Math ops of the adj-level module that lower to libm calls or LLVM intrinsics libmvec has.

@@ -42,9 +42,9 @@ from .device_array import DeviceArray, array_identity
 from .files import evict, mark_used, write_atomic
 from .kernel_cache import GpuKernel, KernelCacheError
 
-FORMAT_VERSION = 1
+# 2: an entry of a program with checks takes the call's error cell as its last argument.
+FORMAT_VERSION = 2
 ENTRY = "entry"
-ERROR_GLOBAL = "__adj_error"          # passes/lower_cpu.py's error cell
 # The runtime calls a host program makes, each through the pointer in global
 # HOOK_PREFIX + symbol (passes/lower_cuda_host.py defines them).
 HOOK_PREFIX = "__adjit_hook_"
@@ -175,8 +175,6 @@ class LoadedProgram:
             callback = self._callbacks[hook.removeprefix(HOOK_PREFIX)]
             slot = ctypes.c_void_p.in_dll(self._library, hook)
             slot.value = ctypes.cast(callback, ctypes.c_void_p).value
-        self._error_cell = (ctypes.c_int64.in_dll(self._library, ERROR_GLOBAL)
-                            if program.errors else None)
         self._functions: dict[str, Callable[..., Any]] = {}
 
     def function(self, name: str) -> Callable[..., Any]:
@@ -193,7 +191,7 @@ class LoadedProgram:
         address = ctypes.cast(self._library[f"_mlir_ciface_{name}"], ctypes.c_void_p).value
         call = make_caller(address, f"{self.program.name} ({name})", arg_types,
                            [parse_type(c) for c in result_codes], self._after_call,
-                           _ManagedBlock)
+                           _ManagedBlock, error_cell=bool(self.program.errors))
 
         written = self.program.written[name]
 
@@ -201,6 +199,9 @@ class LoadedProgram:
             # One copy per distinct array, so that an array passed twice stays one array.
             copies: dict[tuple, tuple[Any, np.ndarray, int]] = {}
             values = []
+            # What an earlier call on this thread left unread (a Ctrl-C between its return
+            # and its _after_call) is not this call's.
+            self._local.pending = []
             try:
                 for position, (t, a) in enumerate(zip(arg_types, args)):
                     if isinstance(t, ArrayType):
@@ -250,12 +251,9 @@ class LoadedProgram:
             pending = self._local.pending = []
         return pending
 
-    def _after_call(self) -> None:
+    def _after_call(self, number: int) -> None:
+        # `number`: the failed check the call's own error cell reports (runtime/abi.py).
         pending, self._local.pending = self._pending(), []
-        cell = self._error_cell
-        number = cell.value if cell is not None else 0
-        if number:
-            cell.value = 0
         if pending:
             raise pending[0]
         if number:

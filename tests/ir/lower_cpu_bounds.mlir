@@ -9,12 +9,14 @@ func.func @k(%y: memref<?x?xf32>) attributes {adj.kernel, adj.ndim = 2 : i64, ad
 }
 
 // CHECK-LABEL: func.func @main(
-// CHECK-SAME: %[[Y:.*]]: memref<?x?xf32>, %[[N:.*]]: index, %[[M:.*]]: index)
+// CHECK-SAME: %[[Y:.*]]: memref<?x?xf32>, %[[N:.*]]: index, %[[M:[a-z0-9]+]]: index
+// CPU-SAME: , %[[CELL:.*]]: memref<1xi64>)
+// HOST-SAME: )
 func.func @main(%y: memref<?x?xf32>, %n: index, %m: index) {
   // CHECK: %[[SIZE:.*]] = memref.dim %[[Y]], %{{.*}} : memref<?x?xf32>
   // CHECK: %[[FITS:.*]] = arith.cmpi ule, %[[M]], %[[SIZE]] : index
   // CPU: arith.xori %[[FITS]]
-  // CPU: memref.store
+  // CPU: memref.store %{{.*}}, %[[CELL]][%{{.*}}] : memref<1xi64>
   // HOST: "adj.check"(%[[FITS]]) {error = "IndexError", message = "kernel k: ndrange[1] is larger than dimension 1 of argument 'y' (line 7)"}
   // CHECK: scf.if %[[FITS]] {
   // CPU: scf.parallel

@@ -89,7 +89,19 @@ _register([pymath.hypot], _math_hypot)
 _register([py.abs], lambda gen, args, kw: (_expect(args, 1, "abs", kw), lift(S.absolute, args))[1])
 
 
-def _minmax(name: str):
+def _minmax(name: str, python: bool):
+    """max/min of one array (a reduction) or of several values, left to right. adjit.max
+    and adjit.min are NumPy's (np.max, np.maximum: NaN propagates whatever its position);
+    Python's builtins keep Python's meaning on scalars (`max(nan, 1.0)` is nan,
+    `max(1.0, nan)` is 1.0, as in the interpreter) and NumPy's on arrays, where Python has
+    none."""
+    numpy_name = name + "imum"
+
+    def pair(x, y):
+        if python and not any(isinstance(v, (Array, ArrayExpr)) for v in (x, y)):
+            return S.minmax(name, x, y)
+        return lift(functools.partial(S.extremum, numpy_name), [x, y])
+
     def handler(gen, args, kwargs):
         if kwargs:
             raise UserError(f"{name}() takes no keyword arguments here")
@@ -99,13 +111,15 @@ def _minmax(name: str):
             raise UserError(f"{name}() needs at least 1 argument")
         out = args[0]
         for a in args[1:]:
-            out = lift(lambda x, y: S.minmax(name, x, y), [out, a])
+            out = pair(out, a)
         return out
     return handler
 
 
-_register([py.min, namespace["min"]], _minmax("min"))
-_register([py.max, namespace["max"]], _minmax("max"))
+_register([py.min], _minmax("min", python=True))
+_register([py.max], _minmax("max", python=True))
+_register([namespace["min"]], _minmax("min", python=False))
+_register([namespace["max"]], _minmax("max", python=False))
 
 
 def _scalar_cast(to: ScalarType, name: str):

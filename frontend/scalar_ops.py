@@ -136,6 +136,8 @@ def binary(op: str, a, b):
             return Literal(_PY_BINOPS[op](a.value, b.value))
         except ZeroDivisionError:
             raise UserError("division by zero in constant expression") from None
+        except (ValueError, TypeError) as e:   # a negative shift count, a float shifted
+            raise UserError(f"{e} (in a constant expression)") from None
     if op == "**":
         return power(a, b)
     x, y = unify(a, b)
@@ -144,15 +146,18 @@ def binary(op: str, a, b):
         if not t.is_float:
             x, y = cast(x, f64), cast(y, f64)
         return Scalar(arith.divf(x.value, y.value), x.type)
-    if t.is_bool and op in ("+", "-", "*", "//", "%"):
+    if t.is_bool and op in ("+", "-", "*", "//", "%", "<<", ">>"):
         x, y = cast(x, i64), cast(y, i64)
         t = i64
     xv, yv = x.value, y.value
-    if op in ("&", "|", "^", "<<", ">>"):
+    if op in ("<<", ">>"):
         if t.is_float:
             raise UserError(f"operator {op} needs integers or bools, got {t!r}")
-        fn = {"&": arith.andi, "|": arith.ori, "^": arith.xori, "<<": arith.shli,
-              ">>": arith.shrsi}[op]
+        return Scalar(_shift(op, xv, yv, t), t)
+    if op in ("&", "|", "^"):
+        if t.is_float:
+            raise UserError(f"operator {op} needs integers or bools, got {t!r}")
+        fn = {"&": arith.andi, "|": arith.ori, "^": arith.xori}[op]
         return Scalar(fn(xv, yv), t)
     if t.is_float:
         if op in ("//", "%"):
@@ -164,6 +169,22 @@ def binary(op: str, a, b):
         return Scalar(_int_divmod(op, xv, yv, t), t)
     fn = {"+": arith.addi, "-": arith.subi, "*": arith.muli}[op]
     return Scalar(fn(xv, yv), t)
+
+
+def _shift(op: str, x: ir.Value, n: ir.Value, t: ScalarType) -> ir.Value:
+    """NumPy's shifts of fixed-width integers, for every count: a count at least the
+    width, or negative (compared unsigned, as NumPy does), shifts everything out: `<<`
+    gives 0 and `>>` (arithmetic) 0 or -1 by the sign. LLVM's shl/ashr make such counts
+    poison: x86's vector shifts then give NumPy's 0 but its scalar ones shift by the
+    count modulo the width, so lanes and the loop tail disagreed. (Python's unbounded
+    ints never overflow and refuse a negative count; the compiled ints have the dtype's
+    width, as NumPy's.)"""
+    I = arith.CmpIPredicate
+    in_range = arith.cmpi(I.ult, n, constant(t.bits, t).value)
+    if op == "<<":
+        safe = arith.select(in_range, n, constant(0, t).value)
+        return arith.select(in_range, arith.shli(x, safe), constant(0, t).value)
+    return arith.shrsi(x, arith.select(in_range, n, constant(t.bits - 1, t).value))
 
 
 def _int_divmod(op: str, x: ir.Value, y: ir.Value, t: ScalarType) -> ir.Value:
@@ -366,7 +387,9 @@ def absolute(a):
 
 
 def minmax(name: str, a, b):
-    """Python's min/max: min(a, b) is b if b < a else a (so NaN handling matches Python)."""
+    """Python's builtin min/max of two scalars: min(a, b) is b if b < a else a, so a NaN
+    is kept or dropped by its position, exactly as Python does (adjit.min/adjit.max and
+    any array operand follow NumPy instead: `extremum`)."""
     if isinstance(a, Literal) and isinstance(b, Literal):
         return Literal(min(a.value, b.value) if name == "min" else max(a.value, b.value))
     x, y = unify(a, b)
@@ -375,13 +398,25 @@ def minmax(name: str, a, b):
 
 
 def extremum(name: str, a, b):
-    """NumPy's maximum/minimum: NaN propagates (unlike Python's max/min), bools give bools."""
+    """NumPy's maximum/minimum (also adjit.max/min and reductions): NaN propagates, in
+    either argument order, unlike Python's max/min; bools give bools.
+
+    For floats it is NumPy's own definition, `a if (a > b or isnan(a)) else b` (`<` for
+    minimum), as selects: the same result as NumPy bit for bit (on a tie, -0.0 against
+    0.0 included, b), and a derivative that goes to the operand returned (the NaN one at a
+    NaN, b on a tie) through the autodiff pass's select rule. arith.maximumf would order
+    -0.0 below 0.0 (not NumPy's result) and its derivative rule, a comparison, cannot see
+    which operand a NaN result came from."""
     if isinstance(a, Literal) and isinstance(b, Literal):
         return Literal(getattr(np, name)(a.value, b.value).item())
     x, y = unify(a, b)
     t = x.type
-    ops = ((arith.maximumf, arith.minimumf) if t.is_float else
-           (arith.ori, arith.andi) if t.is_bool else (arith.maxsi, arith.minsi))
+    if t.is_float:
+        F = arith.CmpFPredicate
+        beats = arith.cmpf(F.OGT if name == "maximum" else F.OLT, x.value, y.value)
+        first = arith.ori(beats, arith.cmpf(F.UNO, x.value, x.value))
+        return Scalar(arith.select(first, x.value, y.value), t)
+    ops = (arith.ori, arith.andi) if t.is_bool else (arith.maxsi, arith.minsi)
     return Scalar(ops[name == "minimum"](x.value, y.value), t)
 
 

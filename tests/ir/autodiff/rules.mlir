@@ -1,12 +1,13 @@
 // The rule table, op by op, in both modes: forward tangents and reverse adjoints.
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
 
-// d sin(x) = cos(x) dx
+// d sin(x) = cos(x) dx (0 where dx == 0, even where cos is NaN: singular.mlir)
 // CHECK-LABEL: func.func @sin_fwd(
 // CHECK-SAME: %[[X:.*]]: f64, %[[DX:.*]]: f64) -> f64
 // CHECK: %[[C:.*]] = math.cos %[[X]] : f64
 // CHECK: %[[T:.*]] = arith.mulf %[[DX]], %[[C]] : f64
-// CHECK: return %[[T]] : f64
+// CHECK: %[[G:.*]] = arith.select %{{.*}}, %{{.*}}, %[[T]] : f64
+// CHECK: return %[[G]] : f64
 func.func @psin(%x: f64) -> f64 {
   %r = math.sin %x : f64
   return %r : f64
@@ -17,7 +18,8 @@ func.func @psin(%x: f64) -> f64 {
 // CHECK-SAME: %[[X:.*]]: f64, %[[D:.*]]: f64) -> f64
 // CHECK: %[[C:.*]] = math.cos %[[X]] : f64
 // CHECK: %[[A:.*]] = arith.mulf %[[D]], %[[C]] : f64
-// CHECK: return %[[A]] : f64
+// CHECK: %[[G:.*]] = arith.select %{{.*}}, %{{.*}}, %[[A]] : f64
+// CHECK: return %[[G]] : f64
 "adj.autodiff"() {sym_name = "sin", fn = @psin, mode = "reverse", activity = ["active"], ret_activity = "active"} : () -> ()
 
 // x * y: the product rule, each operand's partial read from the other.
@@ -44,11 +46,14 @@ func.func @pmul(%x: f64, %y: f64) -> f64 {
 // x / y: d/dy = -d * (x / y) / y reads the result, which the reverse pass recomputes.
 // CHECK-LABEL: func.func @div_rev(
 // CHECK-SAME: %[[X:.*]]: f64, %[[Y:.*]]: f64, %[[D:.*]]: f64) -> (f64, f64)
+// (Each partial is guarded for a zero seed: singular.mlir.)
 // CHECK-DAG: %[[Q:.*]] = arith.divf %[[X]], %[[Y]] : f64
-// CHECK-DAG: %[[DX:.*]] = arith.divf %[[D]], %[[Y]] : f64
+// CHECK-DAG: %[[DX0:.*]] = arith.divf %[[D]], %[[Y]] : f64
 // CHECK-DAG: %[[DQ:.*]] = arith.mulf %[[D]], %[[Q]] : f64
+// CHECK-DAG: %[[DX:.*]] = arith.select %{{.*}}, %{{.*}}, %[[DX0]] : f64
 // CHECK: %[[R:.*]] = arith.divf %[[DQ]], %[[Y]] : f64
-// CHECK: %[[DY:.*]] = arith.negf %[[R]] : f64
+// CHECK: %[[DY0:.*]] = arith.negf %[[R]] : f64
+// CHECK: %[[DY:.*]] = arith.select %{{.*}}, %{{.*}}, %[[DY0]] : f64
 // CHECK: return %[[DX]], %[[DY]] : f64, f64
 func.func @pdiv(%x: f64, %y: f64) -> f64 {
   %r = arith.divf %x, %y : f64

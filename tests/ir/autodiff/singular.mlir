@@ -1,0 +1,115 @@
+// Guards at singular points (passes/autodiff/rules.py): a rule whose partial can be inf or NaN
+// gives 0 for a zero seed (strong zero), and pow's partials are 0 where their limits are.
+// RUN: adjit-opt %s --adj-autodiff | FileCheck %s
+
+// sqrt: d / (2 sqrt(x)), 0 where the seed d is 0 (max(sqrt(x), 1.0) at x = 0 gives sqrt a
+// zero adjoint; d / 0 would be NaN).
+// CHECK-LABEL: func.func @sqrt_rev(
+// CHECK-SAME: %[[X:.*]]: f64, %[[D:.*]]: f64) -> f64
+// CHECK-DAG: %[[S:.*]] = math.sqrt %[[X]] : f64
+// CHECK-DAG: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[TWICE:.*]] = arith.mulf %[[S]], %{{.*}} : f64
+// CHECK: %[[Q:.*]] = arith.divf %[[D]], %[[TWICE]] : f64
+// CHECK: %[[R:.*]] = arith.select %[[ZERO_D]], %{{.*}}, %[[Q]] : f64
+// CHECK: return %[[R]] : f64
+func.func @psqrt(%x: f64) -> f64 {
+  %r = math.sqrt %x : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "sqrt", fn = @psqrt, mode = "reverse", activity = ["active"], ret_activity = "active"} : () -> ()
+
+// The same guard in forward mode, on the tangent.
+// CHECK-LABEL: func.func @sqrt_fwd(
+// CHECK-SAME: %[[X:.*]]: f64, %[[T:.*]]: f64) -> f64
+// CHECK: %[[ZERO_T:.*]] = arith.cmpf oeq, %[[T]], %{{.*}} : f64
+// CHECK: %[[Q:.*]] = arith.divf %[[T]], %{{.*}} : f64
+// CHECK: %[[R:.*]] = arith.select %[[ZERO_T]], %{{.*}}, %[[Q]] : f64
+// CHECK: return %[[R]] : f64
+"adj.autodiff"() {sym_name = "sqrt_fwd", fn = @psqrt, mode = "forward", activity = ["dup"], ret_activity = "dup"} : () -> ()
+
+// log: d / x, guarded the same way.
+// CHECK-LABEL: func.func @log_rev(
+// CHECK-SAME: %[[X:.*]]: f64, %[[D:.*]]: f64) -> f64
+// CHECK: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[Q:.*]] = arith.divf %[[D]], %[[X]] : f64
+// CHECK: %[[R:.*]] = arith.select %[[ZERO_D]], %{{.*}}, %[[Q]] : f64
+// CHECK: return %[[R]] : f64
+func.func @plog(%x: f64) -> f64 {
+  %r = math.log %x : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "log", fn = @plog, mode = "reverse", activity = ["active"], ret_activity = "active"} : () -> ()
+
+// a^b: d/da = b a^(b-1) is 0 where b == 0 (0 * 0^-1 is NaN; a^0 is constant), d/db = a^b ln a
+// is 0 where a == 0; each then guarded for a zero seed.
+// CHECK-LABEL: func.func @pow_rev(
+// CHECK-SAME: %[[A:.*]]: f64, %[[B:.*]]: f64, %[[D:.*]]: f64) -> (f64, f64)
+// CHECK: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[ZERO_B:.*]] = arith.cmpf oeq, %[[B]], %{{.*}} : f64
+// CHECK: %[[P:.*]] = math.powf %[[A]], %{{.*}} : f64
+// CHECK: %[[BP:.*]] = arith.mulf %[[B]], %[[P]] : f64
+// CHECK: %[[DBP:.*]] = arith.mulf %[[D]], %[[BP]] : f64
+// CHECK: %[[GB:.*]] = arith.select %[[ZERO_B]], %{{.*}}, %[[DBP]] : f64
+// CHECK: %[[DA:.*]] = arith.select %[[ZERO_D]], %{{.*}}, %[[GB]] : f64
+// CHECK: %[[ZERO_A:.*]] = arith.cmpf oeq, %[[A]], %{{.*}} : f64
+// CHECK: %[[L:.*]] = math.log %[[A]] : f64
+// CHECK: %[[YL:.*]] = arith.mulf %{{.*}}, %[[L]] : f64
+// CHECK: %[[DYL:.*]] = arith.mulf %[[D]], %[[YL]] : f64
+// CHECK: %[[GA:.*]] = arith.select %[[ZERO_A]], %{{.*}}, %[[DYL]] : f64
+// CHECK: %[[DB:.*]] = arith.select %{{.*}}, %{{.*}}, %[[GA]] : f64
+// CHECK: return %[[DA]], %[[DB]] : f64, f64
+func.func @ppow(%a: f64, %b: f64) -> f64 {
+  %r = math.powf %a, %b : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "pow", fn = @ppow, mode = "reverse", activity = ["active", "active"], ret_activity = "active"} : () -> ()
+
+// a^n, n an integer: 0 where n == 0.
+// CHECK-LABEL: func.func @fpowi_rev(
+// CHECK-SAME: %[[A:.*]]: f64, %[[N:.*]]: i32, %[[D:.*]]: f64) -> f64
+// CHECK: %[[ZERO_N:.*]] = arith.cmpi eq, %[[N]], %{{.*}} : i32
+// CHECK: %[[G:.*]] = arith.select %[[ZERO_N]], %{{.*}}, %{{.*}} : f64
+// CHECK: %[[R:.*]] = arith.select %{{.*}}, %{{.*}}, %[[G]] : f64
+// CHECK: return %[[R]] : f64
+func.func @pfpowi(%a: f64, %n: i32) -> f64 {
+  %r = math.fpowi %a, %n : f64, i32
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "fpowi", fn = @pfpowi, mode = "reverse", activity = ["active", "const"], ret_activity = "active"} : () -> ()
+
+// Division: both partials guarded (d / y, and -(d x/y) / y, at y = 0).
+// CHECK-LABEL: func.func @div_rev(
+// CHECK-SAME: %[[X:.*]]: f64, %[[Y:.*]]: f64, %[[D:.*]]: f64) -> (f64, f64)
+// CHECK: %[[Z1:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[Q:.*]] = arith.divf %[[D]], %[[Y]] : f64
+// CHECK: %[[DX:.*]] = arith.select %[[Z1]], %{{.*}}, %[[Q]] : f64
+// CHECK: %[[Z2:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[N:.*]] = arith.negf %{{.*}} : f64
+// CHECK: %[[DY:.*]] = arith.select %[[Z2]], %{{.*}}, %[[N]] : f64
+// CHECK: return %[[DX]], %[[DY]] : f64, f64
+func.func @pdiv(%x: f64, %y: f64) -> f64 {
+  %r = arith.divf %x, %y : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "div", fn = @pdiv, mode = "reverse", activity = ["active", "active"], ret_activity = "active"} : () -> ()
+
+// Not guarded: a product (its partial is the other operand: the cost would fall on the most
+// frequent rule) and ops with bounded partials such as tanh.
+// CHECK-LABEL: func.func @mul_rev(
+// CHECK-NEXT: %[[A:.*]] = arith.mulf
+// CHECK-NEXT: %[[B:.*]] = arith.mulf
+// CHECK-NEXT: return %[[A]], %[[B]] : f64, f64
+func.func @pmul(%x: f64, %y: f64) -> f64 {
+  %r = arith.mulf %x, %y : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "mul", fn = @pmul, mode = "reverse", activity = ["active", "active"], ret_activity = "active"} : () -> ()
+
+// CHECK-LABEL: func.func @tanh_rev(
+// CHECK-NOT: arith.select
+// CHECK: return
+func.func @ptanh(%x: f64) -> f64 {
+  %r = math.tanh %x : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "tanh", fn = @ptanh, mode = "reverse", activity = ["active"], ret_activity = "active"} : () -> ()

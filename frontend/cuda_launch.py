@@ -40,7 +40,7 @@ from ..runtime.tape_size import per_item_count
 from .autodiff import flat_positions
 from .functions import debug_enabled, specialise
 from .source import fingerprint
-from .types import ArrayType
+from .types import ArrayType, f64
 
 if TYPE_CHECKING:
     from .functions import Kernel
@@ -121,7 +121,7 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     # Before the tapes are allocated: the launch would refuse it only after that.
     kernel_cache.check_ndrange_bounds(aug.ndrange_bounds, args, tuple(ndrange))
     active = [t for t, a in zip(types, activity) if a == "active"]
-    sums = [gpu_kernel(_sum_into, [ArrayType(t, 1)] * 2, 1) for t in active]
+    sums = [gpu_kernel(_sum_into, [ArrayType(t, 1), ArrayType(f64, 1)], 1) for t in active]
     if _compile_only.get():
         return [t.np_dtype.type(0) for t in active]
     items = math.prod(ndrange)
@@ -138,9 +138,9 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     cuda.launch(rev, [*args, *tapes, *adjoints], ndrange, workgroupsize)
     totals = []
     for sum_into, per_item in zip(sums, adjoints):
-        total = DeviceArray.zeros(1, per_item.dtype)
+        total = DeviceArray.zeros(1, np.float64)
         cuda.launch(sum_into, [per_item, total], min(items, _SUM_ITEMS))
-        totals.append(total.numpy()[0])
+        totals.append(per_item.dtype.type(total.numpy()[0]))
     return totals
 
 
@@ -150,14 +150,16 @@ _SUM_ITEMS = 1 << 16
 
 @adjit.kernel
 def _sum_into(x, total):
-    """total[0] += sum(x) for ndrange <= len(x): each work item adds up a strided part of x
-    (consecutive items read consecutive elements), then adds that to total atomically."""
+    """total[0] += sum(x) for ndrange <= len(x), total a float64 array: each work item adds up
+    a strided part of x (consecutive items read consecutive elements), then adds that to
+    total atomically, all in float64, as the CPU's launch rule sums (passes/autodiff/
+    reduction.py): float32 adds stop growing at 2^24 and lose 1e-5 relative at 2^20 items."""
     item = adjit.index()
     stride = adjit.ndrange()[0]
-    part = x[item]
+    part = float(x[item])
     k = item + stride
     while k < x.shape[0]:
-        part += x[k]
+        part += float(x[k])
         k += stride
     adjit.atomic_add(total, 0, part)
 

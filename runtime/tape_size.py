@@ -12,6 +12,11 @@ An expression (`Expr`) is an int, or a tuple (op, operand...):
     (op, a, b)                 op in BINARY: arith's signed integer ops
     ("cmpi", pred, a, b)       pred in PREDICATES; 1 or 0
     ("select", c, a, b)        a if c else b
+    ("iv", d)                  the iteration variable of the d-th loop around (outermost 0)
+    ("sum", d, lb, ub, step, body)
+                               the sum of body over ("iv", d) in range(lb, ub, step): the
+                               slots of a loop whose bounds depend on an enclosing loop's
+                               variable (a triangular `for k2 in range(k, n)`)
 Operations on ints fold, so an expression without arguments is an int. Its text form is an
 s-expression, `(muli 2 (trip 0 (arg 2) 1))`, which `parse` reads back: the `adj.tape`
 attribute and the GPU kernel cache carry it.
@@ -48,7 +53,7 @@ Expr = Union[int, tuple]
 def node(op: str, *operands) -> Expr:
     """(op, *operands), or its value when no operand is an expression."""
     e = (op, *operands)
-    if op not in ("arg", "dim") and not any(isinstance(o, tuple) for o in operands):
+    if op not in ("arg", "dim", "iv") and not any(isinstance(o, tuple) for o in operands):
         return evaluate(e, _no_args, _no_args)
     return e
 
@@ -90,9 +95,47 @@ def trip(lb: Expr, ub: Expr, step: Expr) -> Expr:
     return node("trip", lb, ub, step)
 
 
+def mentions(e: Expr, d: int) -> bool:
+    """Whether `e` reads ("iv", d) (not bound by a ("sum", d, ...) inside it)."""
+    if not isinstance(e, tuple):
+        return False
+    if e[0] == "iv":
+        return e[1] == d
+    if e[0] == "sum":
+        _, dd, lb, ub, step, body = e
+        return any(mentions(o, d) for o in (lb, ub, step)) or (dd != d and mentions(body, d))
+    return any(mentions(o, d) for o in e[1:])
+
+
+def summation(d: int, lb: Expr, ub: Expr, step: Expr, body: Expr) -> Expr:
+    """The sum of `body` over ("iv", d) in range(lb, ub, step): trip * body when body does
+    not depend on it; a number when nothing in it depends on the kernel's arguments."""
+    if not mentions(body, d):
+        return mul(trip(lb, ub, step), body)
+    e = ("sum", d, lb, ub, step, body)
+    return evaluate(e, _no_args, _no_args) if _constant(e) else e
+
+
+def _constant(e: Expr, bound: frozenset = frozenset()) -> bool:
+    """Whether `e` reads no argument, size, or loop variable but those bound inside it."""
+    if not isinstance(e, tuple):
+        return True
+    if e[0] in ("arg", "dim"):
+        return False
+    if e[0] == "iv":
+        return e[1] in bound
+    if e[0] == "sum":
+        _, d, lb, ub, step, body = e
+        return all(_constant(o, bound) for o in (lb, ub, step)) and \
+            _constant(body, bound | {d})
+    return all(_constant(o, bound) for o in e[1:])
+
+
 # -- in Python -------------------------------------------------------------------------------
-def evaluate(e: Expr, scalar: Callable[[int], int], dim: Callable[[int, int], int]) -> int:
-    """The value of `e`, given the kernel's scalar arguments and array sizes."""
+def evaluate(e: Expr, scalar: Callable[[int], int], dim: Callable[[int, int], int],
+             ivs: dict[int, int] | None = None) -> int:
+    """The value of `e`, given the kernel's scalar arguments and array sizes (and the
+    iteration variables `ivs` that ("iv", d) reads, bound by ("sum", d, ...))."""
     if isinstance(e, int):
         return e
     op, *operands = e
@@ -100,7 +143,13 @@ def evaluate(e: Expr, scalar: Callable[[int], int], dim: Callable[[int, int], in
         return int(scalar(operands[0]))
     if op == "dim":
         return int(dim(operands[0], operands[1]))
-    ev = lambda o: evaluate(o, scalar, dim)   # noqa: E731
+    if op == "iv":
+        return (ivs or {})[operands[0]]
+    ev = lambda o: evaluate(o, scalar, dim, ivs)   # noqa: E731
+    if op == "sum":
+        d, lb, ub, step, body = operands
+        return sum(evaluate(body, scalar, dim, {**(ivs or {}), d: k})
+                   for k in range(ev(lb), ev(ub), ev(step)))
     if op == "select":   # lazily: the branch not taken may divide by zero
         c, a, b = operands
         return ev(a) if ev(c) else ev(b)

@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from mlir import ir
 
 from ...dialects.adj import launch_call
-from .ir_util import is_float, is_memref, walk
+from .ir_util import is_float, is_float_memref, is_memref, walk
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 
 SHADOWED_ARGS = ("dup", "dupnoneed")
@@ -150,7 +150,10 @@ class Activity:
         return is_float(v.type) and v in self._varied and v in self._useful
 
     def shadowed(self, v: ir.Value) -> bool:
-        """Whether memref `v` has a shadow buffer."""
+        """Whether memref `v` has a shadow buffer (never an integer or bool array: nothing in
+        it has a derivative, so an atomic counter is simply run, issue 8.9)."""
+        if not is_float_memref(v.type):
+            return False
         c = self.classes.find(v)
         return c in self._dup_mem or (c in self._varied_mem and c in self._useful_mem)
 
@@ -193,7 +196,7 @@ class Activity:
     def _mark_mem(self, target: set, arrays: Iterable[ir.Value]) -> bool:
         changed = False
         for v in arrays:
-            if is_memref(v.type):
+            if is_float_memref(v.type):
                 c = self.classes.find(v)
                 if c not in target:
                     target.add(c)

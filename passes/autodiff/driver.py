@@ -59,7 +59,9 @@ class Differentiator:
             if n in self.symbols:
                 raise AdjError(op, f"autodiff request {name!r} would define @{n}, which exists")
         with op.location:
-            if sig in self.done:
+            # A launch rule's kernel derivative outputs per-item adjoints of the elements all
+            # items read (uniform_loads.py), which a request by name does not expect.
+            if sig in self.done and not self.done[sig].uniform_loads:
                 self._alias(self.done[sig], sig, name, extra)
             else:
                 self.generate(sig, op, name, extra)

@@ -24,22 +24,24 @@ from mlir.dialects import arith, func, memref
 
 from ...dialects import adj
 from ...dialects.adj import AdjError
-from .ir_util import is_memref, parent_op
+from .ir_util import add as add_adjoint, is_ancestor, is_memref, or_zero, parent_op
 from .augment import AugGen
 from .context import ReverseContext
 from .reverse import RevGen, Scope
 from .signature import TapeField
 from .tape import Key, TapePlan, describe, key_block
-from ...runtime.tape_size import Expr, add, mul, trip
+from ...runtime.tape_size import Expr, add, mentions, summation, trip
 from .uniform import emit, uniform
+from .uniform_loads import uniform_loads
 
-Loop = tuple[ir.Operation, Expr, Expr, Expr]   # (scf.for, lb, step, trip count)
+Loop = tuple[ir.Operation, Expr, Expr, Expr]   # (scf.for, lb, ub, step)
 
 
 def _enclosing_loops(block: ir.Block, fn: ir.Operation) -> list[Loop]:
     """The scf.for loops around `block`, outermost first, with their bounds as expressions
-    of the kernel's arguments (uniform.py)."""
-    loops: list[Loop] = []
+    of the kernel's arguments (uniform.py) and of the variables of the loops around them
+    (("iv", d) for the d-th: a triangular `for k2 in range(k, n)` in `for k in range(m)`)."""
+    ops: list[ir.Operation] = []
     op = parent_op(block)
     while op != fn:
         if op.name == "scf.while":
@@ -47,16 +49,47 @@ def _enclosing_loops(block: ir.Block, fn: ir.Operation) -> list[Loop]:
                                "scf.while, whose iteration count varies: a kernel's per-item "
                                "tape has a fixed size")
         if op.name == "scf.for":
-            bounds = [uniform(v, fn) for v in list(op.operands)[:3]]
-            if None in bounds:
-                raise AdjError(op, "autodiff: a kernel's reverse pass needs values from inside "
-                                   "this loop, whose trip count may differ between work items "
-                                   "(it depends on the item's index or on values it loads): "
-                                   "every item's tape has the same size")
-            lb, ub, step = bounds
-            loops.append((op, lb, step, trip(lb, ub, step)))
+            ops.append(op)
         op = op.parent.operation
-    return loops[::-1]
+    loops: list[Loop] = []
+    ivs: dict[ir.Value, int] = {}
+    for d, op in enumerate(reversed(ops)):
+        bounds = [uniform(v, fn, ivs) for v in list(op.operands)[:3]]
+        if None in bounds:
+            raise AdjError(op, "autodiff: a kernel's reverse pass needs values from inside "
+                               "this loop, whose trip count may differ between work items "
+                               "(it depends on the item's index or on values it loads): "
+                               "every item's tape has the same size")
+        lb, ub, step = bounds
+        loops.append((op, lb, ub, step))
+        ivs[op.regions[0].blocks[0].arguments[0]] = d
+    return loops
+
+
+def _count(loops: list[Loop], d: int = 0) -> Expr:
+    """Iterations of loops[d:] nested, an expression of the variables of loops[:d]: a
+    product of trip counts, or, where a loop's bounds read an enclosing loop's variable, a
+    sum over that variable (runtime/tape_size.summation)."""
+    if d == len(loops):
+        return 1
+    _, lb, ub, step = loops[d]
+    return summation(d, lb, ub, step, _count(loops, d + 1))
+
+
+def _offset(loops: list[Loop], d: int = 0) -> Expr:
+    """The linearized iteration of loops[d:] (their variables ("iv", d'...)): the iterations
+    of loops[d:] before this one of loop d, plus this one's offset within loops[d+1:]."""
+    if d == len(loops):
+        return 0
+    _, lb, _, step = loops[d]
+    before = summation(d, lb, ("iv", d), step, _count(loops, d + 1))
+    return add(before, _offset(loops, d + 1))
+
+
+def _triangular(loops: list[Loop]) -> bool:
+    """Whether a loop's bounds read an enclosing loop's variable."""
+    return any(mentions(b, e) for d, (_, lb, ub, step) in enumerate(loops)
+               for b in (lb, ub, step) for e in range(d))
 
 
 class KernelLayout:
@@ -68,9 +101,7 @@ class KernelLayout:
         self.types: dict[str, ir.Type] = {}
         self.base: dict[Key, Expr] = {}
         for block, keys in plan.blocks.items():
-            slots: Expr = 1
-            for _, _, _, n in _enclosing_loops(block, fn):
-                slots = mul(slots, n)
+            slots = _count(_enclosing_loops(block, fn))
             for key in keys:
                 t = plan.types[key]
                 if is_memref(t):
@@ -99,20 +130,49 @@ def _slot(item: ir.Value, per_item: ir.Value, base: ir.Value, block: ir.Block,
     (`args`: the kernel's arguments, from which runtime bounds are computed)."""
     offset = base
     loops = _enclosing_loops(block, fn)
-    if loops:
+    ivs = {}
+    for d, (loop, *_) in enumerate(loops):
+        i = iv(loop)
+        ivs[d] = i if isinstance(i.type, ir.IndexType) else \
+            arith.index_cast(ir.IndexType.get(), i)
+    if loops and _triangular(loops):
+        offset = arith.addi(offset, emit(_offset(loops), args, ivs))
+    elif loops:
+        # Rectangular: Horner's form of the same offset, ((k0 * n1) + k1) * n2 + k2...
         linear = None
-        for loop, lb, step, n in loops:
-            i = iv(loop)
-            if not isinstance(i.type, ir.IndexType):
-                i = arith.index_cast(ir.IndexType.get(), i)
-            k = arith.divsi(arith.subi(i, emit(lb, args)), emit(step, args))
-            linear = k if linear is None else arith.addi(arith.muli(linear, emit(n, args)), k)
+        for d, (loop, lb, ub, step) in enumerate(loops):
+            k = arith.divsi(arith.subi(ivs[d], emit(lb, args)), emit(step, args))
+            n = emit(trip(lb, ub, step), args)
+            linear = k if linear is None else arith.addi(arith.muli(linear, n), k)
         offset = arith.addi(offset, linear)
     return arith.addi(arith.muli(item, per_item), offset)
 
 
 class KernelRevGen(RevGen):
-    """The reverse kernel: tape slots of this item; active scalars' adjoints stored per item."""
+    """The reverse kernel: tape slots of this item; active scalars' adjoints stored per item,
+    and, with `sum_uniform`, the adjoints of the elements that every item reads
+    (uniform_loads.py), as for the launch rule's derivatives."""
+
+    def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset(),
+                 sum_uniform: bool = False):
+        super().__init__(ctx, taped)
+        shadowed = {k for k, a in enumerate(ctx.sig.activity) if a in ("dup", "dupnoneed")}
+        self.uniform = uniform_loads(ctx.fn, ctx.act, shadowed) if sum_uniform else {}
+        # One per element, in order of first load: the reverse kernel's extra per-item outputs.
+        self.elements = list(dict.fromkeys(self.uniform.values()))
+
+    def outer(self, region_op: ir.Operation) -> list:
+        inside = [u for load, u in self.uniform.items() if is_ancestor(region_op, load)]
+        return super().outer(region_op) + list(dict.fromkeys(inside))
+
+    def rev_memref_load(self, op: ir.Operation) -> None:
+        element = self.uniform.get(op)
+        if element is None:
+            super().rev_memref_load(op)
+            return
+        d = self.get_adj(op.results[0])
+        if d is not None:
+            self.adj[-1].set(element, add_adjoint(self.get_adj(element), d), self.site)
 
     def prologue(self, top: Scope) -> None:
         with ir.InsertionPoint(top.marker):
@@ -142,6 +202,10 @@ class KernelRevGen(RevGen):
             out = self.param(("out", k), ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
                                                            a.type))
             memref.store(a, out, [self.item])
+        for k, e in enumerate(self.elements):
+            out = self.param(("uout", k), ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                            e.type))
+            memref.store(or_zero(self.get_adj(e), e.type), out, [self.item])
         func.ReturnOp([])
 
     def tape_params(self) -> list[tuple]:
@@ -157,7 +221,8 @@ class KernelRevGen(RevGen):
         params = [(("field", name), ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t))
                   for name, t in layout.types.items()]
         outs = sorted(n for n in self.placeholders if n[0] == "out")
-        return params + [(n, self.placeholders[n].type) for n in outs]
+        uouts = [("uout", k) for k in range(len(self.elements))]
+        return params + [(n, self.placeholders[n].type) for n in outs + uouts]
 
 
 class KernelAugGen(AugGen):

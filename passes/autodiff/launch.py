@@ -7,7 +7,9 @@ augmented:  allocate the per-item tapes (prod(ndrange) * per_item slots each, pe
             which the enclosing function's own tape keeps for the reverse pass.
 reverse:    launch the reverse kernel on the same ndrange with the tapes and one per-item
             buffer per active scalar argument, `adj.sync`, then sum each buffer into that
-            argument's adjoint.
+            argument's adjoint (reduction.py: in parallel chunks, in f64 for f32, pairwise);
+            likewise for each element every item reads (uniform_loads.py), whose sum is
+            added into its shadow element.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
 from ...dialects.adj import launch_call
-from .ir_util import callee, clone_op, func_type, index, numel, zero
+from .ir_util import callee, clone_op, func_type, index, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
+from .reduction import sum_items
 from .uniform import emit
 
 if TYPE_CHECKING:
@@ -95,15 +98,34 @@ def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
     ndrange = [gen.primal(v) for v in op.operands]
     items = numel(ndrange)
     active = [v for v, a in zip(call.operands, sig.activity) if a == "active"]
-    outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], v.type),
-                         [items], []) for v in active]
+    per_item = [v.type for v in active] + [e.type for e in d.uniform_loads]
+    outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t), [items], [])
+            for t in per_item]
     inputs = aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) + list(d.tape) + \
         [o.type for o in outs]
     adj.launch(d.rev, ir.FunctionType.get(inputs, []), args + outs, ndrange, _workgroupsize(op))
     adj.sync()
+    # Accurately (in f64 for f32, pairwise over parallel chunks): reduction.py says why.
     for v, out in zip(active, outs):
-        loop = scf.ForOp(index(0), items, index(1), [zero(v.type)])
-        with ir.InsertionPoint(loop.body):
-            scf.YieldOp([arith.addf(loop.inner_iter_args[0],
-                                    memref.load(out, [loop.induction_variable]))])
-        gen.add_adj(v, loop.results[0])
+        gen.add_adj(v, sum_items(out, items))
+    kernel_args = [gen.primal(v) for v in call.operands]
+    for e, out in zip(d.uniform_loads, outs[len(active):]):
+        _add_to_element(gen.shadow(call.operands[e.arg]), [emit(x, kernel_args) for x in e.at],
+                        sum_items(out, items))
+
+
+def _add_to_element(shadow: ir.Value, at: list[ir.Value], total: ir.Value) -> None:
+    """shadow[at] += total where `at` is inside the array (outside it, no item read the
+    element, and total is 0: uniform_loads.py)."""
+    inside = None
+    for dim, i in enumerate(at):
+        ok = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, i, index(0)),
+                        arith.cmpi(arith.CmpIPredicate.slt, i, memref.dim(shadow, index(dim))))
+        inside = ok if inside is None else arith.andi(inside, ok)
+    if inside is None:   # a 0-d array: its one element, always inside
+        memref.store(arith.addf(memref.load(shadow, at), total), shadow, at)
+        return
+    guard = scf.IfOp(inside, [], has_else=False)
+    with ir.InsertionPoint(guard.then_block):
+        memref.store(arith.addf(memref.load(shadow, at), total), shadow, at)
+        scf.YieldOp([])

@@ -60,11 +60,16 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     if ctx.kernel:
         # kernel_tape builds on this module's generators, hence the late import.
         from .kernel_tape import KernelAugGen, KernelRevGen, kernel_fields
-        rev = _rev_twice(KernelRevGen, ctx, f"{name}_rev", extra, private)
+        # A private kernel derivative is a launch rule's, which sums the adjoints of the
+        # elements every item reads (uniform_loads.py); one requested by name keeps its ABI.
+        rev, gen = _rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=private), ctx,
+                              f"{name}_rev", extra, private)
+        elements = gen.elements
         fields = kernel_fields(ctx.plan)
         aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     else:
-        rev = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
+        rev, _ = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
+        elements = []
         fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
         aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     prune_unneeded(aug)
@@ -73,11 +78,12 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     aug.attributes[TAPE_ATTR] = tape_attr
     rev.attributes[TAPE_ATTR] = tape_attr
     return Derivative(aug=f"{name}_aug", rev=f"{name}_rev", tape=[f.type for f in fields],
-                      per_item=[f.per_item for f in fields] if ctx.kernel else [])
+                      per_item=[f.per_item for f in fields] if ctx.kernel else [],
+                      uniform_loads=elements)
 
 
-def _rev_twice(gen: type, ctx: "ReverseContext", name: str, extra: dict[str, ir.Attribute],
-               private: bool) -> ir.Operation:
+def _rev_twice(gen, ctx: "ReverseContext", name: str, extra: dict[str, ir.Attribute],
+               private: bool) -> tuple[ir.Operation, "RevGen"]:
     """Generates the reverse function twice: the first time tells which values it needs from
     the tape, so that the second can recompute from those whatever depends only on them
     (the first, deciding as it goes, may tape sin(a) before learning that a is taped too)."""
@@ -86,7 +92,8 @@ def _rev_twice(gen: type, ctx: "ReverseContext", name: str, extra: dict[str, ir.
     first.erase()
     del ctx.diff.symbols[name]
     ctx.plan = TapePlan(top=ctx.entry)
-    return gen(ctx, needed).emit(name, extra, private)
+    second = gen(ctx, needed)
+    return second.emit(name, extra, private), second
 
 def add_into(dst: ir.Value, src: ir.Value) -> None:
     """dst += src, element by element (two shadows of one array)."""
@@ -421,6 +428,11 @@ class RevGen:
         return value
 
     # -- adjoints ----------------------------------------------------------------------------
+    def outer(self, region_op: ir.Operation) -> list:
+        """What a reversed region threads adjoints of (outer_values; a kernel adds the
+        elements its items all read, kernel_tape.KernelRevGen)."""
+        return outer_values(self.act, region_op)
+
     def get_adj(self, v: ir.Value) -> ir.Value | None:
         for frame in reversed(self.adj):
             if v in frame:
@@ -594,7 +606,7 @@ class RevGen:
             self.adj[-1].set(o, total, self.site)
 
     def rev_scf_if(self, op: ir.Operation) -> None:
-        outer = outer_values(self.act, op)
+        outer = self.outer(op)
         results = [r for r in op.results if self.act.active(r)]
         seeds = {r: self.get_adj(r) for r in results}
         ms = self._threaded_positions(list(op.results))
@@ -624,7 +636,7 @@ class RevGen:
         ks = [k for k in range(len(args)) if self.act.active(args[k])
               or self.act.active(op.results[k])]
         ms = self._threaded_positions(args)
-        outer = outer_values(self.act, op)
+        outer = self.outer(op)
         # The body's yield is reversed by this handler, before the body.
         slots = LoopSlots(self.act, outer, [(inner, [inner]) for inner in ops(body)[:-1]] +
                           [(op, [terminator(body)])])
@@ -720,7 +732,7 @@ class RevGen:
         body = op.regions[0].blocks[0]
         lb, ub, step = (self.primal(v) for v in op.operands)
         total = trip_count(lb, ub, step)
-        outer = outer_values(self.act, op)
+        outer = self.outer(op)
         partials = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], o.type),
                                  [total], []) for o in outer]
         loop = scf.ParallelOp([], [lb], [ub], [step], [])
@@ -756,7 +768,7 @@ class RevGen:
         total = index(1)
         for c in counts:
             total = arith.muli(total, c)
-        outer = outer_values(self.act, op)
+        outer = self.outer(op)
         slots = LoopSlots(self.act, outer, [(inner, [inner]) for inner in ops(body)[:-1]])
         loop = scf.ForOp(index(0), total, index(1), self._carry_in(outer, slots))
         with ir.InsertionPoint(loop.body):
@@ -783,7 +795,7 @@ class RevGen:
         kb = [k for k, a in enumerate(b_args) if self.act.active(a)]
         ka = [j for j, a in enumerate(a_args) if self.act.active(a)
               or self.act.active(op.results[j])]
-        outer = outer_values(self.act, op)
+        outer = self.outer(op)
         # This handler reverses the before region and the after region's yield, as one site.
         slots = LoopSlots(self.act, outer, [(op, ops(before) + [terminator(after)])] +
                           [(inner, [inner]) for inner in ops(after)[:-1]])

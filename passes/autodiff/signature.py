@@ -65,6 +65,8 @@ class Derivative:
     rev: str | None = None
     tape: list[ir.Type] = field(default_factory=list)   # aug's tape values, in order
     per_item: list[Expr] = field(default_factory=list)   # kernels: slots per work item
+    # kernels: the elements whose per-item adjoints rev outputs (uniform_loads.UniformLoad)
+    uniform_loads: list = field(default_factory=list)
 
 
 def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlir import ir
-from mlir.dialects import arith, memref
+from mlir.dialects import arith, memref, scf
 
 from ...runtime.tape_size import BINARY, Expr, node
 from .ir_util import index
@@ -26,13 +26,17 @@ _SAME_VALUE = ("arith.index_cast", "arith.extsi")
 
 
 # -- from IR ---------------------------------------------------------------------------------
-def uniform(v: ir.Value, fn: ir.Operation) -> Expr | None:
-    """`v` as an expression of `fn`'s arguments, or None where it may differ between work
-    items (it depends on adj.index, a loaded value, a loop counter...)."""
+def uniform(v: ir.Value, fn: ir.Operation,
+            ivs: dict[ir.Value, int] | None = None) -> Expr | None:
+    """`v` as an expression of `fn`'s arguments (and of the iteration variables `ivs` of
+    enclosing loops, which become ("iv", d)), or None where it may differ between work items
+    (it depends on adj.index, a loaded value, another loop counter...)."""
     entry = fn.regions[0].blocks[0]
     if isinstance(v, ir.BlockArgument):
         if v.owner == entry and isinstance(v.type, (ir.IntegerType, ir.IndexType)):
             return ("arg", v.arg_number)
+        if ivs and v in ivs:
+            return ("iv", ivs[v])
         return None
     op = v.owner.operation
     name = op.name
@@ -41,10 +45,10 @@ def uniform(v: ir.Value, fn: ir.Operation) -> Expr | None:
     if name == "memref.dim":
         source, d = op.operands
         if isinstance(source, ir.BlockArgument) and source.owner == entry:
-            d_expr = uniform(d, fn)
+            d_expr = uniform(d, fn, ivs)
             return ("dim", source.arg_number, d_expr) if isinstance(d_expr, int) else None
         return None
-    operands = [uniform(o, fn) for o in op.operands]
+    operands = [uniform(o, fn, ivs) for o in op.operands]
     if any(o is None for o in operands):
         return None
     if name in _SAME_VALUE:
@@ -61,9 +65,10 @@ def uniform(v: ir.Value, fn: ir.Operation) -> Expr | None:
 
 
 # -- to IR -----------------------------------------------------------------------------------
-def emit(e: Expr, args: Sequence[ir.Value]) -> ir.Value:
+def emit(e: Expr, args: Sequence[ir.Value], ivs: dict[int, ir.Value] | None = None) -> ir.Value:
     """Builds `e` as an index value at the insertion point; `args` are the kernel's
-    arguments there (the augmented or reverse kernel's, or a launch's operands)."""
+    arguments there (the augmented or reverse kernel's, or a launch's operands), `ivs` the
+    index values of the loop variables it reads."""
     if isinstance(e, int):
         return index(e)
     op, *operands = e
@@ -72,16 +77,27 @@ def emit(e: Expr, args: Sequence[ir.Value]) -> ir.Value:
         return v if isinstance(v.type, ir.IndexType) else arith.index_cast(ir.IndexType.get(), v)
     if op == "dim":
         return memref.dim(args[operands[0]], index(operands[1]))
+    if op == "iv":
+        return ivs[operands[0]]
+    if op == "sum":
+        d, lb, ub, step, body = operands
+        loop = scf.ForOp(emit(lb, args, ivs), emit(ub, args, ivs), emit(step, args, ivs),
+                         [index(0)])
+        with ir.InsertionPoint(loop.body):
+            term = emit(body, args, {**(ivs or {}), d: loop.induction_variable})
+            scf.YieldOp([arith.addi(loop.inner_iter_args[0], term)])
+        return loop.results[0]
+    emit_ = lambda o: emit(o, args, ivs)   # noqa: E731
     if op == "trip":
-        lb, ub, step = (emit(o, args) for o in operands)
+        lb, ub, step = (emit_(o) for o in operands)
         return arith.maxsi(arith.ceildivsi(arith.subi(ub, lb), step), index(0))
     if op == "cmpi":
         pred, a, b = operands
         return arith.index_cast(ir.IndexType.get(), arith.extui(
             ir.IntegerType.get_signless(64), arith.cmpi(getattr(arith.CmpIPredicate, pred),
-                                                        emit(a, args), emit(b, args))))
+                                                        emit_(a), emit_(b))))
     if op == "select":
-        c, a, b = (emit(o, args) for o in operands)
+        c, a, b = (emit_(o) for o in operands)
         return arith.select(arith.cmpi(arith.CmpIPredicate.ne, c, index(0)), a, b)
-    a, b = (emit(o, args) for o in operands)
+    a, b = (emit_(o) for o in operands)
     return getattr(arith, op)(a, b)

@@ -38,7 +38,7 @@ def kernels_on_cpu():
     from cpu_device import kernels_on_cpu as on_cpu
     unit, _ = kernel_derivative_unit(integrate, TYPES, 1, "reverse", ACTIVITY, False)
     kernels = on_cpu(str(unit.module))
-    sum_into = cuda_launch._sum_into.lower(np.zeros(1, np.float32), np.zeros(1, np.float32),
+    sum_into = cuda_launch._sum_into.lower(np.zeros(1, np.float32), np.zeros(1, np.float64),
                                            ndrange=1)
     return {**kernels, **on_cpu(sum_into.adj())}
 

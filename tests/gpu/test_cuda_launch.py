@@ -52,6 +52,7 @@ def square_and_clear(a: adjit.f32, x, y):
 
 
 F32_1D = adjit.Array[adjit.f32, 1]
+F64_1D = adjit.Array[adjit.f64, 1]
 
 
 @pytest.fixture(autouse=True)
@@ -228,15 +229,17 @@ def fake_rev(api, params, grid, block):
 
 
 def fake_sum_into(api, params, grid, block):
-    _, (x, total), _ = unpack(params, 0, 2)
-    total[0] += x.sum()         # all work items at once
+    _, (x, _), _ = unpack(params, 0, 2)
+    values = slots(params, 11)
+    total = device_view(values[6], values[8], np.float64)    # a float64 total
+    total[0] += x.astype(np.float64).sum()         # all work items at once
 
 
 def test_autodiff_of_a_launch_on_the_gpu(monkeypatch):
     types, activity = [adjit.f32, F32_1D, F32_1D], ("active", "dup", "dup")
     rev = cuda_launch.derivative_kernels(square_and_clear, types, 1, "reverse", activity)
     fwd = cuda_launch.derivative_kernels(square_and_clear, types, 1, "forward", ("dup",) * 3)
-    sum_into = cuda_launch.gpu_kernel(cuda_launch._sum_into, [F32_1D, F32_1D], 1)
+    sum_into = cuda_launch.gpu_kernel(cuda_launch._sum_into, [F32_1D, F64_1D], 1)
     assert rev["aug"].tape_per_item == (1,)
     fake = install(monkeypatch, {rev["aug"].entry: fake_aug, rev["rev"].entry: fake_rev,
                                  fwd["forward"].entry: fake_forward, sum_into.entry: fake_sum_into})

@@ -1,0 +1,71 @@
+// Sums over work items of per-item adjoints (passes/autodiff/reduction.py): the Active scalar
+// %a and the element %p[0] that every item reads (uniform_loads.py). The reverse kernel stores
+// its item's adjoint of each at [adj.index], with no atomic on %p's shadow; the launch's
+// reverse sums each buffer over 4096-item chunks in parallel, in 4 reassociable f64 lanes per
+// chunk, then the chunks' partials pairwise, and adds %p[0]'s sum into its shadow once,
+// guarded by the element's bounds. %x[%i], read per item, keeps its atomic add.
+// RUN: adjit-opt %s --adj-autodiff | FileCheck %s
+
+func.func private @k(%a: f32, %p: memref<?xf32>, %x: memref<?xf32>, %y: memref<?xf32>)
+    attributes {adj.kernel, adj.ndim = 1 : i64} {
+  %i = "adj.index"() : () -> index
+  %c0 = arith.constant 0 : index
+  %p0 = memref.load %p[%c0] : memref<?xf32>
+  %xi = memref.load %x[%i] : memref<?xf32>
+  %ax = arith.mulf %a, %xi : f32
+  %r = arith.mulf %ax, %p0 : f32
+  memref.store %r, %y[%i] : memref<?xf32>
+  return
+}
+func.func @run(%a: f32, %p: memref<?xf32>, %x: memref<?xf32>, %y: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  "adj.launch"(%n) ({
+    func.call @k(%a, %p, %x, %y) : (f32, memref<?xf32>, memref<?xf32>, memref<?xf32>) -> ()
+    gpu.yield
+  }) {kernel = @k} : (index) -> ()
+  return
+}
+"adj.autodiff"() {sym_name = "grad", fn = @run, mode = "reverse", activity = ["active", "dup", "dup", "dup"], ret_activity = "const"} : () -> ()
+
+// CHECK-LABEL: func.func private @__adj_k_rev_addd_c_rev(
+// CHECK-SAME: %{{[a-z0-9]+}}: f32, %{{[a-z0-9]+}}: memref<?xf32>, %[[DP:[a-z0-9]+]]: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>
+// CHECK-SAME: %[[DA:[a-z0-9]+]]: memref<?xf32>, %[[DP0:[a-z0-9]+]]: memref<?xf32>)
+// CHECK-NOT: memref.atomic_rmw {{.*}}%[[DP]]
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[DX]][%{{.*}}] : (f32, memref<?xf32>) -> f32
+// CHECK-NOT: memref.atomic_rmw {{.*}}%[[DP]]
+// CHECK: memref.store %{{.*}}, %[[DA]][%[[ITEM:.*]]] : memref<?xf32>
+// CHECK-NEXT: memref.store %{{.*}}, %[[DP0]][%[[ITEM]]] : memref<?xf32>
+// CHECK-NEXT: return
+
+// CHECK-LABEL: func.func @grad_rev(
+// CHECK-SAME: %{{[a-z0-9]+}}: f32, %{{[a-z0-9]+}}: memref<?xf32>, %[[DP:[a-z0-9]+]]: memref<?xf32>
+// CHECK: %[[BA:.*]] = memref.alloc(%[[ITEMS:.*]]) : memref<?xf32>
+// CHECK: %[[BP:.*]] = memref.alloc(%[[ITEMS]]) : memref<?xf32>
+// CHECK: func.call @__adj_k_rev_addd_c_rev({{.*}}, %[[BA]], %[[BP]])
+// CHECK: "adj.sync"() : () -> ()
+
+// a's sum: chunks in parallel, 4 f64 lanes, partials pairwise, then f32.
+// CHECK: %[[C4096:.*]] = arith.constant 4096 : index
+// CHECK: %[[CHUNKS:.*]] = arith.ceildivui %[[ITEMS]], %[[C4096]] : index
+// CHECK: %[[PART:.*]] = memref.alloc(%[[CHUNKS]]) : memref<?xf64>
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[CHUNKS]])
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f64, f64, f64, f64)
+// CHECK: %[[V:.*]] = memref.load %[[BA]]
+// CHECK: %[[W:.*]] = arith.extf %[[V]] : f32 to f64
+// CHECK: arith.addf %{{.*}}, %[[W]] fastmath<reassoc> : f64
+// CHECK: memref.store %{{.*}}, %[[PART]][%{{.*}}] : memref<?xf64>
+// CHECK: scf.reduce
+// CHECK: scf.while
+// CHECK: memref.load %[[PART]]
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+
+// p[0]'s sum, the same way, added into dp[0] if 0 is inside p.
+// CHECK: memref.load %[[BP]]
+// CHECK: %[[SP:.*]] = arith.truncf %{{.*}} : f64 to f32
+// CHECK: %[[DIM:.*]] = memref.dim %[[DP]], %{{.*}} : memref<?xf32>
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %{{.*}}, %[[DIM]] : index
+// CHECK: scf.if
+// CHECK-NEXT: %[[OLD:.*]] = memref.load %[[DP]][%{{.*}}] : memref<?xf32>
+// CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[SP]] : f32
+// CHECK-NEXT: memref.store %[[NEW]], %[[DP]][%{{.*}}] : memref<?xf32>

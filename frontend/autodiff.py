@@ -16,6 +16,7 @@ import numpy as np
 
 from ..runtime.device_array import DeviceArray
 from ..runtime.kernel_cache import check_ndrange_bounds
+from . import autodiff_checks
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         specialise)
 from .types import ArrayType
@@ -103,6 +104,11 @@ def _check(name: str, params: list[str], anns: list[Annotation], types: list,
                 raise TypeError(f"{where} is Duplicated without a shadow: "
                                 "Duplicated(x, dx)")
             if isinstance(t, ArrayType):
+                if not t.dtype.is_float:
+                    raise TypeError(f"{where} is an array of {t.dtype.np_dtype} marked "
+                                    f"{type(a).__name__}: integer and bool arrays are not "
+                                    "differentiable; pass it as Const(...) (a bare argument "
+                                    "is Const)")
                 d = a.dval
                 shadow_types = (np.ndarray, DeviceArray) if device == "cuda" else (np.ndarray,)
                 if not isinstance(d, shadow_types):
@@ -129,10 +135,12 @@ def _check(name: str, params: list[str], anns: list[Annotation], types: list,
 class Tape:
     """The tape of a split reverse call: what the augmented forward pass recorded for the
     reverse pass (arrays and scalars, laid out by the autodiff pass). Usable by several
-    reverse calls; freed when dropped."""
+    reverse calls with the forward call's shapes and scalars (`recording`, which the reverse
+    half checks: autodiff_checks.check_tape); freed when dropped."""
 
-    def __init__(self, values: list):
+    def __init__(self, values: list, recording: autodiff_checks.Recording | None = None):
         self.values = values
+        self.recording = recording
 
     @property
     def nbytes(self) -> int:
@@ -222,7 +230,13 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
                                             device)
     flat, _ = _flatten_args(anns, types, values, True)
     if device == "cuda" and isinstance(f, Kernel):   # no result: no tangent or primal
-        from .cuda_launch import launch_derivative
+        from .cuda_launch import derivative_kernels, is_compile_only, launch_derivative
+        if not is_compile_only():
+            activity = [a.activity for a in anns]
+            kernels = derivative_kernels(f, types, len(nd), "reverse" if mode.reverse else
+                                         "forward", activity)
+            written = {name: set(k.written) for name, k in kernels.items()}
+            _guard(f, anns, mode.reverse, flat, written, tuple(written), len(nd))
         active = launch_derivative(f, mode.reverse, [a.activity for a in anns], types, flat,
                                    nd, wgs)
         if not mode.reverse:
@@ -242,6 +256,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         d = _derivative(f, mode, anns, types, nd, wgs)
         check_ndrange_bounds(d.ndrange_bounds, values, nd)
     flat += list(nd or ())
+    _guard(f, anns, mode.reverse, flat, d.written, ("rev_all",) if mode.reverse else ("fwd",),
+           len(nd or ()))
     if not mode.reverse:
         out = d.calls["fwd"](*flat)
         if isinstance(f, Kernel):
@@ -260,6 +276,22 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     if mode.with_primal:
         return grads, (outs[0] if n_primal else None)
     return grads
+
+
+def _guard(f, anns: list[Annotation], reverse: bool, flat: list, written: dict,
+           entries: Sequence[str], ndim: int, extra: Sequence = ()) -> list:
+    """Refuses, before the derivative runs, read-only arrays it would write and overlapping
+    arrays where it writes one (autodiff_checks.check_arrays). `written`: each generated
+    entry's written argument positions (passes/written.py), of which this call runs
+    `entries`; `extra`: slots after the flat arguments (a pullback's cotangent). Returns
+    the slots' names."""
+    names = autodiff_checks.slots(f.params, [a.activity for a in anns], reverse, ndim)
+    names += list(extra)
+    shadows = autodiff_checks.shadow_positions(names)
+    writes = shadows.union(*(written.get(e, ()) for e in entries))
+    autodiff_checks.check_arrays(f.__name__, names, flat, writes,
+                                 shadows.union(*written.values()))
+    return names
 
 
 def _per_argument(anns: list[Annotation], active_grads: list) -> tuple:
@@ -284,21 +316,34 @@ class _SplitHalf:
         d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)
         check_ndrange_bounds(d.ndrange_bounds, values, nd)
         flat, _ = _flatten_args(anns, types, values, True)
-        return anns, d, flat + list(nd or ())
+        flat += list(nd or ())
+        names = _guard(self.f, anns, True, flat, d.written,
+                       ("aug",) if self.forward else ("rev",), len(nd or ()))
+        return anns, types, d, flat, names
 
     def __call__(self, *args):
         if self.forward:
-            anns, d, flat = self._setup(args)
+            anns, types, d, flat, names = self._setup(args)
             out = d.calls["aug"](*flat)
             outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
             n_primal = len(d.results)
             primal = outs[0] if n_primal else None
-            return Tape(outs[n_primal:]), primal, None
+            activity = tuple(a.activity for a in anns)
+            recording = autodiff_checks.Recording(d, self.f.__name__, tuple(types), activity,
+                                                  debug_enabled(), tuple(names),
+                                                  autodiff_checks.facts(flat))
+            return Tape(outs[n_primal:], recording), primal, None
+        if len(args) != len(self.kinds) + 2:
+            raise TypeError(f"the reverse half takes the {len(self.kinds)} annotated "
+                            f"arguments, the result's adjoint and the tape, got {len(args)} "
+                            "arguments")
         *args, dret, tape = args
-        anns, d, flat = self._setup(args)
-        if not isinstance(tape, Tape):
+        if not isinstance(tape, Tape) or tape.recording is None:
             raise TypeError("the last argument of the reverse half is the Tape from the "
-                            "forward half")
+                            f"forward half, got {type(tape).__name__}")
+        anns, types, d, flat, _ = self._setup(args)
+        autodiff_checks.check_tape(tape.recording, d, self.f.__name__, types,
+                                   [a.activity for a in anns], debug_enabled(), flat)
         dr = [d.results[0].np_dtype.type(dret)] if d.ret_activity == "active" else []
         out = d.calls["rev"](*flat, *dr, *tape.values)
         outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
@@ -440,6 +485,8 @@ def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray) -> tu
     anns, types, values, _, _ = _prepare(f, anns, None, None, True)
     d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
     flat, _ = _flatten_args(anns, types, values, True)
+    _guard(f, anns, True, flat + [cotangent], d.written, ("rev_all",), 0,
+           [autodiff_checks.Slot("", "cotangent")])
     out = d.calls["rev_all"](*flat, cotangent, d.results[0].np_dtype.type(1.0))
     outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
     return _per_argument(anns, outs)

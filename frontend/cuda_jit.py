@@ -57,10 +57,11 @@ def _compile_call(fn: Function, types: list, debug: bool,
 @dataclass(frozen=True)
 class GpuDerivative:
     """A derivative compiled as a host program: what autodiff calls (derivative.Derivative's
-    `calls`, `results` and `ret_activity`)."""
+    `calls`, `results`, `ret_activity` and `written`)."""
     calls: dict[str, Callable[..., Any]]
     results: list
     ret_activity: str
+    written: dict[str, frozenset]
 
 
 def derivative(fn: Function, mode: Mode, anns: Sequence[Annotation],
@@ -80,7 +81,8 @@ def derivative(fn: Function, mode: Mode, anns: Sequence[Annotation],
     meta = loaded.program.meta
     return GpuDerivative({name: loaded.function(name) for name in loaded.program.entries},
                          [host_program.parse_type(c) for c in meta["results"]],
-                         meta["ret_activity"])
+                         meta["ret_activity"],
+                         {name: frozenset(w) for name, w in loaded.program.written.items()})
 
 
 def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:

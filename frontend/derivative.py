@@ -156,13 +156,17 @@ class Derivative:
                 self._reverse_entries(unit, flat_t, anns, types)
             else:
                 self._forward_entry(unit, flat_t)
+            self.written = self._written(unit, len(flat_t))
             self.adj_text = str(unit.module)
+        self.name = target.__name__
         self.unit = unit
 
     def compile_cpu(self) -> Derivative:
         from ..runtime.engine import compile_module
         self.module = compile_module(self.unit.module)
-        self.calls = {name: self.module.function(name, ins, outs)
+        # `written` here too: an entry called directly refuses read-only arrays it writes.
+        self.calls = {name: self.module.function(name, ins, outs, self.written[name],
+                                                 f"{self.name} ({name})")
                       for name, (ins, outs) in self.entries.items()}
         return self
 
@@ -173,7 +177,27 @@ class Derivative:
         meta = {"results": [type_code(t) for t in self.results],
                 "ret_activity": self.ret_activity}
         with self.unit.ctx:
-            return host_program(self.unit, name, self.entries, meta, chip)
+            llvm_ir, program = host_program(self.unit, name, self.entries, meta, chip)
+        # The entries' written arguments as _written reads them (host_program analyses the
+        # entries themselves, which marks every argument of rev_all written).
+        return llvm_ir, dataclasses.replace(program, written={
+            entry: tuple(sorted(self.written[entry])) for entry in self.entries})
+
+    def _written(self, unit: CompileUnit, n: int) -> dict[str, frozenset]:
+        """The array arguments each entry may write (primals the function writes, shadows
+        and tangents the derivative writes): autodiff refuses read-only arrays there, and
+        arrays overlapping them, before calling (autodiff_checks.py). Read from the generated
+        functions each entry calls: the analysis of an entry itself would merge every
+        argument with the arrays a call returns (the tape), marking them all written."""
+        from ..passes.written import written_arguments
+
+        def of(symbol: str) -> frozenset:
+            return frozenset(written_arguments(unit.module, symbol))
+        if not self.mode.reverse:
+            return {"fwd": of("d")}
+        aug, rev = of("d_aug"), of("d_rev")
+        # rev_all passes its n arguments to both, then d_rev gets the seed and the tape.
+        return {"aug": aug, "rev": rev, "rev_all": aug | {k for k in rev if k < n}}
 
     @staticmethod
     def _primal(unit: CompileUnit, target, types, ndrange, wgs):

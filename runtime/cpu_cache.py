@@ -53,6 +53,7 @@ from typing import Callable
 import llvm
 import mlir
 
+from . import build_folders
 from .files import evict, mark_used, write_atomic
 
 FORMAT_VERSION = 2
@@ -314,10 +315,36 @@ def store_later(folder: Path, key: str, llvm_ir: str, opt_level: int,
         _writer.jobs.put(_Job(folder, key, llvm_ir, opt_level, errors))
 
 
+def wait_for_builds(timeout: float | None = None) -> bool:
+    """Waits until the entries this process queued (store_later) are built and stored, or
+    dropped; True when none is left, False if `timeout` seconds passed first."""
+    with _writer_lock:
+        writer = _writer if _writer is not None and _writer.pid == os.getpid() else None
+    if writer is None:
+        return True
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with writer.jobs.all_tasks_done:
+        while writer.jobs.unfinished_tasks:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            writer.jobs.all_tasks_done.wait(left)
+    return True
+
+
+def _after_fork_in_child() -> None:
+    # A lock another thread held at the fork would never be released in the child.
+    global _writer_lock
+    _writer_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
     try:
         # Not a TemporaryDirectory: its atexit cleanup could run before the writer stops.
-        work = Path(tempfile.mkdtemp(prefix="adjit-build-"))
+        work = build_folders.new_folder()
         try:
             data = _build(job.llvm_ir, job.opt_level, work, run)
         finally:
@@ -350,8 +377,11 @@ def build_shared_object(llvm_ir: str, opt_level: int, target: tuple[str, str, st
         if done.returncode:
             raise RuntimeError(f"{Path(command[0]).name} failed: {done.stderr.strip()}")
 
-    with tempfile.TemporaryDirectory(prefix="adjit-build-") as work:
-        return _build(llvm_ir, opt_level, Path(work), run, target)
+    work = build_folders.new_folder()   # a killed process's folder: removed by a later one
+    try:
+        return _build(llvm_ir, opt_level, work, run, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _build(llvm_ir: str, opt_level: int, work: Path,

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -202,6 +203,7 @@ class LoadedProgram:
             # What an earlier call on this thread left unread (a Ctrl-C between its return
             # and its _after_call) is not this call's.
             self._local.pending = []
+            interrupt = self._local.interrupt = _DeferredInterrupt.start()
             try:
                 for position, (t, a) in enumerate(zip(arg_types, args)):
                     if isinstance(t, ArrayType):
@@ -220,6 +222,9 @@ class LoadedProgram:
                 for original, view, ptr in copies.values():
                     _stage_out(original, view)
                     cuda.free(ptr)
+                self._local.interrupt = None
+                if interrupt is not None:
+                    interrupt.stop()     # raises the KeyboardInterrupt of a Ctrl-C meanwhile
 
         return staged
 
@@ -238,7 +243,10 @@ class LoadedProgram:
                 self._pending().append(e)
 
     def _launch(self, slot: int, words: int, nwords: int, items: int, block: int) -> None:
-        if self._pending():    # a launch failed: what it would have written is not there
+        # A launch failed (what it would have written is not there), or Ctrl-C was pressed:
+        # the rest of the call's launches are skipped.
+        interrupt = getattr(self._local, "interrupt", None)
+        if self._pending() or (interrupt is not None and interrupt.hit):
             return
         try:
             cuda.launch_words(self.program.kernels[slot], words, nwords, items, block)
@@ -259,6 +267,40 @@ class LoadedProgram:
         if number:
             kind, message = self.program.errors[number - 1]
             raise exception_class(kind)(message)
+
+
+class _DeferredInterrupt:
+    """Ctrl-C during a host program's call, on the main thread: recorded, and raised when
+    the call returns. The host code calls back into Python (the allocator, the launch hook),
+    where Python runs signal handlers; a KeyboardInterrupt raised there cannot cross into
+    compiled code (ctypes prints it and goes on: a skipped launch, or a NULL allocation the
+    host code then writes through). So while the call runs, SIGINT only sets `hit`, which
+    makes the launch hook skip the call's remaining launches: the call ends after the launch
+    under way, then `stop` raises KeyboardInterrupt (or calls the handler there was)."""
+
+    def __init__(self, previous: Any):
+        self.previous, self.hit = previous, False
+
+    @classmethod
+    def start(cls) -> _DeferredInterrupt | None:
+        """Installed for a call on the main thread (where signal handlers run) that has a
+        Python SIGINT handler; else None (~2 us: two sigaction calls)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        previous = signal.getsignal(signal.SIGINT)
+        if not callable(previous):     # SIG_IGN, SIG_DFL, or a handler set outside Python
+            return None
+        deferred = cls(previous)
+        signal.signal(signal.SIGINT, deferred._record)
+        return deferred
+
+    def _record(self, signum: int, frame: Any) -> None:
+        self.hit = True
+
+    def stop(self) -> None:
+        signal.signal(signal.SIGINT, self.previous)
+        if self.hit:
+            self.previous(signal.SIGINT, None)   # default_int_handler raises KeyboardInterrupt
 
 
 def _stage_in(a: Any, t: ArrayType) -> tuple[np.ndarray, int]:

@@ -235,7 +235,7 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
             activity = [a.activity for a in anns]
             kernels = derivative_kernels(f, types, len(nd), "reverse" if mode.reverse else
                                          "forward", activity)
-            written = {name: set(k.written) for name, k in kernels.items()}
+            written = {name: frozenset(k.written) for name, k in kernels.items()}
             _guard(f, anns, mode.reverse, flat, written, tuple(written), len(nd))
         active = launch_derivative(f, mode.reverse, [a.activity for a in anns], types, flat,
                                    nd, wgs)
@@ -279,19 +279,17 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
 
 
 def _guard(f, anns: list[Annotation], reverse: bool, flat: list, written: dict,
-           entries: Sequence[str], ndim: int, extra: Sequence = ()) -> list:
+           entries: Sequence[str], ndim: int, extra: tuple = ()) -> tuple:
     """Refuses, before the derivative runs, read-only arrays it would write and overlapping
     arrays where it writes one (autodiff_checks.check_arrays). `written`: each generated
     entry's written argument positions (passes/written.py), of which this call runs
     `entries`; `extra`: slots after the flat arguments (a pullback's cotangent). Returns
     the slots' names."""
-    names = autodiff_checks.slots(f.params, [a.activity for a in anns], reverse, ndim)
-    names += list(extra)
-    shadows = autodiff_checks.shadow_positions(names)
-    writes = shadows.union(*(written.get(e, ()) for e in entries))
-    autodiff_checks.check_arrays(f.__name__, names, flat, writes,
-                                 shadows.union(*written.values()))
-    return names
+    writes = frozenset().union(*(written.get(e, ()) for e in entries))
+    plan = autodiff_checks.plan(tuple(f.params), tuple(a.activity for a in anns), reverse,
+                                ndim, extra, writes, frozenset().union(*written.values()))
+    autodiff_checks.check_arrays(f.__name__, plan, flat)
+    return plan.names
 
 
 def _per_argument(anns: list[Annotation], active_grads: list) -> tuple:
@@ -486,7 +484,7 @@ def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray) -> tu
     d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
     flat, _ = _flatten_args(anns, types, values, True)
     _guard(f, anns, True, flat + [cotangent], d.written, ("rev_all",), 0,
-           [autodiff_checks.Slot("", "cotangent")])
+           (autodiff_checks.Slot("", "cotangent"),))
     out = d.calls["rev_all"](*flat, cotangent, d.results[0].np_dtype.type(1.0))
     outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
     return _per_argument(anns, outs)

@@ -17,7 +17,7 @@ Plain (non-derivative) calls keep NumPy's and Numba's semantics: aliasing is all
 """
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -57,12 +57,27 @@ def slots(params: Sequence[str], activity: Sequence[str], reverse: bool,
     return out + [Slot(f"ndrange[{k}]", "ndrange") for k in range(ndim)]
 
 
-def shadow_positions(names: Sequence[Slot]) -> set[int]:
-    return {k for k, s in enumerate(names) if s.role == "shadow"}
+@dataclass(frozen=True)
+class Plan:
+    """What check_arrays checks for one kind of call: the slots' names, the positions this
+    call writes (`writes`, sorted) and those the derivative writes in any of its calls
+    (`writes_any`); shadows count as written in reverse mode (the reverse pass adds into
+    them, whatever the analysis of one entry says)."""
+    names: tuple[Slot, ...]
+    writes: tuple[int, ...]
+    writes_any: frozenset[int]
 
 
-def _is_array(v: Any) -> bool:
-    return isinstance(v, (np.ndarray, DeviceArray))
+@functools.lru_cache(maxsize=4096)
+def plan(params: tuple[str, ...], activity: tuple[str, ...], reverse: bool, ndim: int,
+         extra: tuple[Slot, ...], writes: frozenset[int], writes_any: frozenset[int]) -> Plan:
+    """The Plan of a call (made once per kind of call: a call's checks cost ~2 us)."""
+    names = tuple(slots(params, activity, reverse, ndim)) + extra
+    shadows = {k for k, s in enumerate(names) if s.role == "shadow"}
+    return Plan(names, tuple(sorted(shadows | writes)), frozenset(shadows | writes_any))
+
+
+_ARRAYS = (np.ndarray, DeviceArray)
 
 
 def _overlap(a: Any, b: Any) -> bool:
@@ -76,20 +91,28 @@ def _overlap(a: Any, b: Any) -> bool:
     return False     # host and device memory: copied separately
 
 
-def check_arrays(fname: str, names: Sequence[Slot], values: Sequence[Any],
-                 writes: set[int], writes_any: set[int]) -> None:
-    """Refuses a read-only NumPy array at a position in `writes` (what this call writes),
-    and two array arguments that overlap where one is in `writes_any` (what the derivative
-    writes in any of its calls: the augmented forward call of split mode writes the primals,
-    its reverse call the shadows)."""
-    arrays = [(k, v) for k, v in enumerate(values) if _is_array(v)]
-    for k, v in arrays:
-        if k in writes and isinstance(v, np.ndarray) and not v.flags.writeable:
-            raise ValueError(f"autodiff of {fname}: {names[k]} {_why_written(fname, names[k])}"
-                             ", but this NumPy array is read-only; pass a writable array")
-    for (i, a), (j, b) in itertools.combinations(arrays, 2):
-        if (i in writes_any or j in writes_any) and _overlap(a, b):
-            raise ValueError(_alias_message(fname, names[i], names[j], j in writes_any))
+def check_arrays(fname: str, plan: Plan, values: Sequence[Any]) -> None:
+    """Refuses a read-only NumPy array at a position `plan` says this call writes, and two
+    array arguments that overlap where the derivative writes one of them in any of its calls
+    (the augmented forward call of split mode writes the primals, its reverse call the
+    shadows)."""
+    n = len(values)
+    for k in plan.writes:
+        if k < n:
+            v = values[k]
+            if isinstance(v, np.ndarray) and not v.flags.writeable:
+                raise ValueError(f"autodiff of {fname}: {plan.names[k]} "
+                                 f"{_why_written(fname, plan.names[k])}, but this NumPy "
+                                 "array is read-only; pass a writable array")
+    written = plan.writes_any
+    if not written:
+        return
+    arrays = [k for k, v in enumerate(values) if isinstance(v, _ARRAYS)]
+    for at, i in enumerate(arrays):
+        for j in arrays[at + 1:]:
+            if (i in written or j in written) and _overlap(values[i], values[j]):
+                raise ValueError(_alias_message(fname, plan.names[i], plan.names[j],
+                                                j in written))
 
 
 def _why_written(fname: str, slot: Slot) -> str:
@@ -129,7 +152,8 @@ class Recording:
 
 def facts(values: Sequence[Any]) -> tuple:
     """Per argument: ("shape", shape) for an array, ("value", v) for a scalar."""
-    return tuple(("shape", tuple(v.shape)) if _is_array(v) else ("value", v) for v in values)
+    return tuple(("shape", tuple(v.shape)) if isinstance(v, _ARRAYS) else ("value", v)
+                 for v in values)
 
 
 def _same_value(a: Any, b: Any) -> bool:
@@ -166,7 +190,7 @@ def check_tape(recording: Recording, derivative: object, fname: str, types: Sequ
                          "that made it")
     for name, (kind, then), v in zip(r.names, r.facts, values):
         if kind == "shape":
-            now = tuple(v.shape) if _is_array(v) else None
+            now = tuple(v.shape) if isinstance(v, _ARRAYS) else None
             if now != then:
                 raise ValueError(f"{fname}: the tape was recorded for {name} of shape "
                                  f"{then}; this reverse call passes shape {now}: a tape serves "

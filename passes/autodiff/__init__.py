@@ -47,13 +47,17 @@ kernels (f marked `adj.kernel`, launched over an ndrange; they return nothing):
              arguments, a string: an expression of them (runtime/tape_size.py), such as
              "(muli 2 (trip 0 (arg 2) 1))", 2 slots per iteration of a loop from 0 to
              argument 2 by 1.
+             A loop whose bounds read an enclosing loop's variable (`range(k, n)`) sums over
+             it: "(sum 0 0 4 1 (trip (iv 0) (arg 2) 1))".
     `@NAME_rev(args..., tapes..., dargs...)`: one memref<?xT> per "active" scalar argument,
              receiving that argument's adjoint from each work item at [adj.index] (the caller
-             sums them).
+             sums them); a private one (a launch rule's) then has one more per element that
+             every item reads (uniform_loads.py), in Derivative.uniform_loads' order.
 A kernel launch inside a differentiated function is differentiated by these kernels: forward
 launches the forward kernel; the augmented pass allocates the per-item tapes, launches the
 augmented kernel and keeps the tapes on its own tape; the reverse pass launches the reverse
-kernel, then `adj.sync`, then sums the adjoints of active scalar arguments.
+kernel, then `adj.sync`, then sums the adjoints of active scalar arguments (and of the
+elements every item reads, each added into its shadow element) accurately: reduction.py.
 
 Functions called from a differentiated function are differentiated with the same ABI, under
 the names `__adj_<f>_<fwd|rev>_<activity letters>...` (private), and custom rules, where a
@@ -69,7 +73,8 @@ tape arrays an augmented function returns belong to its caller.
 Modules: activity.py (which values get derivatives), rules.py (the derivative table),
 forward.py, reverse.py + augment.py + context.py (split reverse mode), inline_array_calls.py
 (calls returning arrays, before reverse mode), tape.py and kernel_tape.py (where saved values
-live), memory.py (what may be overwritten), launch.py (adj.launch), custom_rules.py, driver.py
+live), memory.py (what may be overwritten), launch.py (adj.launch) + reduction.py (its sums over
+work items) + uniform_loads.py (elements every item reads), custom_rules.py, driver.py
 (requests, reuse, naming), signature.py (the ABI).
 
 Errors: malformed requests and what cannot be differentiated raise

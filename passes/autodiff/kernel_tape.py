@@ -12,8 +12,15 @@ scalar argument (`for _ in range(steps)`) or an array's size can be taped. A val
 pass needs from inside an scf.while, or from a loop whose bounds depend on the work item (its
 index, loaded values), cannot have a slot that every item agrees on and is refused.
 
+When a loop's bounds read an enclosing loop's variable (a triangular `for k2 in range(k, n)`
+in `for k in range(4)`), a key's slots are not a product but a sum over the enclosing loop
+(("sum", ...) in runtime/tape_size.py): still the same for every item, computed by the
+launch (an scf.for over the outer loop) or in Python for a GPU launch; its slot within the
+item is the iterations before the current one, likewise summed.
+
 Adjoints of active scalar arguments are per work item too: the reverse kernel stores its
-item's adjoint of each into an extra memref<?xT> parameter at [adj.index]; the caller sums.
+item's adjoint of each into an extra memref<?xT> parameter at [adj.index]; the caller sums
+(reduction.py), as it sums those of the elements every item reads (uniform_loads.py).
 """
 from __future__ import annotations
 

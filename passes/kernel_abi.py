@@ -14,6 +14,7 @@ from mlir.dialects import arith, memref, scf
 
 from ..dialects import adj
 from ..dialects.adj import BOUNDS_ATTR, KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
+from .walk import walk
 
 
 def kernel_ndim(fn: ir.Operation) -> int:
@@ -99,7 +100,7 @@ def expose_work_item(fn: ir.Operation) -> None:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
-    fn.walk(collect)
+    walk(fn, collect)
     for op in found:
         if op.name == "adj.index":
             with ir.InsertionPoint(op), op.location:

@@ -38,6 +38,7 @@ from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
 from .lower_cpu import ERROR_GLOBAL, _ops_named, _symbol_table, error_table, lower_checks
 from .math_approx import expand_math
+from .walk import walk
 from .written import WrittenArguments
 
 GPU_MODULE_SUFFIX = "__gpu"
@@ -166,7 +167,7 @@ def _closure(fn: ir.Operation, symbols: dict[str, ir.Operation]) -> list[ir.Oper
                         seen.add(name)
                         todo.append(symbols[name])
             return ir.WalkResult.ADVANCE
-        todo.pop().walk(visit)
+        walk(todo.pop(), visit)
     return [op for name, op in symbols.items() if name in seen]
 
 
@@ -212,7 +213,7 @@ def _widen_bool_memrefs(root: ir.Operation) -> None:
         return t
 
     ops: list[ir.Operation] = []
-    root.walk(lambda op: ops.append(op) or ir.WalkResult.ADVANCE)
+    walk(root, lambda op: ops.append(op) or ir.WalkResult.ADVANCE)
     for op in ops:
         values = list(op.results) + [a for r in op.regions for b in r.blocks for a in b.arguments]
         for value in values:

@@ -26,6 +26,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf
 
 from ..dialects.adj import AdjError
+from .walk import walk
 
 _F, _I = arith.CmpFPredicate, arith.CmpIPredicate
 
@@ -479,7 +480,7 @@ def expand_math(root: ir.Operation) -> None:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
-    root.walk(collect)
+    walk(root, collect)
     for op in found:
         with ir.InsertionPoint(op), op.location:
             if op.name == "math.ipowi":

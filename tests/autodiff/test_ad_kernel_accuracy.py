@@ -144,3 +144,32 @@ def test_an_element_outside_the_array_read_by_no_item_adds_nothing():
     adjit.autodiff(Reverse, weighted, Duplicated(w, dw), Const(x),
                    Duplicated(np.zeros(n), np.ones(n)), 3, 1, ndrange=n)
     np.testing.assert_allclose(dw, [0, 0, 0, np.sum(np.cos(0.4 * x) * x)], rtol=1e-12)
+
+
+@adjit.kernel
+def table2d(w, x, out, k: int):
+    # w[1, k] and w[0, w.shape[1] - 1]: 2-D elements at indices from arguments and sizes.
+    i, j = adjit.index_nd()
+    out[i, j] = w[1, k] * x[i, j] + w[0, w.shape[1] - 1] * x[i, j] * x[i, j]
+
+
+def test_elements_of_a_2d_array_at_argument_and_size_indices():
+    rng = np.random.default_rng(6)
+    x, seed = rng.uniform(-1, 1, (64, 48)), rng.uniform(-1, 1, (64, 48))
+    w, dw = rng.uniform(-1, 1, (2, 5)), np.zeros((2, 5))
+    adjit.autodiff(Reverse, table2d, Duplicated(w, dw), Const(x),
+                   Duplicated(np.zeros_like(x), seed.copy()), 2, ndrange=x.shape)
+    want = np.zeros((2, 5))
+    want[1, 2] = np.sum(seed * x)
+    want[0, 4] = np.sum(seed * x * x)
+    np.testing.assert_allclose(dw, want, rtol=1e-12)
+
+
+def test_no_items_sum_to_zero():
+    x = np.zeros(0, np.float32)
+    p, dp = np.array([2.0], np.float32), np.array([0.25], np.float32)
+    da, _, _ = adjit.autodiff(Reverse, scale, Active(np.float32(1.0)), Const(x),
+                              Duplicated(x.copy(), x.copy()), ndrange=0)
+    adjit.autodiff(Reverse, param, Duplicated(p, dp), Const(x), Duplicated(x.copy(), x.copy()),
+                   ndrange=0)
+    assert da == 0.0 and dp[0] == 0.25

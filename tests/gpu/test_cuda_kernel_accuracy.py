@@ -61,3 +61,35 @@ def test_sum_over_2_25_items_of_ones(fake):
     # A float32 total stops growing at 2^24.
     x = np.ones(1 << 25, np.float32)
     assert gpu_da(x, x) == 33554432.0
+
+
+@adjit.kernel
+def param(p, x, out):
+    i = adjit.index()
+    out[i] = p[0] * x[i]
+
+
+@adjit.jit
+def param_loss(p, x, out):
+    param(p, x, out, ndrange=x.shape[0])
+    return adjit.sum(out)
+
+
+def test_jit_on_the_gpu_sums_an_element_every_item_reads(monkeypatch, tmp_path):
+    # @jit(device="cuda") differentiates through the launch rule: the reverse kernel gives
+    # each item's adjoint of p[0], which the host program sums in f64 (not 2^20 atomics).
+    from cpu_device import kernels_on_cpu
+    from adjit.frontend.derivative import Derivative
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    n = 1 << 20
+    x = np.random.default_rng(5).random(n, dtype=np.float32)
+    p = np.array([0.5], np.float32)
+    anns = [Duplicated(p, np.zeros(1, np.float32)), Const(x), Duplicated(np.zeros_like(x),
+                                                                         np.zeros_like(x))]
+    install(monkeypatch, kernels_on_cpu(Derivative(param_loss, Reverse, anns,
+                                                   [F32_1D] * 3, None, None).adj_text))
+    dp = np.zeros(1, np.float32)
+    adjit.autodiff(Reverse, param_loss, Duplicated(p, dp), Const(x),
+                   Duplicated(np.zeros_like(x), np.zeros_like(x)), device="cuda")
+    want = x.astype(np.float64).sum()
+    assert abs(dp[0] - want) / want < 1e-6

@@ -27,6 +27,10 @@ func.func @run(%a: f32, %p: memref<?xf32>, %x: memref<?xf32>, %y: memref<?xf32>)
   return
 }
 "adj.autodiff"() {sym_name = "grad", fn = @run, mode = "reverse", activity = ["active", "dup", "dup", "dup"], ret_activity = "const"} : () -> ()
+// The kernel's own derivative, requested by name (as the GPU launcher does), after the launch
+// rule made one for the same signature: it keeps the ABI (one per-item buffer, for %a) and
+// adds into %p's shadow atomically.
+"adj.autodiff"() {sym_name = "dk", fn = @k, mode = "reverse", activity = ["active", "dup", "dup", "dup"], ret_activity = "const"} : () -> ()
 
 // CHECK-LABEL: func.func private @__adj_k_rev_addd_c_rev(
 // CHECK-SAME: %{{[a-z0-9]+}}: f32, %{{[a-z0-9]+}}: memref<?xf32>, %[[DP:[a-z0-9]+]]: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>
@@ -69,3 +73,9 @@ func.func @run(%a: f32, %p: memref<?xf32>, %x: memref<?xf32>, %y: memref<?xf32>)
 // CHECK-NEXT: %[[OLD:.*]] = memref.load %[[DP]][%{{.*}}] : memref<?xf32>
 // CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[SP]] : f32
 // CHECK-NEXT: memref.store %[[NEW]], %[[DP]][%{{.*}}] : memref<?xf32>
+
+// CHECK-LABEL: func.func @dk_rev(
+// CHECK-SAME: %{{[a-z0-9]+}}: f32, %{{[a-z0-9]+}}: memref<?xf32>, %[[DP:[a-z0-9]+]]: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %{{[a-z0-9]+}}: memref<?xf32>, %[[DA:[a-z0-9]+]]: memref<?xf32>)
+// CHECK: memref.atomic_rmw addf %{{.*}}, %[[DP]][%{{.*}}] : (f32, memref<?xf32>) -> f32
+// CHECK: memref.store %{{.*}}, %[[DA]][%{{.*}}] : memref<?xf32>
+// CHECK-NEXT: return

@@ -11,6 +11,7 @@ host programs that a machine with MLIR compiled into the same ADJIT_CACHE_DIR, a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..runtime import host_program, kernel_cache
@@ -98,25 +99,31 @@ def _loaded(fn: Function, types: list, variant: str,
     there); None under compile_only()."""
     debug, target = debug_enabled(), chip()
     memo = ("cuda-host", variant, tuple(types), debug, target)
-    found = fn._cache.get(memo)
-    if found is not None:
-        return None if is_compile_only() else found
-    directory = kernel_cache.default_cache_dir()
+    loaded = fn._cache.get(memo)
+    # compile_only() is asked to store, even what this process compiled with the caches off.
+    if loaded is not None and not is_compile_only():
+        return loaded
     what = "\0".join([fingerprint(fn), compiler_fingerprint(), f"host-program:{variant}",
                       repr(list(types)), "debug" if debug else "release"])
     key = kernel_cache.cache_key(what, fn.__name__, target)
-    stored = host_program.load(directory, key)
-    if stored is None:
-        try:
-            _, _, program = compile_program(fn, types, debug, target)
-        except ImportError as e:
-            raise kernel_cache.KernelCacheError(
-                f"{fn.__name__} ({variant}) for {list(types)} on device='cuda' is not in the "
-                f"kernel cache {directory}, and compiling it needs MLIR, which cannot be "
-                f"imported here ({e}); compile it where adjit's compiler is installed, into "
-                "the same ADJIT_CACHE_DIR") from e
-        stored = program, host_program.store(directory, key, program)
+
+    def load(folder: Path) -> host_program.HostProgram | None:
+        stored = host_program.load(folder, key)
+        return None if stored is None else stored[0]
+
+    def compile() -> host_program.HostProgram:
+        if loaded is not None:
+            return loaded.program
+        return compile_program(fn, types, debug, target)[2]
+
+    # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
+    program, folder = kernel_cache.find_or_compile(
+        f"{fn.__name__} ({variant}) for {list(types)} on device='cuda'", load, compile,
+        lambda folder, program: host_program.store(folder, key, program),
+        for_another_machine=is_compile_only())
     if is_compile_only():
         return None
-    found = fn._cache[memo] = host_program.LoadedProgram(*stored)
-    return found
+    if loaded is None:
+        loaded = fn._cache[memo] = host_program.LoadedProgram(
+            program, None if folder is None else folder / f"{key}.so")
+    return loaded

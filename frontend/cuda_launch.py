@@ -39,6 +39,7 @@ from ..runtime.kernel_cache import GpuKernel
 from ..runtime.tape_size import per_item_count
 from .autodiff import flat_positions
 from .functions import debug_enabled, specialise
+from .guard import compiling
 from .source import fingerprint
 from .types import ArrayType, f64
 
@@ -194,24 +195,26 @@ def _compiled(k: Kernel, types: Sequence, ndim: int, variant: str, names: tuple[
     memo, else all from the disk cache, else from `compile_all`, then stored there."""
     debug, target = debug_enabled(), chip()
     memo = ("cuda", variant, tuple(types), ndim, debug, target)
-    found = k._cache.get(memo)
-    if found is not None:
-        return found
-    directory = kernel_cache.default_cache_dir()
+    memoised = k._cache.get(memo)
+    # compile_only() is asked to store, even what this process compiled with the caches off.
+    if memoised is not None and not is_compile_only():
+        return memoised
     keys = {name: cache_key(k, types, ndim, debug, target, f"{variant}:{name}")
             for name in names}
-    found = {name: kernel_cache.load(directory, key) for name, key in keys.items()}
-    if None in found.values():
-        try:
-            found = compile_all(debug, target)
-        except ImportError as e:
-            raise kernel_cache.KernelCacheError(
-                f"kernel {k.__name__} ({variant}) for {list(types)} ({ndim}-D) is not in the "
-                f"kernel cache {directory}, and compiling it needs MLIR, which cannot be "
-                f"imported here ({e}); compile it where adjit's compiler is installed, into "
-                "the same ADJIT_CACHE_DIR") from e
+
+    def load(folder: Path) -> dict[str, GpuKernel] | None:
+        found = {name: kernel_cache.load(folder, key) for name, key in keys.items()}
+        return None if None in found.values() else found
+
+    def store(folder: Path, kernels: dict[str, GpuKernel]) -> None:
         for name, key in keys.items():
-            kernel_cache.store(directory, key, found[name])
+            kernel_cache.store(folder, key, kernels[name])
+
+    # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
+    found, _ = kernel_cache.find_or_compile(
+        f"kernel {k.__name__} ({variant}) for {list(types)} ({ndim}-D)", load,
+        lambda: memoised or compiling(k, lambda: compile_all(debug, target)), store,
+        for_another_machine=is_compile_only())
     k._cache[memo] = found
     return found
 

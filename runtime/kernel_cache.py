@@ -2,22 +2,27 @@
 
 A GPU machine may have no compiler on it, so a kernel compiles to a `GpuKernel` (PTX plus the
 launch signature) that a folder stores as `<key>.ptx` and `<key>.json`; the runtime loads it
-from there without importing MLIR. The JSON carries `format`: a reader refuses any other
-version rather than guessing at a layout it does not know.
+from there without importing MLIR. The JSON is sealed by files.write_entry: it records its
+format version (a reader refuses any other rather than guessing at a layout it does not
+know), its key, the PTX's size and SHA-256 and its own checksum. An entry that does not verify
+is rebuilt where MLIR is, and refused, naming the file that is wrong, where it is not.
 
 This module must not import MLIR: it is what the GPU machine imports.
 """
 from __future__ import annotations
 
 import hashlib
-import json
+import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
-from .files import evict, mark_used, write_atomic
+from .files import (DamagedEntry, cache_settings, read_entry, warn_unwritable,
+                    write_entry)
 
-FORMAT_VERSION = 5
+# 6: the metadata records its key, the PTX's hash and its own checksum (files.write_entry).
+FORMAT_VERSION = 6
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -99,53 +104,118 @@ def cache_key(source: str, kernel: str, chip: str = "sm_90") -> str:
     return hashlib.sha256(data).hexdigest()[:32]
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("ADJIT_CACHE_DIR", Path.home() / ".cache" / "adjit")) / "gpu"
+def default_cache_dir() -> Path | None:
+    """The GPU kernel cache folder, None when the disk caches are off (files.cache_settings)."""
+    return cache_settings().folder("gpu")
 
 
 def store(directory: str | os.PathLike, key: str, kernel: GpuKernel) -> None:
     """Writes `<key>.ptx` then `<key>.json`, each atomically: the JSON's presence marks a
-    complete entry, so a reader never sees half of one."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    complete entry, so a reader never sees half of one. OSError if the folder cannot be
+    written."""
     meta = kernel.to_dict()
     ptx = meta.pop("ptx")
-    write_atomic(directory / f"{key}.ptx", ptx)
-    write_atomic(directory / f"{key}.json", json.dumps(meta, indent=1))
-    evict(directory, keep=key)
+    write_entry(Path(directory), key, meta, {"ptx": ptx.encode()})
 
 
 def load(directory: str | os.PathLike, key: str) -> GpuKernel | None:
-    """The kernel stored under `key`, or None if there is none; KernelCacheError if the entry
-    has another format version or is damaged."""
-    meta_path = Path(directory) / f"{key}.json"
+    """The kernel stored under `key`, or None if there is none; KernelCacheError, naming the
+    file that is wrong, if the entry has another format version, is damaged, misfiled under
+    another key or cannot be read."""
     try:
-        meta = json.loads(meta_path.read_text())
-        meta["ptx"] = meta_path.with_suffix(".ptx").read_text()
-    except FileNotFoundError:
+        found = read_entry(Path(directory), key, FORMAT_VERSION, "GPU kernel cache entry")
+    except DamagedEntry as e:
+        raise KernelCacheError(str(e)) from e
+    if found is None:
         return None
-    except (OSError, ValueError) as e:
-        raise KernelCacheError(f"damaged GPU kernel cache entry {meta_path}: {e}") from e
-    mark_used(meta_path)
+    meta, files = found
+    ptx_path = Path(directory) / f"{key}.ptx"
     try:
+        meta["ptx"] = files["ptx"].decode()
         return GpuKernel.from_dict(meta)
-    except (KeyError, TypeError) as e:
-        raise KernelCacheError(f"damaged GPU kernel cache entry {meta_path}: {e}") from e
+    except (KeyError, TypeError, ValueError) as e:
+        # What the seal does not catch: an entry written by a broken adjit.
+        bad = ptx_path if isinstance(e, UnicodeDecodeError) else ptx_path.with_suffix(".json")
+        raise KernelCacheError(f"damaged GPU kernel cache entry {bad}: {e}") from e
+
+
+_log = logging.getLogger("adjit.cache")
+T = TypeVar("T")
+
+
+def find_or_compile(what: str, load: Callable[[Path], T | None], compile: Callable[[], T],
+                    store: Callable[[Path, T], object], *, for_another_machine: bool = False,
+                    directory: Path | None = None) -> tuple[T, Path | None]:
+    """(`what`, found in the GPU kernel cache or compiled and stored there; the folder it is
+    in, None if it is not stored): `load(folder)` reads it (None: a miss; KernelCacheError:
+    unusable), `compile()` makes it (ImportError: no MLIR here), `store(folder, value)`
+    writes it (OSError: the folder cannot be written).
+
+    The rule (files.cache_settings reads the settings). With the caches on, as a cache: an
+    unusable entry is a miss, compiled again and replaced; a folder that cannot be written
+    (read-only, not a folder) gives one warning, and what is compiled is used unstored. With
+    the caches off (ADJIT_DISK_CACHE=0, empty ADJIT_CACHE_DIR) nothing is read or written,
+    but for the two uses of the folder that are not caching: `for_another_machine`
+    (compile_only(): preparing kernels for a GPU machine) reads and writes it, and a process
+    that cannot compile (no MLIR: a GPU machine) reads it, since nothing else can give it
+    the kernels. An explicit `directory` is used as a cache that is on."""
+    settings = cache_settings()
+    folder = (directory if directory is not None else settings.kernel_folder()
+              if for_another_machine else settings.folder("gpu"))
+    if for_another_machine and folder is None:
+        raise KernelCacheError(f"compile_only() stores {what} in $ADJIT_CACHE_DIR/gpu for "
+                               "another machine, but ADJIT_CACHE_DIR is empty: set it to a "
+                               "folder")
+    unusable: KernelCacheError | None = None
+
+    def found_in(place: Path) -> T | None:
+        nonlocal unusable
+        try:
+            return load(place)
+        except KernelCacheError as e:
+            unusable = e
+            return None
+
+    found = found_in(folder) if folder is not None else None
+    if found is not None:
+        return found, folder
+    try:
+        compiled = compile()
+    except ImportError as e:
+        place = folder or settings.kernel_folder()
+        if folder is None and place is not None and (found := found_in(place)) is not None:
+            return found, place
+        why = f"its entry there is unusable ({unusable})" if unusable else "it is not there"
+        raise KernelCacheError(
+            f"{what} must come from the kernel cache {place or '(none: ADJIT_CACHE_DIR is empty)'}"
+            f" but {why}, and compiling it needs MLIR, which cannot be imported here ({e}); "
+            "compile it where adjit's compiler is installed, into the same ADJIT_CACHE_DIR"
+        ) from e
+    if unusable is not None:
+        _log.debug("compiled again: %s", unusable)
+    if folder is None:
+        return compiled, None
+    try:
+        store(folder, compiled)
+    except OSError as e:
+        if for_another_machine:   # storing is all compile_only() is for
+            raise KernelCacheError(f"compile_only() cannot store {what} in {folder}: {e}") from e
+        warn_unwritable(folder, e)
+        return compiled, None
+    return compiled, folder
 
 
 def get_or_compile(ir_text: str, kernel: str, chip: str = "sm_90",
                    directory: str | os.PathLike | None = None) -> GpuKernel:
-    """The cached kernel, compiled (importing MLIR only then) and stored on a miss."""
-    directory = default_cache_dir() if directory is None else directory
+    """The kernel of `ir_text`, from the cache or compiled (importing MLIR only then) and
+    stored: in `directory` when given, whatever the settings say (an explicit folder of
+    kernels), else by find_or_compile's rule."""
     key = cache_key(ir_text, kernel, chip)
-    found = load(directory, key)
-    if found is not None:
-        return found
-    try:
+
+    def compile() -> GpuKernel:
         from ..passes.lower_gpu import compile_text
-    except ImportError as e:
-        raise KernelCacheError(f"GPU kernel {kernel!r} is not in the cache {directory} and "
-                               f"MLIR, needed to compile it, is not installed ({e})") from e
-    compiled = compile_text(ir_text, kernel, chip)
-    store(directory, key, compiled)
-    return compiled
+        return compile_text(ir_text, kernel, chip)
+
+    return find_or_compile(f"GPU kernel {kernel!r}", lambda folder: load(folder, key), compile,
+                           lambda folder, k: store(folder, key, k),
+                           directory=None if directory is None else Path(directory))[0]

@@ -21,6 +21,7 @@ from adjit import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal
 from adjit.frontend.cuda_launch import compile_only
 from adjit.frontend.types import ArrayType
 from adjit.frontend.errors import CompilationError
+from adjit.runtime import host_program
 from adjit.runtime.kernel_cache import KernelCacheError
 from cuda_jit_cases import KERNELS, divide_twice, scale, scale_often, scale_twice, simulate
 from fake_driver import install
@@ -124,14 +125,14 @@ def test_lower_shows_host_llvm_and_kernel_ptx(fake):
     assert ".entry heat_step__a2f32_a2f32_f32__2d" in lowered.ptx()
 
 
-def test_compile_only_stores_a_versioned_entry(fake, tmp_path):
+def test_compile_only_stores_a_versioned_entry(fake, tmp_path, monkeypatch):
     simulate._cache.clear()          # compiled by earlier tests, into their cache folders
     with compile_only():
         assert simulate(np.ones((4, 4), np.float32), 3, 0.1, device="cuda") is None
     assert not fake.launches
     (meta_path,) = (tmp_path / "cache" / "gpu").glob("*.json")
     meta = json.loads(meta_path.read_text())
-    assert meta["format"] == 1 and meta["entries"]["entry"] == [["a2f32", "i64", "f32"], ["f32", "a2f32"]]
+    assert meta["format"] == host_program.FORMAT_VERSION and meta["entries"]["entry"] == [["a2f32", "i64", "f32"], ["f32", "a2f32"]]
     assert [k["name"] for k in meta["kernels"]] == ["heat_step__a2f32_a2f32_f32__2d"]
     undefined = subprocess.run(["nm", "-D", "--undefined-only", str(meta_path.with_suffix(".so"))],
                                capture_output=True, text=True)
@@ -141,9 +142,12 @@ def test_compile_only_stores_a_versioned_entry(fake, tmp_path):
                          "_ITM_registerTMCloneTable", "__gmon_start__"}, names
     meta["format"] = 99
     meta_path.write_text(json.dumps(meta))
-    simulate._cache.clear()
     with pytest.raises(KernelCacheError, match="format 99"):
-        simulate(np.ones((4, 4), np.float32), 3, 0.1, device="cuda")
+        host_program.load(meta_path.parent, meta_path.stem)
+    simulate._cache.clear()
+    monkeypatch.setenv("ADJIT_DISK_CACHE", "1")      # read as a cache: rebuilt, not refused
+    simulate(np.ones((4, 4), np.float32), 3, 0.1, device="cuda")
+    assert json.loads(meta_path.read_text())["format"] == host_program.FORMAT_VERSION
 
 
 def test_runs_from_the_cache_without_mlir(fake, tmp_path):

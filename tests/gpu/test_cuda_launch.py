@@ -61,6 +61,7 @@ def cache_dir(tmp_path, monkeypatch):
     for var in ("ADJIT_DEBUG", "ADJIT_CUDA_CHIP"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ADJIT_DISK_CACHE", "1")     # these tests are about the kernel cache
     for k in (saxpy, scaled, square_and_clear, cuda_launch._sum_into):
         monkeypatch.setattr(k, "_cache", {})
     return tmp_path / "cache" / "gpu"

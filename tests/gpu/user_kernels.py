@@ -369,6 +369,6 @@ def compile_cases() -> None:
 
 
 if __name__ == "__main__":
-    from adjit.runtime.kernel_cache import default_cache_dir
+    from adjit.runtime.files import cache_settings
     compile_cases()
-    print(f"compiled the kernels of {len(CASES)} cases into {default_cache_dir()}")
+    print(f"compiled the kernels of {len(CASES)} cases into {cache_settings().kernel_folder()}")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from adjit.runtime.files import evict, mark_used, max_cache_bytes
+from adjit.runtime.files import cache_settings, evict, mark_used, max_cache_bytes
 
 
 def make_entry(folder, key: str, sizes: dict[str, int], age: float) -> None:
@@ -45,6 +45,18 @@ def test_the_cap_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("ADJIT_CACHE_MAX_MB", "lots")
     with pytest.raises(ValueError, match="ADJIT_CACHE_MAX_MB"):
         max_cache_bytes()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "lots"])
+def test_a_cap_that_is_not_a_size_names_the_setting(monkeypatch, value):
+    """Not "cannot convert float NaN to integer": the setting and its value, when the
+    settings are read (the first compile), not at some later store."""
+    monkeypatch.setenv("ADJIT_CACHE_MAX_MB", value)
+    message = f"ADJIT_CACHE_MAX_MB must be a finite number of megabytes >= 0 .*got '{value}'"
+    with pytest.raises(ValueError, match=message):
+        max_cache_bytes()
+    with pytest.raises(ValueError, match=message):
+        cache_settings()
 
 
 def test_stores_evict(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ import pytest
 from mlir import ir
 
 from adjit.dialects import make_context
-from adjit.runtime import cpu_cache
+from adjit.runtime import cpu_cache, files
 
 MODULE = """
 func.func @sines_k(%x: memref<?xf64>) attributes {adj.kernel, adj.ndim = 1 : i64} {
@@ -50,7 +50,7 @@ func.func @sines(%n: i64) -> memref<?xf64> attributes {adj.entry, llvm.emit_c_in
 # lowering and ExecutionEngines (the module's and the allocator's) raise: the run succeeds
 # only if everything comes from the disk cache. The process waits at exit until the builds
 # it queued are done (a loaded machine may take more than the usual wait), or, with
-# `no-wait`, not at all.
+# `no-wait`, not at all. A second argument `cosines` compiles another module (cos for sin).
 SCRIPT = f"""
 import gc, json, sys
 from mlir import ir
@@ -64,7 +64,10 @@ if sys.argv[1] == "cached-only":
     engine.lower_to_llvm = engine.ExecutionEngine = memory.ExecutionEngine = refuse
 cpu_cache.EXIT_WAIT_S = 0 if sys.argv[1] == "no-wait" else 100
 
-sines = engine.compile_module(ir.Module.parse({MODULE!r}, make_context())).function(
+text = {MODULE!r}
+if sys.argv[2:] == ["cosines"]:     # another module, with the same signature
+    text = text.replace("math.sin", "math.cos")
+sines = engine.compile_module(ir.Module.parse(text, make_context())).function(
     "sines", [i64], [ArrayType(f64, 1)])
 gc.collect()
 before = memory.memory_stats()["bytes_in_use"]
@@ -92,10 +95,10 @@ def environment(cache: Path | None, **env: str) -> dict[str, str]:
     return full
 
 
-def run(cache: Path | None, mode: str = "any", **env: str) -> subprocess.CompletedProcess:
+def run(cache: Path | None, mode: str = "any", *extra: str, **env: str) -> subprocess.CompletedProcess:
     """SCRIPT in a new process (see `environment`)."""
-    return subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True,
-                          env=environment(cache, **env), timeout=120)
+    return subprocess.run([sys.executable, "-c", SCRIPT, mode, *extra], capture_output=True,
+                          text=True, env=environment(cache, **env), timeout=120)
 
 
 def results(done: subprocess.CompletedProcess) -> dict:
@@ -123,7 +126,9 @@ def test_a_process_writes_an_entry_per_module(warm):
     assert len(names) == 4 and all(n.endswith((".so", ".json")) for n in names), names
     for meta in (cache / "cpu").glob("*.json"):
         so = meta.with_suffix(".so")
-        assert json.loads(meta.read_text())["size"] == so.stat().st_size
+        record = json.loads(meta.read_text())["files"]["so"]
+        assert record["size"] == so.stat().st_size
+        assert record["sha256"] == hashlib.sha256(so.read_bytes()).hexdigest()
     assert first["error"] == "negative length"
 
 
@@ -154,7 +159,7 @@ def test_a_process_exiting_mid_build_leaves_no_temporary_files(tmp_path):
     assert not any(temp.iterdir())
     for meta in cache.glob("cpu/*.json"):   # whatever was written is whole
         data = meta.with_suffix(".so").read_bytes()
-        assert hashlib.sha256(data).hexdigest() == json.loads(meta.read_text())["sha256"]
+        assert hashlib.sha256(data).hexdigest() == json.loads(meta.read_text())["files"]["so"]["sha256"]
     assert not list(cache.glob("cpu/*.tmp"))
 
 
@@ -170,22 +175,56 @@ def module_entry(cache: Path) -> Path:
     return meta.with_suffix(".so")
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "bad json"])
+def verifies(so: Path) -> bool:
+    """Whether the entry of `so` is whole and filed under its own key (not loaded here)."""
+    try:
+        return files.read_entry(so.parent, so.stem, cpu_cache.FORMAT_VERSION, "entry") is not None
+    except files.DamagedEntry:
+        return False
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "bad json", "metadata bit",
+                                    "edited error table"])
 def test_a_damaged_entry_is_compiled_and_written_again(warm, tmp_path, damage):
     cache = copy_of(warm, tmp_path)
     so = module_entry(cache)
+    meta_path = so.with_suffix(".json")
     if damage == "flip":
         data = bytearray(so.read_bytes())
         data[len(data) // 2] ^= 0xFF
         so.write_bytes(bytes(data))
     elif damage == "truncate":
         so.write_bytes(so.read_bytes()[:100])
-    else:
-        so.with_suffix(".json").write_text("{not json")
-    assert results(run(cache))["values"] == warm[1]["values"]
-    meta = json.loads(so.with_suffix(".json").read_text())
-    assert hashlib.sha256(so.read_bytes()).hexdigest() == meta["sha256"]
-    assert results(run(cache, "cached-only"))["values"] == warm[1]["values"]
+    elif damage == "bad json":
+        meta_path.write_text("{not json")
+    elif damage == "metadata bit":      # in the error message: still JSON, another message
+        text = meta_path.read_text()
+        meta_path.write_text(text.replace("negative length", "negative lengtl"))
+    else:   # the .so's hash still right: the check would raise another error, or none
+        meta = json.loads(meta_path.read_text())
+        meta["errors"] = []
+        meta_path.write_text(json.dumps(meta))
+    assert not verifies(so)
+    again = results(run(cache))
+    assert again["values"] == warm[1]["values"] and again["error"] == "negative length"
+    assert verifies(so)
+    assert results(run(cache, "cached-only")) == warm[1]
+
+
+def test_another_modules_entry_under_a_key_is_not_run(warm, tmp_path):
+    """A whole entry (its .so and .json, consistent with each other) of another module,
+    copied over this module's: its metadata records its own key, so it is a miss."""
+    cache = copy_of(warm, tmp_path)
+    so = module_entry(cache)
+    before = set((cache / "cpu").glob("*.json"))
+    cosines = results(run(cache, "any", "cosines"))
+    assert cosines["values"] != warm[1]["values"]
+    [other] = set((cache / "cpu").glob("*.json")) - before
+    for ext in ("so", "json"):
+        shutil.copy(other.with_suffix(f".{ext}"), so.with_suffix(f".{ext}"))
+    assert not verifies(so)
+    assert results(run(cache))["values"] == warm[1]["values"]      # compiled again
+    assert verifies(so) and results(run(cache, "cached-only")) == warm[1]
 
 
 def test_a_disabled_cache_reads_nothing(warm):
@@ -227,3 +266,75 @@ def test_the_key_covers_options_and_locations():
             cpu_cache.key(located, 3, 2)}
     assert len(keys) == 4
     assert cpu_cache.key(plain, 3, 2) == cpu_cache.key(plain, 3, 2)
+
+
+@pytest.mark.parametrize("name, value", [("ADJIT_CACHE_MAX_MB", "nan"),
+                                         ("ADJIT_CACHE_MAX_MB", "inf"),
+                                         ("ADJIT_DISK_CACHE", "no")])
+def test_a_setting_that_is_not_valid_is_named_at_the_first_compile(tmp_path, name, value):
+    """Not "cannot convert float NaN to integer" from a store: the setting and its value,
+    for the first function compiled, whether or not the cache would be written."""
+    done = run(tmp_path / "cache", **{name: value})
+    assert done.returncode != 0
+    assert f"{name} must be" in done.stderr and f"got {value!r}" in done.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+# A module with custom rules (issue 8, item 5): a rule's symbol was named with Python's
+# per-process `hash`, so each new process compiled such a module again (and stored one more
+# entry). The rules scale the true derivative by 2, so the values show that they ran.
+RULED = '''
+import adjit
+
+@adjit.func
+def softplus(x):
+    return adjit.log(1.0 + adjit.exp(x))
+
+@adjit.rules.forward(softplus)
+def _(config, x):
+    s = 1.0 / (1.0 + adjit.exp(-x.val))
+    return softplus(x.val), 2.0 * s * x.dval
+
+@adjit.rules.augmented_primal(softplus)
+def _(config, x):
+    return adjit.rules.AugmentedReturn(softplus(x.val), None, x.val)
+
+@adjit.rules.reverse(softplus)
+def _(config, dret, tape, x):
+    return (2.0 * dret / (1.0 + adjit.exp(-tape)),)
+
+@adjit.jit
+def loss(a: float):
+    return softplus(a) * a
+'''
+
+RULED_SCRIPT = """
+import json, sys
+from adjit.runtime import cpu_cache, engine, memory
+if sys.argv[1] == "cached-only":
+    def refuse(*args, **kwargs):
+        raise AssertionError("compiled what the disk cache holds")
+    engine.lower_to_llvm = engine.ExecutionEngine = memory.ExecutionEngine = refuse
+cpu_cache.EXIT_WAIT_S = 100
+import adjit, ruled
+reverse = adjit.autodiff(adjit.Reverse, ruled.loss, adjit.Active(0.5))[0]
+forward = adjit.autodiff(adjit.Forward, ruled.loss, adjit.Duplicated(0.5, 1.0))
+print(json.dumps([float(reverse), float(forward)]))
+"""
+
+
+def test_a_module_with_custom_rules_is_loaded_by_the_next_process(tmp_path):
+    import math
+    (tmp_path / "ruled.py").write_text(RULED)
+    cache = tmp_path / "cache"
+    env = environment(cache, PYTHONPATH=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", RULED_SCRIPT, mode], capture_output=True,
+                           text=True, env=env, timeout=120) for mode in ("any", "cached-only")]
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+    first, second = (json.loads(done.stdout) for done in runs)
+    a = 0.5
+    # d/da softplus(a) * a, softplus' = sigmoid doubled by the rules.
+    want = 2 / (1 + math.exp(-a)) * a + math.log1p(math.exp(a))
+    assert first == pytest.approx([want, want], rel=1e-14)
+    assert second == first

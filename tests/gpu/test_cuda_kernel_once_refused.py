@@ -65,3 +65,24 @@ def test_triangular_loop_and_counter_on_the_gpu_path(fake, n):
     assert got[2][0] == 7
     # the tape: 7 items * sum over k < 3 of max(0, n - k) slots * 8 bytes
     assert 7 * sum(max(0, n - k) for k in range(3)) * 8 in sizes
+
+
+def test_the_kernels_assemble_for_sm_90(monkeypatch, tmp_path):
+    # The derivative kernels (the aug's slot sums are scf.for loops) and _sum_into, whose f64
+    # atomic add needs sm_60 or later, pass ptxas.
+    import subprocess
+    from adjit.frontend import cuda_launch
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        pytest.skip("ptxas is not on PATH")
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    kernels = cuda_launch.derivative_kernels(triangular, TYPES, 1, "reverse", ACTIVITY)
+    sum_into = cuda_launch.gpu_kernel(cuda_launch._sum_into,
+                                      [ArrayType(adjit.f32, 1), F64_1D], 1)
+    assert "atom.global.add.f64" in sum_into.ptx or "red.global.add.f64" in sum_into.ptx
+    for k in (kernels["aug"], kernels["rev"], sum_into):
+        path = tmp_path / f"{k.entry}.ptx"
+        path.write_text(k.ptx)
+        done = subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", "/dev/null"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr

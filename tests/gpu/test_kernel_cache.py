@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,39 @@ def test_gpu_kernel_dict_round_trip():
                        params=(Param("scalar", "f32"), Param("memref", "f64", 2)), ndim=2,
                        checks=(("IndexError", "out of range"),))
     assert GpuKernel.from_dict(json.loads(json.dumps(kernel.to_dict()))) == kernel
+
+
+@pytest.mark.parametrize("how", ["caches off", "folder is a file"])
+def test_host_programs_run_unstored(tmp_path, monkeypatch, how):
+    """A `device="cuda"` function whose host program cannot be stored runs from a temporary
+    copy of its shared object (the fake driver standing in for the GPU)."""
+    pytest.importorskip("mlir")
+    if shutil.which("cc") is None:
+        pytest.skip("building host programs needs a C compiler (cc)")
+    import numpy as np
+    from cuda_jit_cases import KERNELS, simulate
+    from fake_driver import install
+    install(monkeypatch, KERNELS)
+    monkeypatch.setattr(files, "_warned", set())
+    monkeypatch.setattr(simulate, "_cache", {})
+    root = tmp_path / "cache"
+    if how == "caches off":
+        monkeypatch.setenv("ADJIT_DISK_CACHE", "0")
+    else:
+        root.write_text("not a folder")
+        monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(root))
+    u0 = np.random.default_rng(2).random((9, 7), dtype=np.float32)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        total, u = simulate(u0, 3, np.float32(0.2), device="cuda")
+    unwritable = [str(w.message) for w in warned if "cannot be written" in str(w.message)]
+    if how == "caches off":
+        assert unwritable == []
+    else:
+        [message] = unwritable
+        assert message.startswith(f"adjit: the cache folder {root / 'gpu'} cannot be written")
+    want_total, want_u = simulate(u0, 3, np.float32(0.2))
+    np.testing.assert_allclose(u, want_u, rtol=1e-6)
+    np.testing.assert_allclose(total, want_total, rtol=1e-6)
+    assert not root.exists() if how == "caches off" else root.read_text() == "not a folder"

@@ -338,3 +338,13 @@ def test_a_module_with_custom_rules_is_loaded_by_the_next_process(tmp_path):
     want = 2 / (1 + math.exp(-a)) * a + math.log1p(math.exp(a))
     assert first == pytest.approx([want, want], rel=1e-14)
     assert second == first
+
+
+def test_a_misplaced_cache_folder_costs_nothing_but_the_cache(tmp_path):
+    """ADJIT_CACHE_DIR naming a file: every entry is a miss and none can be stored, quietly
+    (the module built now, for its math calls, loads from a temporary file)."""
+    root = tmp_path / "not-a-folder"
+    root.write_text("x")
+    done = results(run(root))                # results() checks stderr is empty
+    assert done["error"] == "negative length" and len(done["values"]) == 1000
+    assert root.read_text() == "x"

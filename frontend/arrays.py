@@ -116,7 +116,10 @@ def as_expr(a: Array | ArrayExpr) -> ArrayExpr:
     if isinstance(a, ArrayExpr):
         return a
     if a.type.ndim == 0:
-        raise UserError("0-d arrays are not supported in array expressions")
+        # One element, with no index (collapse_shape cannot make a 1-D view of a 0-d
+        # memref): element i of it is the element, for any i.
+        return ArrayExpr(a.type.dtype, [], lambda i: Scalar(memref.load(a.value, []),
+                                                             a.type.dtype))
     view = flat(a)
     return ArrayExpr(a.type.dtype, dims(a),
                      lambda i: Scalar(memref.load(view, [i]), a.type.dtype))
@@ -136,13 +139,19 @@ def same_shape(x: ArrayExpr, y: ArrayExpr) -> list[ir.Value]:
     return [arith.minui(a, b) for a, b in zip(x.shape, y.shape)]
 
 
-def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExpr:
-    """Lifts a scalar function over operands of which at least one is an array."""
+def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExpr | Scalar:
+    """Lifts a scalar function over operands of which at least one is an array. 0-d arrays
+    broadcast as NumPy's do, like scalars; when every array operand is 0-d the result is a
+    scalar, as a NumPy ufunc's is (`np.array(2.0) * 3.0` is a float64)."""
     exprs = [as_expr(o) if isinstance(o, (Array, ArrayExpr)) else None for o in operands]
-    first = next(e for e in exprs if e is not None)
+    if all(e is None or not e.shape for e in exprs):
+        zero = idx(0)
+        return S.as_scalar(fn(*[e.element(zero) if e is not None else o
+                                for e, o in zip(exprs, operands)]))
+    first = next(e for e in exprs if e is not None and e.shape)
     shape = first.shape
     for e in exprs:
-        if e is not None and e is not first:
+        if e is not None and e is not first and e.shape:
             shape = same_shape(ArrayExpr(first.dtype, shape, first.element), e)
 
     def element(i: ir.Value):
@@ -177,9 +186,14 @@ def materialize(v) -> Array:
     return out
 
 
-def store_into(out: Array, e: ArrayExpr) -> None:
+def store_into(out: Array, e: ArrayExpr | Scalar) -> None:
     """Writes expression `e` (of `out`'s shape) into `out`, element by element: in place is
-    safe, since element i of `e` reads only element i of its arrays."""
+    safe, since element i of `e` reads only element i of its arrays. A 0-d `out` takes its
+    one element (`e` may then be a scalar: what an expression of 0-d arrays gives)."""
+    if out.type.ndim == 0:
+        v = e if isinstance(e, Scalar) else e.element(idx(0))
+        memref.store(S.cast(v, out.type.dtype).value, out.value, [])
+        return
     view = flat(out)
     loop = scf.ParallelOp([], [idx(0)], [numel(e.shape)], [idx(1)], [])
     body = loop.regions[0].blocks.append(ir.IndexType.get())
@@ -196,6 +210,9 @@ def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
 
 def fill(a: Array, v) -> None:
     value = S.convert(v, a.type.dtype).value
+    if a.type.ndim == 0:
+        memref.store(value, a.value, [])
+        return
     view = flat(a)
     loop = scf.ParallelOp([], [idx(0)], [numel(dims(a))], [idx(1)], [])
     body = loop.regions[0].blocks.append(ir.IndexType.get())
@@ -287,8 +304,12 @@ def _identity(op: str, t: ScalarType) -> Scalar:
     return S.as_scalar(Literal(-big - 1 if op == "max" else big), t)
 
 
-def reduce(op: str, v: Array | ArrayExpr) -> Scalar:
-    """sum / max / min over all elements: chunks reduced in parallel, then combined."""
+def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
+    """sum / max / min over all elements: chunks reduced in parallel, then combined. A
+    scalar (an expression of 0-d arrays) is its own max and min, and its sum has the sum's
+    type (bools and integers sum as i64)."""
+    if isinstance(v, Scalar):
+        return v if op != "sum" or v.type.is_float else S.cast(v, _accumulator_type(v.type, op))
     e = as_expr(v)
     acc_t = _accumulator_type(e.dtype, op)
     n = numel(e.shape)

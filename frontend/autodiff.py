@@ -430,7 +430,7 @@ def _like(what: str, v, like, of: str, convert: bool):
         raise ValueError(f"{what} has shape {v.shape}; expected {expected}")
     if v.dtype != like.dtype:
         raise TypeError(f"{what} has dtype {v.dtype}; expected {expected}")
-    return np.ascontiguousarray(v)
+    return np.require(v, requirements=["C", "E"])   # (ascontiguousarray: 0-d to 1-D)
 
 
 def _describe(v) -> str:

@@ -204,10 +204,12 @@ def _sync(gen, args, kwargs):
 
 # ---- arrays (compiled functions only) --------------------------------------------------
 def reduce(op: str, a):
-    if isinstance(a, (Array, ArrayExpr)):
+    """A reduction of an array, or of a scalar as NumPy's (np.sum of an int32 or a bool is
+    an int64)."""
+    if isinstance(a, (Array, ArrayExpr, Scalar)):
         return A.reduce(op, a)
-    if isinstance(a, (Scalar, Literal)):
-        return a
+    if isinstance(a, Literal):
+        return Literal(int(a.value)) if op == "sum" and isinstance(a.value, bool) else a
     raise UserError(f"{op}() of {S.describe(a)}")
 
 

@@ -20,7 +20,7 @@ from ..dialects import adj
 from . import arrays as A
 from . import builtin_calls as B
 from . import scalar_ops as S
-from .errors import CompilationError, UserError
+from .errors import CompilationError, UserError, located
 from .source import SourceInfo
 from .types import ArrayType, ScalarType, as_scalar_type, bool_, index, promote
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
@@ -165,6 +165,12 @@ class CodeGenerator(ast.NodeVisitor):
             raise
         except UserError as e:
             raise self.error(node, str(e)) from None
+        except RecursionError as e:     # guard.compiling retries it on a deeper stack
+            if "adjit_where" not in e.__dict__:       # (no call: the stack is full)
+                e.adjit_where = (self.src, node)
+            raise
+        except Exception as e:          # a bug of adjit's, or a deliberate TypeError...
+            raise located(e, self.error(node, ""))
         finally:
             self._node = prev
 
@@ -244,9 +250,14 @@ class CodeGenerator(ast.NodeVisitor):
             new = self._binary(op, current, self.visit(node.value))
             if isinstance(current, Array):
                 # `x += y` on an array updates it in place, as in NumPy (the caller sees it).
-                if not isinstance(new, ArrayExpr):
+                if not isinstance(new, ArrayExpr) and not (current.type.ndim == 0
+                                                           and isinstance(new, Scalar)):
                     raise self.error(node, f"augmented assignment of {S.describe(new)} to "
                                            "an array")
+                if isinstance(new, ArrayExpr) and new.type.ndim != current.type.ndim:
+                    # NumPy too: the result's shape must be the array's own
+                    raise self.error(node, f"augmented assignment of a {new.type.ndim}-D "
+                                           f"result to a {current.type.ndim}-D array")
                 A.store_into(current, new)
                 return
             self.assign(node.target, new)
@@ -950,8 +961,10 @@ class CodeGenerator(ast.NodeVisitor):
             if not isinstance(v, (Scalar, Literal, Array, ArrayExpr)):
                 raise UserError(f"operator {op} on {S.describe(v)}")
         if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
-            self.require_host(f"array arithmetic ({op})")
-            return A.elementwise(lambda x, y: S.binary(op, x, y), [a, b])
+            out = A.elementwise(lambda x, y: S.binary(op, x, y), [a, b])
+            if isinstance(out, ArrayExpr):   # (0-d arrays alone give a scalar: no memory)
+                self.require_host(f"array arithmetic ({op})")
+            return out
         return S.binary(op, a, b)
 
     def visit_BinOp(self, node: ast.BinOp):

@@ -86,7 +86,7 @@ def _check_results(name: str, results: list, mode: Mode, pullback: bool) -> None
         raise TypeError(f"{name}: autodiff differentiates functions that return one float "
                         "scalar, one float array or nothing, not a tuple")
     array = bool(results) and isinstance(results[0], ArrayType)
-    if pullback and not (array and results[0].dtype.is_float and results[0].ndim > 0):
+    if pullback and not (array and results[0].dtype.is_float):
         raise TypeError(f"{name}: a pullback of an array needs a function returning one float "
                         "array")
     if mode.reverse and array and not pullback:

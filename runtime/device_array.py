@@ -81,13 +81,13 @@ class DeviceArray:
 
     @classmethod
     def from_numpy(cls, array: Any) -> "DeviceArray":
-        host = np.ascontiguousarray(array)
+        host = np.require(array, requirements=["C", "E"])   # (ascontiguousarray: 0-d to 1-D)
         device = cls(host.shape, host.dtype)
         device.copy_from_host(host)
         return device
 
     def copy_from_host(self, array: Any) -> None:
-        host = np.ascontiguousarray(array, dtype=self.dtype)
+        host = np.require(array, dtype=self.dtype, requirements=["C", "E"])
         if host.shape != self.shape:
             raise ValueError(f"cannot copy a {host.shape} array into a {self.shape} DeviceArray")
         if self.nbytes:

@@ -178,3 +178,59 @@ def float32_stays_float32(x):
 def test_constant_bound_after_a_jump_stays_weakly_typed():
     x = np.array([1.5, -1.0, 2.0], dtype=np.float32)
     assert_same(float32_stays_float32(x), np.float32(3.5))
+
+
+@adjit.jit
+def while_break_continue_bind(n: int):
+    s = 0
+    k = 0
+    while k < n:
+        k += 1
+        if k % 5 == 4:
+            break
+        elif k % 2 == 0:
+            continue
+        else:
+            t = k * 3
+        s += t
+    return s
+
+
+@adjit.func
+def return_in_loop_bind(n: int):
+    s = 0
+    for i in range(n):
+        if i == 7:
+            return -s
+        else:
+            t = i * i
+        s += t
+    return s
+
+
+@adjit.jit
+def nested_loops_bind(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        for j in range(x.shape[0]):
+            if j > i:
+                break
+            if x[j] < 0:
+                continue
+            else:
+                u = x[j] * x[i]
+            s += u
+        if x[i] > 1.0:
+            continue
+        v = x[i]
+        s -= v
+    return s
+
+
+def test_while_return_and_nested_loops():
+    for n in range(12):
+        want = while_break_continue_bind.__wrapped__(n)
+        assert_same(while_break_continue_bind(n), np.int64(want))
+        assert_same(return_in_loop_bind(n), np.int64(return_in_loop_bind.__wrapped__(n)))
+    for x in (X, -X, X[:3].copy()):
+        assert_same(nested_loops_bind(x), np.float64(nested_loops_bind.__wrapped__(x)))

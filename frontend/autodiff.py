@@ -19,6 +19,7 @@ from ..runtime.kernel_cache import check_ndrange_bounds
 from . import autodiff_checks
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         specialise)
+from .guard import compiling
 from .types import ArrayType
 
 if TYPE_CHECKING:
@@ -213,7 +214,8 @@ def _derivative(f, mode: Mode, anns, types, nd, wgs, pullback: bool = False) -> 
     d = cache.get(key)
     if d is None:
         from .derivative import Derivative
-        d = cache[key] = Derivative(f, mode, anns, types, nd, wgs, pullback).compile_cpu()
+        d = cache[key] = compiling(f, lambda: Derivative(f, mode, anns, types, nd, wgs,
+                                                          pullback).compile_cpu())
     return d
 
 

@@ -18,6 +18,7 @@ from ..runtime import host_program, kernel_cache
 from ..runtime.host_program import ENTRY
 from .cuda_launch import chip, compiler_fingerprint, device_value, is_compile_only
 from .functions import Lowered, debug_enabled, specialise
+from .guard import compiling
 from .source import fingerprint
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def call(fn: Function, args: Sequence[Any]) -> Any:
 def lower(fn: Function, args: Sequence[Any]) -> Lowered:
     """`fn.lower(*args, device="cuda")`: compiled here and now, cache or not."""
     types, _ = _specialise(fn, args)
-    adj_text, llvm_ir, program = _compile_call(fn, types, debug_enabled(), chip())
+    adj_text, llvm_ir, program = compiling(fn, lambda: _compile_call(fn, types, debug_enabled(),
+                                                                     chip()))
     ptx = "\n".join(k.ptx for k in program.kernels)
     return Lowered(adj_text, lambda: llvm_ir, lambda: ptx)
 
@@ -114,7 +116,7 @@ def _loaded(fn: Function, types: list, variant: str,
     def compile() -> host_program.HostProgram:
         if loaded is not None:
             return loaded.program
-        return compile_program(fn, types, debug, target)[2]
+        return compiling(fn, lambda: compile_program(fn, types, debug, target))[2]
 
     # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
     program, folder = kernel_cache.find_or_compile(

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from .errors import CompilationError
-from .source import parse_source
+from .guard import compiling
+from .source import SourceInfo, parse_source
 from .types import ArrayType, ScalarType, as_scalar_type, type_of_value
 
 if TYPE_CHECKING:
@@ -26,8 +27,9 @@ def debug_enabled() -> bool:
     return os.environ.get("ADJIT_DEBUG", "") not in ("", "0")
 
 
-def annotations_of(pyfn: Callable) -> list:
-    """Per parameter: an adjit type from its annotation, or None."""
+def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
+    """Per parameter: an adjit type from its annotation, or None. A parameter adjit cannot
+    take is a CompilationError at it in `source` (the parsed function)."""
     try:   # string annotations (`from __future__ import annotations`) are evaluated
         sig = inspect.signature(pyfn, eval_str=True)
     except Exception as e:
@@ -35,8 +37,15 @@ def annotations_of(pyfn: Callable) -> list:
     out = []
     for p in sig.parameters.values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            raise CompilationError(f"{pyfn.__qualname__}: parameter {p.name!r}: adjit takes "
-                                   "plain positional parameters only")
+            message = (f"{pyfn.__qualname__}: parameter {p.name!r}: adjit takes plain "
+                       "positional parameters only")
+            if source is None:
+                raise CompilationError(message)
+            args = source.tree.args
+            node = next((a for a in [*args.posonlyargs, *args.args, args.vararg,
+                                     *args.kwonlyargs, args.kwarg]
+                         if a is not None and a.arg == p.name), None)
+            raise source.error(node, message)
         ann = p.annotation
         if ann is inspect.Parameter.empty:
             out.append(None)
@@ -128,7 +137,7 @@ class _Decorated:
         self.__wrapped__ = pyfn
         self.source = parse_source(pyfn)
         self.params = list(inspect.signature(pyfn).parameters)
-        self.annotations = annotations_of(pyfn)
+        self.annotations = annotations_of(pyfn, self.source)
         self._cache: dict[tuple, object] = {}
 
     def __repr__(self) -> str:
@@ -168,7 +177,7 @@ class Function(_Decorated):
 
     def _build(self, types: list, debug: bool) -> Compiled:
         from .compiler import build_function
-        return build_function(self, types, debug)
+        return compiling(self, lambda: build_function(self, types, debug))
 
     def lower(self, *args, device: str | None = None) -> Lowered:
         if self._device(device) == "cuda":
@@ -236,7 +245,7 @@ class Kernel(_Decorated):
     def _build(self, types: list, ndim: int, wgs: tuple[int, ...] | None,
                debug: bool) -> Compiled:
         from .compiler import build_kernel
-        return build_kernel(self, types, ndim, wgs, debug)
+        return compiling(self, lambda: build_kernel(self, types, ndim, wgs, debug))
 
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
         nd = _ndrange_tuple(ndrange, self.__name__)
@@ -245,7 +254,8 @@ class Kernel(_Decorated):
             from .compiler import kernel_module
             from .cuda_launch import gpu_kernel, specialise_cuda
             types, _ = specialise_cuda(self, args)
-            adj_text, _ = kernel_module(self, types, len(nd), debug_enabled())
+            adj_text, _ = compiling(self, lambda: kernel_module(self, types, len(nd),
+                                                                debug_enabled()))
             return Lowered(adj_text, _no_llvm, lambda: gpu_kernel(self, types, len(nd)).ptx)
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
         compiled = self._build(types, len(nd), wgs, debug_enabled())

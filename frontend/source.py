@@ -10,6 +10,7 @@ import ast
 import enum
 import hashlib
 import inspect
+import linecache
 import textwrap
 import types
 from dataclasses import dataclass
@@ -27,18 +28,58 @@ class SourceInfo:
     first_line: int
     lines: list[str]
 
+    def error(self, node: ast.AST | None, message: str) -> CompilationError:
+        """A CompilationError at `node` of the tree (the `def` line if None), with its
+        source line."""
+        node = node or self.tree
+        rel = getattr(node, "lineno", 1)
+        line = self.lines[rel - 1] if 0 < rel <= len(self.lines) else None
+        return CompilationError(message, self.filename, self.first_line + rel - 1,
+                                getattr(node, "col_offset", 0), line)
+
 
 def parse_source(pyfn: Callable) -> SourceInfo:
+    """The parsed `def` of `pyfn`; a CompilationError, at the function where Python knows
+    where it was defined, if adjit cannot compile it from its source."""
+    name = getattr(pyfn, "__qualname__", None) or repr(pyfn)
+    code = getattr(pyfn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        raise CompilationError(f"cannot compile {name}: adjit compiles Python functions "
+                               "(written with def) from their source, and this is a "
+                               f"{type(pyfn).__name__}")
+    where = (code.co_filename, code.co_firstlineno)
     try:
         lines, first = inspect.getsourcelines(pyfn)
     except (OSError, TypeError) as e:
-        raise CompilationError(f"cannot read the source of {pyfn.__qualname__}: {e}") from None
-    src = textwrap.dedent("".join(lines))
-    tree = ast.parse(src).body[0]
-    if not isinstance(tree, ast.FunctionDef):
-        raise CompilationError(f"{pyfn.__qualname__} is not a plain function definition")
-    return SourceInfo(tree, inspect.getsourcefile(pyfn) or "<unknown>", first,
+        raise _no_source(name, *where, e) from None
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    except (SyntaxError, IndexError):
+        tree = None
+    if pyfn.__name__ == "<lambda>" or not isinstance(tree, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef)):
+        raise CompilationError(f"cannot compile {name}: adjit compiles functions written "
+                               "with def, not lambdas", *where,
+                               source_line=linecache.getline(*where) or None)
+    info = SourceInfo(tree, inspect.getsourcefile(pyfn) or code.co_filename, first,
                       [l.rstrip("\n") for l in lines])
+    if isinstance(tree, ast.AsyncFunctionDef):
+        raise info.error(tree, f"{name} is an async def: adjit compiles plain def functions "
+                               "(coroutines have no meaning in compiled code)")
+    return info
+
+
+def _no_source(name: str, filename: str, line: int, e: Exception) -> CompilationError:
+    """Why the source of function `name`, defined at `filename`:`line`, cannot be read."""
+    if filename.startswith("<") and filename.endswith(">"):
+        why = (f"{name} was defined in {filename} (by exec() or eval(), `python -c`, or at "
+               "the interactive prompt), and Python keeps no source text for such "
+               "functions; adjit compiles a function from its source: define it in a .py "
+               "file (or a notebook cell) and import it")
+    else:
+        why = (f"its file {filename} cannot be read ({e}); adjit compiles a function from "
+               "its source: keep the .py file next to its compiled form")
+    return CompilationError(f"cannot read the source of {name}: {why}", filename, line)
 
 
 def fingerprint(obj: Any) -> str:

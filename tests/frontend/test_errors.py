@@ -507,3 +507,75 @@ def test_int_argument_out_of_range_is_named():
         _twice_int(2 ** 70)
     with pytest.raises(OverflowError, match="argument 'n'.*int64"):
         _twice_any(2 ** 70)
+
+
+# ---- functions adjit cannot read or compile from their source (issue 8.12) ----------------
+
+def test_async_def_is_refused_at_its_line():
+    with pytest.raises(adjit.CompilationError) as info:
+        @adjit.kernel
+        async def bad(x):  # async-def
+            pass
+    e = info.value
+    assert (e.filename, e.lineno) == (__file__, line_of("async-def"))
+    assert "bad is an async def" in str(e) and "plain def" in str(e)
+    assert "async def bad(x):" in str(e) and "<unknown>" not in str(e)
+
+
+def test_function_defined_by_exec_says_why_and_what_to_do():
+    namespace = {"adjit": adjit}
+    with pytest.raises(adjit.CompilationError) as info:
+        exec("x = 1\n\n@adjit.jit\ndef f(v):\n    return v\n", namespace)
+    e = info.value
+    assert (e.filename, e.lineno) == ("<string>", 3)     # where Python says f was defined
+    text = str(e)
+    assert text.startswith("<string>:3:")
+    assert "cannot read the source of f" in text
+    assert "exec()" in text and "python -c" in text      # why
+    assert ".py file" in text                            # what to do
+
+
+def test_function_defined_by_python_dash_c(tmp_path):
+    import subprocess
+    import sys
+    code = "import adjit\n@adjit.jit\ndef f(v):\n    return v\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode != 0
+    assert "CompilationError: <string>:2:1: cannot read the source of f: f was defined in " \
+           "<string>" in done.stderr
+    assert "python -c" in done.stderr and ".py file" in done.stderr
+
+
+def test_function_whose_file_is_gone(tmp_path):
+    path = tmp_path / "gone.py"
+    path.write_text("def f(v):\n    return v\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    path.unlink()
+    import linecache
+    linecache.clearcache()
+    with pytest.raises(adjit.CompilationError) as info:
+        adjit.jit(namespace["f"])
+    e = info.value
+    assert (e.filename, e.lineno) == (str(path), 1)
+    assert f"its file {path} cannot be read" in str(e)
+
+
+def test_lambda_and_non_functions_are_refused():
+    with pytest.raises(adjit.CompilationError) as info:
+        adjit.jit(lambda v: v)  # lambda
+    assert (info.value.filename, info.value.lineno) == (__file__, line_of("lambda"))
+    assert "not lambdas" in str(info.value)
+    with pytest.raises(adjit.CompilationError, match="this is a ufunc"):
+        adjit.jit(np.sin)
+
+
+def test_star_parameters_are_refused_at_the_parameter():
+    with pytest.raises(adjit.CompilationError) as info:
+        @adjit.jit
+        def f(x, *rest):  # star-param
+            return x
+    e = info.value
+    assert (e.filename, e.lineno) == (__file__, line_of("star-param"))
+    assert "parameter 'rest'" in str(e) and "positional" in str(e)

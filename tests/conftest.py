@@ -6,8 +6,10 @@ are imported by plain name, so the folders go on sys.path.
 
 Compiled code is cached on disk. Unless the caller chose a folder (scripts/gpu_check.sh hands
 kernels to the GPU machine through one), the suite uses a fresh one, never ~/.cache/adjit,
-and no CPU disk cache: building entries in the background would slow the suite for nothing
-(tests/runtime/test_rt_disk_cache.py turns it on in the processes it starts).
+and the disk caches off (ADJIT_DISK_CACHE=0, CPU and GPU): building CPU entries in the
+background would slow the suite for nothing. The tests of the caches turn them on
+(test_rt_disk_cache.py in the processes it starts, test_cuda_launch.py, test_kernel_cache.py);
+compile_only() and processes without MLIR use the GPU folder either way.
 """
 import atexit
 import os

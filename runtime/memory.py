@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import threading
 from math import prod
 from typing import Callable, Sequence
@@ -120,6 +121,15 @@ class _Allocator:
 
 _allocator: _Allocator | None = None
 _allocator_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # Held by another thread at the fork (making the allocator), it would never be released.
+    global _allocator_lock
+    _allocator_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _get() -> _Allocator:

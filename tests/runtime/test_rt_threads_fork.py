@@ -12,6 +12,7 @@ of stopping the suite."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -99,12 +100,23 @@ def test_the_kernel_error_names_the_line():
 
 
 def _run(script: str, timeout: float = 120, **env) -> subprocess.CompletedProcess:
-    """Runs `script` in a fresh Python; a hang fails the test after `timeout` seconds."""
+    """Runs `script` in a fresh Python, in a process group of its own; a hang fails the test
+    after `timeout` seconds, and kills the group (forked children included)."""
+    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, **env}, start_new_session=True)
     try:
-        return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, **env})
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"the subprocess hung (killed after {timeout} s); output: {e.stdout!r} {e.stderr!r}")
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"the subprocess hung (killed after {timeout} s); output: {out!r} {err!r}")
+    finally:
+        try:   # forked children left behind by a failing script
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 KERNELS = '''
@@ -228,4 +240,38 @@ if __name__ == "__main__":
     print("ok")
 '''
     done = _run(script, ADJIT_NUM_THREADS="2")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+
+
+def test_fork_while_another_thread_holds_the_compile_locks(tmp_path):
+    # Another thread is inside a compile (the engine's lock) and queuing a cache build (the
+    # cache writer's lock) when the process forks: the child, which has no such thread,
+    # compiles, stores and launches all the same.
+    script = _prelude() + FORK_CHILD + '''
+import threading
+from adjit.runtime import cpu_cache, engine
+divide(x, d, out, ndrange=len(x))
+held, release = threading.Event(), threading.Event()
+def holder():
+    with engine._cache_lock, cpu_cache._writer_lock:
+        held.set()
+        release.wait()
+threading.Thread(target=holder).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    try:
+        child_work()
+        code = 0 if adjit.wait_for_builds(timeout=60) else 2
+    except BaseException as e:
+        print("child failed:", repr(e), flush=True)
+        code = 1
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+release.set()
+assert os.waitstatus_to_exitcode(status) == 0, status
+print("ok")
+'''
+    done = _run(script, ADJIT_NUM_THREADS="2", ADJIT_DISK_CACHE="1",
+                ADJIT_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path))
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -21,7 +22,9 @@ from mlir import ir, passmanager
 
 from ..dialects import make_context
 from ..dialects.adj import AdjError
+from ..runtime import deep_stack
 from .lower_cpu import ERROR_TABLE_ATTR, lower_cpu
+from .walk import walk
 
 Pass = Callable[[ir.Module], None]   # rewrites the module in place
 
@@ -75,7 +78,7 @@ def _ops(root: ir.Operation, keep: Callable[[ir.Operation], bool]) -> list[ir.Op
             found.append(op)
         return ir.WalkResult.ADVANCE
 
-    root.walk(visit)
+    walk(root, visit)
     return found
 
 
@@ -163,11 +166,42 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# MLIR's parser, verifier and printer recurse once per nested region, ~2.5 KiB of stack a
+# level: the tool runs on a thread whose stack (runtime/deep_stack.py) holds this many.
+MAX_NESTING = 100_000
+_BYTECODE_MAGIC = b"ML\xefR"
+_BRACES = re.compile(rb'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[{}]')
+
+
+def _nesting(data: bytes) -> int:
+    """How deeply the braces of IR text `data` nest (outside strings and comments)."""
+    depth = deepest = 0
+    for m in _BRACES.finditer(data):
+        token = m.group()
+        if token == b"{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token == b"}":
+            depth -= 1
+    return deepest
+
+
+def _parse(source: str) -> ir.Module:
+    """The module in file `source` (`-`: stdin), read as bytes: text in any encoding, or
+    MLIR bytecode, is the parser's to judge, with a diagnostic at the offending character."""
+    data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    if not data.startswith(_BYTECODE_MAGIC):
+        depth = _nesting(data)
+        if depth > MAX_NESTING:
+            raise ToolError(f"{source}: regions nest {depth} deep, more than adjit-opt's "
+                            f"limit of {MAX_NESTING}")
+    if source != "-" and Path(source).is_file():
+        return ir.Module.parseFile(source)   # locations then name the file
+    return ir.Module.parse(data)             # (a pipe cannot be read twice)
+
+
 def _run(args: argparse.Namespace) -> str:
-    if args.input == "-":
-        module = ir.Module.parse(sys.stdin.read())
-    else:
-        module = ir.Module.parseFile(args.input)   # locations then name the file
+    module = _parse(args.input)
     op = module.operation
     for name, pipeline in args.steps:
         if pipeline is not None:
@@ -186,6 +220,14 @@ def _run(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return deep_stack.call(lambda: _main(args))     # see MAX_NESTING
+    except KeyboardInterrupt:
+        _report(None, "error", "interrupted")
+        return 130
+
+
+def _main(args: argparse.Namespace) -> int:
     ctx = make_context()
     failed = False
 

@@ -55,7 +55,7 @@ def load(a: Array, subs: list[ir.Value], debug: bool) -> Scalar:
     if len(subs) != a.type.ndim:
         raise UserError(f"indexing a {a.type.ndim}-D array with {len(subs)} indices "
                         "(adjit reads single elements: give one index per dimension)")
-    if debug:
+    if debug and subs:   # (a 0-d array's one element is always inside)
         ok = _bounds_check(a, subs)
         branch = scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True)
         with ir.InsertionPoint(branch.then_block):
@@ -71,7 +71,7 @@ def store(a: Array, subs: list[ir.Value], v, debug: bool) -> None:
         raise UserError(f"assigning into a {a.type.ndim}-D array with {len(subs)} indices "
                         "(give one index per dimension)")
     value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
-    if debug:
+    if debug and subs:   # (a 0-d array's one element is always inside)
         branch = scf.IfOp(_bounds_check(a, subs))
         with ir.InsertionPoint(branch.then_block):
             memref.store(value, a.value, subs)
@@ -89,7 +89,7 @@ def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
         raise UserError("atomic_add needs a numeric array, not bool")
     value = S.cast(S.as_scalar(v, t), t).value
     kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0 if t.is_float else 1)
-    if debug:
+    if debug and subs:   # (a 0-d array's one element is always inside)
         branch = scf.IfOp(_bounds_check(a, subs), [t.mlir()], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([memref.atomic_rmw(kind, value, a.value, subs)])

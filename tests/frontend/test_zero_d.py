@@ -190,3 +190,21 @@ def test_read_only_0d_array_written_is_refused():
     x0.flags.writeable = False
     with pytest.raises(ValueError, match="'x0'.*read-only"):
         write_it(x0)
+
+
+@adjit.jit
+def debug_read_write(x0, y0, y):
+    adjit.atomic_add(y0, (), x0[()])
+    y0[()] = y0[()] * 2.0
+    out = adjit.empty_like(y)
+    scale_by(x0, y, out, y0, ndrange=y.shape[0])
+    return x0[()], out
+
+
+def test_debug_mode_checks_nothing_for_the_one_element(debug_mode):
+    # ADJIT_DEBUG=1 bounds-checks every access; a 0-d array's element has no index to check
+    x0, y0, y = zero_d(2.0), zero_d(1.0), np.ones(4)
+    got, out = debug_read_write(x0, y0, y)
+    assert_same(got, np.float64(2.0))
+    assert_same(y0, zero_d((1.0 + 2.0) * 2.0 + 4.0))
+    np.testing.assert_array_equal(out, np.full(4, 1.0 * 2.0 + 1.0))

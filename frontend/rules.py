@@ -14,6 +14,21 @@ Compiled rules follow the ABI of the functions the pass generates (passes/autodi
              tape values...)
 - reverse:   (same as augmented, dret if the result is active, tape values...) ->
              (one adjoint per active argument)
+
+What a rule returns is checked when it compiles; anything else is refused at the rule's
+`return` line (the rule contract):
+- forward: `(primal, tangent)`; the primal may be None where `config.needs_primal` is false
+  (the caller uses only the tangent), the tangent where the result is Const (then it is
+  unused). A function with no result: None (or nothing).
+- augmented_primal: `AugmentedReturn(primal, shadow, tape)`; the primal may be None where
+  `config.needs_primal` is false and is None for a function with no result; the shadow is
+  None (functions return scalars, whose adjoint reaches the reverse rule as `dret`); the tape
+  is None, a scalar or array, or a tuple of them.
+- reverse: one entry per argument: the adjoint of each Active argument, None for each other
+  one (Const, or an array, whose adjoint the rule adds into `x.dval`).
+`config.needs_primal` is false exactly where no one reads the primal: forward mode where the
+caller uses only the tangent (`return f(x)` under Forward), augmented where the call's result
+is unused. A mode without its rules differentiates the body automatically and warns once.
 """
 from __future__ import annotations
 
@@ -54,11 +69,16 @@ class AugmentedReturn:
 
 
 class RuleArg:
-    """An argument as a rule sees it: `.val`, and `.dval` (None when it is Const)."""
+    """An argument as a rule sees it: `.val`; `.dval`, its tangent (forward rules) or shadow
+    array (augmented and reverse rules), None where it has none (Const; an Active scalar,
+    whose adjoint a reverse rule returns); `.is_const` and `.activity` ("const", "active",
+    "dup", "dupnoneed"), known at compile time like `.dval is None`."""
 
-    def __init__(self, val, dval):
+    def __init__(self, val, dval, activity: str = "const"):
         self.val = val
         self.dval = dval
+        self.activity = activity
+        self.is_const = activity == "const"
 
 
 def _register(kind: str):

@@ -119,12 +119,12 @@ class AugGen:
             args.append(self.vmap[v])
             if a in ("dup", "dupnoneed"):
                 args.append(self.aug_shadow(v))
-        results = [r.type for r in op.results] + list(d.tape)
-        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(d.aug), args)
+        primal = [r.type for r in op.results] if sig.with_primal else []
+        call = func.CallOp(primal + list(d.tape), ir.FlatSymbolRefAttr.get(d.aug), args)
         outs = list(call.results)
-        for r, v in zip(op.results, outs):
+        for r, v in zip(op.results, outs[:len(primal)]):
             self.vmap[r] = v
-        for k, v in enumerate(outs[len(op.results):]):
+        for k, v in enumerate(outs[len(primal):]):
             self.extra[("tape", op, k)] = v
 
     def aug_adj_launch(self, op: ir.Operation) -> None:

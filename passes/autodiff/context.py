@@ -10,8 +10,9 @@ from mlir import ir
 
 from ...dialects.adj import KERNEL_ATTR
 from .activity import Activity
-from .ir_util import VIEW_OPS, callee, is_float, is_memref, parent_op, walk
+from .ir_util import VIEW_OPS, callee, is_float, is_memref, parent_op, primal_used, walk
 from .memory import Writes
+from .custom_rules import call_primal
 from .signature import Derivative, Signature
 from .tape import TapePlan
 
@@ -60,9 +61,10 @@ class ReverseContext:
         """The reverse-mode signature of a call site."""
         activity, overwritten = self.operand_activity(op, op.operands)
         active_ret = any(self.act.active(r) for r in op.results)
-        return Signature(fn=callee(op), mode="reverse", activity=activity,
-                         ret_activity="active" if active_ret else "const", with_primal=True,
-                         overwritten=overwritten)
+        sig = Signature(fn=callee(op), mode="reverse", activity=activity,
+                        ret_activity="active" if active_ret else "const", with_primal=True,
+                        overwritten=overwritten)
+        return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)
 
     def call_info(self, op: ir.Operation) -> tuple[Signature, Derivative]:
         """A call site's signature and the callee's derivative for it."""

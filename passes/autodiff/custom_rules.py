@@ -12,10 +12,18 @@ the activity analysis treats calls of a function with rules as always needing de
 
 `default_provider` (what adjit-opt uses) finds func.funcs marked `adj.rule_for = @f` and
 `adj.rule_kind = "forward" | "augmented" | "reverse"`; optional `adj.rule_activity` (array of
-strings) and `adj.rule_ret_activity` restrict a rule to one activity signature.
+strings), `adj.rule_ret_activity` and `adj.rule_needs_primal` (bool) restrict a rule to one
+activity signature or config.
+
+`config["needs_primal"]` is false exactly where no one reads the primal result: the request
+says so (`with_primal = false`) and, at a call, the caller reads the result only through its
+own return, which does not return the primal (call_primal). A call is then given the
+primal-less ABI only where a rule of that ABI exists; otherwise it keeps the primal (an
+automatic derivative computes it anyway, and one derivative then serves all call sites).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable
 
 from mlir import ir
@@ -33,6 +41,7 @@ RULE_FOR = "adj.rule_for"
 RULE_KIND = "adj.rule_kind"
 RULE_ACTIVITY = "adj.rule_activity"
 RULE_RET_ACTIVITY = "adj.rule_ret_activity"
+RULE_NEEDS_PRIMAL = "adj.rule_needs_primal"
 
 
 def default_provider(module: ir.Operation) -> RuleProvider:
@@ -54,10 +63,24 @@ def default_provider(module: ir.Operation) -> RuleProvider:
             if RULE_RET_ACTIVITY in op.attributes and ir.StringAttr(
                     op.attributes[RULE_RET_ACTIVITY]).value != ret_activity:
                 continue
+            if RULE_NEEDS_PRIMAL in op.attributes and ir.BoolAttr(
+                    op.attributes[RULE_NEEDS_PRIMAL]).value != config["needs_primal"]:
+                continue
             return symbol_name(op)
         return None
 
     return provide
+
+
+def call_primal(diff: "Differentiator", sig: Signature, needed: bool,
+                at: ir.Operation) -> Signature:
+    """`sig` (a call site's, with_primal true) without the primal where the caller does not
+    need it and a rule of that ABI does the call: the rule sees config.needs_primal false
+    and may skip computing it. Otherwise the primal stays (module docstring)."""
+    if needed:
+        return sig
+    lean = dataclasses.replace(sig, with_primal=False)
+    return lean if lookup_rules(diff, lean, at, strict=False) is not None else sig
 
 
 def rule_config(sig: Signature) -> dict:
@@ -66,8 +89,10 @@ def rule_config(sig: Signature) -> dict:
             "overwritten": list(sig.overwritten)}
 
 
-def lookup_rules(diff: "Differentiator", sig: Signature, at: ir.Operation) -> Derivative | None:
-    """The rule functions for `sig`, checked against the ABI they replace; None if no rule."""
+def lookup_rules(diff: "Differentiator", sig: Signature, at: ir.Operation,
+                 strict: bool = True) -> Derivative | None:
+    """The rule functions for `sig`, checked against the ABI they replace; None if no rule
+    (or, not `strict`, if the rules have another ABI)."""
     provider = diff.rule_provider
     config = rule_config(sig)
     args = (sig.fn, list(sig.activity), sig.ret_activity, config)
@@ -77,7 +102,8 @@ def lookup_rules(diff: "Differentiator", sig: Signature, at: ir.Operation) -> De
             return None
         rule = _rule_function(diff, name, at)
         inputs, results = forward_abi(_ftype(diff, sig, at), sig)
-        _check(at, name, "forward", func_type(rule), inputs, results)
+        if not _check(at, name, "forward", func_type(rule), inputs, results, strict=strict):
+            return None
         return Derivative(forward=name)
     aug = provider(sig.fn, "augmented", *args[1:])
     rev = provider(sig.fn, "reverse", *args[1:])
@@ -91,11 +117,14 @@ def lookup_rules(diff: "Differentiator", sig: Signature, at: ir.Operation) -> De
     inputs = aug_inputs(ftype, sig)
     primal = list(ftype.results) if sig.with_primal else []
     aug_type = func_type(_rule_function(diff, aug, at))
-    _check(at, aug, "augmented", aug_type, inputs, primal, prefix_only=True)
+    if not _check(at, aug, "augmented", aug_type, inputs, primal, prefix_only=True,
+                  strict=strict):
+        return None
     tape = list(aug_type.results)[len(primal):]
     rev_inputs = inputs + dret_types(ftype, sig) + tape
-    _check(at, rev, "reverse", func_type(_rule_function(diff, rev, at)), rev_inputs,
-           adjoint_types(ftype, sig))
+    if not _check(at, rev, "reverse", func_type(_rule_function(diff, rev, at)), rev_inputs,
+                  adjoint_types(ftype, sig), strict=strict):
+        return None
     return Derivative(aug=aug, rev=rev, tape=tape)
 
 
@@ -124,10 +153,15 @@ def _types(ts) -> str:
 
 
 def _check(at: ir.Operation, name: str, kind: str, got: ir.FunctionType,
-           inputs: list[ir.Type], results: list[ir.Type], prefix_only: bool = False) -> None:
+           inputs: list[ir.Type], results: list[ir.Type], prefix_only: bool = False,
+           strict: bool = True) -> bool:
+    """Whether the rule has the ABI; if not, an error (or, not `strict`, False)."""
     got_in, got_out = list(got.inputs), list(got.results)
     bad_out = got_out[:len(results)] != results if prefix_only else got_out != results
     if got_in != inputs or bad_out or len(got_out) < len(results):
+        if not strict:
+            return False
         want = f"{_types(inputs)} -> {_types(results)}{' + tape' if prefix_only else ''}"
         raise AdjError(at, f"custom {kind} rule @{name} has type {_types(got_in)} -> "
                            f"{_types(got_out)}, but the call needs {want}")
+    return True

@@ -15,9 +15,11 @@ from mlir.dialects import arith, func, memref, scf
 from ...dialects.adj import AdjError
 from .activity import Activity, terminator
 from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, fill_zero, func_type, is_float,
-                      is_float_memref, is_memref, ops, or_zero, view_of, zeroed_like)
+                      is_float_memref, is_memref, ops, or_zero, primal_used, view_of,
+                      zeroed_like)
 from .launch import forward_launch
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
+from .custom_rules import call_primal
 from .signature import Signature, forward_abi
 
 if TYPE_CHECKING:
@@ -181,9 +183,10 @@ class ForwardGen:
     def call_signature(self, op: ir.Operation) -> Signature:
         activity = tuple("dup" if self.carried(v) else "const" for v in op.operands)
         active_ret = any(self.carried(r) for r in op.results)
-        return Signature(fn=callee(op), mode="forward", activity=activity,
-                         ret_activity="dup" if active_ret else "const", with_primal=True,
-                         overwritten=(False,) * len(activity))
+        sig = Signature(fn=callee(op), mode="forward", activity=activity,
+                        ret_activity="dup" if active_ret else "const", with_primal=True,
+                        overwritten=(False,) * len(activity))
+        return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)
 
     def op_func_call(self, op: ir.Operation) -> None:
         sig = self.call_signature(op)
@@ -196,8 +199,9 @@ class ForwardGen:
         results = forward_abi(func_type(self.diff.symbols[callee(op)]), sig)[1]
         call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
         outs = list(call.results)
-        for r in op.results:
-            self.vmap[r] = outs.pop(0)
+        if sig.with_primal:
+            for r in op.results:
+                self.vmap[r] = outs.pop(0)
         if sig.ret_activity != "const":
             for r in op.results:
                 if is_float(r.type) or is_float_memref(r.type):

@@ -35,6 +35,14 @@ def memref_type(t: ir.Type) -> ir.MemRefType:
     return ir.MemRefType(t)
 
 
+def primal_used(op: ir.Operation, returned: bool) -> bool:
+    """Whether a derivative of the function holding `op` needs `op`'s results: some op uses
+    them, not counting the function's return when the derivative does not return the primal
+    (`returned` False)."""
+    return any(returned or use.owner.name != "func.return"
+               for r in op.results for use in r.uses)
+
+
 def func_type(fn: ir.Operation) -> ir.FunctionType:
     return ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
 

@@ -978,6 +978,8 @@ class CodeGenerator(ast.NodeVisitor):
         fn = {ast.USub: S.negate, ast.Not: S.logical_not, ast.Invert: S.invert}[type(node.op)]
         if isinstance(v, (Array, ArrayExpr)):
             if isinstance(node.op, ast.Not):
+                if isinstance(v, Array) and v.type.ndim == 0:
+                    return fn(v)   # a 0-d array's truth is its element's, as in NumPy
                 raise self.error(node, "'not' of an array is ambiguous")
             return A.elementwise(fn, [v])
         if isinstance(v, PyObj) and isinstance(node.op, ast.Not):

@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 from mlir import ir
-from mlir.dialects import arith, math, scf
+from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
 from .builtins import UNARY_MATH
@@ -291,6 +291,8 @@ def truth(a) -> Scalar:
     """Python truthiness of a number (x != 0) as i1."""
     if isinstance(a, Literal):
         return constant(bool(a.value), bool_)
+    if isinstance(a, Array) and a.type.ndim == 0:   # NumPy's too: its one element
+        a = Scalar(memref.load(a.value, []), a.type.dtype)
     if isinstance(a, (tuple, Array, ArrayExpr)):
         raise UserError(f"the truth value of {describe(a)} is ambiguous (as in NumPy): "
                         "compare scalars, or reduce the array first")

@@ -208,3 +208,16 @@ def test_debug_mode_checks_nothing_for_the_one_element(debug_mode):
     assert_same(got, np.float64(2.0))
     assert_same(y0, zero_d((1.0 + 2.0) * 2.0 + 4.0))
     np.testing.assert_array_equal(out, np.full(4, 1.0 * 2.0 + 1.0))
+
+
+@adjit.jit
+def truthiness(x0, n0):
+    if x0:
+        return 1 if n0 else 2
+    return 3 if not n0 else 4
+
+
+def test_truth_of_a_0d_array_is_its_element_as_in_numpy():
+    for x, n in ((1.5, 0), (0.0, 2), (0.0, 0), (-1.0, 5)):
+        want = truthiness.__wrapped__(zero_d(x), zero_d(n, np.int32))
+        assert truthiness(zero_d(x), zero_d(n, np.int32)) == want

@@ -351,3 +351,37 @@ def test_reverse_mode_of_a_forward_rule_alone_is_automatic_and_warned_once():
         (db,) = autodiff(Reverse, uses_forward_only_twice, Active(a))
     assert db == pytest.approx(math.cos(a) * a + math.sin(a) + 2 * (
         math.cos(2 * a) * 2 * a + math.sin(2 * a)), rel=1e-14)
+
+
+# ---- rule symbols (issue 8, item 5) ------------------------------------------------------
+@adjit.func
+def twin(x):
+    return 2.0 * x
+
+
+@adjit.rules.forward(twin)
+def _(config, x):
+    return twin(x.val), 3.0 * x.dval          # 3, not 2: the rule ran
+
+
+@adjit.func
+def twin__f64__rule_forward_d_dps():
+    # Named as twin's forward rule is (function symbol, kind, activities, config): the rule
+    # must not take this function for itself.
+    return 1.0
+
+
+@adjit.jit
+def uses_twin(a: float):
+    return twin__f64__rule_forward_d_dps() * twin(a)
+
+
+def test_a_symbol_of_the_rules_name_is_not_taken_for_the_rule():
+    from adjit.frontend.rule_compiler import rule_symbol
+    from adjit.frontend.rules import Config
+    assert rule_symbol("twin__f64", "forward", ["dup"], "dup", Config(True, False, ())) != \
+        rule_symbol("twin__f64", "forward", ["dup"], "dup", Config(False, True, ()))
+    assert rule_symbol("twin__f64", "forward", ["dup"], "dup", Config(True, True, ())) == \
+        "twin__f64__rule_forward_d_dps"
+    t, p = autodiff(ForwardWithPrimal, uses_twin, Duplicated(1.5, 1.0))
+    assert (t, p) == (3.0, 3.0)

@@ -224,16 +224,19 @@ _WARNED: set[tuple[int, str]] = set()
 
 
 def _warn_automatic(target, kind: str) -> None:
-    mode, other = ("reverse", "a forward") if kind != "forward" else \
-        ("forward", "augmented_primal and reverse")
+    """Says, once per function and mode, that a mode without its rules differentiates the
+    body of a function that has rules for the other mode (transposing a forward rule, as
+    JAX does for custom_jvp, is not implemented)."""
+    mode = "forward" if kind == "forward" else "reverse"
     if (id(target), mode) in _WARNED:
         return
     _WARNED.add((id(target), mode))
+    has, missing = ("augmented_primal and reverse rules", "a forward rule") \
+        if mode == "forward" else ("a forward rule", "augmented_primal and reverse rules")
     src = target.source
-    missing = "augmented_primal and reverse rules" if mode == "reverse" else "a forward rule"
-    warnings.warn(f"{target.__name__} ({src.filename}:{src.first_line}) has {other} rule "
-                  f"only: {mode} mode differentiates its body automatically (give it "
-                  f"{missing} to replace that)", stacklevel=2)
+    warnings.warn(f"{target.__name__} ({src.filename}:{src.first_line}) has {has} only: "
+                  f"{mode} mode differentiates its body automatically (give it {missing} to "
+                  f"replace that)", stacklevel=2)
 
 
 def make_rule_provider(unit: CompileUnit) -> Callable | None:

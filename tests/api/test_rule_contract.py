@@ -385,3 +385,36 @@ def test_a_symbol_of_the_rules_name_is_not_taken_for_the_rule():
         "twin__f64__rule_forward_d_dps"
     t, p = autodiff(ForwardWithPrimal, uses_twin, Duplicated(1.5, 1.0))
     assert (t, p) == (3.0, 3.0)
+
+
+@adjit.func
+def reverse_only(x):
+    return x * x
+
+
+@adjit.rules.augmented_primal(reverse_only)
+def _(config, x):
+    return adjit.rules.AugmentedReturn(reverse_only(x.val), None, x.val)
+
+
+@adjit.rules.reverse(reverse_only)
+def _(config, dret, tape, x):
+    return (4.0 * tape * dret,)               # twice the true derivative: the rule ran
+
+
+@adjit.jit
+def uses_reverse_only(a: float):
+    return reverse_only(a)
+
+
+def test_forward_mode_of_reverse_rules_alone_is_automatic_and_warned_once():
+    line = inspect.getsourcelines(reverse_only.pyfn)[1]
+    with pytest.warns(UserWarning, match=rf"reverse_only \({__file__}:{line}\) has "
+                                         r"augmented_primal and reverse rules only: forward "
+                                         r"mode differentiates its body automatically"):
+        assert autodiff(Forward, uses_reverse_only, Duplicated(1.5, 1.0)) == 3.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert autodiff(Reverse, uses_reverse_only, Active(1.5)) == (6.0,)
+        assert autodiff(ForwardWithPrimal, uses_reverse_only, Duplicated(1.5, 1.0)) == \
+            (3.0, 2.25)

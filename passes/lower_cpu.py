@@ -9,7 +9,7 @@ runtime reads after each call (a trap would kill the Python process).
 
 The error cell is per call, not a module global: a module with checks (a non-empty
 `adj.error_table`) gives every function it defines one more, last, parameter, a
-`memref<1xi64>` (ERROR_CELL), and every call of a defined function passes its caller's cell
+`memref<1xi64>`, and every call of a defined function passes its caller's cell
 on; the runtime passes a cell of its own to each call of an entry (runtime/abi.py). So calls
 of one module from several threads each get their own errors, and the workers of a parallel
 launch (MLIR's async runtime threads) write into the cell of the call that launched them,
@@ -130,7 +130,8 @@ def lower_checks_per_call(module: ir.Operation) -> None:
         found: list[ir.Operation] = []
 
         def visit(op: ir.Operation) -> ir.WalkResult:
-            if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in defined:
+            if (op.name == "func.call"
+                    and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in defined):
                 calls.append(op)
             elif op.name == "adj.check":
                 found.append(op)

@@ -89,7 +89,8 @@ def test_eight_threads_each_get_exactly_their_own_errors():
     for th in threads:
         th.join()
     assert sorted(report) == list(range(8))          # no thread died
-    assert all(wrong == [] and raised == expected for raised, expected, wrong in report.values()), report
+    assert all(wrong == [] and raised == expected
+               for raised, expected, wrong in report.values()), report
     assert sum(expected for _, expected, _ in report.values()) > 1000   # failures were mixed in
 
 

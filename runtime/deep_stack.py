@@ -17,9 +17,9 @@ T = TypeVar("T")
 
 # Python frames of recursive compilation take up to a few KiB of C stack each (a call that
 # passes through C: a `with` of an MLIR object, a callback), and MLIR's recursive parser
-# ~2.5 KiB per nested region: 1 GiB covers the recursion limit below with a margin.
+# ~2.5 KiB per nested region: 1 GiB covers 100,000 of either (guard.DEEP_RECURSION_LIMIT,
+# opt.MAX_NESTING) with a margin.
 STACK_BYTES = 1 << 30
-RECURSION_LIMIT = 100_000
 
 _lock = threading.Lock()          # threading.stack_size is process-wide
 _raised = 0                       # calls running with the raised recursion limit
@@ -41,6 +41,7 @@ def call(fn: Callable[[], T], recursion_limit: int | None = None) -> T:
         return fn()
     box: dict[str, object] = {}
     context = contextvars.copy_context()
+    done = threading.Event()
 
     def run() -> None:
         _local.deep = True
@@ -48,17 +49,24 @@ def call(fn: Callable[[], T], recursion_limit: int | None = None) -> T:
             box["result"] = context.run(fn)
         except BaseException as e:                      # handed to the caller
             box["error"] = e
+        finally:
+            done.set()
 
     if recursion_limit is not None:      # before the worker runs: it may recurse at once
         _raise_limit(recursion_limit)
-    worker = _start(run)
+    started: list[threading.Thread] = []
     try:
-        if worker is not None:
-            _wait(worker)
+        _start(run, started)
+        if started:
+            _wait(done)
+    except KeyboardInterrupt:            # in _start, say: the worker may be running
+        if started:
+            _stop(started[0], done)
+        raise
     finally:
         if recursion_limit is not None:
             _restore_limit()
-    if worker is None:
+    if not started:
         return fn()
     if "error" in box:
         error = box.pop("error")
@@ -66,32 +74,45 @@ def call(fn: Callable[[], T], recursion_limit: int | None = None) -> T:
     return box["result"]                                # type: ignore[return-value]
 
 
-def _start(run: Callable[[], None]) -> threading.Thread | None:
+def _start(run: Callable[[], None], started: list[threading.Thread]) -> None:
+    """Starts `run` on a deep-stack thread, appended to `started` (nothing is appended
+    where no such thread can be made)."""
     with _lock:
         previous = threading.stack_size()
         try:
             threading.stack_size(STACK_BYTES)
             worker = threading.Thread(target=run, name="adjit-deep-stack", daemon=True)
+            started.append(worker)          # first: a Ctrl-C in start() must find it
             worker.start()
         except (ValueError, RuntimeError, MemoryError):    # no room for such a stack
-            return None
+            started.clear()
         finally:
             threading.stack_size(previous)
-    return worker
 
 
-def _wait(worker: threading.Thread) -> None:
-    interrupted = False
-    while True:
-        try:
-            worker.join()
+def _wait(done: threading.Event) -> None:
+    # Not Thread.join: a KeyboardInterrupt in it marks a running thread as stopped (3.11).
+    # With a timeout: a SIGINT that another thread received is seen within it.
+    while not done.wait(0.1):
+        pass
+
+
+def _stop(worker: threading.Thread, done: threading.Event) -> None:
+    """Raises KeyboardInterrupt in `worker` and waits until it is `done`; each Ctrl-C
+    meanwhile is passed on again (once each: its cleanup runs undisturbed)."""
+    for _ in range(10):             # start() may have been interrupted before it began
+        if worker.ident is not None or done.is_set():
             break
+        done.wait(0.1)
+    if worker.ident is None:
+        return
+    while not done.is_set():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
+                                                   ctypes.py_object(KeyboardInterrupt))
+        try:
+            _wait(done)
         except KeyboardInterrupt:
-            interrupted = True
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident),
-                                                       ctypes.py_object(KeyboardInterrupt))
-    if interrupted:
-        raise KeyboardInterrupt
+            continue
 
 
 def _raise_limit(limit: int) -> None:

@@ -1,6 +1,7 @@
 """Every op of the rule table (passes/autodiff/rules.py) at its singular points (0, -0.0, +-inf
 and the op's own: asin at +-1, log1p at -1...), in forward and reverse mode, alone and inside
-a select, a max, a min and an `scf.if`, taken and not taken.
+a select, a max, a min and an `scf.if`, taken and not taken, and fed its singular point
+with a zero tangent (from the side of a select not taken).
 
 Expected values: what JAX 0.10.2 returns (jax.grad and jax.jvp agree; read off once with
 `jax[cpu]`, JAX is not needed here), which is the one-sided limit where there is one; the few
@@ -112,12 +113,19 @@ def _op_line(op: str, types: tuple) -> str:
 
 def _functions(op: str, types: tuple) -> str:
     """One function per context; %k (a Const f64) is what the context compares or chooses:
-    select(k > 0, r, k), maximumf(r, k), minimumf(r, k), if k > 0 { r } else { k }."""
+    select(k > 0, r, k), maximumf(r, k), minimumf(r, k), if k > 0 { r } else { k }; "fed"
+    gives the op select(k > 0, a_i, b_i) for each float operand, b_i Const: with k < 0 the
+    op sees b (the point) with a zero tangent."""
     name = NAMES[op]
     params = ", ".join(f"%a{k}: {t}" for k, t in enumerate(types)) + ", %k: f64"
+    floats = [k for k, t in enumerate(types) if t == "f64"]
     line = _op_line(op, types)
     attrs = "attributes {adj.func}"
     cond = "%z = arith.constant 0.0 : f64\n  %c = arith.cmpf ogt, %k, %z : f64"
+    fed = "\n  ".join(f"%m{k} = arith.select %c, %a{k}, %b{k} : f64" for k in floats)
+    fed_line = line
+    for k in floats:
+        fed_line = fed_line.replace(f"%a{k}", f"%m{k}")
     bodies = {
         "plain": f"{line}\n  return %r : f64",
         "select": f"{line}\n  {cond}\n  %s = arith.select %c, %r, %k : f64\n  return %s : f64",
@@ -125,16 +133,19 @@ def _functions(op: str, types: tuple) -> str:
         "min": f"{line}\n  %s = arith.minimumf %r, %k : f64\n  return %s : f64",
         "if": f"{cond}\n  %s = scf.if %c -> f64 {{\n    {line}\n    scf.yield %r : f64\n"
               f"  }} else {{\n    scf.yield %k : f64\n  }}\n  return %s : f64",
+        "fed": f"{cond}\n  {fed}\n  {fed_line}\n  return %r : f64",
     }
     out = []
     for ctx, body in bodies.items():
         fn = f"{name}_{ctx}"
-        out.append(f"func.func @{fn}({params}) -> f64 {attrs} {{\n  {body}\n}}\n")
-        floats = [k for k, t in enumerate(types) if t == "f64"]
-        rev = ["active" if t == "f64" else "const" for t in types] + ["const"]
+        extra = [f"%b{k}: f64" for k in floats] if ctx == "fed" else []
+        out.append(f"func.func @{fn}({', '.join([params] + extra)}) -> f64 {attrs} {{\n"
+                   f"  {body}\n}}\n")
+        tail = ["const"] * (1 + len(extra))
+        rev = ["active" if t == "f64" else "const" for t in types] + tail
         out.append(request(fn, f"{fn}_r", "reverse", rev, "active"))
         for k in floats:
-            fwd = ["dup" if j == k else "const" for j in range(len(types))] + ["const"]
+            fwd = ["dup" if j == k else "const" for j in range(len(types))] + tail
             out.append(request(fn, f"{fn}_f{k}", "forward", fwd, "dup"))
     return "\n".join(out)
 
@@ -178,9 +189,11 @@ def _same(got: float, want: float) -> bool:
     return (math.isnan(got) and math.isnan(want)) or got == want
 
 
-def _derivatives(c: Compiled, fn: str, types: tuple, args: tuple, k: float) -> dict:
-    """{'reverse': [d/da_i...], 'forward': [...]}, None for the non-float operands."""
-    full = list(args) + [k]
+def _derivatives(c: Compiled, fn: str, types: tuple, args: tuple, k: float,
+                 extra: tuple = ()) -> dict:
+    """{'reverse': [d/da_i...], 'forward': [...]}, None for the non-float operands; `extra`:
+    Const arguments after k."""
+    full = list(args) + [k] + list(extra)
     tape = c(f"{fn}_r_aug", *full)
     grads = iter(c(f"{fn}_r_rev", *full, 1.0, *tape))
     rev = [float(next(grads)) if t == "f64" else None for t in types]
@@ -205,8 +218,8 @@ def _ids():
 POINTS = [(op, types, p, e) for op, types, pts in CASES for p, e in pts]
 
 
-def _expect(compiled, op, types, point, values, ctx, k, reverse_values=None):
-    got = _derivatives(compiled, f"{NAMES[op]}_{ctx}", types, point, k)
+def _expect(compiled, op, types, point, values, ctx, k, reverse_values=None, extra=()):
+    got = _derivatives(compiled, f"{NAMES[op]}_{ctx}", types, point, k, extra)
     want = {"forward": values, "reverse": reverse_values or values}
     for mode, ds in got.items():
         for i, (g, w) in enumerate(zip(ds, want[mode])):
@@ -318,3 +331,43 @@ def test_sqrt_on_the_side_not_taken(f):
     # Where sqrt is taken: 1 / (2 sqrt(x)).
     assert autodiff(Reverse, f, Active(4.0))[0] == pytest.approx(0.25, rel=1e-14)
     assert autodiff(Forward, f, Duplicated(4.0, 1.0)) == pytest.approx(0.25, rel=1e-14)
+
+
+@pytest.mark.parametrize("op, types, point, expected", POINTS, ids=_ids())
+def test_zero_tangent_in_is_zero(compiled, op, types, point, expected):
+    """An op that gets its singular point with a zero tangent (the side of a select not
+    taken, before it: `sqrt(max(x, 0.0))` at x = -1) gives a zero tangent: forward mode's
+    strong zero. (Reverse mode: the select gives the op's operands' adjoints to b.)"""
+    floats = tuple(v for v, t in zip(point, types) if t == "f64")
+    zeros = tuple(None if e is None else 0.0 for e in expected)
+    fwd = zeros
+    if op in UNGUARDED:
+        # d/da_i of a product is the other operands' product: inf where one of them is.
+        fwd = tuple(NAN if math.isinf(e) else z for e, z in zip(expected, zeros))
+    # The a_i (what the select does not take) are 0.5, a regular point of every op.
+    regular = tuple(0.5 if t == "f64" else v for v, t in zip(point, types))
+    got = _derivatives(compiled, f"{NAMES[op]}_fed", types, regular, -1.0, floats)
+    for mode, want in (("forward", fwd), ("reverse", zeros)):
+        for i, (g, w) in enumerate(zip(got[mode], want)):
+            if w is not None:
+                assert _same(g, w), f"{op} fed {point}, {mode} mode: d/da{i} = {g}, expected {w}"
+
+
+def test_every_op_of_the_table_is_covered():
+    from adjit.passes.autodiff.rules import RULES
+    # arith.select is the context itself (its condition has no derivative).
+    assert set(RULES) - {"arith.select"} == set(NAMES)
+
+
+@adjit.jit
+def _sqrt_of_relu(x: float):
+    return adjit.sqrt(max(x, 0.0))
+
+
+def test_sqrt_after_the_side_not_taken():
+    # At x = -1 sqrt gets 0 with a zero tangent: forward mode gave 0 / (2 sqrt(0)) = NaN.
+    assert autodiff(Forward, _sqrt_of_relu, Duplicated(-1.0, 1.0)) == 0.0
+    assert autodiff(Reverse, _sqrt_of_relu, Active(-1.0))[0] == 0.0
+    h = 1e-6
+    assert (_sqrt_of_relu(-1.0 + h) - _sqrt_of_relu(-1.0 - h)) / (2 * h) == 0.0
+    assert autodiff(Forward, _sqrt_of_relu, Duplicated(4.0, 1.0)) == pytest.approx(0.25)

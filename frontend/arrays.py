@@ -18,11 +18,13 @@ from .values import Array, ArrayExpr, Literal, Scalar
 # may be reassociated, so LLVM vectorises it (calls of vector math included) with more
 # accumulators of its own; SUM_LANES > 1 because the reverse pass gives each use site of an
 # Active scalar its own adjoint accumulator (4 sites: gradient/primal 2.6x on
-# sum((a*x+b-y)**2), 1 site: 5x). Max and min keep LANES accumulators. Partial sums are then
-# added pairwise (an error growing with log2 of their number, as NumPy's pairwise sum),
-# partial maxima in order.
+# sum((a*x+b-y)**2), 1 site: 5x). Max and min keep LANES accumulators, which LLVM packs into
+# vectors (it does not see NumPy's NaN-propagating select as a reduction of its own): 32
+# make 4 independent AVX-512 chains (max of 60,000 f64: 28 us with 8, 16 us with 32; the
+# gradient unchanged). Partial sums are then added pairwise (an error growing with log2 of
+# their number, as NumPy's pairwise sum), partial maxima in order.
 CHUNK = 4096
-LANES = 8
+LANES = 32
 SUM_LANES = 4
 
 

@@ -98,7 +98,7 @@ class RuleCodeGenerator(CodeGenerator):
     def returned_items(self, value, node: ast.Return) -> list:
         """What the rule returns, checked against what its kind and config ask for (the
         rule contract in rules.py), as the ABI's results."""
-        kind, cfg = self.rule_kind, self.config
+        kind = self.rule_kind
         if kind == "forward":
             return self._forward_items(value)
         if kind == "augmented":
@@ -234,9 +234,11 @@ def _warn_automatic(target, kind: str) -> None:
     has, missing = ("augmented_primal and reverse rules", "a forward rule") \
         if mode == "forward" else ("a forward rule", "augmented_primal and reverse rules")
     src = target.source
-    warnings.warn(f"{target.__name__} ({src.filename}:{src.first_line}) has {has} only: "
-                  f"{mode} mode differentiates its body automatically (give it {missing} to "
-                  f"replace that)", stacklevel=2)
+    # At the function's def, where Python prints it.
+    warnings.warn_explicit(f"{target.__name__} ({src.filename}:{src.first_line}) has {has} "
+                           f"only: {mode} mode differentiates its body automatically (give "
+                           f"it {missing} to replace that)", UserWarning, src.filename,
+                           src.first_line)
 
 
 def make_rule_provider(unit: CompileUnit) -> Callable | None:

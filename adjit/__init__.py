@@ -8,7 +8,7 @@ Importing adjit, decorating functions and launching kernels that the GPU kernel 
 need no MLIR: it is imported when something is compiled.
 """
 from .frontend.builtins import namespace as _ns
-from .frontend.errors import CompilationError
+from .frontend.errors import CompilationError, InternalCompilerError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
 from .frontend.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
 from .frontend.autodiff import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
@@ -42,7 +42,8 @@ def wait_for_builds(timeout: float | None = None) -> bool:
     return True if cache is None else cache.wait_for_builds(timeout)
 
 
-__all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "Array",
+__all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
+           "InternalCompilerError", "Array",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
            "reset_peak_memory", "wait_for_builds", "Active", "Const", "Duplicated",
            "DuplicatedNoNeed", "Forward",

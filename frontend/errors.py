@@ -103,11 +103,14 @@ def _is_adj_error(e: BaseException) -> bool:
                for c in type(e).__mro__)
 
 
-def located(e: Exception, where: CompilationError) -> BaseException:
+def located(e: Exception, where: CompilationError, checks_as_they_are: bool = False
+            ) -> BaseException:
     """What `e`, raised while compiling the code at `where` (a CompilationError giving the
-    position), reaches the user as: itself if it is already a user-facing error; a
-    CompilationError with its message if adjit raised it on purpose (TypeError from a type
-    check, say); else an InternalCompilerError chaining it. Raise the result."""
+    position), reaches the user as: itself if it is already a user-facing error; if adjit
+    raised it on purpose (TypeError from a type check, say), a CompilationError with its
+    message at `where`, or, with `checks_as_they_are`, itself (the TypeError the API
+    promises for an argument it refuses); else an InternalCompilerError chaining it. Raise
+    the result."""
     if isinstance(e, (CompilationError, *_ENVIRONMENT)) or _is_adj_error(e):
         return e
     if interrupted(e):
@@ -115,7 +118,10 @@ def located(e: Exception, where: CompilationError) -> BaseException:
         out.__cause__, out.__suppress_context__ = None, True
         return out
     at = (where.filename, where.lineno, where.col, where.source_line)
-    if isinstance(e, UserError) or (isinstance(e, _DELIBERATE) and _raised_by_adjit(e)):
+    deliberate = isinstance(e, _DELIBERATE) and _raised_by_adjit(e)
+    if deliberate and checks_as_they_are:
+        return e
+    if isinstance(e, UserError) or deliberate:
         out = CompilationError(str(e), *at)
         out.__suppress_context__ = True
         return out

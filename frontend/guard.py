@@ -49,7 +49,9 @@ def _located(target: Any, build: Callable[[], T]) -> T:
     except RecursionError:
         raise
     except Exception as e:
-        raise located(e, target.source.error(None, ""))
+        # A deliberate TypeError here is the API's own (autodiff of a function returning
+        # an array, say): kept as it is.
+        raise located(e, target.source.error(None, ""), checks_as_they_are=True)
 
 
 def _too_deep(source: SourceInfo, node: Any) -> CompilationError:

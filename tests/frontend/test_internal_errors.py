@@ -57,7 +57,8 @@ def test_a_fault_in_a_code_generation_helper(monkeypatch):
         raise AttributeError("injected fault")
 
     monkeypatch.setattr(S, "binary", broken)
-    expect_internal(lambda: f(1.5), "helper-fault", AttributeError)
+    e = expect_internal(lambda: f(1.5), "helper-fault", AttributeError)
+    assert isinstance(e, adjit.InternalCompilerError)          # public, for except clauses
 
 
 def test_a_fault_in_the_mlir_bindings(monkeypatch):

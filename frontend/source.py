@@ -132,7 +132,7 @@ def _feed_value(value: Any, digest: Any, seen: set[int], fed: dict[int, int],
         put(f"dtype:{value.str}")
     elif isinstance(value, np.ndarray):        # refused by the code generator
         put(f"ndarray:{value.dtype.str}:{value.shape}")
-    elif isinstance(getattr(value, "source", None), SourceInfo):
+    elif isinstance(_attr(value, "source"), SourceInfo):
         put(f"adjit:{getattr(value, 'kind', '')}:{value.__name__}")
         _feed(value, digest, seen)
     elif isinstance(value, types.ModuleType):
@@ -146,7 +146,7 @@ def _feed_value(value: Any, digest: Any, seen: set[int], fed: dict[int, int],
         put(f"...:{_type_name(value)}")
     else:
         fed[id(value)] = len(fed)
-        name = getattr(value, "__name__", None)          # np.sin or np.cos (ufuncs)
+        name = _attr(value, "__name__")                  # np.sin or np.cos (ufuncs)
         put(f"{_type_name(value)}:{name if isinstance(name, str) else ''}[")
         for item in _parts(value):
             _feed_value(item, digest, seen, fed, depth + 1)
@@ -170,11 +170,20 @@ def _parts(value: Any) -> list:
         return [part for k, v in value.items() for part in (k, v)]
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=_sort_key)
-    fields = dict(getattr(value, "__dict__", None) or {})
-    for name in getattr(type(value), "__slots__", ()):
-        if isinstance(name, str) and hasattr(value, name):
-            fields.setdefault(name, getattr(value, name))
+    fields = dict(_attr(value, "__dict__") or {})
+    slots = _attr(type(value), "__slots__") or ()
+    for name in [slots] if isinstance(slots, str) else slots:
+        if isinstance(name, str) and name not in fields:
+            fields[name] = _attr(value, name)
     return [part for k in sorted(fields) for part in (k, fields[k])]
+
+
+def _attr(value: Any, name: str) -> Any:
+    """getattr(value, name, None), None too where the object's own attribute code fails."""
+    try:
+        return getattr(value, name, None)
+    except Exception:
+        return None
 
 
 def _sort_key(value: Any) -> str:

@@ -147,3 +147,44 @@ def test_gpu_key_is_the_same_in_every_process(tmp_path):
         keys.add(done.stdout.strip())
     assert len(keys) == 1
 
+
+
+class Layer:
+    __slots__ = ("w",)
+
+    def __init__(self, w):
+        self.w = w
+
+
+LAYERS = (Layer(2.0), Layer(3.0))
+
+
+class Awkward:
+    """An object whose own attribute code fails: the key is still computed."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("no attributes here")
+
+
+ODD = Awkward()
+
+
+@adjit.kernel
+def uses_objects(x):
+    i = adjit.index()
+    x[i] = x[i] * LAYERS[1].w
+
+
+def test_gpu_key_follows_attributes_of_objects_in_containers(monkeypatch):
+    def key():
+        return cuda_launch.cache_key(uses_objects, [F32_1D], 1, False, "sm_90")
+
+    before = key()
+    monkeypatch.setattr(LAYERS[1], "w", 4.0)      # a __slots__ attribute, reached by index
+    assert key() != before
+    x = np.ones(4, np.float32)
+    monkeypatch.setattr(uses_objects, "_cache", {})
+    uses_objects(x, ndrange=4)
+    np.testing.assert_array_equal(x, 4.0)         # what the key follows is what runs
+    monkeypatch.setitem(uses_objects.pyfn.__globals__, "LAYERS", (Layer(2.0), ODD))
+    assert isinstance(key(), str)

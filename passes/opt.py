@@ -221,10 +221,14 @@ def _run(args: argparse.Namespace) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return deep_stack.call(lambda: _main(args))     # see MAX_NESTING
+        # See MAX_NESTING; the passes written in Python recurse over nested regions too.
+        return deep_stack.call(lambda: _main(args), recursion_limit=MAX_NESTING)
     except KeyboardInterrupt:
         _report(None, "error", "interrupted")
         return 130
+    except RecursionError:
+        _report(None, "error", "the IR is nested too deeply for the passes")
+        return 1
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -58,8 +58,10 @@ def parse_source(pyfn: Callable) -> SourceInfo:
         tree = None
     if pyfn.__name__ == "<lambda>" or not isinstance(tree, (ast.FunctionDef,
                                                             ast.AsyncFunctionDef)):
+        what = "not lambdas" if pyfn.__name__ == "<lambda>" else \
+            "and the source Python gives for it is not a def statement"
         raise CompilationError(f"cannot compile {name}: adjit compiles functions written "
-                               "with def, not lambdas", *where,
+                               f"with def, {what}", *where,
                                source_line=linecache.getline(*where) or None)
     info = SourceInfo(tree, inspect.getsourcefile(pyfn) or code.co_filename, first,
                       [l.rstrip("\n") for l in lines])
@@ -72,8 +74,8 @@ def parse_source(pyfn: Callable) -> SourceInfo:
 def _no_source(name: str, filename: str, line: int, e: Exception) -> CompilationError:
     """Why the source of function `name`, defined at `filename`:`line`, cannot be read."""
     if filename.startswith("<") and filename.endswith(">"):
-        why = (f"{name} was defined in {filename} (by exec() or eval(), `python -c`, or at "
-               "the interactive prompt), and Python keeps no source text for such "
+        why = (f"{name} was defined in {filename} (by exec() or compile(), `python -c`, or "
+               "at the interactive prompt), and Python keeps no source text for such "
                "functions; adjit compiles a function from its source: define it in a .py "
                "file (or a notebook cell) and import it")
     else:

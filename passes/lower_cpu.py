@@ -19,7 +19,7 @@ checks keeps its signatures.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, func, llvm, memref, scf
 
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .walk import walk
@@ -168,6 +168,20 @@ def _pass_cell(call: ir.Operation, cell: ir.Value) -> None:
     for old, result in zip(call.results, new.results):
         old.replace_all_uses_with(result)
     call.erase()
+
+
+def relax_atomics(module: ir.Operation) -> None:
+    """Makes the `llvm.atomicrmw` ops that `memref.atomic_rmw` lowered to (acq_rel, which
+    finalize-memref-to-llvm always gives) monotonic. They are sums into shadows and counters:
+    no other memory access is ordered by them, and a launch's end synchronises its workers
+    anyway, so acq_rel only keeps LLVM from combining or moving them. Atomics with another
+    ordering (the runtime's seq_cst byte counters) are left alone."""
+    acq_rel = int(llvm.AtomicOrdering.acq_rel)
+    relaxed = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                 int(llvm.AtomicOrdering.monotonic))
+    for op in _ops_named(module, "llvm.atomicrmw"):
+        if ir.IntegerAttr(op.attributes["ordering"]).value == acq_rel:
+            op.attributes["ordering"] = relaxed
 
 
 def error_table(op: ir.Operation) -> list[tuple[str, str]]:

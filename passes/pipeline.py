@@ -23,7 +23,7 @@ from mlir.dialects import arith
 from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
-from .lower_cpu import lower_cpu
+from .lower_cpu import lower_cpu, relax_atomics
 from .walk import walk
 
 _C_INTERFACE_ATTR = "llvm.emit_c_interface"
@@ -143,6 +143,7 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
         pm.add(before)
         pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
         pm.add(after)
+        pm.add(lambda op, _pass: relax_atomics(op), name="adj-relax-atomics")
         pm.run(module.operation)
 
 

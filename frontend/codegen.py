@@ -145,12 +145,12 @@ class CodeGenerator(ast.NodeVisitor):
     # ---- errors and locations ---------------------------------------------------------
     def _loc(self, node: ast.AST) -> ir.Location:
         line = self.src.first_line + getattr(node, "lineno", 1) - 1
-        return ir.Location.file(self.src.filename, line, getattr(node, "col_offset", 0) + 1)
+        return ir.Location.file(self.src.filename, line, self.src.column(node) + 1)
 
     def error(self, node: ast.AST | None, message: str) -> CompilationError:
         node = node or self._node or self.src.tree
         rel = getattr(node, "lineno", 1)
-        col = getattr(node, "col_offset", 0)
+        col = self.src.column(node)
         lines = self.src.lines
         line = lines[rel - 1] if 0 < rel <= len(lines) else None
         return CompilationError(message, self.src.filename, self.src.first_line + rel - 1,

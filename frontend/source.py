@@ -27,6 +27,14 @@ class SourceInfo:
     filename: str
     first_line: int
     lines: list[str]
+    # The indentation textwrap.dedent removed before parsing (a method or a function defined
+    # inside another): the tree's columns are counted from the dedented text, the user's
+    # file from the real one.
+    indent: int = 0
+
+    def column(self, node: ast.AST | None) -> int:
+        """The 0-based column of `node` in the user's file."""
+        return getattr(node, "col_offset", 0) + self.indent
 
     def error(self, node: ast.AST | None, message: str) -> CompilationError:
         """A CompilationError at `node` of the tree (the `def` line if None), with its
@@ -35,7 +43,7 @@ class SourceInfo:
         rel = getattr(node, "lineno", 1)
         line = self.lines[rel - 1] if 0 < rel <= len(self.lines) else None
         return CompilationError(message, self.filename, self.first_line + rel - 1,
-                                getattr(node, "col_offset", 0), line)
+                                self.column(node), line)
 
 
 def parse_source(pyfn: Callable) -> SourceInfo:
@@ -63,8 +71,9 @@ def parse_source(pyfn: Callable) -> SourceInfo:
         raise CompilationError(f"cannot compile {name}: adjit compiles functions written "
                                f"with def, {what}", *where,
                                source_line=linecache.getline(*where) or None)
+    indent = len(lines[0]) - len(lines[0].lstrip(" \t"))
     info = SourceInfo(tree, inspect.getsourcefile(pyfn) or code.co_filename, first,
-                      [l.rstrip("\n") for l in lines])
+                      [l.rstrip("\n") for l in lines], indent)
     if isinstance(tree, ast.AsyncFunctionDef):
         raise info.error(tree, f"{name} is an async def: adjit compiles plain def functions "
                                "(coroutines have no meaning in compiled code)")

@@ -579,3 +579,42 @@ def test_star_parameters_are_refused_at_the_parameter():
     e = info.value
     assert (e.filename, e.lineno) == (__file__, line_of("star-param"))
     assert "parameter 'rest'" in str(e) and "positional" in str(e)
+
+
+def test_caret_column_of_a_nested_function_counts_its_indentation():
+    # Functions defined inside a test are parsed dedented; the column the error names (and
+    # the caret under the source line) must still be the column in this file.
+    @adjit.jit
+    def f(x):
+        s = 0.0
+        s += sum([v for v in range(3)])  # nested-col
+        return s
+
+    e = expect_compile_error(lambda: f(X), "nested-col", "ListComp")
+    with open(__file__) as src:
+        text = src.read().splitlines()[e.lineno - 1]
+    assert e.col == text.index("[v for v"), (e.col, text)
+    assert f":{e.lineno}:{e.col + 1}:" in str(e)
+    caret_line = str(e).splitlines()[-1]
+    assert caret_line.index("^") - 4 == e.col
+
+
+def test_pass_errors_in_a_nested_kernel_name_the_column_in_the_file():
+    # Errors the autodiff pass raises come back through the IR's locations, which the
+    # code generator made from the dedented tree.
+    @adjit.kernel
+    def item_bound(a, out):
+        i = adjit.index()
+        acc = 0.0
+        for k2 in range(0, i):  # nested-loc
+            acc = adjit.sin(acc + a[k2])
+        out[i] = acc
+
+    with pytest.raises(adjit.CompilationError) as info:
+        adjit.autodiff(adjit.Reverse, item_bound, adjit.Duplicated(np.ones(8), np.zeros(8)),
+                       adjit.Duplicated(np.zeros(8), np.ones(8)), ndrange=8)
+    e = info.value
+    assert e.lineno == line_of("nested-loc"), str(e)
+    with open(__file__) as src:
+        text = src.read().splitlines()[e.lineno - 1]
+    assert e.col >= text.index("for k2"), (e.col, text)

@@ -156,7 +156,7 @@ class Derivative:
                 self._reverse_entries(unit, flat_t, anns, types)
             else:
                 self._forward_entry(unit, flat_t)
-            self.written = self._written(unit, len(flat_t))
+            self.written = self._written(unit)
             self.adj_text = str(unit.module)
         self.name = target.__name__
         self.unit = unit
@@ -177,27 +177,18 @@ class Derivative:
         meta = {"results": [type_code(t) for t in self.results],
                 "ret_activity": self.ret_activity}
         with self.unit.ctx:
-            llvm_ir, program = host_program(self.unit, name, self.entries, meta, chip)
-        # The entries' written arguments as _written reads them (host_program analyses the
-        # entries themselves, which marks every argument of rev_all written).
-        return llvm_ir, dataclasses.replace(program, written={
-            entry: tuple(sorted(self.written[entry])) for entry in self.entries})
+            # host_program analyses the entries as _written does (the same written sets).
+            return host_program(self.unit, name, self.entries, meta, chip)
 
-    def _written(self, unit: CompileUnit, n: int) -> dict[str, frozenset]:
+    def _written(self, unit: CompileUnit) -> dict[str, frozenset]:
         """The array arguments each entry may write (primals the function writes, shadows
         and tangents the derivative writes): autodiff refuses read-only arrays there, and
-        arrays overlapping them, before calling (autodiff_checks.py). Read from the generated
-        functions each entry calls: the analysis of an entry itself would merge every
-        argument with the arrays a call returns (the tape), marking them all written."""
+        arrays overlapping them, before calling (autodiff_checks.py). The analysis of the
+        entries themselves: the tape arrays d_aug allocates and returns are no alias of the
+        arguments (passes/autodiff/memory.py, CallAliasClasses)."""
         from ..passes.written import written_arguments
-
-        def of(symbol: str) -> frozenset:
-            return frozenset(written_arguments(unit.module, symbol))
-        if not self.mode.reverse:
-            return {"fwd": of("d")}
-        aug, rev = of("d_aug"), of("d_rev")
-        # rev_all passes its n arguments to both, then d_rev gets the seed and the tape.
-        return {"aug": aug, "rev": rev, "rev_all": aug | {k for k in rev if k < n}}
+        return {entry: frozenset(written_arguments(unit.module, entry))
+                for entry in self.entries}
 
     @staticmethod
     def _primal(unit: CompileUnit, target, types, ndrange, wgs):

@@ -56,6 +56,7 @@ PASSES: dict[str, Pass] = {
     "adj-lower-cpu": lambda m: lower_cpu(m.operation),
     "adj-lower-gpu": _lazy("adjit.passes.lower_gpu", "lower_gpu"),
     "adj-lower-cuda-host": _lazy("adjit.passes.lower_cuda_host", "lower_cuda_host"),
+    "adj-annotate-written": _lazy("adjit.passes.written", "annotate_written"),
 }
 
 

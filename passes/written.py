@@ -18,3 +18,17 @@ def written_arguments(module: ir.Operation, name: str) -> list[int]:
     """The indices of function @name's array arguments it may write, in order."""
     module = getattr(module, "operation", module)
     return sorted(WrittenArguments(_symbol_table(module))(name))
+
+
+WRITTEN_ATTR = "adj.written"
+
+
+def annotate_written(module: ir.Module) -> None:
+    """adjit-opt --adj-annotate-written: records on each function with a body its written
+    argument indices (`adj.written`), so FileCheck tests can check the analysis."""
+    op = getattr(module, "operation", module)
+    symbols = _symbol_table(op)
+    analysis = WrittenArguments(symbols)
+    for name, fn in symbols.items():
+        if len(fn.regions[0].blocks):
+            fn.attributes[WRITTEN_ATTR] = ir.DenseI64ArrayAttr.get(sorted(analysis(name)))

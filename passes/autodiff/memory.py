@@ -93,9 +93,42 @@ def written_arrays(op: ir.Operation, callee_writes: Callable[[str], set[int]]) -
     return []
 
 
-def function_writes(fn: ir.Operation, callee_writes: Callable[[str], set[int]]) -> set[int]:
+class CallAliasClasses(AliasClasses):
+    """AliasClasses where an array a call returns joins only the arguments the callee may
+    return (`returned(name)[i]`: the argument indices result i may be, or be a view of).
+
+    AliasClasses joins a call's results with every operand, which is sound but, for the
+    written-argument analysis, transitive: in `r = f(x, y)` with f writing y and returning a
+    fresh array, r would join x and y, and x would count as written."""
+
+    def __init__(self, fn: ir.Operation, returned: Callable[[str], list[set[int]]]):
+        self._returned = returned
+        super().__init__(fn)
+
+    def _join_op(self, op: ir.Operation) -> None:
+        if op.name != "func.call":
+            super()._join_op(op)
+            return
+        operands = list(op.operands)
+        for r, sources in zip(op.results, self._returned(callee(op))):
+            for k in sources:
+                if k < len(operands):
+                    self.union(r, operands[k])
+
+
+def _memref_inputs(fn: ir.Operation | None) -> set[int]:
+    inputs = list(func_type(fn).inputs) if fn is not None else []
+    return {k for k, t in enumerate(inputs) if is_memref(t)}
+
+
+def _has_body(fn: ir.Operation | None) -> bool:
+    return fn is not None and len(fn.regions[0].blocks) > 0
+
+
+def function_writes(fn: ir.Operation, callee_writes: Callable[[str], set[int]],
+                    classes: AliasClasses | None = None) -> set[int]:
     """Indices of `fn`'s memref arguments that it may write."""
-    classes = AliasClasses(fn)
+    classes = classes or AliasClasses(fn)
     written = {classes.find(m) for op in walk(fn) for m in written_arrays(op, callee_writes)}
     entry = fn.regions[0].blocks[0]
     return {k for k, a in enumerate(entry.arguments)
@@ -104,19 +137,52 @@ def function_writes(fn: ir.Operation, callee_writes: Callable[[str], set[int]]) 
 
 class WrittenArguments:
     """`written(name)`: the indices of @name's memref arguments it may write (every memref
-    argument of a function without a body), over the top-level functions `symbols`."""
+    argument of a function without a body), over the top-level functions `symbols`.
+
+    A call's array results join only the arguments its callee may return (`returned`): an
+    array the callee allocates is no alias of the caller's arguments, so writing it (or an
+    argument the callee writes) marks no other argument written."""
 
     def __init__(self, symbols: dict[str, ir.Operation]):
         self.symbols = symbols
         self._writes: dict[str, set[int]] = {}
+        self._returns: dict[str, list[set[int]]] = {}
+        self._classes: dict[str, AliasClasses] = {}
 
     def __call__(self, name: str) -> set[int]:
         if name not in self._writes:
             fn = self.symbols.get(name)
             self._writes[name] = set()   # provisional, for recursion
-            if fn is None or len(fn.regions[0].blocks) == 0:
-                inputs = list(func_type(fn).inputs) if fn is not None else []
-                self._writes[name] = {k for k, t in enumerate(inputs) if is_memref(t)}
+            if not _has_body(fn):
+                self._writes[name] = _memref_inputs(fn)
             else:
-                self._writes[name] = function_writes(fn, self)
+                self._writes[name] = function_writes(fn, self, self._classes_of(name, fn))
         return self._writes[name]
+
+    def returned(self, name: str) -> list[set[int]]:
+        """Per result of @name: the indices of the memref arguments it may be (or view);
+        empty for a scalar or an array the function allocates. Without a body (or while a
+        recursive call is analysed) any result may be any array argument."""
+        if name not in self._returns:
+            fn = self.symbols.get(name)
+            n = len(func_type(fn).results) if fn is not None else 0
+            self._returns[name] = [_memref_inputs(fn)] * n   # provisional, sound
+            if _has_body(fn):
+                classes = self._classes_of(name, fn)
+                entry = fn.regions[0].blocks[0]
+                args = [(k, classes.find(a)) for k, a in enumerate(entry.arguments)
+                        if is_memref(a.type)]
+                out: list[set[int]] = [set() for _ in range(n)]
+                for op in walk(fn):
+                    if op.name == "func.return" and op.parent.operation == fn:
+                        for i, v in enumerate(op.operands):
+                            if is_memref(v.type):
+                                c = classes.find(v)
+                                out[i] |= {k for k, a in args if a == c}
+                self._returns[name] = out
+        return self._returns[name]
+
+    def _classes_of(self, name: str, fn: ir.Operation) -> AliasClasses:
+        if name not in self._classes:
+            self._classes[name] = CallAliasClasses(fn, self.returned)
+        return self._classes[name]

@@ -11,6 +11,7 @@ from mlir.dialects import arith, math, memref, scf
 from ..dialects import adj
 from . import scalar_ops as S
 from .errors import UserError
+from .lazy import element_scope
 from .types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Scalar
 
@@ -148,8 +149,9 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
     exprs = [as_expr(o) if isinstance(o, (Array, ArrayExpr)) else None for o in operands]
     if all(e is None or not e.shape for e in exprs):
         zero = idx(0)
-        return S.as_scalar(fn(*[e.element(zero) if e is not None else o
-                                for e, o in zip(exprs, operands)]))
+        with element_scope():
+            return S.as_scalar(fn(*[e.element(zero) if e is not None else o
+                                    for e, o in zip(exprs, operands)]))
     first = next(e for e in exprs if e is not None and e.shape)
     shape = first.shape
     for e in exprs:
@@ -157,8 +159,10 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
             shape = same_shape(ArrayExpr(first.dtype, shape, first.element), e)
 
     def element(i: ir.Value):
-        args = [e.element(i) if e is not None else o for e, o in zip(exprs, operands)]
-        return S.as_scalar(fn(*args))
+        # One scope per element: a lazy name read twice here (`r * r`) is emitted once.
+        with element_scope():
+            args = [e.element(i) if e is not None else o for e, o in zip(exprs, operands)]
+            return S.as_scalar(fn(*args))
 
     return ArrayExpr(_result_dtype(fn, exprs, operands), shape, element)
 

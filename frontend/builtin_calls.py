@@ -190,7 +190,8 @@ def _ndrange(gen, args, kwargs):
 
 def _atomic_add(gen, args, kwargs):
     _expect(args, 3, "adjit.atomic_add", kwargs)
-    arr, sub, v = args
+    # a write: lazy names first (codegen.force_lazy), and a lazy `arr` becomes its array
+    arr, sub, v = gen.force_lazy(list(args), also=[gen._stmt or gen.src.tree])
     if not isinstance(arr, Array):
         raise UserError("adjit.atomic_add(arr, idx, v): arr must be an array")
     return A.atomic_add(arr, gen.subscripts(arr, sub), v, gen.debug)

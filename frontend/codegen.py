@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins as py
+import contextlib
 import functools
 from typing import Callable, Sequence
 
@@ -19,6 +20,7 @@ from mlir.dialects import arith, func, memref, scf
 from ..dialects import adj
 from . import arrays as A
 from . import builtin_calls as B
+from . import lazy as L
 from . import scalar_ops as S
 from .errors import CompilationError, UserError, located
 from .source import SourceInfo
@@ -85,6 +87,11 @@ class CodeGenerator(ast.NodeVisitor):
         # every work item takes unconditionally with its own id: the launch checks that the
         # ndrange fits the array (dialects/adj.py: BOUNDS_ATTR).
         self.ndrange_bounds: set[tuple[int, int, int, str]] = set()
+        # Statements that may still run after the one being compiled (innermost last): a
+        # lazy name none of them reads is dead (lazy.py).
+        self._later: list[Sequence[ast.stmt]] = []
+        self._reads_memo: dict = {}
+        self._stmt: ast.stmt | None = None   # the statement being compiled
 
     # ---- entry point ------------------------------------------------------------------
     def compile(self) -> func.FuncOp:
@@ -116,7 +123,8 @@ class CodeGenerator(ast.NodeVisitor):
         body = tree.body
         with ir.InsertionPoint(entry):
             if not flagged and body and isinstance(body[-1], ast.Return):
-                self.visit_block(body[:-1])
+                with self._then(body[-1:]):
+                    self.visit_block(body[:-1])
                 with self._loc(body[-1]):
                     try:
                         self._final_return(body[-1])
@@ -196,8 +204,13 @@ class CodeGenerator(ast.NodeVisitor):
             if isinstance(s, (ast.Break, ast.Continue, ast.Return)):
                 self.visit(s)
                 return   # what follows is unreachable
-            self.visit(s)
             rest = stmts[k + 1:]
+            outer, self._stmt = self._stmt, s
+            try:
+                with self._then(rest):
+                    self.visit(s)
+            finally:
+                self._stmt = outer
             flags = [f for f in (BRK, CONT, RET) if f in self.vars]
             if rest and _jumps([s], self._loop_depth > 0) and flags:
                 with self._loc(rest[0]):
@@ -211,6 +224,67 @@ class CodeGenerator(ast.NodeVisitor):
                     self._if(go.value, lambda: self.visit_block(rest), lambda: None, rest[0],
                              jumped=(False, True))
                 return
+
+    @contextlib.contextmanager
+    def _then(self, later: Sequence[ast.stmt]):
+        self._later.append(later)
+        try:
+            yield
+        finally:
+            self._later.pop()
+
+    # ---- lazy names (lazy.py) -----------------------------------------------------------
+    def _readers(self, name: str, also: Sequence[ast.AST] = ()) -> int:
+        """In how many loops the statements that may still run (and `also`) read `name`
+        (lazy.reads: 0 when it is dead)."""
+        stmts = {id(s): s for seq in [*self._later, also] for s in seq}
+        return sum(L.reads(s, self._reads_memo).get(name, 0) for s in stmts.values())
+
+    def bind_lazy(self, name: str, value: ArrayExpr) -> ArrayExpr | Array:
+        """What `name = <element-wise expression>` binds: the expression, lazily (fused
+        into each loop that reads it), or an array (lazy.store_when_bound)."""
+        if isinstance(value, L.NamedExpr):
+            return value          # an alias of a lazy name: the same object
+        if L.store_when_bound(value, self._readers(name)):
+            return A.materialize(value)
+        return L.NamedExpr(value)
+
+    def force_lazy(self, values: Sequence = (), also: Sequence[ast.AST] = ()) -> list:
+        """Before a write to arrays, a call or control flow: the lazy names still read later
+        (or by `also`: the statement of a call, which may read them after it) are computed
+        into arrays now (every name bound to one expression gets the same array), as are
+        those among `values`, which come back with them replaced. Dead lazy names are left
+        as they are (never computed)."""
+        lazy = [(n, v) for n, v in self.vars.items() if _lazy_in(v)]
+        if not lazy:
+            return list(values)
+        live = {id(e) for v in values for e in _lazy_in(v)}
+        for n, v in lazy:
+            if self._readers(n, also):
+                live.update(id(e) for e in _lazy_in(v))
+        memo: dict[int, Array] = {}
+
+        def computed(v):
+            if isinstance(v, L.NamedExpr) and id(v) in live:
+                if id(v) not in memo:
+                    memo[id(v)] = A.materialize(v)
+                return memo[id(v)]
+            if isinstance(v, tuple):
+                return tuple(computed(x) for x in v)
+            return v
+
+        for n, v in lazy:
+            self.vars[n] = computed(v)
+        return [computed(v) for v in values]
+
+    def _compute_named(self, e: ArrayExpr) -> Array:
+        """Lazy name `e` computed into an array, which every name bound to it now holds
+        (indexing it twice computes it once)."""
+        out = A.materialize(e)
+        for n, v in list(self.vars.items()):
+            if v is e:
+                self.vars[n] = out
+        return out
 
     def _not_any(self, flags: list[str]):
         out = None
@@ -247,6 +321,10 @@ class CodeGenerator(ast.NodeVisitor):
         op = self._binop_symbol(node.op)
         if isinstance(node.target, ast.Name):
             current = self._lookup(node.target.id, node.target)
+            if isinstance(current, L.NamedExpr):
+                # In place, as on the array it stands for (aliases see the change).
+                current, = self.force_lazy([current])
+                self.vars[node.target.id] = current
             new = self._binary(op, current, self.visit(node.value))
             if isinstance(current, Array):
                 # `x += y` on an array updates it in place, as in NumPy (the caller sees it).
@@ -258,6 +336,7 @@ class CodeGenerator(ast.NodeVisitor):
                     # NumPy too: the result's shape must be the array's own
                     raise self.error(node, f"augmented assignment of a {new.type.ndim}-D "
                                            f"result to a {current.type.ndim}-D array")
+                self.force_lazy()   # lazy names that read the array keep its old values
                 A.store_into(current, new)
                 return
             self.assign(node.target, new)
@@ -272,7 +351,9 @@ class CodeGenerator(ast.NodeVisitor):
     def assign(self, target: ast.expr, value) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, ArrayExpr):
-                value = A.materialize(value)
+                value = self.bind_lazy(target.id, value)
+            elif isinstance(value, tuple):
+                value = _named_items(value)   # (so that a write computes them first)
             if value is None:
                 raise self.error(target, "this call returns nothing; there is no value to assign")
             self.vars[target.id] = value
@@ -298,7 +379,7 @@ class CodeGenerator(ast.NodeVisitor):
         return list(value)
 
     def _subscript_target(self, node: ast.Subscript) -> tuple[Array, list[ir.Value]]:
-        arr = self.visit(node.value)
+        arr, = self.force_lazy([self.visit(node.value)])   # a write: lazy names first
         if not isinstance(arr, Array):
             raise self.error(node, f"cannot assign into an element of {S.describe(arr)}")
         return arr, self.subscripts(arr, self.visit(node.slice))
@@ -372,6 +453,9 @@ class CodeGenerator(ast.NodeVisitor):
         given). A variable bound only on the other branch is still defined wherever it can
         be used, as in Python (`if c: continue` / `else: t = ...`): the jumped branch
         yields a placeholder for it."""
+        # The branches may write what a lazy name reads (node: the statement, which reads
+        # the names its branches do).
+        self.force_lazy(also=[node])
         before = dict(self.vars)
         probe = scf.IfOp(cond, [], has_else=True)
         outs = []
@@ -407,7 +491,8 @@ class CodeGenerator(ast.NodeVisitor):
                                         (probe.else_block, final.else_block))):
             self._move_ops(src, dst)
             with ir.InsertionPoint(dst), self._loc(node):
-                scf.YieldOp([self._branch_value(outs[k].get(n), t, node).value
+                memo: dict[int, Array] = {}   # (aliases in a branch: one array)
+                scf.YieldOp([self._branch_value(_computed(outs[k].get(n), memo), t, node).value
                              for n, t in zip(merged, types)])
         probe.operation.erase()
         self.vars = dict(before)
@@ -454,7 +539,7 @@ class CodeGenerator(ast.NodeVisitor):
         if a is None or b is None:
             one = a if a is not None else b
             if (jumped[0] if a is None else jumped[1]) and isinstance(one, (Scalar, Literal,
-                                                                            Array)):
+                                                                            Array, ArrayExpr)):
                 # Unbound only where the branch jumped away: defined on every path that
                 # reaches a use.
                 return self._type_of(one)
@@ -468,13 +553,13 @@ class CodeGenerator(ast.NodeVisitor):
                 return S.as_scalar(one).type if isinstance(one, Scalar) else S.literal_type(one.value)
             return None
         for v in (a, b):
-            if isinstance(v, ArrayExpr):
-                raise self.error(node, f"internal: unmaterialised array in {name}")
             if isinstance(v, (tuple, Shape, RangeValue, PyObj)):
                 raise self.error(node, f"variable {name!r} holds {S.describe(v)} and is "
                                        "assigned under a runtime condition; adjit cannot merge it")
-        if isinstance(a, Array) or isinstance(b, Array):
-            if not (isinstance(a, Array) and isinstance(b, Array) and a.type == b.type):
+        if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
+            # (a lazy name bound in a branch is computed into an array at its end)
+            if not (isinstance(a, (Array, ArrayExpr)) and isinstance(b, (Array, ArrayExpr))
+                    and a.type == b.type):
                 raise self.error(node, f"variable {name!r} is {S.describe(a)} on one branch "
                                        f"and {S.describe(b)} on the other")
             return a.type
@@ -508,6 +593,13 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_For(self, node: ast.For) -> None:
         if node.orelse:
             raise self.error(node, "for ... else is not supported")
+        # The body may write what a lazy name reads, and it repeats (after its last
+        # statement, the loop's first may run again).
+        with self._then([node]):
+            self.force_lazy()
+            self._visit_for(node)
+
+    def _visit_for(self, node: ast.For) -> None:
         it = self.visit(node.iter)
         if not isinstance(it, RangeValue):
             raise self.error(node.iter, "adjit loops iterate over range(...) only")
@@ -550,7 +642,7 @@ class CodeGenerator(ast.NodeVisitor):
 
     @staticmethod
     def _type_of(v):
-        return v.type if isinstance(v, (Scalar, Array)) else S.literal_type(v.value)
+        return v.type if isinstance(v, (Scalar, Array, ArrayExpr)) else S.literal_type(v.value)
 
     def _loop_with_retry(self, names: list[str], build: Callable[[dict], tuple]) -> None:
         """Builds a loop; if a carried variable's type changes in the body (`s = 0` then
@@ -583,10 +675,11 @@ class CodeGenerator(ast.NodeVisitor):
         """The types the loop body leaves its carried variables with. A scalar may change
         type (the loop is rebuilt with the promoted one); an array must stay the same."""
         out = {}
+        memo: dict[int, Array] = {}
         for n, t in zip(names, init_types):
             v = self.vars.get(n)
             if isinstance(v, ArrayExpr):
-                v = self.vars[n] = A.materialize(v)
+                v = self.vars[n] = _computed(v, memo)
             if v is None:
                 continue
             bt = self._type_of(v) if isinstance(v, (Scalar, Array, Literal)) else None
@@ -703,6 +796,11 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_While(self, node: ast.While) -> None:
         if node.orelse:
             raise self.error(node, "while ... else is not supported")
+        with self._then([node]):   # (as in visit_For)
+            self.force_lazy()
+            self._visit_while(node)
+
+    def _visit_while(self, node: ast.While) -> None:
         jumps = _jumps(node.body, True)
         outer_brk = self.vars.pop(BRK, None)
         if BRK in jumps:
@@ -794,9 +892,10 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "kernels return nothing: write results into an array")
         items = self.returned_items(v, node)
         out = []
+        memo: dict[int, Array] = {}   # (`return r, r` of a lazy r: one array, as in NumPy)
         for item in items:
             if isinstance(item, ArrayExpr):
-                item = A.materialize(item)
+                item = _computed(item, memo)
             if isinstance(item, Shape):
                 out.extend(S.from_index(d) for d in item.dims)
                 continue
@@ -934,7 +1033,9 @@ class CodeGenerator(ast.NodeVisitor):
             if not (isinstance(sub, Literal) and isinstance(sub.value, int)):
                 raise self.error(node, "tuples are indexed with constants")
             return base[sub.value]
-        if isinstance(base, ArrayExpr):
+        if isinstance(base, L.NamedExpr):
+            base = self._compute_named(base)
+        elif isinstance(base, ArrayExpr):
             base = A.materialize(base)
         if isinstance(base, Array):
             return A.load(base, self.subscripts(base, sub), self.debug)
@@ -1040,6 +1141,9 @@ class CodeGenerator(ast.NodeVisitor):
     def _choose(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST):
         """The scalar `then_fn()` if `cond` else `else_fn()`, as an scf.if: only the chosen
         side's code runs (it may read an element that exists only on that side)."""
+        if any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            # a call on one side may write what a lazy name reads
+            self.force_lazy(also=[self._stmt or node])
         before = dict(self.vars)
         probe = scf.IfOp(cond, [], has_else=True)
         with ir.InsertionPoint(probe.then_block):
@@ -1092,6 +1196,12 @@ class CodeGenerator(ast.NodeVisitor):
             return B.lift(lambda x: S.cast(S.as_scalar(x, obj), obj), args)
         hook = getattr(obj, "_adjit_compile_call", None)
         if hook is not None:
+            # A compiled function or a kernel may write any array it is given (or an alias
+            # of one): lazy names are computed first, and a lazy name passed is its array.
+            keys = list(kwargs)
+            forced = self.force_lazy(args + [kwargs[k] for k in keys],
+                                     also=[self._stmt or self.src.tree])
+            args, kwargs = forced[:len(args)], dict(zip(keys, forced[len(args):]))
             return hook(self, args, kwargs)
         name = getattr(obj, "__name__", repr(obj))
         raise self.error(node.func, f"call to {name!r}, which adjit cannot compile (it calls "
@@ -1107,6 +1217,30 @@ class CodeGenerator(ast.NodeVisitor):
             return as_scalar_type(v.obj)
         except TypeError as e:
             raise self.error(node, str(e)) from None
+
+
+def _lazy_in(v) -> list:
+    """The lazy names' expressions in a variable's value (a tuple may hold some)."""
+    if isinstance(v, L.NamedExpr):
+        return [v]
+    if isinstance(v, tuple):
+        return [e for x in v for e in _lazy_in(x)]
+    return []
+
+
+def _named_items(t: tuple) -> tuple:
+    """A tuple bound to a name, its expressions lazy names (codegen.force_lazy finds them)."""
+    return tuple(L.NamedExpr(v) if isinstance(v, ArrayExpr) and not isinstance(v, L.NamedExpr)
+                 else _named_items(v) if isinstance(v, tuple) else v for v in t)
+
+
+def _computed(v, memo: dict):
+    """`v`, an expression computed into an array (once per object in `memo`)."""
+    if not isinstance(v, ArrayExpr):
+        return v
+    if id(v) not in memo:
+        memo[id(v)] = (v, A.materialize(v))
+    return memo[id(v)][1]
 
 
 class _Method:

@@ -11,6 +11,7 @@ the gradients and the value. A gradient further than WRONG from the reference is
 as wrong, not timed, and makes the script exit with status 1.
 
     python benchmarks/bench_grad_workloads.py        # JAX/Numba: pip install -e '.[bench]'
+    python benchmarks/bench_grad_workloads.py G2 G2b # only those rows
 
 tests/bench/test_grad_workloads.py runs the same workloads at a tiny size.
 """
@@ -416,12 +417,13 @@ _NUMBA_KERNELS: dict = {}
 
 
 def _numba_kernels(nb) -> dict:
-    """Hand-written derivative loops, parallel over the work (prange), float64 sums."""
+    """Hand-written derivative loops, parallel over the work (prange), float64 sums;
+    fastmath where a sum would otherwise keep its loop from vectorising."""
     if _NUMBA_KERNELS:
         return _NUMBA_KERNELS
     prange = nb.prange
 
-    @nb.njit(parallel=True, cache=False)
+    @nb.njit(parallel=True, fastmath=True, cache=False)
     def linreg(a, b, x, y, dx):
         loss = 0.0
         da = 0.0
@@ -435,7 +437,7 @@ def _numba_kernels(nb) -> dict:
             dx[i] = a * g
         return loss, da, db
 
-    @nb.njit(parallel=True, cache=False)
+    @nb.njit(parallel=True, fastmath=True, cache=False)
     def residual(a, b, x, y):
         loss = 0.0
         da = 0.0
@@ -448,7 +450,7 @@ def _numba_kernels(nb) -> dict:
             db += g
         return loss, da, db
 
-    @nb.njit(parallel=True, cache=False)
+    @nb.njit(parallel=True, fastmath=True, cache=False)
     def softplus(x, dx):
         loss = 0.0
         for i in prange(x.shape[0]):
@@ -588,7 +590,8 @@ HEADER = ("workload", "adjit primal ms", "adjit grad ms", "grad/primal",
           "JAX err", "adjit/JAX grad", "NumPy grad ms", "Numba grad ms")
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """argv: workload name prefixes (G1 G2 G2b G3 kernel) to run only those rows."""
     out = sys.stdout
     print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
           f"{os.cpu_count()} cores, medians of {REPEAT} runs", file=out)
@@ -597,6 +600,8 @@ def main() -> int:
     ok = True
     notes = []
     for wl in workloads():
+        if argv and not any(wl.name.split()[0] == a for a in argv):
+            continue
         ok &= run(wl, out)
         notes += [f"{wl.name}: {n}" for n in wl.notes]
     print(file=out)
@@ -613,4 +618,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -108,7 +108,9 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
 
     Forward mode launches the forward kernel and returns []. Reverse mode launches the
     augmented kernel (the primal effects, and each work item's tape), then the reverse kernel,
-    which gives each work item's adjoint of each "active" scalar; returns their sums.
+    which gives each work item's adjoint of each "active" scalar, and of each element every
+    item reads (`rev.uniform_loads`: `p[0]`, `w[k]`), in float64 sums (_sum_into); adds
+    each element's sum into the element of its shadow, and returns the scalars' sums.
     """
     ndim = len(ndrange)
     if not reverse:
@@ -122,7 +124,10 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     # Before the tapes are allocated: the launch would refuse it only after that.
     kernel_cache.check_ndrange_bounds(aug.ndrange_bounds, args, tuple(ndrange))
     active = [t for t, a in zip(types, activity) if a == "active"]
-    sums = [gpu_kernel(_sum_into, [ArrayType(t, 1), ArrayType(f64, 1)], 1) for t in active]
+    # The element type of each element every item reads (uniform_loads.py): its array's.
+    element_t = [types[arg].dtype for arg, _ in rev.uniform_loads]
+    sums = {t: gpu_kernel(_sum_into, [ArrayType(t, 1), ArrayType(f64, 1)], 1)
+            for t in active + element_t}
     if _compile_only.get():
         return [t.np_dtype.type(0) for t in active]
     items = math.prod(ndrange)
@@ -135,14 +140,35 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     tapes = [DeviceArray.empty(items * n, cuda.NUMPY_DTYPES[p.dtype])
              for n, p in zip(slots, tape_params)]
     adjoints = [DeviceArray.zeros(items, t.np_dtype) for t in active]
+    # Not one float32 atomic add per item into one address: that stops growing at 2^24.
+    element_adjoints = [DeviceArray.zeros(items, t.np_dtype) for t in element_t]
     cuda.launch(aug, [*args, *tapes], ndrange, workgroupsize)
-    cuda.launch(rev, [*args, *tapes, *adjoints], ndrange, workgroupsize)
-    totals = []
-    for sum_into, per_item in zip(sums, adjoints):
+    cuda.launch(rev, [*args, *tapes, *adjoints, *element_adjoints], ndrange, workgroupsize)
+
+    def total_of(per_item: DeviceArray, t) -> Any:
         total = DeviceArray.zeros(1, np.float64)
-        cuda.launch(sum_into, [per_item, total], min(items, _SUM_ITEMS))
-        totals.append(per_item.dtype.type(total.numpy()[0]))
-    return totals
+        cuda.launch(sums[t], [per_item, total], min(items, _SUM_ITEMS))
+        return per_item.dtype.type(total.numpy()[0])
+
+    for (arg, at_text), per_item, t in zip(rev.uniform_loads, element_adjoints, element_t):
+        shadow = args[at[arg] + 1]     # a Duplicated argument: its shadow follows it
+        index = tuple(per_item_count(x, lambda k: args[at[k]], lambda k, d: args[at[k]].shape[d])
+                      for x in at_text)
+        _add_to_element(shadow, index, total_of(per_item, t))
+    return [total_of(per_item, t) for per_item, t in zip(adjoints, active)]
+
+
+def _add_to_element(shadow: Any, index: tuple[int, ...], total: Any) -> None:
+    """shadow[index] += total (in the shadow's dtype, as the CPU's launch rule adds), where
+    `index` is inside the array: outside it no item read the element (it would have failed
+    in the augmented kernel) and total is 0 (passes/autodiff/uniform_loads.py)."""
+    if len(index) != len(shadow.shape) or not all(
+            0 <= i < n for i, n in zip(index, shadow.shape)):
+        return
+    if isinstance(shadow, np.ndarray):
+        shadow[index] = shadow[index] + total
+    else:
+        cuda.add_to_element(shadow, index, total)
 
 
 # Work items of _sum_into: enough to fill a GPU, few enough that their atomic adds are cheap.

@@ -34,10 +34,13 @@ if TYPE_CHECKING:
 
 
 def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
-             ret_activity: str, with_primal: bool, overwritten: bool = False) -> None:
+             ret_activity: str, with_primal: bool, overwritten: bool = False,
+             sum_uniform: bool = False) -> None:
     """An `adj.autodiff` request. `overwritten`: the caller may change the arrays between
     the augmented and the reverse call (split mode from Python: the user's code runs in
-    between), so the pass must tape what it would otherwise reload (Enzyme's default)."""
+    between), so the pass must tape what it would otherwise reload (Enzyme's default).
+    `sum_uniform`: a kernel's reverse kernel outputs per item its adjoint of each element
+    every item reads (passes/autodiff/uniform_loads.py), for the caller to sum."""
     with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
         s = ir.StringAttr.get
         attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol),
@@ -45,6 +48,9 @@ def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: 
                  "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)}
         if overwritten:
             attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(True)] * len(activity))
+        if sum_uniform:
+            from ..passes.autodiff.uniform_loads import SUM_UNIFORM_ATTR
+            attrs[SUM_UNIFORM_ATTR] = ir.UnitAttr.get()
         ir.Operation.create("adj.autodiff", attributes=attrs)
 
 
@@ -259,12 +265,15 @@ class Derivative:
 def kernel_derivative_unit(k: Kernel, types: list, ndim: int, mode: str,
                            activity: tuple[str, ...], debug: bool) -> tuple[CompileUnit, str]:
     """The unit holding `k`'s derivative kernels for a launch (after the autodiff pass), and
-    their name: NAME (forward), NAME_aug and NAME_rev (reverse)."""
+    their name: NAME (forward), NAME_aug and NAME_rev (reverse). NAME_rev outputs, after the
+    per-item adjoints of Active scalars, those of the elements every item reads (in its
+    ELEMENTS_ATTR's order), which the launcher sums (cuda_launch.launch_derivative)."""
     unit = CompileUnit(debug)
     with unit.ctx, ir.Location.unknown():
         symbol = unit.kernel(k, types, ndim)
         name = f"{symbol}__{mode}"        # what profilers and errors show
-        _request(unit, name, symbol, mode, list(activity), "const", False)
+        _request(unit, name, symbol, mode, list(activity), "const", False,
+                 sum_uniform=mode == "reverse")
         run_pass(unit)
     return unit, name
 
@@ -289,6 +298,7 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
     run a number of times given by the kernel's arguments, the text of an expression of them
     (passes/autodiff/uniform.py) that cuda_launch evaluates from the launch's arguments."""
     from ..passes.autodiff.reverse import TAPE_ATTR
+    from ..passes.autodiff.uniform_loads import ELEMENTS_ATTR, read_element_attr
     from ..passes.lower_gpu import kernel_to_ptx
     unit, name = kernel_derivative_unit(k, types, ndim, mode, activity, debug)
     with unit.ctx, ir.Location.unknown():
@@ -303,5 +313,9 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
         per_item = tuple(_per_item(ir.DictAttr(f)["per_item"]) for f in
                          ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR]))
         aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
+        rev = unit.symbol(f"{name}_rev")
+        elements = read_element_attr(rev.attributes[ELEMENTS_ATTR]) \
+            if ELEMENTS_ATTR in rev.attributes else ()
         return {"aug": dataclasses.replace(aug, tape_per_item=per_item, ndrange_bounds=bounds),
-                "rev": kernel_to_ptx(unit.module, f"{name}_rev", chip)}
+                "rev": dataclasses.replace(kernel_to_ptx(unit.module, f"{name}_rev", chip),
+                                           uniform_loads=elements)}

@@ -22,7 +22,8 @@ from .files import (DamagedEntry, cache_settings, read_entry, warn_unwritable,
                     write_entry)
 
 # 6: the metadata records its key, the PTX's hash and its own checksum (files.write_entry).
-FORMAT_VERSION = 6
+# 7: a reverse kernel's `uniform_loads` (its extra per-item outputs).
+FORMAT_VERSION = 7
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -50,6 +51,11 @@ class GpuKernel:
     are the indices of the array parameters the kernel may write; `ndrange_bounds` the (parameter,
     dimension, ndrange dimension, message) of each index every work item takes with its id,
     which the launcher checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
+    A reverse kernel's `uniform_loads` (since format 7) are the elements every work item
+    reads (passes/autodiff/uniform_loads.py): per element, the primal kernel argument and its
+    indices as expression texts of the kernel's arguments (runtime/tape_size.py); the kernel's
+    params end with one per-item output per element, after those of the Active scalars,
+    which the launcher sums and adds into the element of the argument's shadow.
     """
     name: str
     entry: str
@@ -62,6 +68,7 @@ class GpuKernel:
     tape_per_item: tuple[int | str, ...] = ()
     written: tuple[int, ...] = ()
     ndrange_bounds: tuple[tuple[int, int, int, str], ...] = ()
+    uniform_loads: tuple[tuple[int, tuple[str, ...]], ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -78,6 +85,8 @@ class GpuKernel:
         fields["tape_per_item"] = tuple(data.get("tape_per_item", ()))
         fields["written"] = tuple(data.get("written", ()))
         fields["ndrange_bounds"] = tuple(tuple(b) for b in data.get("ndrange_bounds", ()))
+        fields["uniform_loads"] = tuple((int(arg), tuple(at))
+                                        for arg, at in data.get("uniform_loads", ()))
         return cls(**fields)
 
 

@@ -61,10 +61,15 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
         # kernel_tape builds on this module's generators, hence the late import.
         from .kernel_tape import KernelAugGen, KernelRevGen, kernel_fields
         # A private kernel derivative is a launch rule's, which sums the adjoints of the
-        # elements every item reads (uniform_loads.py); one requested by name keeps its ABI.
-        rev, gen = _rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=private), ctx,
+        # elements every item reads (uniform_loads.py); one requested by name keeps its ABI
+        # unless the request asks for them (the GPU launcher's).
+        from .uniform_loads import ELEMENTS_ATTR, SUM_UNIFORM_ATTR, element_attr
+        summed = private or SUM_UNIFORM_ATTR in extra     # or a by-name request asking it
+        rev, gen = _rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=summed), ctx,
                               f"{name}_rev", extra, private)
         elements = gen.elements
+        if summed:
+            rev.attributes[ELEMENTS_ATTR] = element_attr(elements)
         fields = kernel_fields(ctx.plan)
         aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     else:

@@ -159,3 +159,25 @@ def test_gradient_through_a_write_after_the_binding():
     assert loss == pytest.approx(np.sum((x * w0) ** 2) + np.sum(w0[1:]), rel=1e-12)
     np.testing.assert_allclose(dx, 2 * x * w0 * w0, rtol=1e-12)
     assert w[0] == 0.0
+
+
+@adjit.jit
+def statement_chain(a, b, x, y):
+    u = a * x
+    v = u + b
+    r = v - y
+    return adjit.sum(r * r)
+
+
+def test_a_chain_of_statements_and_a_reduction_is_one_loop_each_way():
+    a, b, x, y = _g1(1000, seed=2)
+    dx = np.zeros_like(x)
+    (da, db, _, _), loss = autodiff(ReverseWithPrimal, statement_chain, Active(a), Active(b),
+                                    Duplicated(x, dx), Const(y))
+    text = _derivative_text(statement_chain)
+    assert len(re.findall(r"scf\.parallel", text)) == 2
+    assert not re.search(r"memref\.alloc\([^\n]*memref<\?xf32>", text)
+    r = np.float64(a) * x + np.float64(b) - y
+    assert abs(da - np.sum(2 * r * x)) <= 1e-5 * abs(np.sum(2 * r * x))
+    assert abs(db - np.sum(2 * r)) <= 1e-5 * abs(np.sum(2 * r))
+    np.testing.assert_allclose(dx, 2 * np.float64(a) * r, rtol=1e-5, atol=1e-6)

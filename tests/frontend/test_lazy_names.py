@@ -406,3 +406,24 @@ def shape_mismatch(x, y):
 def test_a_dead_name_still_checks_shapes():
     with pytest.raises(ValueError, match="different shapes"):
         shape_mismatch(_x(4), _x(5))
+
+
+@adjit.jit
+def launch_on_name(x):
+    r = x * 3
+    zero_out(r, ndrange=r.shape[0])
+    return r
+
+
+@adjit.jit
+def atomic_on_name(x):
+    r = x * 3
+    adjit.atomic_add(r, 0, 1.0)
+    return r
+
+
+def test_kernels_and_atomics_write_the_names_array():
+    assert_same(launch_on_name(_x()), np.zeros(8))
+    want = _x() * 3
+    want[0] += 1.0
+    assert_same(atomic_on_name(_x()), want)

@@ -18,8 +18,10 @@ tests/bench/test_grad_workloads.py runs the same workloads at a tiny size.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -166,9 +168,10 @@ def softplus_grad_np(x):
 
 
 def residual_grad_np(a, b, x, y):
+    """(da, db), out for the seed dout = 1 (the launch's loss is sum(out))."""
     r = a * x + b - y
     g = 2.0 * r
-    return (np.sum(g * x), np.sum(g)), np.sum(r * r)
+    return (np.sum(g * x), np.sum(g)), r * r
 
 
 # ---- workloads ------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ class Workload:
     ref_loss: Callable[..., float]       # float64 loss of the differentiated inputs (FD tests)
     wrt: tuple                           # the differentiated inputs, float64
     numpy_grad: Callable[[], tuple] | None = None   # hand-written, in the data's dtype
-    jax: Callable[[], tuple] | None = None      # -> (primal thunk, value_and_grad thunk) or None
+    jax: Callable[[], tuple] | None = None   # -> (primal, value_and_grad, its answer) or None
     numba: Callable[[], Callable] | None = None  # -> gradient thunk or None
     state_bytes: int = 0                 # one float32 state of the computation
     notes: list = field(default_factory=list)
@@ -216,7 +219,8 @@ def linreg_workload(n: int, rng) -> Workload:
         args = (jnp.float32(a), jnp.float32(b), jnp.asarray(x), jnp.asarray(y))
         p, vg = jx.jit(f), jx.jit(jx.value_and_grad(f, argnums=(0, 1, 2)))
         return (lambda: jx.block_until_ready(p(*args)),
-                lambda: _jax_answer(jx.block_until_ready(vg(*args))))
+                lambda: jx.block_until_ready(vg(*args)),
+                _jax_answer)
 
     def numba():
         nb = _numba()
@@ -259,7 +263,8 @@ def stencil_workload(grid: int, steps: int, reaction: bool, rng) -> Workload:
         uj = jnp.asarray(u0)
         p, vg = jx.jit(f), jx.jit(jx.value_and_grad(f))
         return (lambda: jx.block_until_ready(p(uj)),
-                lambda: _jax_answer(jx.block_until_ready(vg(uj)), single=True))
+                lambda: jx.block_until_ready(vg(uj)),
+                lambda r: _jax_answer(r, single=True))
 
     def numba():
         nb = _numba()
@@ -303,7 +308,8 @@ def softplus_workload(n: int, rng) -> Workload:
         xj = jnp.asarray(x)
         p, vg = jx.jit(f), jx.jit(jx.value_and_grad(f))
         return (lambda: jx.block_until_ready(p(xj)),
-                lambda: _jax_answer(jx.block_until_ready(vg(xj)), single=True))
+                lambda: jx.block_until_ready(vg(xj)),
+                lambda r: _jax_answer(r, single=True))
 
     def numba():
         nb = _numba()
@@ -327,10 +333,10 @@ def residual_workload(n: int, rng) -> Workload:
     x64, y64 = _f64(x, y)
 
     def grad():
-        dout.fill(1.0)    # the seed: the kernel's loss is sum(out)
+        dout.fill(1.0)    # the seed: the launch's loss is sum(out)
         (da, db, *_), _ = adjit.autodiff(ReverseWithPrimal, residual_sq, Active(a), Active(b),
                                          Const(x), Const(y), Duplicated(out, dout), ndrange=n)
-        return (da, db), float(np.sum(out, dtype=np.float64))
+        return (da, db), out     # the launch's primal effect
 
     def jax():
         jnp, jx = _jax()
@@ -338,19 +344,23 @@ def residual_workload(n: int, rng) -> Workload:
             return None
 
         def f(a, b, x, y):
-            return jnp.sum((a * x + b - y) ** 2)
+            return (a * x + b - y) ** 2
+
+        def vg(a, b, x, y):   # value_and_grad of an array result: its vjp with a seed of ones
+            out, pull = jx.vjp(lambda a, b: f(a, b, x, y), a, b)
+            return out, pull(jnp.ones_like(out))
         args = (jnp.float32(a), jnp.float32(b), jnp.asarray(x), jnp.asarray(y))
-        p = jx.jit(lambda a, b, x, y: (a * x + b - y) ** 2)
-        vg = jx.jit(jx.value_and_grad(f, argnums=(0, 1)))
+        p, vg = jx.jit(f), jx.jit(vg)
         return (lambda: jx.block_until_ready(p(*args)),
-                lambda: _jax_answer(jx.block_until_ready(vg(*args))))
+                lambda: jx.block_until_ready(vg(*args)),
+                _jax_answer)
 
     def numba():
         nb = _numba()
         if nb is None:
             return None
         kernel = _numba_kernels(nb)["residual"]
-        return lambda: _swap(kernel(a, b, x, y), (0, 1))
+        return lambda: (kernel(a, b, x, y, out), out)
 
     return Workload(
         "kernel `out[i] = (a*x[i]+b-y[i])**2`, Active a, b",
@@ -393,9 +403,10 @@ def _jax():
 
 
 def _jax_answer(value_and_grads, single: bool = False):
+    """JAX's (value, grads) in the workload's ((grads...), value), outside the timed call."""
     value, grads = value_and_grads
     grads = (grads,) if single else tuple(grads)
-    return tuple(np.asarray(g) for g in grads), float(value)
+    return tuple(np.asarray(g) for g in grads), np.asarray(value)
 
 
 def _swap(result, layout):
@@ -438,17 +449,16 @@ def _numba_kernels(nb) -> dict:
         return loss, da, db
 
     @nb.njit(parallel=True, fastmath=True, cache=False)
-    def residual(a, b, x, y):
-        loss = 0.0
+    def residual(a, b, x, y, out):
         da = 0.0
         db = 0.0
         for i in prange(x.shape[0]):
             r = a * x[i] + b - y[i]
             g = 2.0 * r
-            loss += r * r
+            out[i] = r * r
             da += g * x[i]
             db += g
-        return loss, da, db
+        return da, db
 
     @nb.njit(parallel=True, fastmath=True, cache=False)
     def softplus(x, dx):
@@ -555,7 +565,7 @@ def run(wl: Workload, out) -> bool:
     jax = wl.jax() if wl.jax else None
     jax_err = None
     if jax is not None:
-        jax_err = rel_error(jax[1](), ref)
+        jax_err = rel_error(jax[2](jax[1]()), ref)
         if jax_err > WRONG:
             ok = False
             wl.notes.append(f"JAX gradient differs from the reference by {jax_err:.2e}")
@@ -590,10 +600,21 @@ HEADER = ("workload", "adjit primal ms", "adjit grad ms", "grad/primal",
           "JAX err", "adjit/JAX grad", "NumPy grad ms", "Numba grad ms")
 
 
+def _source_state() -> str:
+    """The commit of the adjit being measured, '-dirty' with uncommitted changes."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                              text=True, timeout=10, check=True,
+                              cwd=Path(adjit.__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def main(argv: list[str]) -> int:
     """argv: workload name prefixes (G1 G2 G2b G3 kernel) to run only those rows."""
     out = sys.stdout
-    print(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
+    print(f"adjit {_source_state()}; load average "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
           f"{os.cpu_count()} cores, medians of {REPEAT} runs", file=out)
     print("| " + " | ".join(HEADER) + " |", file=out)
     print("|" + "---|" * len(HEADER), file=out, flush=True)

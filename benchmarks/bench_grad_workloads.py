@@ -613,6 +613,7 @@ def _source_state() -> str:
 def main(argv: list[str]) -> int:
     """argv: workload name prefixes (G1 G2 G2b G3 kernel) to run only those rows."""
     out = sys.stdout
+    load = os.getloadavg()[0]
     print(f"adjit {_source_state()}; load average "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}, "
           f"{os.cpu_count()} cores, medians of {REPEAT} runs", file=out)
@@ -635,6 +636,11 @@ def main(argv: list[str]) -> int:
     for n in notes:
         print(f"- {n}", file=out)
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", file=out)
+    if load > 0.5 * (os.cpu_count() or 1):   # before this run (which loads every core)
+        # Every launch, prange loop and XLA op is fork-join: a descheduled worker holds up
+        # the rest, so the times of parallel code grow far more than the load suggests.
+        print("warning: other processes were using the cores; times of parallel code are "
+              "inflated (seen: 2-10x): compare rows of one run on a quiet machine", file=out)
     return 0 if ok else 1
 
 

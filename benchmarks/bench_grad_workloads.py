@@ -611,7 +611,7 @@ def _source_state() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """argv: workload name prefixes (G1 G2 G2b G3 kernel) to run only those rows."""
+    """argv: first words of workload names (G1 G2 G2b G3 kernel): only those rows."""
     out = sys.stdout
     load = os.getloadavg()[0]
     print(f"adjit {_source_state()}; load average "

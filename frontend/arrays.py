@@ -11,7 +11,7 @@ from mlir.dialects import arith, math, memref, scf
 from ..dialects import adj
 from . import scalar_ops as S
 from .errors import UserError
-from .lazy import element_scope
+from .lazy import consumed, created, element_scope
 from .types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Scalar
 
@@ -146,6 +146,7 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
     """Lifts a scalar function over operands of which at least one is an array. 0-d arrays
     broadcast as NumPy's do, like scalars; when every array operand is 0-d the result is a
     scalar, as a NumPy ufunc's is (`np.array(2.0) * 3.0` is a float64)."""
+    consumed(*operands)   # (lazy.py: no longer pending on its own)
     exprs = [as_expr(o) if isinstance(o, (Array, ArrayExpr)) else None for o in operands]
     if all(e is None or not e.shape for e in exprs):
         zero = idx(0)
@@ -164,7 +165,7 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
             args = [e.element(i) if e is not None else o for e, o in zip(exprs, operands)]
             return S.as_scalar(fn(*args))
 
-    return ArrayExpr(_result_dtype(fn, exprs, operands), shape, element)
+    return created(ArrayExpr(_result_dtype(fn, exprs, operands), shape, element))
 
 
 def _result_dtype(fn, exprs, operands) -> ScalarType:
@@ -187,6 +188,7 @@ def _result_dtype(fn, exprs, operands) -> ScalarType:
 def materialize(v) -> Array:
     if isinstance(v, Array):
         return v
+    consumed(v)
     out = alloc(v.dtype, v.shape)
     store_into(out, v)
     return out
@@ -196,6 +198,7 @@ def store_into(out: Array, e: ArrayExpr | Scalar) -> None:
     """Writes expression `e` (of `out`'s shape) into `out`, element by element: in place is
     safe, since element i of `e` reads only element i of its arrays. A 0-d `out` takes its
     one element (`e` may then be a scalar: what an expression of 0-d arrays gives)."""
+    consumed(e)
     if out.type.ndim == 0:
         v = e if isinstance(e, Scalar) else e.element(idx(0))
         memref.store(S.cast(v, out.type.dtype).value, out.value, [])
@@ -244,7 +247,7 @@ def arange(start, stop, step, dtype: ScalarType | None) -> ArrayExpr:
     def element(i: ir.Value) -> Scalar:
         return S.binary("+", first, S.binary("*", S.cast(Scalar(i, index), dtype), delta))
 
-    return ArrayExpr(dtype, [_arange_length(lo, hi, by)], element)
+    return created(ArrayExpr(dtype, [_arange_length(lo, hi, by)], element))
 
 
 def _is_float(v) -> bool:
@@ -316,6 +319,7 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
     type (bools and integers sum as i64)."""
     if isinstance(v, Scalar):
         return v if op != "sum" or v.type.is_float else S.cast(v, _accumulator_type(v.type, op))
+    consumed(v)
     e = as_expr(v)
     acc_t = _accumulator_type(e.dtype, op)
     n = numel(e.shape)

@@ -125,7 +125,7 @@ class CodeGenerator(ast.NodeVisitor):
             if not flagged and body and isinstance(body[-1], ast.Return):
                 with self._then(body[-1:]):
                     self.visit_block(body[:-1])
-                with self._loc(body[-1]):
+                with self._loc(body[-1]), L.statement():
                     try:
                         self._final_return(body[-1])
                     except UserError as e:
@@ -202,12 +202,13 @@ class CodeGenerator(ast.NodeVisitor):
         `if not flag`."""
         for k, s in enumerate(stmts):
             if isinstance(s, (ast.Break, ast.Continue, ast.Return)):
-                self.visit(s)
+                with L.statement():
+                    self.visit(s)
                 return   # what follows is unreachable
             rest = stmts[k + 1:]
             outer, self._stmt = self._stmt, s
             try:
-                with self._then(rest):
+                with self._then(rest), L.statement():
                     self.visit(s)
             finally:
                 self._stmt = outer
@@ -255,16 +256,23 @@ class CodeGenerator(ast.NodeVisitor):
         into arrays now (every name bound to one expression gets the same array), as are
         those among `values`, which come back with them replaced. Dead lazy names are left
         as they are (never computed)."""
+        memo: dict[int, Array] = {}
+        for e in L.take_pending():
+            # An expression this statement made before the write and has not used yet
+            # (`x*2 + g(x)`): computed now; whoever holds it reads the array from here on.
+            memo[id(e)] = A.materialize(e)
+            e.element = A.as_expr(memo[id(e)]).element
         lazy = [(n, v) for n, v in self.vars.items() if _lazy_in(v)]
-        if not lazy:
+        if not lazy and not memo:
             return list(values)
         live = {id(e) for v in values for e in _lazy_in(v)}
         for n, v in lazy:
             if self._readers(n, also):
                 live.update(id(e) for e in _lazy_in(v))
-        memo: dict[int, Array] = {}
 
         def computed(v):
+            if isinstance(v, ArrayExpr) and id(v) in memo:
+                return memo[id(v)]
             if isinstance(v, L.NamedExpr) and id(v) in live:
                 if id(v) not in memo:
                     memo[id(v)] = A.materialize(v)

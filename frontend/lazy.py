@@ -146,6 +146,45 @@ class NamedExpr(ArrayExpr):
             return hit[1]
 
         super().__init__(e.dtype, e.shape, element)
+        consumed(e)
 
     __eq__ = object.__eq__      # identity, not the dataclass's field comparison
     __hash__ = object.__hash__
+
+
+# ---- expressions pending inside one statement -----------------------------------------------
+# `y = x*2 + g(x)`: Python computes x*2 before g runs. An unnamed element-wise expression
+# that is made but not yet used by another (elementwise, a reduction, a store) when a call
+# or write runs in the same statement is computed into memory first (codegen.force_lazy);
+# the statement's expressions are tracked here, one frame per statement being compiled.
+_pending: list[dict[int, ArrayExpr]] = []
+
+
+@contextlib.contextmanager
+def statement() -> Iterator[None]:
+    _pending.append({})
+    try:
+        yield
+    finally:
+        _pending.pop()
+
+
+def created(e: ArrayExpr) -> ArrayExpr:
+    if _pending:
+        _pending[-1][id(e)] = e
+    return e
+
+
+def consumed(*values) -> None:
+    if _pending:
+        for v in values:
+            _pending[-1].pop(id(v), None)
+
+
+def take_pending() -> list[ArrayExpr]:
+    """The current statement's expressions made and not yet used, forgotten here."""
+    if not _pending:
+        return []
+    out = list(_pending[-1].values())
+    _pending[-1].clear()
+    return out

@@ -427,3 +427,21 @@ def test_kernels_and_atomics_write_the_names_array():
     want = _x() * 3
     want[0] += 1.0
     assert_same(atomic_on_name(_x()), want)
+
+
+# ---- unnamed expressions made before a call in the same statement ---------------------------
+
+@adjit.jit
+def expression_then_call(x):
+    y = x * 2 + scale_in_place(x, 10.0)      # x * 2 is computed before the call writes x
+    return y
+
+
+@adjit.jit
+def arange_then_call(x):
+    return adjit.sum(x * 1 + scale_in_place(x, 3.0))
+
+
+def test_an_unnamed_expression_is_computed_before_a_later_call():
+    assert_same(expression_then_call(_x()), _x() * 2)
+    assert_same(arange_then_call(_x()), np.float64(np.sum(_x())))

@@ -61,7 +61,9 @@ class Differentiator:
         with op.location:
             # A launch rule's kernel derivative outputs per-item adjoints of the elements all
             # items read (uniform_loads.py), which a request by name does not expect.
-            if sig in self.done and not self.done[sig].uniform_loads:
+            # Nor do they expect the gather kernels to run first (gather.py).
+            if sig in self.done and not self.done[sig].uniform_loads and \
+                    not self.done[sig].gathers:
                 self._alias(self.done[sig], sig, name, extra)
             else:
                 self.generate(sig, op, name, extra)

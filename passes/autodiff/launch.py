@@ -20,7 +20,7 @@ from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
 from ...dialects.adj import launch_call
-from .ir_util import callee, clone_op, func_type, index, numel
+from .ir_util import callee, clone_op, dims, func_type, index, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 from .reduction import sum_items
 from .uniform import emit
@@ -103,6 +103,12 @@ def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
             for t in per_item]
     inputs = aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) + list(d.tape) + \
         [o.type for o in outs]
+    # The gather kernels first: the reverse kernel then zeroes the output shadows they read.
+    for kernel, k in d.gathers:
+        gtype = ir.FunctionType.get(inputs + [ir.IndexType.get()] * len(ndrange), [])
+        adj.launch(kernel, gtype, args + outs + ndrange, dims(gen.primal(call.operands[k])),
+                   None)
+        adj.sync()
     adj.launch(d.rev, ir.FunctionType.get(inputs, []), args + outs, ndrange, _workgroupsize(op))
     adj.sync()
     # Accurately (in f64 for f32, pairwise over parallel chunks): reduction.py says why.

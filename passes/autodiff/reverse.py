@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ...dialects.adj import AdjError
+from ...dialects.adj import NDIM_ATTR, AdjError
 from .activity import Activity, terminator
 from .augment import AugGen, prune_unneeded
 from .context import ReverseContext
@@ -34,6 +34,7 @@ from .ir_util import (ATOMIC_ADDF, VIEW_OPS, add, clone_op, defining_block, dims
                       for_each_index, func_type, index, is_ancestor, is_float, is_memref,
                       memref_type, or_zero, ops, parent_op, trip_count, unravel, view_of, walk,
                       zero, zeroed_like)
+from . import gather
 from .launch import launch_signature, reverse_launch
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import Derivative, Signature, adjoint_types, aug_inputs, dret_types
@@ -72,9 +73,11 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
             rev.attributes[ELEMENTS_ATTR] = element_attr(elements)
         fields = kernel_fields(ctx.plan)
         aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+        # Likewise only a launch rule's runs gather kernels before the reverse kernel.
+        gathered = _gather(ctx, rev, name) if private else []
     else:
         rev, _ = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
-        elements = []
+        elements, gathered = [], []
         fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
         aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     prune_unneeded(aug)
@@ -84,7 +87,22 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     rev.attributes[TAPE_ATTR] = tape_attr
     return Derivative(aug=f"{name}_aug", rev=f"{name}_rev", tape=[f.type for f in fields],
                       per_item=[f.per_item for f in fields] if ctx.kernel else [],
-                      uniform_loads=elements)
+                      uniform_loads=elements, gathers=gathered)
+
+
+def _gather(ctx: ReverseContext, rev: ir.Operation, name: str) -> list[tuple[str, int]]:
+    """Replaces `rev`'s atomic adds where the access pattern allows (gather.py): plain adds
+    into the item's own elements, and a gather kernel for each array read at constant
+    offsets from the item's id; returns (gather kernel, primal argument) for each."""
+    ndim = ir.IntegerAttr(ctx.fn.attributes[NDIM_ATTR]).value
+    gather.own_elements(rev, ndim)
+    found = gather.gathers(ctx.fn, rev, ctx.sig.activity, ndim)
+    for k, g in enumerate(found):
+        gather.make_gather_kernel(ctx.diff, rev, g, f"{name}_gather{k}", ndim)
+    for g in found:
+        for op, _ in g.sites:
+            op.erase()
+    return [(g.kernel, g.arg) for g in found]
 
 
 def _rev_twice(gen, ctx: "ReverseContext", name: str, extra: dict[str, ir.Attribute],

@@ -67,6 +67,8 @@ class Derivative:
     per_item: list[Expr] = field(default_factory=list)   # kernels: slots per work item
     # kernels: the elements whose per-item adjoints rev outputs (uniform_loads.UniformLoad)
     uniform_loads: list = field(default_factory=list)
+    # kernels: (gather kernel, primal argument) per array whose adjoint is gathered (gather.py)
+    gathers: list = field(default_factory=list)
 
 
 def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:

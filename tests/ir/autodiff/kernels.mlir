@@ -41,14 +41,19 @@ func.func @run(%a: f32, %x: memref<?xf32>, %y: memref<?xf32>) {
 // CHECK: %[[SLOT:.*]] = arith.addi %[[SLOT0]], %{{.*}} : index
 // CHECK: memref.store %[[T]], %[[TAPE]][%[[SLOT]]] : memref<?xf32>
 
-// The reverse kernel reads its slot, adds into x's shadow atomically (items may share
-// elements), and writes its share of a's adjoint at [adj.index].
+// The reverse kernel reads its slot, adds into x's shadow at the item's own element with a
+// plain load/add/store (every access to dx is at [adj.index]: no other item touches the
+// element, gather.own_elements), and writes its share of a's adjoint at [adj.index].
 // CHECK-LABEL: func.func private @__adj_saxpy_rev_add_c_rev(
 // CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[TAPE:[a-z0-9]+]]: memref<?xf32>, %[[DA:[a-z0-9]+]]: memref<?xf32>)
 // CHECK: %[[ITEM:.*]] = "adj.index"()
 // CHECK: %[[T:.*]] = memref.load %[[TAPE]]
 // CHECK: arith.mulf %[[T]], %[[T]] : f32
-// CHECK: memref.atomic_rmw addf %{{.*}}, %[[DX]][%{{.*}}] : (f32, memref<?xf32>) -> f32
+// CHECK-NOT: memref.atomic_rmw
+// CHECK: %[[OLD:.*]] = memref.load %[[DX]][%{{.*}}] : memref<?xf32>
+// CHECK: %[[NEW:.*]] = arith.addf %[[OLD]], %{{.*}} : f32
+// CHECK: memref.store %[[NEW]], %[[DX]][%{{.*}}] : memref<?xf32>
+// CHECK-NOT: memref.atomic_rmw
 // CHECK: memref.store %{{.*}}, %[[DA]][%[[ITEM]]] : memref<?xf32>
 
 // The augmented pass allocates n * 1 slots , launches

@@ -14,10 +14,13 @@ with the extents to the body, whose parameters `kernel_abi.expose_work_item` mad
 as on the CPU. A 1-D grid keeps any ndrange within the grid limits and coalesces the last
 dimension.
 
-`adj.check` becomes a store of the check's number into the gpu.module's global `__adj_error`
-(lower_cpu.lower_checks, applied to the gpu.module): the launcher reads that word from device
-memory after the kernel and raises. A module global keeps the entry's signature the
-kernel's own, where an extra error-word parameter would not.
+`adj.check` becomes a store of the check's number into the launch's error cell: a kernel with
+checks takes one more, hidden, parameter after the extents, a memref<1xi64> that the entry
+passes on to the body and the device functions (lower_cpu.lower_checks_per_call, applied to
+the gpu.module, as the CPU does per call). The launcher passes each launch a cell of its own
+(runtime/cuda.py: one per thread, whose launches run one at a time), reads it after the
+kernel and raises. A module global cell, as before, was shared by every launch of the
+kernel: concurrent launches from several threads took each other's errors, or lost them.
 
 Math is expanded first (math_approx): `convert-gpu-to-nvvm` would turn it into libdevice
 calls that PTX cannot resolve. `memref.atomic_rmw` lowers to `atomicrmw acq_rel`, which
@@ -36,7 +39,8 @@ from mlir.dialects import arith, func, gpu, llvm, memref, scf
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
-from .lower_cpu import ERROR_GLOBAL, _ops_named, _symbol_table, error_table, lower_checks
+from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_table,
+                        error_table, lower_checks_per_call)
 from .math_approx import expand_math
 from .walk import walk
 from .written import WrittenArguments
@@ -88,7 +92,7 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
         ptx = emit_ptx(work.operation)[kernel + GPU_MODULE_SUFFIX]
     entry = re.search(r"\.entry\s+([\w$]+)", ptx).group(1)
     return GpuKernel(name=kernel, entry=entry, ptx=ptx, chip=chip, params=params,
-                     ndim=kernel_ndim(fn), checks=checks, error_global=ERROR_GLOBAL,
+                     ndim=kernel_ndim(fn), checks=checks,
                      written=written, ndrange_bounds=bounds)
 
 
@@ -194,11 +198,26 @@ def _outline(kernel: ir.Operation, name: str, symbols: dict[str, ir.Operation]) 
                 _call_if_valid(name + ".body", args, sizes)
                 gpu.ReturnOp([])
     _widen_bool_memrefs(module.operation)
-    lower_checks(module.operation)
+    _lower_checks(module.operation, entry.operation)
     expand_math(module.operation)
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
     for op in _ops_named(module.operation, "arith.addf", "arith.subf", "arith.mulf"):
         op.attributes["fastmath"] = contract
+
+
+def _lower_checks(module: ir.Operation, entry: ir.Operation) -> None:
+    """Checks store into the launch's error cell: a last parameter of the body and device
+    functions (lower_checks_per_call) and, when the kernel has checks, of the entry, which
+    passes it to the body."""
+    lower_checks_per_call(module)
+    if not error_table(module):
+        return
+    cell = _add_cell_parameter(entry)
+    calls: list[ir.Operation] = []
+    walk(entry, lambda op: (calls.append(op) if op.name == "func.call" else None)
+         or ir.WalkResult.ADVANCE)
+    for call in calls:
+        _pass_cell(call, cell)
 
 
 def _widen_bool_memrefs(root: ir.Operation) -> None:

@@ -8,6 +8,10 @@ safe to pass in, and results are complete when `launch` returns.
 
 A launch is a 1-D grid of ceil(prod(ndrange) / block) blocks of `block` threads, `block` being
 prod(workgroupsize) or 256 (passes/lower_gpu.py builds the matching kernel entry).
+
+A kernel with checks takes an error cell as a hidden last parameter: each thread has a device
+cell of its own (`_ErrorCell`), and a thread's launches run one at a time (each waits for its
+kernel), so each launch reads exactly its own errors, whatever other threads launch.
 """
 from __future__ import annotations
 
@@ -116,7 +120,6 @@ def synchronize() -> None:
 class _Loaded:
     module: Any
     function: Any
-    error_word: int     # device address of the kernel's error global, 0 when it has no checks
 
 
 _loaded: dict[tuple[str, str], _Loaded] = {}
@@ -132,13 +135,55 @@ def _load(kernel: GpuKernel) -> _Loaded:
     check(err, f"loading the PTX of kernel {kernel.name} (built for {kernel.chip})")
     err, function = api.cuModuleGetFunction(module, kernel.entry.encode())
     check(err, f"cuModuleGetFunction({kernel.entry})")
-    error_word = 0
-    if kernel.checks:
-        err, address, _ = api.cuModuleGetGlobal(module, kernel.error_global.encode())
-        check(err, f"cuModuleGetGlobal({kernel.error_global})")
-        error_word = int(address)
     with _lock:
-        return _loaded.setdefault(key, _Loaded(module, function, error_word))
+        return _loaded.setdefault(key, _Loaded(module, function))
+
+
+class _ErrorCell:
+    """One thread's error cell in device memory (8 bytes: the number of the check that
+    failed, 0 when none did), and the parameter words of the memref<1xi64> that passes it
+    to a kernel (allocated, aligned, offset, size, stride). `clean`: known to hold 0, so a
+    launch need not clear it first (a Ctrl-C between a kernel and the read of its cell
+    leaves it unknown, and the next launch clears it: no stale error reaches a valid one).
+    A cell whose thread ended goes back to `_spare_cells` for another thread: no CUDA call
+    from a finaliser, and at most as many cells as threads ever launched at once."""
+
+    def __init__(self, api: Any):
+        self.api = api
+        try:     # list.pop and append are atomic: no lock, which __del__ could deadlock on
+            ptr = _spare_cells.get(api, []).pop()
+        except IndexError:
+            ptr = None
+        if ptr is None:
+            err, ptr = api.cuMemAlloc(8)
+            check(err, "allocating a kernel error cell")
+        self.ptr = int(ptr)
+        self.words = (ctypes.c_int64 * 5)(self.ptr, self.ptr, 0, 1, 1)
+        self.clean = False
+
+    def __del__(self) -> None:
+        try:
+            _spare_cells.setdefault(self.api, []).append(self.ptr)
+        except Exception:      # interpreter shutdown: the module's globals may be gone
+            pass
+
+
+# Keyed by the driver API object (the module; a test's fake driver), which it keeps alive.
+_spare_cells: dict[Any, list[int]] = {}
+_cells = threading.local()
+
+
+def _error_cell() -> _ErrorCell:
+    """This thread's cell, for the current driver."""
+    api = driver().api
+    cell = getattr(_cells, "cell", None)
+    if cell is None or cell.api is not api:
+        cell = _cells.cell = _ErrorCell(api)
+    if not cell.clean:
+        (err,) = api.cuMemsetD8(cell.ptr, 0, 8)
+        check(err, "clearing the kernel error cell")
+        cell.clean = True
+    return cell
 
 
 def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[int],
@@ -180,20 +225,24 @@ def launch(gpu_kernel: GpuKernel, args: Sequence[Any], ndrange: int | Sequence[i
         else:
             values.append(_scalar(arg, param, gpu_kernel, position))
     values += extents
+    cell = _error_cell() if gpu_kernel.checks else None
+    if cell is not None:
+        values.extend(cell.words)
     frame.pack()
-    loaded = _run(gpu_kernel, grid, block, frame.kernel_params)
+    _run(gpu_kernel, grid, block, frame.kernel_params, cell)
     for host, device in copies.values():          # before raising, as writes persist on the CPU
         if host.flags.writeable:                  # (read-only ones are not written)
             device.copy_to_host(out=host)
-    if loaded.error_word:
-        _raise_failed_check(driver().api, gpu_kernel, loaded.error_word)
+    if cell is not None:
+        _raise_failed_check(gpu_kernel, cell)
 
 
 def launch_words(gpu_kernel: GpuKernel, words: int, nwords: int, items: int, block: int) -> None:
     """Runs `gpu_kernel` over `items` work items in blocks of `block` threads and waits for
     it. Its parameters are ready at address `words`: `nwords` 64-bit words, one per PTX
-    parameter (a host program packs them: passes/lower_cuda_host.py)."""
-    expected = _frame(gpu_kernel).nwords
+    parameter (a host program packs them: passes/lower_cuda_host.py) but the error cell's,
+    which this thread's cell provides."""
+    expected = _frame(gpu_kernel).given
     if nwords != expected:
         raise RuntimeError(f"kernel {gpu_kernel.name} takes {expected} parameter words, the "
                            f"host program gave {nwords}")
@@ -201,10 +250,15 @@ def launch_words(gpu_kernel: GpuKernel, words: int, nwords: int, items: int, blo
     grid = _grid(items, block)
     if grid == 0:
         return
-    pointers = (ctypes.c_void_p * nwords)(*range(words, words + 8 * nwords, 8))
-    loaded = _run(gpu_kernel, grid, block, ctypes.addressof(pointers))
-    if loaded.error_word:
-        _raise_failed_check(driver().api, gpu_kernel, loaded.error_word)
+    addresses = list(range(words, words + 8 * nwords, 8))
+    cell = _error_cell() if gpu_kernel.checks else None
+    if cell is not None:
+        base = ctypes.addressof(cell.words)
+        addresses += range(base, base + 8 * len(cell.words), 8)
+    pointers = (ctypes.c_void_p * len(addresses))(*addresses)
+    _run(gpu_kernel, grid, block, ctypes.addressof(pointers), cell)
+    if cell is not None:
+        _raise_failed_check(gpu_kernel, cell)
 
 
 def add_to_element(array: Any, index: Sequence[int], value: Any) -> None:
@@ -229,10 +283,14 @@ def _grid(items: int, block: int) -> int:
     return grid
 
 
-def _run(gpu_kernel: GpuKernel, grid: int, block: int, kernel_params: int) -> _Loaded:
-    """Launches the kernel (a 1-D grid) on its packed parameters and waits for it."""
+def _run(gpu_kernel: GpuKernel, grid: int, block: int, kernel_params: int,
+         cell: _ErrorCell | None) -> _Loaded:
+    """Launches the kernel (a 1-D grid) on its packed parameters and waits for it; `cell`
+    (the kernel's error cell, None without checks) is unknown until it is read."""
     loaded = _load(gpu_kernel)
     api = driver().api
+    if cell is not None:
+        cell.clean = False
     (err,) = api.cuLaunchKernel(loaded.function, grid, 1, 1, block, 1, 1, 0, 0,
                                 kernel_params, 0)
     check(err, f"launching kernel {gpu_kernel.name}")
@@ -369,6 +427,9 @@ class _Frame:
             formats += (["Q", "Q"] + ["q"] * (1 + 2 * p.rank) if p.kind == "memref"
                         else [self._FORMAT[p.dtype]])
         formats += ["q"] * kernel.ndim
+        self.given = len(formats)          # what a host program packs (launch_words)
+        if kernel.checks:
+            formats += ["q"] * 5           # the error cell's memref<1xi64>
         self.nwords = len(formats)
         self.layout = struct.Struct("<" + "".join(formats))
         self.words = ctypes.create_string_buffer(8 * self.nwords)
@@ -394,15 +455,19 @@ def _frame(kernel: GpuKernel) -> _Frame:
     return frame
 
 
-def _raise_failed_check(api: Any, kernel: GpuKernel, error_word: int) -> None:
+def _raise_failed_check(kernel: GpuKernel, cell: _ErrorCell) -> None:
+    """Reads this launch's cell; raises the failed check's error (and clears the cell)."""
+    api = cell.api
     word = np.zeros(1, dtype=np.int64)
-    (err,) = api.cuMemcpyDtoH(word.ctypes.data, error_word, 8)
-    check(err, "reading the kernel's error word")
+    (err,) = api.cuMemcpyDtoH(word.ctypes.data, cell.ptr, 8)
+    check(err, "reading the kernel's error cell")
     number = int(word[0])
     if number == 0:
+        cell.clean = True
         return
-    (err,) = api.cuMemsetD8(error_word, 0, 8)      # reset for the next launch
-    check(err, "resetting the kernel's error word")
+    (err,) = api.cuMemsetD8(cell.ptr, 0, 8)      # reset for the next launch
+    check(err, "resetting the kernel's error cell")
+    cell.clean = True
     error, message = kernel.checks[number - 1] if number <= len(kernel.checks) else (
         "RuntimeError", f"kernel {kernel.name} reported unknown check {number}")
     raise exception_class(error)(message)

@@ -23,7 +23,9 @@ from .files import (DamagedEntry, cache_settings, read_entry, warn_unwritable,
 
 # 6: the metadata records its key, the PTX's hash and its own checksum (files.write_entry).
 # 7: a reverse kernel's `uniform_loads` (its extra per-item outputs).
-FORMAT_VERSION = 7
+# 8: a kernel with checks takes its launch's error cell as a hidden last parameter (no
+#    module global `error_global`).
+FORMAT_VERSION = 8
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -42,9 +44,11 @@ class Param:
 class GpuKernel:
     """A kernel compiled to PTX, with what a launcher needs to call it.
 
-    The entry's parameters are `params` expanded, then `ndim` index extents of the ndrange.
+    The entry's parameters are `params` expanded, then `ndim` index extents of the ndrange,
+    then, when it has `checks`, the launch's error cell (a hidden memref<1xi64>: allocated,
+    aligned, offset, size, stride), which the launcher provides (runtime/cuda.py).
     `checks[i]` is the (Python error name, message) of `adj.check` number i+1, which the
-    kernel stores in the module global `error_global` when it fails. An augmented kernel of
+    kernel stores in the cell when it fails. An augmented kernel of
     reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
     prod(ndrange) * `tape_per_item[k]` elements for the k-th of them: an int, or (since format
     4) the text of an expression of the kernel's arguments (runtime/tape_size.py). `written`
@@ -64,7 +68,6 @@ class GpuKernel:
     params: tuple[Param, ...]
     ndim: int
     checks: tuple[tuple[str, str], ...] = ()
-    error_global: str = "__adj_error"
     tape_per_item: tuple[int | str, ...] = ()
     written: tuple[int, ...] = ()
     ndrange_bounds: tuple[tuple[int, int, int, str], ...] = ()

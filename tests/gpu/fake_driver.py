@@ -61,8 +61,8 @@ class FakeDriverAPI:
         return 0, name.decode()
 
     def cuModuleGetGlobal(self, module, name):
-        self.error_word = np.zeros(1, np.int64)
-        return 0, self.error_word.ctypes.data, 8
+        raise AssertionError("kernels take their launch's error cell as a parameter: no "
+                             "module global is looked up")
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         assert (gy, gz, by, bz, shared, stream, extra) == (1, 1, 1, 1, 0, 0, 0)
@@ -76,11 +76,23 @@ class FakeDriverAPI:
     def cuCtxSynchronize(self):
         return (0,)
 
+    def cuCtxSetCurrent(self, context):     # each new thread makes the context current
+        return (0,)
+
 
 def slots(params: int, n: int) -> list[int]:
     """The first 8 bytes behind each of the n kernel parameter pointers, as uint64."""
     pointers = (ctypes.c_void_p * n).from_address(params)
     return [ctypes.c_uint64.from_address(p).value for p in pointers]
+
+
+def error_cell(params: int, nwords: int) -> np.ndarray:
+    """The launch's error cell (int64[1]) of a kernel with checks: its hidden last parameter,
+    a memref<1xi64> (allocated, aligned, offset, size, stride) after the kernel's `nwords`
+    words (runtime/cuda.py)."""
+    allocated, aligned, offset, size, stride = slots(params, nwords + 5)[nwords:]
+    assert (allocated, offset, size, stride) == (aligned, 0, 1, 1)
+    return device_view(aligned, 1, np.int64)
 
 
 def as_f32(bits: int) -> float:

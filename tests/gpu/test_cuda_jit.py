@@ -24,7 +24,7 @@ from adjit.frontend.errors import CompilationError
 from adjit.runtime import host_program
 from adjit.runtime.kernel_cache import KernelCacheError
 from cuda_jit_cases import KERNELS, divide_twice, scale, scale_often, scale_twice, simulate
-from fake_driver import install
+from fake_driver import error_cell, install
 from user_kernels import relaxed_energy
 
 pytest.importorskip("mlir", reason="compiling host programs needs MLIR")
@@ -86,7 +86,8 @@ def test_device_arrays_are_copied_in_and_out(fake):
 
 def test_a_failed_check_in_a_kernel_raises(fake):
     def failing(api, params, grid, block):
-        api.error_word[0] = 1          # what the compiled kernel stores for i // 0
+        # what the compiled kernel stores for i // 0, in its error cell after (x, k, extent)
+        error_cell(params, 7)[0] = 1
     fake.kernels["divide__a1f64_i64__1d"] = failing
     with pytest.raises(ZeroDivisionError, match=r"cuda_jit_cases.py:\d+"):
         divide_twice(np.ones(4), 0, device="cuda")

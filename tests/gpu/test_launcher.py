@@ -9,10 +9,12 @@ import pytest
 from adjit.runtime import cuda, device_array
 from adjit.runtime.device_array import DeviceArray, as_device_array, dlpack_capsule, dlpack_view
 from adjit.runtime.kernel_cache import GpuKernel, Param
-from fake_driver import install, saxpy
+from fake_driver import error_cell, install, saxpy
 
 
 def fail_check(api, params, grid, block):
+    """CHECKED's first check fails: 1 into its error cell (after a 2-D memref and 2 extents)."""
+    api.error_word = error_cell(params, 9)
     api.error_word[0] = 1
 
 

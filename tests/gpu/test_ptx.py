@@ -88,11 +88,19 @@ def test_atomics_are_relaxed():
         assert "fence" not in ptx and "acq_rel" not in ptx and "membar" not in ptx, name
 
 
-def test_check_writes_error_global():
+def test_a_check_writes_the_launch_error_cell_parameter():
+    """No module global: the entry takes 3 memrefs (5 words each), the extent, then the
+    error cell's 5 words (runtime/cuda.py passes each thread's cell there)."""
     kernel = compile_case("gather_checked_f32")
     assert kernel.checks == (("IndexError", CHECK_MESSAGE),)
-    assert re.search(rf"\.visible \.global .*{kernel.error_global}", kernel.ptx)
-    assert f"[{kernel.error_global}]" in kernel.ptx
+    assert ".global" not in kernel.ptx.split(".entry")[0]
+    params = re.search(r"\.entry\s+\w+\(([^)]*)\)", kernel.ptx).group(1)
+    assert params.count(".param") == 3 * 5 + 1 + 5
+    # check number 1 stored into the cell (as one 64-bit store or two 32-bit halves)
+    assert re.search(r"st\.global\.[ub](64|32)\s+\[%rd\d+\], 1;", kernel.ptx)
+    no_checks = compile_case("saxpy_f32")
+    params = re.search(r"\.entry\s+\w+\(([^)]*)\)", no_checks.ptx).group(1)
+    assert params.count(".param") == 1 + 2 * 5 + 1           # no cell without checks
 
 
 def test_float_math_contracts_to_fma():

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..frontend.errors import InternalCompilerError
 from ..frontend.types import ArrayType, ScalarType
 
 Type = ScalarType | ArrayType
@@ -156,6 +157,36 @@ def exception_class(name: str) -> type[Exception]:
     """The built-in exception class an `adj.check` names (IndexError...), else RuntimeError."""
     cls = getattr(builtins, name, None)
     return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
+
+
+class UnknownCheckError(InternalCompilerError):
+    """Compiled code reported a failed check whose number its module's error table does not
+    have: the code and the table it was compiled with do not match (a bug in adjit, or a
+    cache entry altered past its seal). Raised rather than returning as if nothing failed.
+    `cause` is None: no Python exception led to it."""
+
+    def __init__(self, where: str, number: int, entries: int):
+        self.where, self.number, self.entries = where, number, entries
+        self.cause = None
+        table = ("no entries" if entries == 0 else "1 entry" if entries == 1
+                 else f"{entries} entries (1 to {entries})")
+        self.message = (f"internal error in adjit: {where} reported failed check number "
+                        f"{number}, but its module's error table has {table}: the compiled "
+                        "code and its error table do not match (a bug in adjit, or a damaged "
+                        "cache entry); please report it")
+        self.filename, self.lineno, self.col, self.source_line = "<unknown>", 0, 0, None
+        Exception.__init__(self, self.message)
+
+
+def check_error(errors: Sequence[tuple], number: int, where: str) -> Exception:
+    """The exception to raise for failed check `number` (1, 2...) of compiled code whose
+    module's error table is `errors` ((exception class or its name, message) each); an
+    UnknownCheckError naming `where` (the function, host program or kernel) when the number
+    is outside the table."""
+    if not 0 < number <= len(errors):
+        return UnknownCheckError(where, number, len(errors))
+    kind, message = errors[number - 1]
+    return (kind if isinstance(kind, type) else exception_class(kind))(message)
 
 
 class _Fork:

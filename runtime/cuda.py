@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import device_array as _device_array
-from .abi import exception_class, row_major_strides
+from .abi import check_error, row_major_strides
 from .kernel_cache import DEFAULT_BLOCK, GpuKernel, Param, check_ndrange_bounds
 
 MAX_BLOCK = 1024
@@ -468,6 +468,4 @@ def _raise_failed_check(kernel: GpuKernel, cell: _ErrorCell) -> None:
     (err,) = api.cuMemsetD8(cell.ptr, 0, 8)      # reset for the next launch
     check(err, "resetting the kernel's error cell")
     cell.clean = True
-    error, message = kernel.checks[number - 1] if number <= len(kernel.checks) else (
-        "RuntimeError", f"kernel {kernel.name} reported unknown check {number}")
-    raise exception_class(error)(message)
+    raise check_error(kernel.checks, number, f"kernel {kernel.name}")

@@ -27,7 +27,7 @@ from ..passes import pipeline
 from ..passes.lower_cpu import error_table
 from ..passes.pipeline import default_num_threads, llvm_ir_text, lower_to_llvm
 from . import abi, cpu_cache
-from .abi import Type, exception_class, make_caller
+from .abi import Type, check_error, exception_class, make_caller
 from .engine_lookup import lookup
 from .memory import Block, allocator_is_global, runtime_symbols
 
@@ -102,11 +102,11 @@ class CompiledModule:
         self._opt_level = opt_level
         self._one_thread: CompiledModule | None = None
 
-    def _raise_reported_error(self, number: int) -> None:
-        """Raises the error of check `number` (1, 2...) that a call's cell reported."""
+    def _raise_reported_error(self, number: int, where: str = "compiled code") -> None:
+        """Raises the error of check `number` (1, 2...) that a call's cell reported (an
+        InternalCompilerError naming `where` for a number the table lacks: abi.check_error)."""
         if number:
-            cls, message = self._errors[number - 1]
-            raise cls(message)
+            raise check_error(self._errors, number, where)
 
     def llvm_text(self) -> str:
         """The module's LLVM IR as compiled (before LLVM's own optimisations)."""
@@ -132,8 +132,10 @@ class CompiledModule:
                         name, arg_types, result_types, written, label, params))
                 return serial[0](*args)
         # A module with checks passes each call an error cell of its own (passes/lower_cpu.py).
+        report = functools.partial(self._raise_reported_error,
+                                   where=f"{label or name} (entry function {name})")
         return make_caller(address, label or name, arg_types, result_types,
-                           self._raise_reported_error, Block, written, params,
+                           report, Block, written, params,
                            error_cell=bool(self._errors), in_forked_child=in_child)
 
     def _one_thread_version(self) -> CompiledModule:

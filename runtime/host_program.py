@@ -37,7 +37,7 @@ import numpy as np
 
 from ..frontend.types import SCALARS, ArrayType, ScalarType, index
 from . import cuda
-from .abi import exception_class, make_caller
+from .abi import check_error, make_caller
 from .device_array import DeviceArray, array_identity
 from .files import DamagedEntry, read_entry, write_entry
 from .kernel_cache import GpuKernel, KernelCacheError
@@ -260,8 +260,7 @@ class LoadedProgram:
         if pending:
             raise pending[0]
         if number:
-            kind, message = self.program.errors[number - 1]
-            raise exception_class(kind)(message)
+            raise check_error(self.program.errors, number, f"host program {self.program.name}")
 
 
 class _DeferredInterrupt:

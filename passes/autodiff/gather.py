@@ -30,8 +30,9 @@ access (load, store, atomic) reaches at the item's own element, id[d] in dimensi
 plain load/add/stores instead of atomics in the reverse kernel itself, as no other item
 touches that element (the dx[i] of an elementwise kernel, an in-place update's dy[i]).
 
-Only derivatives generated for a launch rule do this (their launch runs the gather kernels);
-a kernel derivative requested by name (the GPU launcher's) keeps its ABI, like uniform_loads.
+Every kernel derivative gets own-element adds (its ABI is unchanged). Only those generated
+for a launch rule get gather kernels (their launch runs them); a kernel derivative requested
+by name (the GPU launcher's) keeps its ABI and the atomics of other reads.
 """
 from __future__ import annotations
 

@@ -73,8 +73,11 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
             rev.attributes[ELEMENTS_ATTR] = element_attr(elements)
         fields = kernel_fields(ctx.plan)
         aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
-        # Likewise only a launch rule's runs gather kernels before the reverse kernel.
-        gathered = _gather(ctx, rev, name) if private else []
+        # Plain adds into the items' own elements keep the ABI: any kernel derivative may
+        # have them. Only a launch rule's runs gather kernels before the reverse kernel.
+        ndim = ir.IntegerAttr(ctx.fn.attributes[NDIM_ATTR]).value
+        gather.own_elements(rev, ndim)
+        gathered = _gather(ctx, rev, name, ndim) if private else []
     else:
         rev, _ = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
         elements, gathered = [], []
@@ -90,12 +93,10 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
                       uniform_loads=elements, gathers=gathered)
 
 
-def _gather(ctx: ReverseContext, rev: ir.Operation, name: str) -> list[tuple[str, int]]:
-    """Replaces `rev`'s atomic adds where the access pattern allows (gather.py): plain adds
-    into the item's own elements, and a gather kernel for each array read at constant
-    offsets from the item's id; returns (gather kernel, primal argument) for each."""
-    ndim = ir.IntegerAttr(ctx.fn.attributes[NDIM_ATTR]).value
-    gather.own_elements(rev, ndim)
+def _gather(ctx: ReverseContext, rev: ir.Operation, name: str,
+            ndim: int) -> list[tuple[str, int]]:
+    """Makes a gather kernel for each array whose adjoint can be gathered (gather.py) and
+    drops its atomic adds from `rev`; returns (gather kernel, primal argument) for each."""
     found = gather.gathers(ctx.fn, rev, ctx.sig.activity, ndim)
     for k, g in enumerate(found):
         gather.make_gather_kernel(ctx.diff, rev, g, f"{name}_gather{k}", ndim)

@@ -434,3 +434,29 @@ def test_derivative_kernels_vectorise(text, kernels, tmp_path):
     loops, vectorised = vectorised_loops(text, tmp_path)
     assert len(loops) == kernels
     assert vectorised == loops
+
+
+@adjit.kernel
+def two_arrays(u, w, y):
+    i = adjit.index()
+    n = y.shape[0]
+    if i > 0 and i < n - 1:
+        y[i] = u[i - 1] * w[i + 1] + w[i] * w[i]
+
+
+def test_two_arrays_each_get_a_gather_kernel():
+    rng = np.random.default_rng(12)
+    u, w, s = rng.random(10), rng.random(10), rng.random(10)
+    y, du, dw, dy = np.zeros(10), np.zeros(10), np.zeros(10), s.copy()
+    adjit.autodiff(Reverse, two_arrays, Duplicated(u, du), Duplicated(w, dw),
+                   Duplicated(y, dy), ndrange=10)
+    assert gathered(two_arrays) == [0, 1]
+
+    def f(x, z):
+        return np.sum((x[:-2] * z[2:] + z[1:-1] ** 2) * s[1:-1])
+    np.testing.assert_allclose(du, fd_grad(lambda x: f(x, w), u), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dw, fd_grad(lambda z: f(u, z), w), rtol=1e-6, atol=1e-8)
+    want_dw = np.zeros(10)
+    want_dw[2:] += u[:-2] * s[1:-1]
+    want_dw[1:-1] += 2 * w[1:-1] * s[1:-1]
+    np.testing.assert_allclose(dw, want_dw, rtol=1e-13)

@@ -122,9 +122,17 @@ class ReverseContext:
         return self.recomputable(op)
 
     def pure(self, op: ir.Operation) -> bool:
-        """Whether running `op` again in the reverse pass gives the same value."""
-        if op.regions or len(op.results) != 1:
+        """Whether running `op` again in the reverse pass gives the same value. An scf.if
+        with one result whose branches hold only pure ops is pure too: the frontend's
+        short-circuit `and`/`or` (`0 < i < n - 1 and 0 < j < m - 1`), whose i1 each work
+        item would otherwise tape although it follows from the ids and sizes."""
+        if len(op.results) != 1:
             return False
+        if op.regions:
+            return op.name == "scf.if" and all(
+                inner.name == "scf.yield" or self.pure(inner)
+                for region in op.regions for block in region.blocks
+                for inner in (o.operation for o in block.operations))
         if op.name == "memref.load":
             return not self.writes.written_after(op, op.operands[0])
         return op.name in PURE_OPS or op.name.split(".")[0] in PURE_DIALECTS
@@ -132,8 +140,31 @@ class ReverseContext:
     def recomputable(self, op: ir.Operation) -> bool:
         """Pure, from values the reverse pass has for free."""
         if op not in self._recomputable:
-            self._recomputable[op] = self.pure(op) and all(self.cheap(v) for v in op.operands)
+            self._recomputable[op] = self.pure(op) and all(self.cheap(v) for v in inputs(op))
         return self._recomputable[op]
+
+
+def inputs(op: ir.Operation) -> list[ir.Value]:
+    """The values `op` reads: its operands, and for an op with regions also the values
+    defined outside it that its nested ops read (what recomputing it needs)."""
+    found = list(op.operands)
+    if not op.regions:
+        return found
+    inside: set = set()
+
+    def visit(o: ir.Operation) -> None:
+        for region in o.regions:
+            for block in region.blocks:
+                inside.update(block.arguments)
+                for inner in block.operations:
+                    inner = inner.operation
+                    for v in inner.operands:
+                        if v not in inside and v not in found:
+                            found.append(v)
+                    visit(inner)
+                    inside.update(inner.results)
+    visit(op)
+    return found
 
 
 def _top_level_ancestor(v: ir.Value, entry: ir.Block) -> ir.Operation:

@@ -29,7 +29,7 @@ from mlir.dialects import arith, func, memref, scf
 from ...dialects.adj import NDIM_ATTR, AdjError
 from .activity import Activity, terminator
 from .augment import AugGen, prune_unneeded
-from .context import ReverseContext
+from .context import ReverseContext, inputs
 from .ir_util import (ATOMIC_ADDF, VIEW_OPS, add, clone_op, defining_block, dims,
                       for_each_index, func_type, index, is_ancestor, is_float, is_memref,
                       memref_type, or_zero, ops, parent_op, trip_count, unravel, view_of, walk,
@@ -347,7 +347,7 @@ class RevGen:
                 value = self._select(key, self.primal)
             elif isinstance(key, ir.OpResult) and self._recompute(key.owner.operation):
                 op = key.owner.operation
-                vmap = {v: self.materialize(v) for v in op.operands}
+                vmap = {v: self.materialize(v) for v in inputs(op)}
                 value = clone_op(op, vmap).results[key.result_number]
             else:
                 value = self._from_tape(key, scope)
@@ -358,14 +358,14 @@ class RevGen:
         """Recompute `op` rather than save it: it is pure, and what it reads is free, or
         already at hand, or taped anyway (so saving it too would cost a slot for nothing)."""
         return self.ctx.recomputable(op) or (
-            self.ctx.pure(op) and all(self._at_hand(v) for v in op.operands))
+            self.ctx.pure(op) and all(self._at_hand(v) for v in inputs(op)))
 
     def _at_hand(self, v: ir.Value) -> bool:
         if v not in self._hand:
             self._hand[v] = (
                 self.ctx.cheap(v) or v in self.taped or v in self.scope_of(key_block(v)).values
                 or (isinstance(v, ir.OpResult) and self.ctx.pure(v.owner.operation) and all(
-                    self._at_hand(u) for u in v.owner.operation.operands)))
+                    self._at_hand(u) for u in inputs(v.owner.operation))))
         return self._hand[v]
 
     def _location(self, key: Key) -> ir.Location:

@@ -9,13 +9,15 @@ from mlir import ir
 from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
+from ..passes.autodiff.reduction import CHUNK, LANES as SUM_LANES, pairwise_sum
 from . import scalar_ops as S
 from .errors import UserError
 from .lazy import consumed, created, element_scope
 from .types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Scalar
 
-# Elements per partial result. A chunk's sum is a loop over SUM_LANES accumulators whose adds
+# CHUNK elements per partial result, SUM_LANES accumulators per chunk: the launch rule's sums
+# of per-item adjoints (passes/autodiff/reduction.py) are built the same way. A chunk's sum is a loop over SUM_LANES accumulators whose adds
 # may be reassociated, so LLVM vectorises it (calls of vector math included) with more
 # accumulators of its own; SUM_LANES > 1 because the reverse pass gives each use site of an
 # Active scalar its own adjoint accumulator (4 sites: gradient/primal 2.6x on
@@ -24,9 +26,7 @@ from .values import Array, ArrayExpr, Literal, Scalar
 # make 4 independent AVX-512 chains (max of 60,000 f64: 28 us with 8, 16 us with 32; the
 # gradient unchanged). Partial sums are then added pairwise (an error growing with log2 of
 # their number, as NumPy's pairwise sum), partial maxima in order.
-CHUNK = 4096
 LANES = 32
-SUM_LANES = 4
 
 
 def idx(v: int) -> ir.Value:
@@ -372,31 +372,6 @@ def _in_order(op: str, partial: ir.Value, count: ir.Value, acc_t: ScalarType) ->
 
 
 def _pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
-    """The sum of partial[0:count], added pairwise in place: level by level, partial[i] +=
-    partial[i + step] for i a multiple of 2*step; 0 when count is 0."""
-    index_t = ir.IndexType.get()
-    levels = scf.WhileOp([index_t], [idx(1)])
-    before = levels.before.blocks.append(index_t)
-    with ir.InsertionPoint(before):
-        step = before.arguments[0]
-        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ult, step, count), [step])
-    after = levels.after.blocks.append(index_t)
-    with ir.InsertionPoint(after):
-        step = after.arguments[0]
-        stride = arith.muli(step, idx(2))
-        pairs = scf.ForOp(idx(0), arith.subi(count, step), stride, [])
-        with ir.InsertionPoint(pairs.body):
-            i = pairs.induction_variable
-            right = arith.addi(i, step)
-            pair = _combine("sum", Scalar(memref.load(partial, [i]), acc_t),
-                            Scalar(memref.load(partial, [right]), acc_t))
-            memref.store(pair.value, partial, [i])
-            scf.YieldOp([])
-        scf.YieldOp([stride])
-    nonempty = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ugt, count, idx(0)), [acc_t.mlir()],
-                        has_else=True)
-    with ir.InsertionPoint(nonempty.then_block):
-        scf.YieldOp([memref.load(partial, [idx(0)])])
-    with ir.InsertionPoint(nonempty.else_block):
-        scf.YieldOp([_identity("sum", acc_t).value])
-    return Scalar(nonempty.results[0], acc_t)
+    """The sum of partial[0:count], added pairwise (the launch rule's sums of per-item
+    adjoints use the same code)."""
+    return Scalar(pairwise_sum(partial, count, acc_t.mlir()), acc_t)

@@ -4,8 +4,8 @@ A reverse kernel leaves, per work item, its adjoint of each Active scalar argume
 array element that every item reads at one index, kernel_tape.UniformLoads) in a buffer of one
 element per item; the launch rule adds them up. A serial float32 loop stops growing at 2^24
 (on 2^25 items of 1.0 it gave 2^24), and its error grows with the number of items (1.5e-5
-relative at 2^20 random items). So this is adjit.sum's scheme (frontend/arrays.py, which the
-passes cannot import): CHUNK-element chunks summed in parallel, each by LANES independent
+relative at 2^20 random items). So this is adjit.sum's scheme (frontend/arrays.py, which builds its sums with
+the same CHUNK and pairwise_sum): CHUNK-element chunks summed in parallel, each by LANES independent
 accumulators whose adds may be reassociated (LLVM vectorises them), in float64 for float32
 items, then the chunks' partial sums added pairwise: the error is that of float64 pairwise
 summation, far below float32's rounding of the result.
@@ -60,7 +60,7 @@ def sum_items(buf: ir.Value, n: ir.Value) -> ir.Value:
             scf.YieldOp([arith.addf(tail.inner_iter_args[0], x)])
         memref.store(tail.results[0], partial, [c])
         scf.ReduceOp([], 0)
-    result = _pairwise(partial, chunks, acc_t)
+    result = pairwise_sum(partial, chunks, acc_t)
     return result if acc_t == t else arith.truncf(t, result)
 
 
@@ -68,10 +68,12 @@ def _widen(x: ir.Value, acc_t: ir.Type) -> ir.Value:
     return x if x.type == acc_t else arith.extf(acc_t, x)
 
 
-def _pairwise(partial: ir.Value, count: ir.Value, acc_t: ir.Type) -> ir.Value:
-    """partial[0:count] added pairwise in place, level by level (partial[i] +=
-    partial[i + step] for i a multiple of 2*step): the error grows with log2(count)."""
+def pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ir.Type) -> ir.Value:
+    """partial[0:count] (floats or integers of type `acc_t`) added pairwise in place, level
+    by level (partial[i] += partial[i + step] for i a multiple of 2*step), 0 when count is 0:
+    the error grows with log2(count)."""
     index_t = ir.IndexType.get()
+    add = arith.addi if isinstance(acc_t, (ir.IntegerType, ir.IndexType)) else arith.addf
     levels = scf.WhileOp([index_t], [index(1)])
     before = levels.before.blocks.append(index_t)
     with ir.InsertionPoint(before):
@@ -84,8 +86,7 @@ def _pairwise(partial: ir.Value, count: ir.Value, acc_t: ir.Type) -> ir.Value:
         pairs = scf.ForOp(index(0), arith.subi(count, step), stride, [])
         with ir.InsertionPoint(pairs.body):
             i = pairs.induction_variable
-            pair = arith.addf(memref.load(partial, [i]),
-                              memref.load(partial, [arith.addi(i, step)]))
+            pair = add(memref.load(partial, [i]), memref.load(partial, [arith.addi(i, step)]))
             memref.store(pair, partial, [i])
             scf.YieldOp([])
         scf.YieldOp([stride])
@@ -94,5 +95,6 @@ def _pairwise(partial: ir.Value, count: ir.Value, acc_t: ir.Type) -> ir.Value:
     with ir.InsertionPoint(nonempty.then_block):
         scf.YieldOp([memref.load(partial, [index(0)])])
     with ir.InsertionPoint(nonempty.else_block):
-        scf.YieldOp([arith.constant(acc_t, 0.0)])
+        zero = ir.IntegerAttr.get(acc_t, 0) if add is arith.addi else ir.FloatAttr.get(acc_t, 0.0)
+        scf.YieldOp([arith.constant(acc_t, zero)])
     return nonempty.results[0]

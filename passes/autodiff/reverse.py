@@ -237,6 +237,21 @@ def _at(load: ir.Operation, iv: ir.Value) -> bool:
     return len(indices) == 1 and indices[0] == iv
 
 
+def _cheap(op: ir.Operation) -> bool:
+    """An arith op (a few cycles, less than a store and a load of a tape slot per item);
+    math ops (exp, tanh, pow...) cost more and are taped instead."""
+    return op.name.startswith("arith.") and not op.regions
+
+
+def _bits(t: ir.Type) -> int:
+    """Bits a value of type `t` takes on a tape (index: 64)."""
+    if isinstance(t, ir.IndexType):
+        return 64
+    if isinstance(t, (ir.IntegerType, ir.FloatType)):
+        return t.width
+    return 1 << 30   # memrefs and the rest: never traded for a narrower result
+
+
 class RevGen:
     def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset()):
         self.ctx = ctx
@@ -356,9 +371,25 @@ class RevGen:
 
     def _recompute(self, op: ir.Operation) -> bool:
         """Recompute `op` rather than save it: it is pure, and what it reads is free, or
-        already at hand, or taped anyway (so saving it too would cost a slot for nothing)."""
-        return self.ctx.recomputable(op) or (
-            self.ctx.pure(op) and all(self._at_hand(v) for v in inputs(op)))
+        already at hand, or taped anyway (so saving it too would cost a slot for nothing).
+
+        Or it is one arith op of a single value not at hand (the root), no wider than its
+        result, and of free values (constants, arguments, ids): the tape then keeps the root
+        instead, never more slots nor bytes, and fewer where several values derive from one
+        root (`0.05 * c` and `1 - c` of reaction-diffusion: c once instead of both).
+        Recomputing costs that one op (no chain of other recomputations: `q - dt * sin(p)`
+        stays taped). docs/architecture.md gives the rule."""
+        if self.ctx.recomputable(op):
+            return True
+        if not self.ctx.pure(op):
+            return False
+        ins = inputs(op)
+        missing = list(dict.fromkeys(v for v in ins if not self._at_hand(v)))   # c * c: c
+        if not missing:
+            return True
+        return len(missing) == 1 and _cheap(op) and \
+            _bits(missing[0].type) <= _bits(op.results[0].type) and \
+            all(v == missing[0] or self.ctx.cheap(v) for v in ins)
 
     def _at_hand(self, v: ir.Value) -> bool:
         if v not in self._hand:

@@ -24,7 +24,6 @@ from mlir.dialects import arith, func, llvm, memref, scf
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .walk import walk
 
-ERROR_GLOBAL = "__adj_error"   # the GPU lowering's cell (lower_checks), one per gpu.module
 ERROR_TABLE_ATTR = "adj.error_table"
 
 
@@ -81,37 +80,20 @@ def _table(module: ir.Operation) -> list[ir.Operation]:
     return checks
 
 
-def _store_number(check: ir.Operation, number: int, cell: ir.Value | None) -> None:
-    """Replaces `check` with: if its condition fails, store `number` into `cell` (the
-    module's ERROR_GLOBAL when None)."""
+def _store_number(check: ir.Operation, number: int, cell: ir.Value) -> None:
+    """Replaces `check` with: if its condition fails, store `number` into `cell`."""
     i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint(check), check.location:
         failed = arith.xori(check.operands[0], arith.constant(ir.IntegerType.get_signless(1), 1))
         branch = scf.IfOp(failed)
         with ir.InsertionPoint(branch.then_block):
-            slot = cell if cell is not None else memref.get_global(_cell_type(), ERROR_GLOBAL)
-            memref.store(arith.constant(i64, number), slot, [arith.constant(ir.IndexType.get(), 0)])
+            memref.store(arith.constant(i64, number), cell, [arith.constant(ir.IndexType.get(), 0)])
             scf.YieldOp([])
     check.erase()
 
 
 def _cell_type() -> ir.MemRefType:
     return ir.MemRefType.get([1], ir.IntegerType.get_signless(64))
-
-
-def lower_checks(module: ir.Operation) -> None:
-    """Checks store into a global error cell of `module`: what the GPU lowering does, for a
-    gpu.module whose launcher reads the cell back after each launch."""
-    checks = _table(module)
-    if not checks:
-        return
-    i64 = ir.IntegerType.get_signless(64)
-    with ir.InsertionPoint.at_block_begin(module.regions[0].blocks[0]), module.location:
-        memref.GlobalOp(ERROR_GLOBAL, _cell_type(), sym_visibility="public",
-                        initial_value=ir.DenseElementsAttr.get_splat(
-                            ir.RankedTensorType.get([1], i64), ir.IntegerAttr.get(i64, 0)))
-    for number, check in enumerate(checks, start=1):
-        _store_number(check, number, None)
 
 
 def lower_checks_per_call(module: ir.Operation) -> None:
@@ -185,7 +167,8 @@ def relax_atomics(module: ir.Operation) -> None:
 
 
 def error_table(op: ir.Operation) -> list[tuple[str, str]]:
-    """(Python error name, message) of each check that lower_checks numbered in `op`."""
+    """(Python error name, message) of each check that lower_checks_per_call numbered in
+    `op`."""
     return [tuple(ir.StringAttr(a).value.split("\x1f", 1))
             for a in ir.ArrayAttr(op.attributes[ERROR_TABLE_ATTR])]
 

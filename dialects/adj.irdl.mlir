@@ -31,9 +31,16 @@ irdl.dialect @adj {
   // (array<i64>). The body holds exactly one func.call of `kernel` with the
   // launch's arguments, then gpu.yield: the call gives the heterogeneous argument
   // list a verified signature, which an IRDL variadic cannot.
+  // Results (item sums): with N results, the call's last N arguments are per-item
+  // buffers (memref<?xT>, T f32 or f64, one element per work item, each item storing its
+  // own at [adj.index]); result k is the sum over items of buffer k, in f64 (as adjit.sum
+  // accumulates f32). The launch has completed when they are available. A lowering may
+  // compute the sums without the buffers (the CPU's, per chunk of items).
   irdl.operation @launch {
     %idx = irdl.is index
     irdl.operands(ndrange: variadic %idx)
+    %f64 = irdl.is f64
+    irdl.results(sums: variadic %f64)
     %kernel = irdl.base "#builtin.symbol_ref"
     irdl.attributes {"kernel" = %kernel}
     %body = irdl.region

@@ -70,13 +70,18 @@ def check(ok: ir.Value, error: str, message: str) -> ir.Operation:
 
 
 def launch(kernel: str, kernel_type: ir.FunctionType, args: Sequence[ir.Value],
-           ndrange: Sequence[ir.Value], workgroupsize: Sequence[int] | None = None) -> ir.Operation:
-    """`adj.launch` over `ndrange` whose body calls `kernel(*args)`."""
+           ndrange: Sequence[ir.Value], workgroupsize: Sequence[int] | None = None,
+           sums: int = 0) -> ir.Operation:
+    """`adj.launch` over `ndrange` whose body calls `kernel(*args)`; with `sums` results, the
+    sums over items of the per-item buffers that are the last `sums` arguments (the IRDL
+    declaration says how)."""
     from mlir.dialects import func, gpu
     attrs = {"kernel": ir.FlatSymbolRefAttr.get(kernel)}
     if workgroupsize:
         attrs["workgroupsize"] = ir.DenseI64ArrayAttr.get(list(workgroupsize))
-    op = ir.Operation.create("adj.launch", operands=list(ndrange), attributes=attrs, regions=1)
+    op = ir.Operation.create("adj.launch", operands=list(ndrange),
+                             results=[ir.F64Type.get()] * sums,
+                             attributes=attrs, regions=1)
     block = op.regions[0].blocks.append()
     with ir.InsertionPoint(block):
         func.CallOp(list(kernel_type.results), ir.FlatSymbolRefAttr.get(kernel), list(args))
@@ -93,6 +98,27 @@ def launch_call(op: ir.Operation) -> ir.Operation:
     if ir.FlatSymbolRefAttr(ops[0].attributes["callee"]).value != kernel:
         raise AdjError(op, f"adj.launch body calls a function other than its kernel @{kernel}")
     return ops[0]
+
+
+def item_sum_buffers(op: ir.Operation) -> list[ir.Value]:
+    """The per-item buffers whose sums a launch returns (the last of its call's arguments,
+    one per result), after checking their types."""
+    n = len(op.results)
+    if not n:
+        return []
+    args = list(launch_call(op).operands)
+    buffers = args[len(args) - n:] if len(args) >= n else []
+    floats = (ir.F32Type.get(), ir.F64Type.get())
+    for b in buffers:
+        t = b.type
+        if not (isinstance(t, ir.MemRefType) and ir.MemRefType(t).rank == 1
+                and ir.MemRefType(t).element_type in floats):
+            buffers = []
+            break
+    if len(buffers) != n:
+        raise AdjError(op, "adj.launch with N results needs its call's last N arguments to be "
+                           "per-item buffers memref<?xf32> or memref<?xf64>")
+    return buffers
 
 
 class AdjError(Exception):

@@ -30,6 +30,7 @@ from mlir.dialects import arith, func, memref
 from ..runtime.host_program import ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX, LAUNCH_SYMBOL
 from ..runtime.kernel_cache import GpuKernel
 from .kernel_abi import check_ndrange_bounds, guarded_at, launched
+from .autodiff.reduction import expand_item_sums
 from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
 from .lower_gpu import kernel_to_ptx, launch_block_size
 from .pipeline import run_cpu_pipeline
@@ -65,6 +66,8 @@ def lower_cuda_host(module: ir.Operation) -> list[str]:
         symbols = _symbol_table(module)
         slots: dict[str, int] = {}
         launchers: dict[tuple[str, int], str] = {}
+        for launch in _ops_named(module, "adj.launch"):
+            expand_item_sums(launch)    # the kernels fill their per-item buffers on the GPU
         for launch in _ops_named(module, "adj.launch"):
             _lower_launch(launch, symbols, slots, launchers, module)
         if slots:

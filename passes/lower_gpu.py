@@ -38,6 +38,7 @@ from mlir.dialects import arith, func, gpu, llvm, memref, scf
 
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..runtime.kernel_cache import DEFAULT_BLOCK, GpuKernel, Param
+from .autodiff.reduction import expand_item_sums
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
 from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_table,
                         error_table, lower_checks_per_call)
@@ -112,6 +113,8 @@ def _outline_kernels(module: ir.Operation) -> None:
     """adj to the gpu dialect: a gpu.module per kernel, gpu.launch_func per launch."""
     symbols = _symbol_table(module)
     kernels = {name: op for name, op in symbols.items() if is_kernel(op)}
+    for launch in _ops_named(module, "adj.launch"):
+        expand_item_sums(launch)        # the kernels fill their per-item buffers on the GPU
     for launch in _ops_named(module, "adj.launch"):
         _lower_launch(launch, kernels)
     for name, kernel in kernels.items():

@@ -57,6 +57,7 @@ PASSES: dict[str, Pass] = {
     "adj-lower-gpu": _lazy("adjit.passes.lower_gpu", "lower_gpu"),
     "adj-lower-cuda-host": _lazy("adjit.passes.lower_cuda_host", "lower_cuda_host"),
     "adj-annotate-written": _lazy("adjit.passes.written", "annotate_written"),
+    "adj-expand-item-sums": _lazy("adjit.passes.autodiff.reduction", "expand_all_item_sums"),
 }
 
 

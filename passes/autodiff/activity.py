@@ -9,8 +9,12 @@ Distinct argument arrays are assumed not to alias each other. A class gets a sha
 a duplicated argument (the caller gave a shadow, which must receive derivatives even of constant
 stores) or when it is both varied and useful.
 
-Calls and launches are treated conservatively: anything varied going in varies every float
-result and every array argument; anything useful coming out makes every input useful.
+Calls and launches are treated conservatively, but for what the callee cannot write: anything
+varied going in varies every float result, every array result and every array argument the
+callee may write (memory.WrittenArguments); an array it only reads keeps its activity. So a
+Const array a kernel only reads (`x` in `out[i] = (a*x[i] + b)**2` with `a` Active) gets no
+shadow, where it had a zero-filled one (and reverse kernels adding into it) before. Anything
+useful coming out makes every input useful.
 """
 from __future__ import annotations
 
@@ -113,8 +117,12 @@ class Activity:
     """Varied/useful analysis of one function for one activity signature."""
 
     def __init__(self, fn: ir.Operation, activity: list[str], ret_activity: str,
-                 has_rules: Callable[[ir.Operation], bool]):
+                 has_rules: Callable[[ir.Operation], bool],
+                 callee_writes: Callable[[str], set[int]] | None = None):
+        """`callee_writes(name)`: the indices of @name's array arguments it may write (None:
+        any)."""
         self.fn = fn
+        self.callee_writes = callee_writes
         self.classes = AliasClasses(fn)
         self.has_rules = has_rules
         entry = fn.regions[0].blocks[0]
@@ -211,6 +219,18 @@ class Activity:
             return list(launch_call(op).operands)
         return list(op.operands)
 
+    def _call_writes(self, op: ir.Operation) -> list[ir.Value]:
+        """The arrays a call or launch may vary: the arguments its callee may write, and the
+        arrays it returns."""
+        call = launch_call(op) if op.name == "adj.launch" else op
+        ins = list(call.operands)
+        if self.callee_writes is None:
+            written = [v for v in ins if is_memref(v.type)]
+        else:
+            name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+            written = [ins[k] for k in sorted(self.callee_writes(name)) if k < len(ins)]
+        return written + [r for r in op.results if is_memref(r.type)]
+
     def _propagate_varied(self) -> bool:
         changed = False
         V = self._varied
@@ -240,7 +260,7 @@ class Activity:
                 if any(v in V or (is_memref(v.type) and self._mem(v, self._varied_mem))
                        for v in ins):
                     changed |= self._mark(V, op.results)
-                    changed |= self._mark_mem(self._varied_mem, ins)
+                    changed |= self._mark_mem(self._varied_mem, self._call_writes(op))
             else:
                 for sources, targets in carried_groups(op):
                     if any(v in V for v in sources):

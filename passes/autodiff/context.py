@@ -33,7 +33,8 @@ class ReverseContext:
         self.kernel = KERNEL_ATTR in fn.attributes
         self.entry = fn.regions[0].blocks[0]
         self.act = Activity(fn, list(sig.activity), sig.ret_activity,
-                            lambda call: diff.has_rules(self.call_signature(call), call))
+                            lambda call: diff.has_rules(self.call_signature(call), call),
+                            diff.callee_writes)
         self.writes = Writes(fn, self.act.classes, list(sig.overwritten), diff.callee_writes,
                              self.kernel)
         self.plan = TapePlan(top=self.entry)

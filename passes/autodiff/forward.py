@@ -37,7 +37,8 @@ class ForwardGen:
         self.fn = fn
         self.sig = sig
         self.act = Activity(fn, list(sig.activity), sig.ret_activity,
-                            lambda call: diff.has_rules(self.call_signature(call), call))
+                            lambda call: diff.has_rules(self.call_signature(call), call),
+                            diff.callee_writes)
         self.vmap: dict[ir.Value, ir.Value] = {}
         # Tangent of each active float value; shadow buffer of each shadowed array.
         self.tan: dict[ir.Value, ir.Value] = {}

@@ -6,10 +6,10 @@ augmented:  allocate the per-item tapes (prod(ndrange) * per_item slots each, pe
             augmented kernel; the tapes are this launch's tape values ("tape", launch, k),
             which the enclosing function's own tape keeps for the reverse pass.
 reverse:    launch the reverse kernel on the same ndrange with the tapes and one per-item
-            buffer per active scalar argument, `adj.sync`, then sum each buffer into that
-            argument's adjoint (reduction.py: in parallel chunks, in f64 for f32, pairwise);
-            likewise for each element every item reads (uniform_loads.py), whose sum is
-            added into its shadow element.
+            buffer per active scalar argument; the launch returns each buffer's sum over the
+            items (adj.launch's results: in f64 for f32, pairwise over chunks, reduction.py),
+            which is added into that argument's adjoint; likewise for each element every
+            item reads (uniform_loads.py), whose sum is added into its shadow element.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from ...dialects import adj
 from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
-from .reduction import sum_items
 from .uniform import emit
 
 if TYPE_CHECKING:
@@ -109,15 +108,19 @@ def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
         adj.launch(kernel, gtype, args + outs + ndrange, dims(gen.primal(call.operands[k])),
                    None)
         adj.sync()
-    adj.launch(d.rev, ir.FunctionType.get(inputs, []), args + outs, ndrange, _workgroupsize(op))
+    # The launch returns the f64 sums of the per-item buffers (accurately: in f64 for f32,
+    # pairwise over chunks; reduction.py says why). Each lowering decides how: the CPU's
+    # sums per chunk of items as they run and never fills the buffers (lower_cpu.py).
+    launch = adj.launch(d.rev, ir.FunctionType.get(inputs, []), args + outs, ndrange,
+                        _workgroupsize(op), sums=len(outs))
     adj.sync()
-    # Accurately (in f64 for f32, pairwise over parallel chunks): reduction.py says why.
-    for v, out in zip(active, outs):
-        gen.add_adj(v, sum_items(out, items))
+    sums = [r if t == r.type else arith.truncf(t, r) for r, t in zip(launch.results, per_item)]
+    for v, total in zip(active, sums):
+        gen.add_adj(v, total)
     kernel_args = [gen.primal(v) for v in call.operands]
-    for e, out in zip(d.uniform_loads, outs[len(active):]):
+    for e, total in zip(d.uniform_loads, sums[len(active):]):
         _add_to_element(gen.shadow(call.operands[e.arg]), [emit(x, kernel_args) for x in e.at],
-                        sum_items(out, items))
+                        total)
 
 
 def _add_to_element(shadow: ir.Value, at: list[ir.Value], total: ir.Value) -> None:

@@ -2,7 +2,9 @@
 
 A reverse kernel leaves, per work item, its adjoint of each Active scalar argument (and of each
 array element that every item reads at one index, kernel_tape.UniformLoads) in a buffer of one
-element per item; the launch rule adds them up. A serial float32 loop stops growing at 2^24
+element per item, and the launch returns their sums (adj.launch's results, f64): the CPU's
+lowering computes them per chunk of items as they run, without the buffers
+(lower_cpu.lower_summing_launch); the GPU's fills the buffers and sums them (expand_item_sums). A serial float32 loop stops growing at 2^24
 (on 2^25 items of 1.0 it gave 2^24), and its error grows with the number of items (1.5e-5
 relative at 2^20 random items). So this is adjit.sum's scheme (frontend/arrays.py, which builds its sums with
 the same CHUNK and pairwise_sum): CHUNK-element chunks summed in parallel, each by LANES independent
@@ -15,6 +17,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
+from ...dialects import adj
 from .ir_util import index
 
 CHUNK = 4096
@@ -28,7 +31,8 @@ def accumulator_type(t: ir.Type) -> ir.Type:
 
 
 def sum_items(buf: ir.Value, n: ir.Value) -> ir.Value:
-    """buf[0] + ... + buf[n-1] (a memref<?xT>), of type T; 0 when n is 0."""
+    """buf[0] + ... + buf[n-1] (a memref<?xT>) in T's accumulator type (f64 for f32); 0 when
+    n is 0."""
     t = ir.MemRefType(buf.type).element_type
     acc_t = accumulator_type(t)
     zero = arith.constant(acc_t, 0.0)
@@ -60,8 +64,7 @@ def sum_items(buf: ir.Value, n: ir.Value) -> ir.Value:
             scf.YieldOp([arith.addf(tail.inner_iter_args[0], x)])
         memref.store(tail.results[0], partial, [c])
         scf.ReduceOp([], 0)
-    result = pairwise_sum(partial, chunks, acc_t)
-    return result if acc_t == t else arith.truncf(t, result)
+    return pairwise_sum(partial, chunks, acc_t)
 
 
 def _widen(x: ir.Value, acc_t: ir.Type) -> ir.Value:
@@ -98,3 +101,45 @@ def pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ir.Type) -> ir.Value
         zero = ir.IntegerAttr.get(acc_t, 0) if add is arith.addi else ir.FloatAttr.get(acc_t, 0.0)
         scf.YieldOp([arith.constant(acc_t, zero)])
     return nonempty.results[0]
+
+
+def expand_item_sums(launch: ir.Operation) -> None:
+    """Rewrites an adj.launch with results (item sums) into the launch alone, `adj.sync`, and
+    sum_items over each per-item buffer: the form of targets that fill the buffers (the GPU's
+    launches and host programs)."""
+    if not len(launch.results):
+        return
+    buffers = adj.item_sum_buffers(launch)
+    call = adj.launch_call(launch)
+    kernel = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    attrs = launch.attributes
+    wgs = list(ir.DenseI64ArrayAttr(attrs["workgroupsize"])) \
+        if "workgroupsize" in attrs else None
+    ndrange = list(launch.operands)
+    with ir.InsertionPoint(launch), launch.location:
+        ktype = ir.FunctionType.get([v.type for v in call.operands], [])
+        adj.launch(kernel, ktype, list(call.operands), ndrange, wgs)
+        adj.sync()
+        items = index(1)
+        for n in ndrange:
+            items = arith.muli(items, n)
+        for r, buf in zip(launch.results, buffers):
+            r.replace_all_uses_with(sum_items(buf, items))
+    launch.erase()
+
+
+def expand_all_item_sums(module: ir.Module) -> None:
+    """adjit-opt --adj-expand-item-sums: expand_item_sums on every launch of `module` (what
+    the GPU lowerings do first), so FileCheck tests can see the sums over filled buffers."""
+    op = getattr(module, "operation", module)
+    launches: list[ir.Operation] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if inner.name == "adj.launch" and len(inner.results):
+            launches.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    with op.context, op.location:
+        for launch in launches:
+            expand_item_sums(launch)

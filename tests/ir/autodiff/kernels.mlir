@@ -69,16 +69,15 @@ func.func @run(%a: f32, %x: memref<?xf32>, %y: memref<?xf32>) {
 // CHECK-NEXT: func.call @[[AK:__adj_saxpy_rev_add_c_aug]](%[[A]], %[[X]], %[[DX]], %[[Y]], %[[DY]], %[[TAPE]])
 // CHECK: return %[[TAPE]] : memref<?xf32>
 
-// The reverse pass: the reverse kernel with the tape and a per-item buffer for a's adjoint,
-// adj.sync, then the sum (in f64, per chunk, pairwise: kernel_reductions.mlir).
+// The reverse pass: the reverse kernel with the tape and a per-item buffer for a's adjoint;
+// the launch returns the buffer's sum over the items, a's adjoint (in f64, per chunk,
+// pairwise: kernel_reductions.mlir, lower_cpu_item_sums.mlir).
 // CHECK-LABEL: func.func @grad_rev(
 // CHECK-SAME: %[[A:[a-z0-9]+]]: f32, %[[X:[a-z0-9]+]]: memref<?xf32>, %[[DX:[a-z0-9]+]]: memref<?xf32>, %[[Y:[a-z0-9]+]]: memref<?xf32>, %[[DY:[a-z0-9]+]]: memref<?xf32>, %[[TAPE:[a-z0-9]+]]: memref<?xf32>) -> f32
 // CHECK: %[[DA:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
-// CHECK: "adj.launch"(%{{.*}}) ({
+// CHECK: %[[SUM:.*]] = "adj.launch"(%{{.*}}) ({
 // CHECK-NEXT: func.call @[[RK:__adj_saxpy_rev_add_c_rev]](%[[A]], %[[X]], %[[DX]], %[[Y]], %[[DY]], %[[TAPE]], %[[DA]])
-// CHECK: }) {kernel = @[[RK]], workgroupsize = array<i64: 64>}
+// CHECK: }) {kernel = @[[RK]], workgroupsize = array<i64: 64>} : (index) -> f64
 // CHECK-NEXT: "adj.sync"() : () -> ()
-// CHECK: scf.parallel
-// CHECK: memref.load %[[DA]]
-// CHECK: %[[SUM:.*]] = arith.truncf %{{.*}} : f64 to f32
-// CHECK: return %[[SUM]] : f32
+// CHECK-NEXT: %[[DAS:.*]] = arith.truncf %[[SUM]] : f64 to f32
+// CHECK-NEXT: return %[[DAS]] : f32

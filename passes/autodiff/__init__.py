@@ -57,8 +57,9 @@ kernels (f marked `adj.kernel`, launched over an ndrange; they return nothing):
 A kernel launch inside a differentiated function is differentiated by these kernels: forward
 launches the forward kernel; the augmented pass allocates the per-item tapes, launches the
 augmented kernel and keeps the tapes on its own tape; the reverse pass launches the reverse
-kernel, then `adj.sync`, then sums the adjoints of active scalar arguments (and of the
-elements every item reads, each added into its shadow element) accurately: reduction.py.
+kernel as an `adj.launch` that returns the f64 sums over items of its per-item outputs, the
+adjoints of active scalar arguments (and of the elements every item reads, each added into
+its shadow element), summed accurately by the lowering: reduction.py, lower_cpu.py.
 
 Functions called from a differentiated function are differentiated with the same ABI, under
 the names `__adj_<f>_<fwd|rev>_<activity letters>...` (private), and custom rules, where a

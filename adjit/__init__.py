@@ -32,6 +32,14 @@ def reset_peak_memory() -> None:
     reset()
 
 
+def release_cached_memory() -> int:
+    """Frees the large blocks (1 MiB or more, at most 256 MiB in all) that adjit keeps after
+    compiled code frees them, for reuse without page faults; returns the bytes freed. They
+    are not counted in memory_stats() (not in use), but they stay resident until then."""
+    from .runtime.memory import release_cached_memory as release
+    return release()
+
+
 def wait_for_builds(timeout: float | None = None) -> bool:
     """Waits until the shared objects this process is building in the background for the
     CPU disk cache are built (each takes a core for ~0.2 s, which calls made meanwhile
@@ -45,7 +53,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
            "InternalCompilerError", "Array",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
-           "reset_peak_memory", "wait_for_builds", "Active", "Const", "Duplicated",
+           "reset_peak_memory", "release_cached_memory", "wait_for_builds", "Active", "Const", "Duplicated",
            "DuplicatedNoNeed", "Forward",
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "jvp", "value_and_grad",

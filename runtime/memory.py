@@ -8,12 +8,16 @@ temporaries inside compiled code, arrays it returns (until NumPy frees them), an
 
 The allocator is native code, written in the LLVM dialect: allocation happens on
 async-runtime worker threads, where a Python callback would need the GIL. Counters are
-updated with atomic instructions. Each block carries a 16-byte header (offset to the start
-of the block, requested size) so that free knows what to subtract. A process loads it from
-the disk cache (runtime/cpu_cache.py) RTLD_GLOBAL, where shared objects of compiled modules
-find it by name; the first process (or every one, without the cache) builds it (~0.1 s).
-Only where `cc` or the LLVM tools are missing is it compiled by an ExecutionEngine, which
-only modules compiled in-process can reach.
+updated with atomic instructions. Each block carries a header (offset to the start of the
+block, requested size) so that free knows what to subtract. Freed blocks of 1 MiB or more are
+kept, up to 256 MiB in 64 slots taken and returned atomically, for later allocations of a
+size they fit (`release_cached_memory()` frees them): glibc unmaps such blocks (above its mmap
+threshold) or trims them when freed, and every gradient call would fault in and zero its pages
+again. Kept blocks are not in `bytes_in_use`. A process loads the allocator from the disk cache
+(runtime/cpu_cache.py) RTLD_GLOBAL, where shared objects of compiled modules find it by name;
+the first process (or every one, without the cache) builds it (~0.1 s). Only where `cc` or
+the LLVM tools are missing is it compiled by an ExecutionEngine, which only modules compiled
+in-process can reach.
 """
 from __future__ import annotations
 
@@ -35,33 +39,204 @@ from .engine_lookup import lookup
 
 _OPT_LEVEL = 2
 
-_ALLOCATOR = """
+# Blocks of CACHE_MIN_BYTES or more are kept when freed, for a later allocation to reuse:
+# glibc serves them with fresh mmap'd pages, which every call would fault in and zero again.
+CACHE_MIN_BYTES = 1 << 20
+CACHE_SLOTS = 64
+CACHE_LIMIT_BYTES = 256 << 20
+
+_ALLOCATOR_TEMPLATE = """
 llvm.mlir.global external @adj_bytes_in_use(0 : i64) : i64
 llvm.mlir.global external @adj_peak_bytes(0 : i64) : i64
+llvm.mlir.global external @adj_cached_bytes(0 : i64) : i64
+llvm.mlir.global external @adj_cache_limit($LIMIT : i64) : i64
+llvm.mlir.global internal @adj_cache_slots(dense<0> : tensor<$SLOTSxi64>)
+    : !llvm.array<$SLOTS x i64>
+llvm.mlir.global internal @adj_cache_caps(dense<0> : tensor<$SLOTSxi64>)
+    : !llvm.array<$SLOTS x i64>
 llvm.func @malloc(i64) -> !llvm.ptr
 llvm.func @free(!llvm.ptr)
 
+llvm.func @adj_release_cached_memory() -> i64 {
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %n = llvm.mlir.constant($SLOTS : i64) : i64
+  %slots = llvm.mlir.addressof @adj_cache_slots : !llvm.ptr
+  %cached = llvm.mlir.addressof @adj_cached_bytes : !llvm.ptr
+  llvm.br ^loop(%c0, %c0 : i64, i64)
+^loop(%i: i64, %total: i64):
+  %more = llvm.icmp "ult" %i, %n : i64
+  llvm.cond_br %more, ^take, ^done
+^take:
+  %slot = llvm.getelementptr %slots[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+  %b = llvm.atomicrmw xchg %slot, %c0 seq_cst : !llvm.ptr, i64
+  %next = llvm.add %i, %c1 : i64
+  %has = llvm.icmp "ne" %b, %c0 : i64
+  llvm.cond_br %has, ^drop, ^loop(%next, %total : i64, i64)
+^drop:
+  %p = llvm.inttoptr %b : i64 to !llvm.ptr
+  %cap_slot = llvm.getelementptr %p[-4] : (!llvm.ptr) -> !llvm.ptr, i64
+  %cap = llvm.load %cap_slot : !llvm.ptr -> i64
+  %0 = llvm.atomicrmw sub %cached, %cap seq_cst : !llvm.ptr, i64
+  %block = llvm.getelementptr %p[-32] : (!llvm.ptr) -> !llvm.ptr, i8
+  llvm.call @free(%block) : (!llvm.ptr) -> ()
+  %sum = llvm.add %total, %cap : i64
+  llvm.br ^loop(%next, %sum : i64, i64)
+^done:
+  llvm.return %total : i64
+}
+
+llvm.func internal @adj_malloc(%total: i64) -> !llvm.ptr {
+  %null = llvm.mlir.zero : !llvm.ptr
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %block = llvm.call @malloc(%total) : (i64) -> !llvm.ptr
+  %failed = llvm.icmp "eq" %block, %null : !llvm.ptr
+  llvm.cond_br %failed, ^release, ^ok
+^release:
+  %released = llvm.call @adj_release_cached_memory() : () -> i64
+  %any = llvm.icmp "ne" %released, %c0 : i64
+  llvm.cond_br %any, ^again, ^ok
+^again:
+  %retry = llvm.call @malloc(%total) : (i64) -> !llvm.ptr
+  llvm.return %retry : !llvm.ptr
+^ok:
+  llvm.return %block : !llvm.ptr
+}
+
+llvm.func internal @adj_cache_put(%p: !llvm.ptr, %cap: i64) -> i1 {
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %n = llvm.mlir.constant($SLOTS : i64) : i64
+  %pi = llvm.ptrtoint %p : !llvm.ptr to i64
+  %slots = llvm.mlir.addressof @adj_cache_slots : !llvm.ptr
+  %caps = llvm.mlir.addressof @adj_cache_caps : !llvm.ptr
+  llvm.br ^loop(%c0 : i64)
+^loop(%i: i64):
+  %more = llvm.icmp "ult" %i, %n : i64
+  llvm.cond_br %more, ^look, ^full
+^look:
+  %slot = llvm.getelementptr %slots[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+  %cur = llvm.load %slot atomic monotonic {alignment = 8 : i64} : !llvm.ptr -> i64
+  %next = llvm.add %i, %c1 : i64
+  %empty = llvm.icmp "eq" %cur, %c0 : i64
+  llvm.cond_br %empty, ^claim, ^loop(%next : i64)
+^claim:
+  %r = llvm.cmpxchg %slot, %c0, %pi seq_cst seq_cst : !llvm.ptr, i64
+  %ok = llvm.extractvalue %r[1] : !llvm.struct<(i64, i1)>
+  llvm.cond_br %ok, ^put, ^loop(%next : i64)
+^put:
+  %hint = llvm.getelementptr %caps[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+  llvm.store %cap, %hint atomic monotonic {alignment = 8 : i64} : i64, !llvm.ptr
+  %yes = llvm.mlir.constant(true) : i1
+  llvm.return %yes : i1
+^full:
+  %no = llvm.mlir.constant(false) : i1
+  llvm.return %no : i1
+}
+
 llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
+  %null = llvm.mlir.zero : !llvm.ptr
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %n = llvm.mlir.constant($SLOTS : i64) : i64
+  %min = llvm.mlir.constant($MIN : i64) : i64
+  %max = llvm.mlir.constant(1099511627776 : i64) : i64
+  %none = llvm.mlir.constant(-1 : i64) : i64
+  %slots = llvm.mlir.addressof @adj_cache_slots : !llvm.ptr
+  %caps = llvm.mlir.addressof @adj_cache_caps : !llvm.ptr
+  %cached = llvm.mlir.addressof @adj_cached_bytes : !llvm.ptr
+  %twice = llvm.add %size, %size : i64
+  %big = llvm.icmp "uge" %size, %min : i64
+  %not_huge = llvm.icmp "ult" %size, %max : i64
+  %cacheable = llvm.and %big, %not_huge : i1
+  llvm.cond_br %cacheable, ^scan(%c0, %none, %none : i64, i64, i64), ^small
+^small:
   %header = llvm.mlir.constant(16 : i64) : i64
   %total = llvm.add %size, %header : i64
-  %block = llvm.call @malloc(%total) : (i64) -> !llvm.ptr
-  %null = llvm.mlir.zero : !llvm.ptr
+  %block = llvm.call @adj_malloc(%total) : (i64) -> !llvm.ptr
   %failed = llvm.icmp "eq" %block, %null : !llvm.ptr
-  llvm.cond_br %failed, ^fail, ^ok
-^fail:
-  llvm.return %null : !llvm.ptr
-^ok:
-  %p = llvm.getelementptr %block[16] : (!llvm.ptr) -> !llvm.ptr, i8
-  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.cond_br %failed, ^fail, ^small_ok
+^small_ok:
+  %sp = llvm.getelementptr %block[16] : (!llvm.ptr) -> !llvm.ptr, i8
+  %off_slot = llvm.getelementptr %sp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
   llvm.store %header, %off_slot : i64, !llvm.ptr
+  llvm.br ^count(%sp : !llvm.ptr)
+^scan(%i: i64, %best: i64, %best_cap: i64):
+  %more = llvm.icmp "ult" %i, %n : i64
+  llvm.cond_br %more, ^look, ^pick
+^look:
+  %slot = llvm.getelementptr %slots[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+  %cur = llvm.load %slot atomic monotonic {alignment = 8 : i64} : !llvm.ptr -> i64
+  %next = llvm.add %i, %c1 : i64
+  %occupied = llvm.icmp "ne" %cur, %c0 : i64
+  llvm.cond_br %occupied, ^hint, ^scan(%next, %best, %best_cap : i64, i64, i64)
+^hint:
+  %hint_slot = llvm.getelementptr %caps[%i] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+  %hint = llvm.load %hint_slot atomic monotonic {alignment = 8 : i64} : !llvm.ptr -> i64
+  %hint_lo = llvm.icmp "uge" %hint, %size : i64
+  %hint_hi = llvm.icmp "ult" %hint, %twice : i64
+  %smaller = llvm.icmp "ult" %hint, %best_cap : i64
+  %hint_fits = llvm.and %hint_lo, %hint_hi : i1
+  %better = llvm.and %hint_fits, %smaller : i1
+  llvm.cond_br %better, ^scan(%next, %i, %hint : i64, i64, i64),
+                        ^scan(%next, %best, %best_cap : i64, i64, i64)
+^pick:
+  %found = llvm.icmp "ne" %best, %none : i64
+  llvm.cond_br %found, ^take, ^fresh
+^take:
+  %best_slot = llvm.getelementptr %slots[%best] : (!llvm.ptr, i64) -> !llvm.ptr, i64
+  %b = llvm.atomicrmw xchg %best_slot, %c0 seq_cst : !llvm.ptr, i64
+  %got = llvm.icmp "ne" %b, %c0 : i64
+  llvm.cond_br %got, ^check, ^fresh
+^check:
+  %cp = llvm.inttoptr %b : i64 to !llvm.ptr
+  %ccap_slot = llvm.getelementptr %cp[-4] : (!llvm.ptr) -> !llvm.ptr, i64
+  %ccap = llvm.load %ccap_slot : !llvm.ptr -> i64
+  %fit_lo = llvm.icmp "uge" %ccap, %size : i64
+  %fit_hi = llvm.icmp "ult" %ccap, %twice : i64
+  %fits = llvm.and %fit_lo, %fit_hi : i1
+  llvm.cond_br %fits, ^reuse, ^put_back
+^reuse:
+  %1 = llvm.atomicrmw sub %cached, %ccap seq_cst : !llvm.ptr, i64
+  llvm.br ^count(%cp : !llvm.ptr)
+^put_back:
+  %kept = llvm.call @adj_cache_put(%cp, %ccap) : (!llvm.ptr, i64) -> i1
+  llvm.cond_br %kept, ^fresh, ^drop
+^drop:
+  %2 = llvm.atomicrmw sub %cached, %ccap seq_cst : !llvm.ptr, i64
+  %dblock = llvm.getelementptr %cp[-32] : (!llvm.ptr) -> !llvm.ptr, i8
+  llvm.call @free(%dblock) : (!llvm.ptr) -> ()
+  llvm.br ^fresh
+^fresh:
+  %page_less_1 = llvm.mlir.constant(4095 : i64) : i64
+  %page_mask = llvm.mlir.constant(-4096 : i64) : i64
+  %up = llvm.add %size, %page_less_1 : i64
+  %cap = llvm.and %up, %page_mask : i64
+  %lheader = llvm.mlir.constant(32 : i64) : i64
+  %ltotal = llvm.add %cap, %lheader : i64
+  %lblock = llvm.call @adj_malloc(%ltotal) : (i64) -> !llvm.ptr
+  %lfailed = llvm.icmp "eq" %lblock, %null : !llvm.ptr
+  llvm.cond_br %lfailed, ^fail, ^fresh_ok
+^fresh_ok:
+  %lp = llvm.getelementptr %lblock[32] : (!llvm.ptr) -> !llvm.ptr, i8
+  %cap_slot = llvm.getelementptr %lp[-4] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %cap, %cap_slot : i64, !llvm.ptr
+  %pad_slot = llvm.getelementptr %lp[-3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %c0, %pad_slot : i64, !llvm.ptr
+  %loff_slot = llvm.getelementptr %lp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %lheader, %loff_slot : i64, !llvm.ptr
+  llvm.br ^count(%lp : !llvm.ptr)
+^count(%p: !llvm.ptr):
   %size_slot = llvm.getelementptr %p[-1] : (!llvm.ptr) -> !llvm.ptr, i64
   llvm.store %size, %size_slot : i64, !llvm.ptr
   %in_use = llvm.mlir.addressof @adj_bytes_in_use : !llvm.ptr
   %old = llvm.atomicrmw add %in_use, %size seq_cst : !llvm.ptr, i64
   %new = llvm.add %old, %size : i64
   %peak = llvm.mlir.addressof @adj_peak_bytes : !llvm.ptr
-  %0 = llvm.atomicrmw max %peak, %new seq_cst : !llvm.ptr, i64
+  %3 = llvm.atomicrmw max %peak, %new seq_cst : !llvm.ptr, i64
   llvm.return %p : !llvm.ptr
+^fail:
+  llvm.return %null : !llvm.ptr
 }
 
 llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
@@ -75,6 +250,26 @@ llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
   %size = llvm.load %size_slot : !llvm.ptr -> i64
   %in_use = llvm.mlir.addressof @adj_bytes_in_use : !llvm.ptr
   %0 = llvm.atomicrmw sub %in_use, %size seq_cst : !llvm.ptr, i64
+  %lheader = llvm.mlir.constant(32 : i64) : i64
+  %large = llvm.icmp "eq" %off, %lheader : i64
+  llvm.cond_br %large, ^cache, ^release
+^cache:
+  %cap_slot = llvm.getelementptr %p[-4] : (!llvm.ptr) -> !llvm.ptr, i64
+  %cap = llvm.load %cap_slot : !llvm.ptr -> i64
+  %cached = llvm.mlir.addressof @adj_cached_bytes : !llvm.ptr
+  %limit_at = llvm.mlir.addressof @adj_cache_limit : !llvm.ptr
+  %limit = llvm.load %limit_at atomic monotonic {alignment = 8 : i64} : !llvm.ptr -> i64
+  %before = llvm.atomicrmw add %cached, %cap seq_cst : !llvm.ptr, i64
+  %after = llvm.add %before, %cap : i64
+  %within = llvm.icmp "sle" %after, %limit : i64
+  llvm.cond_br %within, ^keep, ^undo
+^keep:
+  %kept = llvm.call @adj_cache_put(%p, %cap) : (!llvm.ptr, i64) -> i1
+  llvm.cond_br %kept, ^done, ^undo
+^undo:
+  %1 = llvm.atomicrmw sub %cached, %cap seq_cst : !llvm.ptr, i64
+  llvm.br ^release
+^release:
   %zero = llvm.mlir.constant(0 : i64) : i64
   %neg = llvm.sub %zero, %off : i64
   %block = llvm.getelementptr %p[%neg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
@@ -84,6 +279,9 @@ llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
   llvm.return
 }
 """
+
+_ALLOCATOR = (_ALLOCATOR_TEMPLATE.replace("$SLOTS", str(CACHE_SLOTS))
+              .replace("$LIMIT", str(CACHE_LIMIT_BYTES)).replace("$MIN", str(CACHE_MIN_BYTES)))
 
 
 class _Allocator:
@@ -117,6 +315,9 @@ class _Allocator:
         self.free = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.free_addr)
         self.in_use = ctypes.c_int64.from_address(address("adj_bytes_in_use"))
         self.peak = ctypes.c_int64.from_address(address("adj_peak_bytes"))
+        self.cached = ctypes.c_int64.from_address(address("adj_cached_bytes"))   # kept, not in use
+        self.cache_limit = ctypes.c_int64.from_address(address("adj_cache_limit"))
+        self.release = ctypes.CFUNCTYPE(ctypes.c_int64)(address("adj_release_cached_memory"))
 
 
 _allocator: _Allocator | None = None
@@ -127,6 +328,9 @@ def _after_fork_in_child() -> None:
     # Held by another thread at the fork (making the allocator), it would never be released.
     global _allocator_lock
     _allocator_lock = threading.Lock()
+    # The parent's kept blocks: the child's own cache starts empty (and its limit whole).
+    if _allocator is not None:
+        _allocator.release()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -160,6 +364,14 @@ def memory_stats() -> dict[str, int]:
     return {"bytes_in_use": a.in_use.value, "peak_bytes": a.peak.value,
             "device_bytes_in_use": cuda.accounting.in_use,
             "device_peak_bytes": cuda.accounting.peak}
+
+
+def release_cached_memory() -> int:
+    """Frees the blocks adjit keeps for reuse (large blocks freed lately, see CACHE_MIN_BYTES,
+    at most CACHE_LIMIT_BYTES in all), returning them to the system allocator; returns their
+    bytes. They are not counted in `memory_stats()`."""
+    a = _allocator
+    return 0 if a is None else a.release()
 
 
 def reset_peak_memory() -> None:

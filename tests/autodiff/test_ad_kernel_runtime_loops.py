@@ -102,17 +102,18 @@ def test_one_compilation_serves_every_step_count():
 @pytest.mark.parametrize("active_dt,slots", [(False, 1), (True, 2)])
 def test_tape_bytes_are_items_times_steps_times_slots(active_dt, slots):
     # Each step tapes p (sin's and cos's argument); with dt Active also q (the product
-    # dt * q's adjoint for dt reads it), and each item's share of dt's adjoint is a float more,
-    # summed in f64 per 4096-item chunk (passes/autodiff/reduction.py): one double here.
+    # dt * q's adjoint for dt reads it). The items' shares of dt's adjoint are summed in f64
+    # per 4096-item chunk as the reverse kernel runs (passes/lower_cpu.py
+    # lower_summing_launch), with no per-item buffer: one double of chunk partials here.
     n, steps = 1000, 64
     x, v, ap, aq = states(n, np.float64, seed=3)
     run_reverse(x, v, steps, 0.01, ap, aq, active_dt)    # compiled before measuring
     adjit.reset_peak_memory()
     before = adjit.memory_stats()["bytes_in_use"]
     run_reverse(x, v, steps, 0.01, ap, aq, active_dt)
-    per_item_adjoints = n * 8 + 8 if active_dt else 0
+    chunk_partials = 8 if active_dt else 0
     assert adjit.memory_stats()["peak_bytes"] - before == \
-        n * steps * slots * 8 + per_item_adjoints
+        n * steps * slots * 8 + chunk_partials
 
 
 # ---- nested runtime loops, and a loop over an array's size ----------------------------------

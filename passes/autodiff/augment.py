@@ -5,6 +5,8 @@ flow that pushes onto them; an scf.while also carries its iteration count.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
@@ -27,6 +29,9 @@ class AugGen:
         self.shadow_params: dict[ir.Value, ir.Value] = {}
         self.stacks = Stacks(ctx.plan.stack_types())
         self._threads = set()
+        # Primal loops that run their body a known number of times, mapped to the
+        # augmented loop's (induction variable, lower bound, upper bound, step): runs_left.
+        self._counted: dict[ir.Operation, tuple[ir.Value, ...]] = {}
         for block in ctx.plan.nested_blocks():
             op = parent_op(block)
             while op != ctx.fn:
@@ -68,7 +73,27 @@ class AugGen:
         """Saves the keys the plan gives `block`, at its end (top-level ones are returned)."""
         if block != self.ctx.entry:
             keys = self.ctx.plan.keys(block)
-            self.stacks.push([self.key_value(k) for k in reversed(keys)])
+            if keys:
+                self.stacks.push([self.key_value(k) for k in reversed(keys)],
+                                 self.runs_left(block))
+
+    def runs_left(self, block: ir.Block) -> Callable[[], ir.Value] | None:
+        """What emits how many more times `block` ends, this time included, if it is the
+        body of loops with trip counts (scf.for, and scf.parallel run sequentially) nested
+        up to the function, so that it runs every iteration: with trip counts N_k and
+        iteration numbers t_k, innermost first, (N_0 - t_0) + sum over outer m of
+        (N_m - 1 - t_m) * N_0 * ... * N_(m-1). None where a branch or an scf.while is in
+        between. A hint for the stacks' growth only (Stacks.push, which emits it only where
+        a stack grows): the bounds of an inner loop are taken as they are in this
+        iteration."""
+        levels = []
+        while block != self.ctx.entry:
+            op = parent_op(block)
+            if op not in self._counted:
+                return None
+            levels.append(self._counted[op])
+            block = op.block
+        return lambda: _runs_left(levels)
 
     def key_value(self, key: Key) -> ir.Value:
         if isinstance(key, ir.Value):
@@ -138,6 +163,7 @@ class AugGen:
         loop = scf.ForOp(lb, ub, step, [self.vmap[v] for v in inits] + state)
         new_args = list(loop.body.arguments)
         self.vmap[body.arguments[0]] = new_args[0]
+        self._counted[op] = (new_args[0], lb, ub, step)
         for a, b in zip(list(body.arguments)[1:], new_args[1:]):
             self.vmap[a] = b
         n = len(inits)
@@ -198,7 +224,9 @@ class AugGen:
         total = index(1)
         for c in counts:
             total = arith.muli(total, c)
-        loop = scf.ForOp(index(0), total, index(1), state)
+        zero, one = index(0), index(1)
+        loop = scf.ForOp(zero, total, one, state)
+        self._counted[op] = (loop.induction_variable, zero, total, one)
         self.stacks.values = list(loop.inner_iter_args)
         with ir.InsertionPoint(loop.body):
             for d, iv in enumerate(unravel(loop.induction_variable, counts)):
@@ -250,6 +278,23 @@ class AugGen:
         if state:
             self.stacks.values = rest
 
+
+
+def _runs_left(levels: list[tuple[ir.Value, ...]]) -> ir.Value:
+    """AugGen.runs_left's count, from (iv, lb, ub, step) per loop, innermost first."""
+    left, inner = None, None
+    for level in levels:
+        iv, lb, ub, step = (v if isinstance(v.type, ir.IndexType) else
+                            arith.index_cast(ir.IndexType.get(), v) for v in level)
+        n = trip_count(lb, ub, step)
+        t = arith.divui(arith.subi(iv, lb), step)
+        if left is None:
+            left, inner = arith.subi(n, t), n
+        else:
+            later = arith.subi(arith.subi(n, index(1)), t)
+            left = arith.addi(left, arith.muli(later, inner))
+            inner = arith.muli(inner, n)
+    return left
 
 # Ops whose effects the caller may see even when no result of theirs is used.
 EFFECTS = ("func.call", "adj.launch", "adj.sync", "adj.check", "memref.dealloc")

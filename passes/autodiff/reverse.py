@@ -392,9 +392,16 @@ class RevGen:
             all(v == missing[0] or self.ctx.cheap(v) for v in ins)
 
     def _at_hand(self, v: ir.Value) -> bool:
+        """Whether the reverse pass has `v` without a tape slot of its own: free, taped
+        anyway, already materialized, pure of such values, or a function's top-level joined
+        array with sites (the loop's result `u` of `u, v = v, u`: one index on the tape says
+        which array it is, so `sum(u * u)` after the loop reloads u instead of taping its
+        elements; not in a kernel, where that index would be a slot per item)."""
         if v not in self._hand:
             self._hand[v] = (
                 self.ctx.cheap(v) or v in self.taped or v in self.scope_of(key_block(v)).values
+                or (not self.ctx.kernel and key_block(v) == self.ctx.entry
+                    and self.ctx.joined(v) and self.ctx.sites(v) is not None)
                 or (isinstance(v, ir.OpResult) and self.ctx.pure(v.owner.operation) and all(
                     self._at_hand(u) for u in inputs(v.owner.operation))))
         return self._hand[v]

@@ -53,13 +53,30 @@ def test_linear_stencil_tape_does_not_grow_with_steps():
 
 def test_reaction_diffusion_tapes_the_root_once_per_step():
     # The kernel tapes c = u[i, j] (one f32 per item and step) and recomputes 0.05 * c and
-    # 1 - c from it, where it taped both. Per step and item, 8 bytes remain: the launch's
-    # tape and its copy on the function's f32 stack; 16 before.
+    # 1 - c from it, where it taped both. Per step and item, 4 bytes remain: the launch's
+    # tape, copied onto the function's f32 stack, which grows once to what the loop's
+    # remaining steps need (it doubled before: 8 bytes and more at its last growth; taping
+    # both values, 16).
     few, many = _workload(3, True), _workload(20, True)
     few.grad(), many.grad()
     growth = extra_bytes(many.grad) - extra_bytes(few.grad)
-    assert growth <= 17 * GRID * GRID * 8 + 4096, growth
+    assert growth <= 17 * GRID * GRID * 4 + 4096, growth
     _check_gradient(many)
+
+
+def test_reaction_diffusion_peak_is_one_state_per_step():
+    # G2b at 50 steps. The gradient's peak, in float32 states of the grid: the 50 launch
+    # tapes on the f32 stack, u and v (u0.copy(), empty_like), their shadows in reverse,
+    # and one launch tape off the stack (the augmented launch's own buffer before its copy
+    # onto the stack, the reverse launch's copy after). Before: 99, the f32 stack doubling
+    # from 32 to 64 states beside its old buffer, and sum(u * u) taping u's elements twice
+    # (2 states) although u is not written after it.
+    steps = 50
+    wl = _workload(steps, True)
+    wl.grad()
+    states = extra_bytes(wl.grad) / wl.state_bytes
+    assert states <= steps + 5.5, states
+    _check_gradient(wl)
 
 
 @adjit.kernel

@@ -58,6 +58,7 @@ PASSES: dict[str, Pass] = {
     "adj-lower-cuda-host": _lazy("adjit.passes.lower_cuda_host", "lower_cuda_host"),
     "adj-annotate-written": _lazy("adjit.passes.written", "annotate_written"),
     "adj-expand-item-sums": _lazy("adjit.passes.autodiff.reduction", "expand_all_item_sums"),
+    "adj-serialise-small-loops": _lazy("adjit.passes.small_loops", "serialise_small_loops"),
 }
 
 

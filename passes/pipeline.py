@@ -12,7 +12,9 @@ memref, so `widen_bool_memrefs` stores booleans as bytes, as NumPy does, before 
 Threads: each `scf.parallel` (one per launch) is split by `async-parallel-for` into tasks
 for MLIR's async runtime thread pool; with one thread it stays a plain loop. `num-workers`
 sets how many tasks a loop is split into (8 per worker up to 4 workers, fewer beyond); the
-pool's size, which caps the threads, is set by the runtime (runtime/engine.py).
+pool's size, which caps the threads, is set by the runtime (runtime/engine.py). Before
+that, a loop whose iterations' cost the IR bounds runs on the calling thread when it is small
+(small_loops.py: the hand-off to the pool costs more than such a loop's work).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
 from .lower_cpu import lower_cpu, relax_atomics
+from .small_loops import serialise_small_loops
 from .walk import walk
 
 _C_INTERFACE_ATTR = "llvm.emit_c_interface"
@@ -137,11 +140,14 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
     """Runs the passes after `lower_cpu` on a module it already lowered: `cpu_pipeline`
     with `widen_bool_memrefs` in place."""
     before, after = _stages(num_threads)
+    threads = default_num_threads() if num_threads is None else num_threads
     with module.context, ir.Location.unknown():
         _privatize_non_entries(module)
         pm = PassManager()
         pm.add(before)
         pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
+        if threads > 1:   # small loops stay on the calling thread (small_loops.py says why)
+            pm.add(lambda op, _pass: serialise_small_loops(op), name="adj-serialise-small-loops")
         pm.add(after)
         pm.add(lambda op, _pass: relax_atomics(op), name="adj-relax-atomics")
         pm.run(module.operation)

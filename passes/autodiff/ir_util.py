@@ -73,12 +73,15 @@ def index(value: int) -> ir.Value:
     return arith.constant(ir.IndexType.get(), value)
 
 
-def add(a: ir.Value | None, b: ir.Value | None) -> ir.Value | None:
-    """a + b for adjoints and tangents, where None stands for an exact zero."""
+def add(a: ir.Value | None, b: ir.Value | None, reassoc: bool = False) -> ir.Value | None:
+    """a + b for adjoints and tangents, where None stands for an exact zero; `reassoc` marks
+    the add reassociable (a loop's running sum that LLVM may then vectorise)."""
     if a is None:
         return b
     if b is None:
         return a
+    if reassoc:
+        return arith.addf(a, b, fastmath=ir.Attribute.parse("#arith.fastmath<reassoc>"))
     return arith.addf(a, b)
 
 

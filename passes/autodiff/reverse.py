@@ -641,7 +641,9 @@ class RevGen:
     def _close(self, outer: list[ir.Value]) -> list[ir.Value | None]:
         """The adjoints of `outer` going out of the region: each one's slots, in order."""
         frame = self.adj.pop()
-        return [add(c, v) for o, cs in zip(outer, frame.carried)
+        # Reassociable: in a reversed loop this is the running sum of an outer value's
+        # adjoint (a slot), and LLVM vectorises a loop over it only if it may reorder it.
+        return [add(c, v, reassoc=True) for o, cs in zip(outer, frame.carried)
                 for c, v in zip(cs, frame.slots[o])]
 
     def _set_outer(self, outer: list[ir.Value], values: list[ir.Value | None]) -> None:

@@ -437,6 +437,46 @@ def test_derivative_kernels_vectorise(text, kernels, tmp_path):
     assert vectorised == loops
 
 
+RESIDUAL_LOSS_IR = """
+func.func @loss(%a: f32, %x: memref<?xf32>, %y: memref<?xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %s = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %zero) -> f32 {
+    %xi = memref.load %x[%i] : memref<?xf32>
+    %yi = memref.load %y[%i] : memref<?xf32>
+    %ax = arith.mulf %a, %xi : f32
+    %r = arith.subf %ax, %yi : f32
+    %r2 = arith.mulf %r, %r : f32
+    %t = arith.addf %acc, %r2 fastmath<reassoc> : f32
+    scf.yield %t : f32
+  }
+  return %s : f32
+}
+""" + request("loss", "grad", "reverse", ["active", "dup", "const"], "active")
+
+
+def test_reversed_loop_with_an_active_scalar_vectorises(tmp_path):
+    # The reversed loop adds a's adjoint into a loop-carried slot (reverse.py LoopSlots) and
+    # dx[i] += ...: the slot's adds are reassociable, so LLVM vectorises the loop (before,
+    # "CantReorderFPOps" left it scalar: G1's reverse ran at one float a cycle).
+    import re
+    import subprocess
+    from pathlib import Path
+    import llvm
+    from adjit.passes.pipeline import llvm_ir_text
+    ll = tmp_path / "m.ll"
+    ll.write_text(llvm_ir_text(differentiate(RESIDUAL_LOSS_IR), num_threads=1))
+    remarks = tmp_path / "remarks.yaml"
+    opt = Path(list(llvm.__path__)[0]) / "bin" / "opt"
+    subprocess.run([str(opt), "-O3", "-mtriple=x86_64-unknown-linux-gnu", "-mcpu=x86-64-v3",
+                    str(ll), "-o", "/dev/null", f"-pass-remarks-output={remarks}",
+                    "-pass-remarks-filter=loop-vectorize"], check=True)
+    done = re.findall(r"Name:\s+Vectorized\nFunction:\s+(\w+)", remarks.read_text())
+    assert "grad_rev" in done
+
+
 @adjit.kernel
 def two_arrays(u, w, y):
     i = adjit.index()

@@ -27,7 +27,8 @@ func.func @plane(%a: f64, %b: f64, %x: memref<?xf64>, %n: index) -> f64 {
 "adj.autodiff"() {sym_name = "lanes", fn = @plane, mode = "reverse", activity = ["active", "active", "const", "const"], ret_activity = "active"} : () -> ()
 
 // The loop carries the lanes' adjoints, then a's two accumulators (from zero) and b's one (from
-// b's adjoint so far, here zero). Each lane adds into its own accumulator of a.
+// b's adjoint so far, here zero). Each lane adds into its own accumulator of a, reassociably
+// (the running sums: LLVM vectorises the loop only if it may reorder them).
 // CHECK-LABEL: func.func @lanes_rev(
 // CHECK-SAME: %[[A:[a-z0-9]+]]: f64, %{{[a-z0-9]+}}: f64, %{{[a-z0-9]+}}: memref<?xf64>, %{{[a-z0-9]+}}: index, %[[D:[a-z0-9]+]]: f64, %[[SUM:[a-z0-9]+]]: f64) -> (f64, f64)
 // CHECK: %[[DS:.*]] = arith.mulf %[[D]], %[[A]] : f64
@@ -35,9 +36,9 @@ func.func @plane(%a: f64, %b: f64, %x: memref<?xf64>, %n: index) -> f64 {
 // CHECK: %[[R:.*]]:5 = scf.for {{.*}} iter_args(%[[S0:[a-z0-9]+]] = %[[DS]], %[[S1:[a-z0-9]+]] = %[[DS]], %[[A0:[a-z0-9]+]] = %cst{{[_0-9]*}}, %[[A1:[a-z0-9]+]] = %cst{{[_0-9]*}}, %[[B0:[a-z0-9]+]] = %cst{{[_0-9]*}}) -> (f64, f64, f64, f64, f64)
 // CHECK-DAG: %[[C1:.*]] = arith.mulf %[[S1]], %{{.*}} : f64
 // CHECK-DAG: %[[C0:.*]] = arith.mulf %[[S0]], %{{.*}} : f64
-// CHECK: %[[N0:.*]] = arith.addf %[[A0]], %[[C0]] : f64
-// CHECK-NEXT: %[[N1:.*]] = arith.addf %[[A1]], %[[C1]] : f64
-// CHECK-NEXT: %[[NB:.*]] = arith.addf %[[B0]], %[[S0]] : f64
+// CHECK: %[[N0:.*]] = arith.addf %[[A0]], %[[C0]] fastmath<reassoc> : f64
+// CHECK-NEXT: %[[N1:.*]] = arith.addf %[[A1]], %[[C1]] fastmath<reassoc> : f64
+// CHECK-NEXT: %[[NB:.*]] = arith.addf %[[B0]], %[[S0]] fastmath<reassoc> : f64
 // CHECK-NEXT: scf.yield %[[S0]], %[[S1]], %[[N0]], %[[N1]], %[[NB]] : f64, f64, f64, f64, f64
 // After the loop: a's adjoint so far, then each accumulator; b's single one as it is.
 // CHECK: %[[T:.*]] = arith.addf %[[SOFAR]], %[[R]]#2 : f64
@@ -68,10 +69,10 @@ func.func @pwide(%a: f64, %x: memref<?xf64>, %n: index) -> f64 {
 // CHECK: %[[R:.*]]:5 = scf.for {{.*}} iter_args(%[[DT:[a-z0-9]+]] = %{{.*}}, %[[W0:[a-z0-9]+]] = %cst{{[_0-9]*}}, %[[W1:[a-z0-9]+]] = %cst{{[_0-9]*}}, %[[W2:[a-z0-9]+]] = %cst{{[_0-9]*}}, %[[W3:[a-z0-9]+]] = %cst{{[_0-9]*}}) -> (f64, f64, f64, f64, f64)
 // CHECK: %[[C4:.*]] = arith.mulf %[[DT]], %{{.*}} : f64
 // CHECK: %[[P0:.*]] = arith.addf %[[C4]], %{{.*}} : f64
-// CHECK-NEXT: %[[N0:.*]] = arith.addf %[[W0]], %[[P0]] : f64
-// CHECK-NEXT: %[[N1:.*]] = arith.addf %[[W1]], %{{.*}} : f64
-// CHECK-NEXT: %[[N2:.*]] = arith.addf %[[W2]], %{{.*}} : f64
-// CHECK-NEXT: %[[N3:.*]] = arith.addf %[[W3]], %{{.*}} : f64
+// CHECK-NEXT: %[[N0:.*]] = arith.addf %[[W0]], %[[P0]] fastmath<reassoc> : f64
+// CHECK-NEXT: %[[N1:.*]] = arith.addf %[[W1]], %{{.*}} fastmath<reassoc> : f64
+// CHECK-NEXT: %[[N2:.*]] = arith.addf %[[W2]], %{{.*}} fastmath<reassoc> : f64
+// CHECK-NEXT: %[[N3:.*]] = arith.addf %[[W3]], %{{.*}} fastmath<reassoc> : f64
 // CHECK-NEXT: scf.yield %[[DT]], %[[N0]], %[[N1]], %[[N2]], %[[N3]] : f64, f64, f64, f64, f64
 // CHECK: %[[T1:.*]] = arith.addf %[[R]]#1, %[[R]]#2 : f64
 // CHECK-NEXT: %[[T2:.*]] = arith.addf %[[T1]], %[[R]]#3 : f64

@@ -1,4 +1,5 @@
-"""Inlines, before reverse mode differentiates a function, the calls in it that return arrays.
+"""Inlines, before reverse mode differentiates a function, the calls in it that return arrays,
+and, in kernels, the calls of functions with loops.
 
 Reverse mode has no ABI for the shadow of an array a callee returns (the adjoint would have to
 flow back into memory the callee allocated, which its caller only sees after the call), while
@@ -18,6 +19,13 @@ call-site locations, which errors at the user's line do not expect. Cloning the 
 body at the call is all that is needed here.
 
 Forward mode returns an array's tangent as a result, so it differentiates such calls as calls.
+
+In a kernel, a call of a function that runs a loop (a Horner polynomial, a fixed-count Newton
+solve, nested calls with loops) is inlined too: the callee's reverse pass would keep the
+loop's values on a tape of its own, an array, which a kernel's per-item tape cannot hold (it
+has fixed slots per work item, kernel_tape.py); inlined, the loop is the kernel's own, whose
+values get per-item slots (a trip count of the kernel's arguments and sizes included) or are
+recomputed, exactly as if the user had written the loop in the kernel.
 """
 from __future__ import annotations
 
@@ -25,7 +33,9 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
+from ...dialects.adj import KERNEL_ATTR
 from .context import ReverseContext
+from .memory import LOOPS
 from .ir_util import callee, clone_op, is_memref, walk
 from .signature import Signature
 
@@ -34,10 +44,13 @@ if TYPE_CHECKING:
 
 
 def inline_array_calls(diff: "Differentiator", fn: ir.Operation, sig: Signature) -> None:
-    """Inlines into `fn` (in place) the calls that return arrays and that may be inlined,
-    until none is left: an inlined body may hold such calls itself."""
+    """Inlines into `fn` (in place) the calls that return arrays (in a kernel, also those of
+    functions with loops) and that may be inlined, until none is left: an inlined body may
+    hold such calls itself."""
+    kernel = KERNEL_ATTR in fn.attributes
     while True:
-        calls = [op for op in walk(fn) if _returns_array(op)]
+        calls = [op for op in walk(fn) if _returns_array(op)
+                 or (kernel and op.name == "func.call" and _runs_loops(diff, callee(op)))]
         if not calls:
             return
         # The call sites' signatures, as reverse mode will see them, tell whether rules apply.
@@ -48,6 +61,23 @@ def inline_array_calls(diff: "Differentiator", fn: ir.Operation, sig: Signature)
             return
         for op in calls:
             _inline(op, diff.lookup(callee(op)))
+
+
+def _runs_loops(diff: "Differentiator", name: str) -> bool:
+    """Whether @name, or a function it calls, has a loop."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        fn = diff.lookup(todo.pop())
+        if fn is None or fn.name != "func.func":
+            continue
+        for op in walk(fn):
+            if op.name in LOOPS:
+                return True
+            if op.name == "func.call" and callee(op) not in seen:
+                seen.add(callee(op))
+                todo.append(callee(op))
+    return False
 
 
 def _returns_array(op: ir.Operation) -> bool:

@@ -53,8 +53,11 @@ def _enclosing_loops(block: ir.Block, fn: ir.Operation) -> list[Loop]:
     while op != fn:
         if op.name == "scf.while":
             raise AdjError(op, "autodiff: a kernel's reverse pass needs values from inside this "
-                               "scf.while, whose iteration count varies: a kernel's per-item "
-                               "tape has a fixed size")
+                               "loop (a `while`, or a `for` with `break`), whose number of "
+                               "iterations may differ between work items, and a kernel's "
+                               "per-item tape has the same size for every item: differentiate "
+                               "the kernel in forward mode, or give the function with the loop "
+                               "a custom rule (adjit.rules)")
         if op.name == "scf.for":
             ops.append(op)
         op = op.parent.operation
@@ -66,7 +69,10 @@ def _enclosing_loops(block: ir.Block, fn: ir.Operation) -> list[Loop]:
             raise AdjError(op, "autodiff: a kernel's reverse pass needs values from inside "
                                "this loop, whose trip count may differ between work items "
                                "(it depends on the item's index or on values it loads): "
-                               "every item's tape has the same size")
+                               "every item's tape has the same size; loop to a count the "
+                               "kernel's arguments give (skipping extra steps with an `if`), "
+                               "differentiate in forward mode, or give the function a custom "
+                               "rule (adjit.rules)")
         lb, ub, step = bounds
         loops.append((op, lb, ub, step))
         ivs[op.regions[0].blocks[0].arguments[0]] = d
@@ -113,8 +119,10 @@ class KernelLayout:
                 t = plan.types[key]
                 if is_memref(t):
                     owner = key.owner.operation if isinstance(key, ir.OpResult) else key[1]
-                    raise AdjError(owner, "autodiff: a kernel's reverse pass would need an array "
-                                          "on its per-item tape")
+                    raise AdjError(owner, "autodiff: a kernel's reverse pass would need to keep "
+                                          "this array on its per-item tape, which holds numbers "
+                                          "only: pass the arrays as separate arguments, or "
+                                          "differentiate in forward mode")
                 name = str(t)
                 self.types.setdefault(name, t)
                 self.base[key] = self.per_item.get(name, 0)

@@ -58,6 +58,13 @@ def sum_squares(x):
     return adjit.sum(x * x)
 
 
+@adjit.kernel
+def sum_squares_atomic(x, out):
+    # W4 of issue 11 as a kernel: every item adds into one element (passes/chunked_launch.py)
+    i = adjit.index()
+    adjit.atomic_add(out, 0, x[i] * x[i])
+
+
 def row(name: str, first: float, ours: float, numpy: float) -> None:
     print(f"{name:<34} {first * 1e3:>9.1f} {ours * 1e3:>10.3f} {numpy * 1e3:>10.3f} "
           f"{numpy / ours:>8.2f}x")
@@ -96,6 +103,18 @@ def main() -> None:
     first = best_of(lambda: sum_squares(x), 1, warmup=False)
     assert np.isclose(sum_squares(x), np.sum(x * x), rtol=1e-12)
     row("sum of squares 10M f64", first, best_of(lambda: sum_squares(x)),
+        best_of(lambda: np.sum(x * x)))
+
+    x = rng.random(10_000_000, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+
+    def atomic_sum():
+        out[0] = 0.0
+        sum_squares_atomic(x, out, ndrange=len(x))
+        return out[0]
+    first = best_of(atomic_sum, 1, warmup=False)
+    assert np.isclose(atomic_sum(), np.sum(x.astype(np.float64) ** 2), rtol=1e-6)
+    row("sum of squares, atomic_add kernel 10M f32", first, best_of(atomic_sum),
         best_of(lambda: np.sum(x * x)))
 
 

@@ -1,8 +1,8 @@
 """`--adj-lower-cpu`: the adj dialect to upstream dialects for the CPU.
 
 Each `adj.launch` becomes an `scf.parallel` over its ndrange whose body calls the kernel
-with the work item's ids and the sizes (a launch returning item sums: over chunks of items,
-each summing as it goes, lower_summing_launch); `async-parallel-for` (in the LLVM pipeline) then
+with the work item's ids and the sizes (a launch returning item sums, or whose kernel adds
+into one element atomically: over chunks of items, each summing as it goes, chunked_launch.py); `async-parallel-for` (in the LLVM pipeline) then
 spreads that loop over MLIR's async runtime thread pool, so no scheduler of ours exists.
 Launches block on the CPU, so `adj.sync` has nothing to wait for and is dropped.
 `adj.check` becomes a store of the check's number into the call's error cell, which the
@@ -22,9 +22,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, llvm, memref, scf
 
-from ..dialects.adj import item_sum_buffers
-from .autodiff.ir_util import unravel
-from .autodiff.reduction import CHUNK, expand_item_sums, pairwise_sum
+from .autodiff.reduction import expand_item_sums
+from .chunked_launch import lower_accumulating_launch, lower_summing_launch
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .walk import walk
 
@@ -63,106 +62,6 @@ def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operati
                         list(call.operands) + list(body.arguments) + ndrange)
             scf.ReduceOp([], 0)
     launch.erase()
-
-
-def lower_summing_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
-                         summing: dict[str, str]) -> bool:
-    """A launch that returns item sums (adj.launch's results) as an `scf.parallel` over
-    chunks of CHUNK items, each summing its items' values in f64 as they are computed: the
-    per-item buffers are never written nor read (they were 4 bytes an item, written by the
-    kernel and read back by a second pass: ~2x the primal's memory traffic on an Active-scalar
-    kernel), and the chunks' partial sums are added pairwise, as adjit.sum adds them. False
-    (nothing changed) where the kernel does not store each buffer's element once, at the top
-    of its body, at its own index: then the buffers are filled and summed afterwards."""
-    call, name, ndrange = launched(launch, kernels)
-    buffers = item_sum_buffers(launch)
-    n = len(buffers)
-    if name not in summing:
-        summing[name] = _summing_kernel(kernels[name], name, n)
-    if summing[name] is None:
-        return False
-    args = list(call.operands)[:-n]
-    result_types = [ir.MemRefType(b.type).element_type for b in buffers]
-    acc_types = [r.type for r in launch.results]    # f64
-    idx = ir.IndexType.get()
-    with ir.InsertionPoint(launch), launch.location:
-        fits = check_ndrange_bounds(kernels[name], list(call.operands), ndrange)
-        items = arith.constant(idx, 1)
-        for e in ndrange:
-            items = arith.muli(items, e)
-        if fits is not None:   # a launch that does not fit runs no item (its check reports)
-            items = arith.select(fits, items, arith.constant(idx, 0))
-        chunks = arith.ceildivui(items, arith.constant(idx, CHUNK))
-        partials = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
-                                 [chunks], []) for t in acc_types]
-        loop = scf.ParallelOp([], [arith.constant(idx, 0)], [chunks],
-                              [arith.constant(idx, 1)], [])
-        body = loop.regions[0].blocks.append(idx)
-        with ir.InsertionPoint(body):
-            lo = arith.muli(body.arguments[0], arith.constant(idx, CHUNK))
-            hi = arith.minui(arith.addi(lo, arith.constant(idx, CHUNK)), items)
-            zeros = [arith.constant(t, 0.0) for t in acc_types]
-            chunk = scf.ForOp(lo, hi, arith.constant(idx, 1), zeros)
-            with ir.InsertionPoint(chunk.body):
-                ids = unravel(chunk.induction_variable, ndrange)
-                values = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(summing[name]),
-                                     args + ids + ndrange).results
-                reassoc = ir.Attribute.parse("#arith.fastmath<reassoc>")
-                scf.YieldOp([arith.addf(a, v if v.type == t else arith.extf(t, v),
-                                        fastmath=reassoc)
-                             for a, v, t in zip(chunk.inner_iter_args, values, acc_types)])
-            for k, p in enumerate(partials):
-                memref.store(chunk.results[k], p, [body.arguments[0]])
-            scf.ReduceOp([], 0)
-        for r, p in zip(launch.results, partials):
-            r.replace_all_uses_with(pairwise_sum(p, chunks, r.type))
-    launch.erase()
-    return True
-
-
-def _summing_kernel(kernel: ir.Operation, name: str, n: int) -> str | None:
-    """A copy of `kernel` that returns the values it would store into its last `n` parameters
-    (per-item buffers) instead of storing them, without those parameters; None unless each
-    is stored exactly once, in the body's top-level block (so once per item), at the item's
-    own index (adj.index), and never read."""
-    entry = kernel.regions[0].blocks[0]
-    params = list(entry.arguments)[len(entry.arguments) - n:]
-    positions = []
-    for p in params:
-        uses = list(p.uses)
-        if len(uses) != 1:
-            return None
-        store = uses[0].owner.operation
-        if (store.name != "memref.store" or uses[0].operand_number != 1
-                or store.block != entry or len(store.operands) != 3):
-            return None
-        at = store.operands[2].owner
-        if isinstance(at, ir.Block) or at.operation.name != "adj.index":
-            return None
-        positions.append(list(entry.operations).index(store))
-    copy = kernel.clone(ir.InsertionPoint.after(kernel))
-    new_name = f"{name}__item_sums"
-    copy.attributes["sym_name"] = ir.StringAttr.get(new_name)
-    block = copy.regions[0].blocks[0]
-    ops = list(block.operations)
-    stores = [ops[k] for k in positions]
-    values = [st.operands[0] for st in stores]
-    ret = ops[-1]
-    with ir.InsertionPoint(ret), ret.location:
-        func.ReturnOp(values)
-    ret.erase()
-    for st in stores:
-        st.erase()
-    first = len(block.arguments) - n
-    for k in reversed(range(first, len(block.arguments))):
-        block.erase_argument(k)
-    ftype = ir.FunctionType(ir.TypeAttr(copy.attributes["function_type"]).value)
-    copy.attributes["function_type"] = ir.TypeAttr.get(
-        ir.FunctionType.get(list(ftype.inputs)[:first], [v.type for v in values]))
-    if "arg_attrs" in copy.attributes:
-        copy.attributes["arg_attrs"] = ir.ArrayAttr.get(
-            list(ir.ArrayAttr(copy.attributes["arg_attrs"]))[:first])
-    return new_name
 
 
 def _where(op: ir.Operation) -> str:
@@ -285,11 +184,14 @@ def lower_cpu(module: ir.Operation) -> None:
 
 def _lower_cpu(module: ir.Operation) -> None:
     symbols = _symbol_table(module)
-    summing: dict[str, str | None] = {}
+    copies: dict[tuple[str, str], str | None] = {}
     for launch in _ops_named(module, "adj.launch"):
-        if len(launch.results) and not lower_summing_launch(launch, symbols, summing):
-            expand_item_sums(launch)
-    symbols = _symbol_table(module)    # with the summing kernels
+        if len(launch.results):
+            if not lower_summing_launch(launch, symbols, copies):
+                expand_item_sums(launch)
+        else:
+            lower_accumulating_launch(launch, symbols, copies)
+    symbols = _symbol_table(module)    # with the kernels' summing copies
     for launch in _ops_named(module, "adj.launch"):
         lower_launch_to_parallel(launch, symbols)
     for kernel in (op for op in symbols.values() if is_kernel(op)):

@@ -429,7 +429,7 @@ def vectorised_loops(module_text: str, tmp_path) -> tuple[set[str], set[str]]:
                          ids=["5-point-gather", "own-element"])
 def test_derivative_kernels_vectorise(text, kernels, tmp_path):
     # Stencil: the augmented, gather and reverse kernels; saxpy: the augmented kernel, and the
-    # reverse kernel summing a's adjoints per chunk of items as it runs (lower_cpu.py
+    # reverse kernel summing a's adjoints per chunk of items as it runs (chunked_launch.py
     # lower_summing_launch: the f64 adds are reassociable). With atomics the reverse kernel
     # would not vectorise (a locked compare-and-swap loop per add).
     loops, vectorised = vectorised_loops(text, tmp_path)

@@ -103,7 +103,7 @@ def test_one_compilation_serves_every_step_count():
 def test_tape_bytes_are_items_times_steps_times_slots(active_dt, slots):
     # Each step tapes p (sin's and cos's argument); with dt Active also q (the product
     # dt * q's adjoint for dt reads it). The items' shares of dt's adjoint are summed in f64
-    # per 4096-item chunk as the reverse kernel runs (passes/lower_cpu.py
+    # per 4096-item chunk as the reverse kernel runs (passes/chunked_launch.py
     # lower_summing_launch), with no per-item buffer: one double of chunk partials here.
     n, steps = 1000, 64
     x, v, ap, aq = states(n, np.float64, seed=3)

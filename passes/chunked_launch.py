@@ -1,0 +1,272 @@
+"""CPU launches whose items' values are summed, summed per chunk of items as the items run.
+
+Two kinds of launch add a value of every work item into one place:
+- a launch returning item sums (`adj.launch`'s results: the reverse kernel of a kernel with
+  Active scalar arguments, whose per-item adjoints are its buffers' elements);
+- a kernel adding into one array element atomically, at an index every item shares
+  (`adjit.atomic_add(out, 0, x[i] * x[i])`, W4 of issue 11).
+Either would write a buffer of one value per item and read it back (2x the primal's memory
+traffic on an Active-scalar kernel), or make every item's add an atomic on one address (a
+locked compare-and-swap loop the cores fight over: 10M f32 items took 224 ms, and a float32
+running sum lost 1% of the result). Here the launch becomes an `scf.parallel` over chunks of
+CHUNK items; each chunk calls a copy of the kernel that returns its item's values instead of
+storing or adding them (`@<kernel>__item_sums` / `__atomic_sums`, without the buffer
+parameters) and adds them up in f64 (ints in their own type) as it goes, reassociably, so
+LLVM vectorises the loop. Then the chunks' partial sums are added pairwise: they are the
+launch's results, or, once the launch is over, added into the element (rounded once: a
+float32 sum of 10M items is within float32's rounding of the float64 one).
+
+Only kernels of the plain form qualify: each value is stored (added) once, in the body's
+top-level block, so once per item; a buffer at the item's own index (adj.index), never read;
+an atomic target never read nor written otherwise, at indices every item shares (constants,
+the kernel's scalar arguments), the atomic's old value unused. Others are launched as they are.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from ..dialects.adj import item_sum_buffers, launch_call
+from .autodiff.ir_util import unravel
+from .autodiff.reduction import CHUNK, pairwise_sum
+from .kernel_abi import check_ndrange_bounds, launched
+from .walk import walk
+
+_ADDF, _ADDI = 0, 1                     # memref.atomic_rmw kinds (arith.AtomicRMWKind)
+_REASSOC = "#arith.fastmath<reassoc>"
+
+Copies = dict[tuple[str, str], "str | None"]
+
+
+def lower_summing_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
+                         copies: Copies) -> bool:
+    """A launch that returns item sums, as chunks summing as they go (the module docstring);
+    its results are the chunks' partials added pairwise, as adjit.sum adds them. False
+    (nothing changed) where the kernel is not of the plain form: then the buffers are filled
+    and summed afterwards (reduction.expand_item_sums)."""
+    call, name, ndrange = launched(launch, kernels)
+    buffers = item_sum_buffers(launch)
+    n = len(buffers)
+    kernel = kernels[name]
+    entry = kernel.regions[0].blocks[0]
+    first = len(entry.arguments) - n
+    key = (name, "item_sums")
+    if key not in copies:
+        stores = [_own_element_store(p) for p in list(entry.arguments)[first:]]
+        copies[key] = (None if any(s is None for s in stores) else
+                       _returning_copy(kernel, f"{name}__item_sums", stores, first))
+    if copies[key] is None:
+        return False
+    value_types = [ir.MemRefType(b.type).element_type for b in buffers]
+    acc_types = [r.type for r in launch.results]    # f64
+
+    with ir.InsertionPoint(launch), launch.location:
+        partials: list[ir.Value] = []
+
+        def begin(chunks: ir.Value) -> None:
+            partials.extend(memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                           t), [chunks], []) for t in acc_types)
+
+        def finish(c: ir.Value, sums: list[ir.Value]) -> None:
+            for s, p in zip(sums, partials):
+                memref.store(s, p, [c])
+
+        chunks = _chunk_loop(launch, kernel, ndrange, copies[key], list(call.operands)[:first],
+                             value_types, acc_types, begin, finish)
+        for r, p in zip(launch.results, partials):
+            r.replace_all_uses_with(pairwise_sum(p, chunks, r.type))
+    launch.erase()
+    return True
+
+
+def lower_accumulating_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
+                              copies: Copies) -> bool:
+    """A launch of a kernel that adds into elements every item shares with atomics, as
+    chunks summing as they go, each chunk adding its partial with one atomic (the module
+    docstring). False (nothing changed) where the kernel has no such atomic or is not of the
+    plain form."""
+    call, name, ndrange = launched(launch, kernels)
+    kernel = kernels[name]
+    key = (name, "atomic_sums")
+    if key not in copies:
+        atomics = _uniform_atomics(kernel)
+        copies[key] = (_returning_copy(kernel, f"{name}__atomic_sums", atomics, None)
+                       if atomics else None)
+    if copies[key] is None:
+        return False
+    atomics = _uniform_atomics(kernel)
+    entry = kernel.regions[0].blocks[0]
+    args = list(call.operands)
+    params = list(entry.arguments)
+    targets = [(args[params.index(a.operands[1])],
+                [args[params.index(i)] if i in params else None for i in a.operands[2:]],
+                list(a.operands[2:]), a) for a in atomics]
+    value_types = [a.operands[0].type for a in atomics]
+    acc_types = [ir.F64Type.get() if isinstance(t, ir.FloatType) else t for t in value_types]
+
+    with ir.InsertionPoint(launch), launch.location:
+        partials: list[ir.Value] = []
+
+        def begin(chunks: ir.Value) -> None:
+            partials.extend(memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                           t), [chunks], []) for t in acc_types)
+
+        def finish(c: ir.Value, sums: list[ir.Value]) -> None:
+            for s, p in zip(sums, partials):
+                memref.store(s, p, [c])
+
+        chunks = _chunk_loop(launch, kernel, ndrange, copies[key], args, value_types,
+                             acc_types, begin, finish)
+        # After the launch, nothing else adds into these elements: plain adds, each of a
+        # sum rounded once (chunk partials pairwise, in f64 for floats).
+        for p, t, acc, (array, passed, indices, _) in zip(partials, value_types, acc_types,
+                                                         targets):
+            total = pairwise_sum(p, chunks, acc)
+            value = total if total.type == t else arith.truncf(t, total)
+            at = [q if q is not None else _constant_copy(i) for q, i in zip(passed, indices)]
+            old = memref.load(array, at)
+            memref.store(arith.addf(old, value) if isinstance(t, ir.FloatType)
+                         else arith.addi(old, value), array, at)
+    launch.erase()
+    return True
+
+
+def _chunk_loop(launch: ir.Operation, kernel: ir.Operation, ndrange: list[ir.Value],
+                copy: str, args: list[ir.Value], value_types: list[ir.Type],
+                acc_types: list[ir.Type], begin: Callable[[ir.Value], None],
+                finish: Callable[[ir.Value, list[ir.Value]], None]) -> ir.Value:
+    """At the insertion point: scf.parallel over chunks of CHUNK items of `ndrange`, each
+    calling @copy(args, ids, sizes) per item and adding its results into accumulators of
+    `acc_types`, then `finish(chunk, sums)`; `begin(chunks)` runs before the loop. Returns
+    the number of chunks. A launch that does not fit its arrays runs no item (its ndrange
+    check reports)."""
+    idx = ir.IndexType.get()
+    fits = check_ndrange_bounds(kernel, list(launch_call(launch).operands), ndrange)
+    items = arith.constant(idx, 1)
+    for e in ndrange:
+        items = arith.muli(items, e)
+    if fits is not None:
+        items = arith.select(fits, items, arith.constant(idx, 0))
+    chunks = arith.ceildivui(items, arith.constant(idx, CHUNK))
+    begin(chunks)
+    loop = scf.ParallelOp([], [arith.constant(idx, 0)], [chunks], [arith.constant(idx, 1)], [])
+    body = loop.regions[0].blocks.append(idx)
+    with ir.InsertionPoint(body):
+        lo = arith.muli(body.arguments[0], arith.constant(idx, CHUNK))
+        hi = arith.minui(arith.addi(lo, arith.constant(idx, CHUNK)), items)
+        zeros = [arith.constant(t, 0.0 if isinstance(t, ir.FloatType) else 0)
+                 for t in acc_types]
+        chunk = scf.ForOp(lo, hi, arith.constant(idx, 1), zeros)
+        with ir.InsertionPoint(chunk.body):
+            ids = unravel(chunk.induction_variable, ndrange)
+            values = func.CallOp(value_types, ir.FlatSymbolRefAttr.get(copy),
+                                 args + ids + ndrange).results
+            scf.YieldOp([_accumulate(a, v, t)
+                         for a, v, t in zip(chunk.inner_iter_args, values, acc_types)])
+        finish(body.arguments[0], list(chunk.results))
+        scf.ReduceOp([], 0)
+    return chunks
+
+
+def _accumulate(acc: ir.Value, v: ir.Value, t: ir.Type) -> ir.Value:
+    if isinstance(t, ir.FloatType):
+        wide = v if v.type == t else arith.extf(t, v)
+        return arith.addf(acc, wide, fastmath=ir.Attribute.parse(_REASSOC))
+    return arith.addi(acc, v)
+
+
+def _own_element_store(param: ir.Value) -> ir.Operation | None:
+    """The one op using `param`: a store in the kernel's top-level block at adj.index."""
+    uses = list(param.uses)
+    if len(uses) != 1:
+        return None
+    store = uses[0].owner.operation
+    if (store.name != "memref.store" or uses[0].operand_number != 1
+            or store.block != param.owner or len(store.operands) != 3):
+        return None
+    at = store.operands[2].owner
+    if isinstance(at, ir.Block) or at.operation.name != "adj.index":
+        return None
+    return store
+
+
+def _uniform(v: ir.Value, entry: ir.Block) -> bool:
+    """An index every work item shares: a constant, or an argument of the kernel."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner == entry
+    return owner.operation.name == "arith.constant"
+
+
+def _constant_copy(v: ir.Value) -> ir.Value:
+    """A constant index of the kernel, made again at the launch."""
+    return arith.constant(v.type, ir.IntegerAttr(v.owner.operation.attributes["value"]).value)
+
+
+def _uniform_atomics(kernel: ir.Operation) -> list[ir.Operation]:
+    """The kernel's atomic adds into an array argument at indices every item shares, in its
+    top-level block, their old values unused, the array used by nothing else; [] unless
+    every atomic add of the kernel is such (a partly rewritten kernel would add twice)."""
+    entry = kernel.regions[0].blocks[0]
+    found, every = [], []
+    for op in _walk_ops(kernel):
+        if op.name == "memref.atomic_rmw":
+            every.append(op)
+    for op in every:
+        kind = ir.IntegerAttr(op.attributes["kind"]).value
+        array = op.operands[1]
+        indices = list(op.operands[2:])
+        if (kind not in (_ADDF, _ADDI) or op.block != entry or len(list(op.results[0].uses))
+                or not isinstance(array.owner, ir.Block) or array.owner != entry
+                or any(u.owner.operation.name != "memref.atomic_rmw" or u.operand_number != 1
+                       for u in array.uses)
+                or not all(_uniform(i, entry) for i in indices)):
+            return []
+        found.append(op)
+    return found
+
+
+def _walk_ops(root: ir.Operation) -> list[ir.Operation]:
+    out: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        out.append(op)
+        return ir.WalkResult.ADVANCE
+
+    walk(root, visit)
+    return out
+
+
+def _returning_copy(kernel: ir.Operation, new_name: str, sinks: list[ir.Operation],
+                    drop_from: int | None) -> str:
+    """A copy of `kernel` named `new_name` that returns the value each of `sinks` (stores or
+    atomic adds in its top-level block) would write, without writing it; without its
+    parameters from `drop_from` on (the per-item buffers) when that is not None."""
+    entry = kernel.regions[0].blocks[0]
+    positions = [list(entry.operations).index(s) for s in sinks]
+    copy = kernel.clone(ir.InsertionPoint.after(kernel))
+    copy.attributes["sym_name"] = ir.StringAttr.get(new_name)
+    block = copy.regions[0].blocks[0]
+    ops = list(block.operations)
+    copied = [ops[k] for k in positions]
+    values = [op.operands[0] for op in copied]
+    ret = ops[-1]
+    with ir.InsertionPoint(ret), ret.location:
+        func.ReturnOp(values)
+    ret.erase()
+    for op in copied:
+        op.erase()
+    ftype = ir.FunctionType(ir.TypeAttr(copy.attributes["function_type"]).value)
+    inputs = list(ftype.inputs)
+    if drop_from is not None:
+        for k in reversed(range(drop_from, len(block.arguments))):
+            block.erase_argument(k)
+        inputs = inputs[:drop_from]
+        if "arg_attrs" in copy.attributes:
+            copy.attributes["arg_attrs"] = ir.ArrayAttr.get(
+                list(ir.ArrayAttr(copy.attributes["arg_attrs"]))[:drop_from])
+    copy.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(inputs, [v.type for v in values]))
+    return new_name

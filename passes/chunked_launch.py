@@ -23,16 +23,13 @@ the kernel's scalar arguments), the atomic's old value unused. Others are launch
 """
 from __future__ import annotations
 
-from typing import Callable
-
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..dialects.adj import item_sum_buffers, launch_call
-from .autodiff.ir_util import unravel
+from .autodiff.ir_util import unravel, walk
 from .autodiff.reduction import CHUNK, pairwise_sum
 from .kernel_abi import check_ndrange_bounds, launched
-from .walk import walk
 
 _ADDF, _ADDI = 0, 1                     # memref.atomic_rmw kinds (arith.AtomicRMWKind)
 _REASSOC = "#arith.fastmath<reassoc>"
@@ -63,18 +60,8 @@ def lower_summing_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
     acc_types = [r.type for r in launch.results]    # f64
 
     with ir.InsertionPoint(launch), launch.location:
-        partials: list[ir.Value] = []
-
-        def begin(chunks: ir.Value) -> None:
-            partials.extend(memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
-                                                           t), [chunks], []) for t in acc_types)
-
-        def finish(c: ir.Value, sums: list[ir.Value]) -> None:
-            for s, p in zip(sums, partials):
-                memref.store(s, p, [c])
-
-        chunks = _chunk_loop(launch, kernel, ndrange, copies[key], list(call.operands)[:first],
-                             value_types, acc_types, begin, finish)
+        chunks, partials = _chunk_loop(launch, kernel, ndrange, copies[key],
+                                       list(call.operands)[:first], value_types, acc_types)
         for r, p in zip(launch.results, partials):
             r.replace_all_uses_with(pairwise_sum(p, chunks, r.type))
     launch.erase()
@@ -84,9 +71,9 @@ def lower_summing_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
 def lower_accumulating_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
                               copies: Copies) -> bool:
     """A launch of a kernel that adds into elements every item shares with atomics, as
-    chunks summing as they go, each chunk adding its partial with one atomic (the module
-    docstring). False (nothing changed) where the kernel has no such atomic or is not of the
-    plain form."""
+    chunks summing as they go; once the launch is over, each sum (the chunks' partials
+    pairwise) is added into its element (the module docstring). False (nothing changed)
+    where the kernel has no such atomic or is not of the plain form."""
     call, name, ndrange = launched(launch, kernels)
     kernel = kernels[name]
     key = (name, "atomic_sums")
@@ -107,18 +94,8 @@ def lower_accumulating_launch(launch: ir.Operation, kernels: dict[str, ir.Operat
     acc_types = [ir.F64Type.get() if isinstance(t, ir.FloatType) else t for t in value_types]
 
     with ir.InsertionPoint(launch), launch.location:
-        partials: list[ir.Value] = []
-
-        def begin(chunks: ir.Value) -> None:
-            partials.extend(memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
-                                                           t), [chunks], []) for t in acc_types)
-
-        def finish(c: ir.Value, sums: list[ir.Value]) -> None:
-            for s, p in zip(sums, partials):
-                memref.store(s, p, [c])
-
-        chunks = _chunk_loop(launch, kernel, ndrange, copies[key], args, value_types,
-                             acc_types, begin, finish)
+        chunks, partials = _chunk_loop(launch, kernel, ndrange, copies[key], args, value_types,
+                                       acc_types)
         # After the launch, nothing else adds into these elements: plain adds, each of a
         # sum rounded once (chunk partials pairwise, in f64 for floats).
         for p, t, acc, (array, passed, indices, _) in zip(partials, value_types, acc_types,
@@ -135,13 +112,12 @@ def lower_accumulating_launch(launch: ir.Operation, kernels: dict[str, ir.Operat
 
 def _chunk_loop(launch: ir.Operation, kernel: ir.Operation, ndrange: list[ir.Value],
                 copy: str, args: list[ir.Value], value_types: list[ir.Type],
-                acc_types: list[ir.Type], begin: Callable[[ir.Value], None],
-                finish: Callable[[ir.Value, list[ir.Value]], None]) -> ir.Value:
+                acc_types: list[ir.Type]) -> tuple[ir.Value, list[ir.Value]]:
     """At the insertion point: scf.parallel over chunks of CHUNK items of `ndrange`, each
     calling @copy(args, ids, sizes) per item and adding its results into accumulators of
-    `acc_types`, then `finish(chunk, sums)`; `begin(chunks)` runs before the loop. Returns
-    the number of chunks. A launch that does not fit its arrays runs no item (its ndrange
-    check reports)."""
+    `acc_types`, stored per chunk into one buffer per result. Returns (the number of chunks,
+    those buffers). A launch that does not fit its arrays runs no item (its ndrange check
+    reports)."""
     idx = ir.IndexType.get()
     fits = check_ndrange_bounds(kernel, list(launch_call(launch).operands), ndrange)
     items = arith.constant(idx, 1)
@@ -150,7 +126,8 @@ def _chunk_loop(launch: ir.Operation, kernel: ir.Operation, ndrange: list[ir.Val
     if fits is not None:
         items = arith.select(fits, items, arith.constant(idx, 0))
     chunks = arith.ceildivui(items, arith.constant(idx, CHUNK))
-    begin(chunks)
+    partials = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
+                             [chunks], []) for t in acc_types]
     loop = scf.ParallelOp([], [arith.constant(idx, 0)], [chunks], [arith.constant(idx, 1)], [])
     body = loop.regions[0].blocks.append(idx)
     with ir.InsertionPoint(body):
@@ -165,9 +142,10 @@ def _chunk_loop(launch: ir.Operation, kernel: ir.Operation, ndrange: list[ir.Val
                                  args + ids + ndrange).results
             scf.YieldOp([_accumulate(a, v, t)
                          for a, v, t in zip(chunk.inner_iter_args, values, acc_types)])
-        finish(body.arguments[0], list(chunk.results))
+        for total, p in zip(chunk.results, partials):
+            memref.store(total, p, [body.arguments[0]])
         scf.ReduceOp([], 0)
-    return chunks
+    return chunks, partials
 
 
 def _accumulate(acc: ir.Value, v: ir.Value, t: ir.Type) -> ir.Value:
@@ -210,11 +188,8 @@ def _uniform_atomics(kernel: ir.Operation) -> list[ir.Operation]:
     top-level block, their old values unused, the array used by nothing else; [] unless
     every atomic add of the kernel is such (a partly rewritten kernel would add twice)."""
     entry = kernel.regions[0].blocks[0]
-    found, every = [], []
-    for op in _walk_ops(kernel):
-        if op.name == "memref.atomic_rmw":
-            every.append(op)
-    for op in every:
+    found = []
+    for op in [op for op in walk(kernel) if op.name == "memref.atomic_rmw"]:
         kind = ir.IntegerAttr(op.attributes["kind"]).value
         array = op.operands[1]
         indices = list(op.operands[2:])
@@ -226,17 +201,6 @@ def _uniform_atomics(kernel: ir.Operation) -> list[ir.Operation]:
             return []
         found.append(op)
     return found
-
-
-def _walk_ops(root: ir.Operation) -> list[ir.Operation]:
-    out: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        out.append(op)
-        return ir.WalkResult.ADVANCE
-
-    walk(root, visit)
-    return out
 
 
 def _returning_copy(kernel: ir.Operation, new_name: str, sinks: list[ir.Operation],

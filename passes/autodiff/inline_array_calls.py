@@ -29,7 +29,7 @@ recomputed, exactly as if the user had written the loop in the kernel.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from mlir import ir
 
@@ -65,19 +65,22 @@ def inline_array_calls(diff: "Differentiator", fn: ir.Operation, sig: Signature)
 
 def _runs_loops(diff: "Differentiator", name: str) -> bool:
     """Whether @name, or a function it calls, has a loop."""
-    seen: set[str] = set()
+    return any(op.name in LOOPS for op in _reachable_ops(diff, name))
+
+
+def _reachable_ops(diff: "Differentiator", name: str) -> Iterator[ir.Operation]:
+    """The ops of @name and of every function it calls, directly or not, each once."""
+    seen = {name}
     todo = [name]
     while todo:
         fn = diff.lookup(todo.pop())
         if fn is None or fn.name != "func.func":
             continue
         for op in walk(fn):
-            if op.name in LOOPS:
-                return True
+            yield op
             if op.name == "func.call" and callee(op) not in seen:
                 seen.add(callee(op))
                 todo.append(callee(op))
-    return False
 
 
 def _returns_array(op: ir.Operation) -> bool:
@@ -92,22 +95,8 @@ def _inlinable(diff: "Differentiator", call: ir.Operation) -> bool:
 
 def _recursive(diff: "Differentiator", name: str) -> bool:
     """Whether @name can reach itself through calls."""
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        fn = diff.lookup(todo.pop())
-        if fn is None or fn.name != "func.func":
-            continue
-        for op in walk(fn):
-            if op.name != "func.call":
-                continue
-            target = callee(op)
-            if target == name:
-                return True
-            if target not in seen:
-                seen.add(target)
-                todo.append(target)
-    return False
+    return any(op.name == "func.call" and callee(op) == name
+               for op in _reachable_ops(diff, name))
 
 
 def _inline(call: ir.Operation, target: ir.Operation) -> None:

@@ -27,7 +27,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..dialects.adj import item_sum_buffers, launch_call
-from .autodiff.ir_util import unravel, walk
+from .autodiff.ir_util import constant_int, unravel, walk
 from .autodiff.reduction import CHUNK, pairwise_sum
 from .kernel_abi import check_ndrange_bounds, launched
 
@@ -76,14 +76,12 @@ def lower_accumulating_launch(launch: ir.Operation, kernels: dict[str, ir.Operat
     where the kernel has no such atomic or is not of the plain form."""
     call, name, ndrange = launched(launch, kernels)
     kernel = kernels[name]
+    atomics = _uniform_atomics(kernel)
+    if not atomics:
+        return False
     key = (name, "atomic_sums")
     if key not in copies:
-        atomics = _uniform_atomics(kernel)
-        copies[key] = (_returning_copy(kernel, f"{name}__atomic_sums", atomics, None)
-                       if atomics else None)
-    if copies[key] is None:
-        return False
-    atomics = _uniform_atomics(kernel)
+        copies[key] = _returning_copy(kernel, f"{name}__atomic_sums", atomics, None)
     entry = kernel.regions[0].blocks[0]
     args = list(call.operands)
     params = list(entry.arguments)
@@ -180,7 +178,7 @@ def _uniform(v: ir.Value, entry: ir.Block) -> bool:
 
 def _constant_copy(v: ir.Value) -> ir.Value:
     """A constant index of the kernel, made again at the launch."""
-    return arith.constant(v.type, ir.IntegerAttr(v.owner.operation.attributes["value"]).value)
+    return arith.constant(v.type, constant_int(v))
 
 
 def _uniform_atomics(kernel: ir.Operation) -> list[ir.Operation]:

@@ -139,8 +139,8 @@ def _privatize_non_entries(module: ir.Module) -> None:
 def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
     """Runs the passes after `lower_cpu` on a module it already lowered: `cpu_pipeline`
     with `widen_bool_memrefs` in place."""
-    before, after = _stages(num_threads)
     threads = default_num_threads() if num_threads is None else num_threads
+    before, after = _stages(threads)
     with module.context, ir.Location.unknown():
         _privatize_non_entries(module)
         pm = PassManager()

@@ -32,6 +32,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from .autodiff.ir_util import constant_int
 from .walk import walk
 
 SERIAL_WORK = 1 << 23    # iterations x cost: ~30 us of vectorised work at most
@@ -41,14 +42,6 @@ _DIVISIONS = ("arith.divf", "arith.divsi", "arith.divui", "arith.remf", "arith.r
               "arith.remui", "arith.ceildivsi", "arith.ceildivui", "arith.floordivsi")
 _FREE = ("arith.constant", "scf.yield", "scf.reduce", "scf.reduce.return", "memref.dim",
          "arith.index_cast", "arith.index_castui")
-
-
-def _constant_index(v: ir.Value) -> int | None:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
-        return None
-    attr = owner.operation.attributes["value"]
-    return ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else None
 
 
 def block_cost(block: ir.Block) -> int | None:
@@ -67,7 +60,7 @@ def op_cost(op: ir.Operation) -> int | None:
     if name in _FREE:
         return 0
     if name == "scf.for":
-        lb, ub, step = (_constant_index(v) for v in list(op.operands)[:3])
+        lb, ub, step = (constant_int(v) for v in list(op.operands)[:3])
         body = block_cost(op.regions[0].blocks[0])
         if None in (lb, ub, step, body) or step <= 0:
             return None
@@ -77,9 +70,8 @@ def op_cost(op: ir.Operation) -> int | None:
         if None in branches:
             return None
         return 1 + max(branches, default=0)
-    if name in ("scf.while", "scf.parallel", "func.call", "func.call_indirect") or (
-            op.regions and name != "memref.alloca_scope"):
-        return None
+    if op.regions or name in ("func.call", "func.call_indirect"):
+        return None     # scf.while, scf.parallel, or any other op with regions: unknown
     if name.startswith("math."):
         return COSTLY
     if name in _DIVISIONS:

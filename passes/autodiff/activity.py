@@ -23,7 +23,7 @@ from typing import Callable, Iterable
 from mlir import ir
 
 from ...dialects.adj import launch_call
-from .ir_util import is_float, is_float_memref, is_memref, walk
+from .ir_util import callee, is_float, is_float_memref, is_memref, walk
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 
 SHADOWED_ARGS = ("dup", "dupnoneed")
@@ -227,8 +227,7 @@ class Activity:
         if self.callee_writes is None:
             written = [v for v in ins if is_memref(v.type)]
         else:
-            name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
-            written = [ins[k] for k in sorted(self.callee_writes(name)) if k < len(ins)]
+            written = [ins[k] for k in sorted(self.callee_writes(callee(call))) if k < len(ins)]
         return written + [r for r in op.results if is_memref(r.type)]
 
     def _propagate_varied(self) -> bool:

@@ -42,7 +42,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ...dialects import adj
-from .ir_util import ATOMIC_ADDF, clone_op, func_type, index, is_memref, walk
+from .ir_util import ATOMIC_ADDF, clone_op, constant_int, func_type, index, is_memref, walk
 
 _LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall")
 _SITE_ATTR = "adj.gather_site"
@@ -61,14 +61,6 @@ class Gather:
     kernel: str = ""
 
 
-def _constant(v: ir.Value) -> int | None:
-    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
-        attr = v.owner.operation.attributes["value"]
-        if isinstance(attr, ir.IntegerAttr):
-            return ir.IntegerAttr(attr).value
-    return None
-
-
 def affine(v: ir.Value, ndim: int) -> tuple[int, int] | None:
     """(work-item dimension, constant) when `v` is that id plus the constant, else None."""
     if not isinstance(v, ir.OpResult):
@@ -82,12 +74,12 @@ def affine(v: ir.Value, ndim: int) -> tuple[int, int] | None:
         return affine(op.operands[0], ndim)
     if op.name in ("arith.addi", "arith.subi"):
         a, b = op.operands
-        cb = _constant(b)
+        cb = constant_int(b)
         if cb is not None:
             base = affine(a, ndim)
             sign = 1 if op.name == "arith.addi" else -1
             return None if base is None else (base[0], base[1] + sign * cb)
-        ca = _constant(a)
+        ca = constant_int(a)
         if ca is not None and op.name == "arith.addi":
             base = affine(b, ndim)
             return None if base is None else (base[0], base[1] + ca)

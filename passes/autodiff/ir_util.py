@@ -73,6 +73,15 @@ def index(value: int) -> ir.Value:
     return arith.constant(ir.IndexType.get(), value)
 
 
+def constant_int(v: ir.Value) -> int | None:
+    """The value of an integer or index `arith.constant`, else None."""
+    if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
+        attr = v.owner.operation.attributes["value"]
+        if isinstance(attr, ir.IntegerAttr):
+            return ir.IntegerAttr(attr).value
+    return None
+
+
 def add(a: ir.Value | None, b: ir.Value | None, reassoc: bool = False) -> ir.Value | None:
     """a + b for adjoints and tangents, where None stands for an exact zero; `reassoc` marks
     the add reassociable (a loop's running sum that LLVM may then vectorise)."""

@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
-from .ir_util import index
+from .ir_util import index, walk
 
 CHUNK = 4096
 LANES = 4
@@ -132,14 +132,7 @@ def expand_all_item_sums(module: ir.Module) -> None:
     """adjit-opt --adj-expand-item-sums: expand_item_sums on every launch of `module` (what
     the GPU lowerings do first), so FileCheck tests can see the sums over filled buffers."""
     op = getattr(module, "operation", module)
-    launches: list[ir.Operation] = []
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        if inner.name == "adj.launch" and len(inner.results):
-            launches.append(inner)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
+    launches = [inner for inner in walk(op) if inner.name == "adj.launch"]
     with op.context, op.location:
         for launch in launches:
             expand_item_sums(launch)

@@ -15,8 +15,9 @@ Where keys live, in a plain function:
   pushes a block's keys at the block's end (last asked first); the reverse pass pops them at
   the start of the reversed block, so that a block's own values are popped before those of
   the loops nested in it, which the augmented pass pushed earlier. An array pushed there
-  (another function's tape, say) goes on as its elements and its sizes. The reverse pass reads the tape without changing it (its stack
-  pointers are locals), so a tape can serve several reverse calls.
+  (another function's tape, say) goes on as its elements and its sizes. The reverse pass
+  reads the tape without changing it (its stack pointers are locals), so a tape can serve
+  several reverse calls.
 A kernel's tape has a fixed number of slots per work item instead: see kernel_tape.py.
 
 A key is a primal ir.Value, or a tuple for values the reverse pass needs that the primal

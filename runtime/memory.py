@@ -9,7 +9,9 @@ temporaries inside compiled code, arrays it returns (until NumPy frees them), an
 The allocator is native code, written in the LLVM dialect: allocation happens on
 async-runtime worker threads, where a Python callback would need the GIL. Counters are
 updated with atomic instructions. Each block carries a header (offset to the start of the
-block, requested size) so that free knows what to subtract. Freed blocks of 1 MiB or more are
+block, requested size, whether it is a cacheable large block, its capacity) so that free knows
+what to subtract. Data starts on a cache line, and from 64 KiB on, on a page: arrays left at
+different offsets within a page slow kernels that read one and write the other (4K aliasing). Freed blocks of 1 MiB or more are
 kept, up to 256 MiB in 64 slots taken and returned atomically, for later allocations of a
 size they fit (`release_cached_memory()` frees them): glibc unmaps such blocks (above its mmap
 threshold) or trims them when freed, and every gradient call would fault in and zero its pages
@@ -78,7 +80,10 @@ llvm.func @adj_release_cached_memory() -> i64 {
   %cap_slot = llvm.getelementptr %p[-4] : (!llvm.ptr) -> !llvm.ptr, i64
   %cap = llvm.load %cap_slot : !llvm.ptr -> i64
   %0 = llvm.atomicrmw sub %cached, %cap seq_cst : !llvm.ptr, i64
-  %block = llvm.getelementptr %p[-32] : (!llvm.ptr) -> !llvm.ptr, i8
+  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %off = llvm.load %off_slot : !llvm.ptr -> i64
+  %neg = llvm.sub %c0, %off : i64
+  %block = llvm.getelementptr %p[%neg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
   llvm.call @free(%block) : (!llvm.ptr) -> ()
   %sum = llvm.add %total, %cap : i64
   llvm.br ^loop(%next, %sum : i64, i64)
@@ -151,15 +156,33 @@ llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   %cacheable = llvm.and %big, %not_huge : i1
   llvm.cond_br %cacheable, ^scan(%c0, %none, %none : i64, i64, i64), ^small
 ^small:
-  %header = llvm.mlir.constant(16 : i64) : i64
-  %total = llvm.add %size, %header : i64
+  // Data 64-byte aligned (a cache line); from 64 KiB on, page aligned: two arrays at
+  // different offsets within a page make a kernel's loads of one falsely wait on its stores
+  // to the other (4K aliasing: a stencil over heap-placed 256 KiB arrays ran 6x slower).
+  %header = llvm.mlir.constant(32 : i64) : i64
+  %c64 = llvm.mlir.constant(64 : i64) : i64
+  %page = llvm.mlir.constant(4096 : i64) : i64
+  %mid = llvm.mlir.constant(65536 : i64) : i64
+  %is_mid = llvm.icmp "uge" %size, %mid : i64
+  %align = llvm.select %is_mid, %page, %c64 : i1, i64
+  %pad = llvm.add %header, %align : i64
+  %total = llvm.add %size, %pad : i64
   %block = llvm.call @adj_malloc(%total) : (i64) -> !llvm.ptr
   %failed = llvm.icmp "eq" %block, %null : !llvm.ptr
   llvm.cond_br %failed, ^fail, ^small_ok
 ^small_ok:
-  %sp = llvm.getelementptr %block[16] : (!llvm.ptr) -> !llvm.ptr, i8
+  %bi = llvm.ptrtoint %block : !llvm.ptr to i64
+  %align_less_1 = llvm.sub %align, %c1 : i64
+  %lowest = llvm.add %bi, %header : i64
+  %up_s = llvm.add %lowest, %align_less_1 : i64
+  %mask_s = llvm.sub %c0, %align : i64
+  %spi = llvm.and %up_s, %mask_s : i64
+  %soff = llvm.sub %spi, %bi : i64
+  %sp = llvm.getelementptr %block[%soff] : (!llvm.ptr, i64) -> !llvm.ptr, i8
   %off_slot = llvm.getelementptr %sp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %header, %off_slot : i64, !llvm.ptr
+  llvm.store %soff, %off_slot : i64, !llvm.ptr
+  %kind_slot = llvm.getelementptr %sp[-3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %c0, %kind_slot : i64, !llvm.ptr
   llvm.br ^count(%sp : !llvm.ptr)
 ^scan(%i: i64, %best: i64, %best_cap: i64):
   %more = llvm.icmp "ult" %i, %n : i64
@@ -204,7 +227,10 @@ llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   llvm.cond_br %kept, ^fresh, ^drop
 ^drop:
   %2 = llvm.atomicrmw sub %cached, %ccap seq_cst : !llvm.ptr, i64
-  %dblock = llvm.getelementptr %cp[-32] : (!llvm.ptr) -> !llvm.ptr, i8
+  %doff_slot = llvm.getelementptr %cp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %doff = llvm.load %doff_slot : !llvm.ptr -> i64
+  %dneg = llvm.sub %c0, %doff : i64
+  %dblock = llvm.getelementptr %cp[%dneg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
   llvm.call @free(%dblock) : (!llvm.ptr) -> ()
   llvm.br ^fresh
 ^fresh:
@@ -213,18 +239,25 @@ llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   %up = llvm.add %size, %page_less_1 : i64
   %cap = llvm.and %up, %page_mask : i64
   %lheader = llvm.mlir.constant(32 : i64) : i64
-  %ltotal = llvm.add %cap, %lheader : i64
+  %lpage = llvm.mlir.constant(4096 : i64) : i64
+  %lpad = llvm.add %lheader, %lpage : i64
+  %ltotal = llvm.add %cap, %lpad : i64
   %lblock = llvm.call @adj_malloc(%ltotal) : (i64) -> !llvm.ptr
   %lfailed = llvm.icmp "eq" %lblock, %null : !llvm.ptr
   llvm.cond_br %lfailed, ^fail, ^fresh_ok
 ^fresh_ok:
-  %lp = llvm.getelementptr %lblock[32] : (!llvm.ptr) -> !llvm.ptr, i8
+  %lbi = llvm.ptrtoint %lblock : !llvm.ptr to i64
+  %llowest = llvm.add %lbi, %lheader : i64
+  %lup = llvm.add %llowest, %page_less_1 : i64
+  %lpi = llvm.and %lup, %page_mask : i64
+  %loff = llvm.sub %lpi, %lbi : i64
+  %lp = llvm.getelementptr %lblock[%loff] : (!llvm.ptr, i64) -> !llvm.ptr, i8
   %cap_slot = llvm.getelementptr %lp[-4] : (!llvm.ptr) -> !llvm.ptr, i64
   llvm.store %cap, %cap_slot : i64, !llvm.ptr
-  %pad_slot = llvm.getelementptr %lp[-3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %c0, %pad_slot : i64, !llvm.ptr
+  %kind_slot_l = llvm.getelementptr %lp[-3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %c1, %kind_slot_l : i64, !llvm.ptr
   %loff_slot = llvm.getelementptr %lp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %lheader, %loff_slot : i64, !llvm.ptr
+  llvm.store %loff, %loff_slot : i64, !llvm.ptr
   llvm.br ^count(%lp : !llvm.ptr)
 ^count(%p: !llvm.ptr):
   %size_slot = llvm.getelementptr %p[-1] : (!llvm.ptr) -> !llvm.ptr, i64
@@ -250,8 +283,10 @@ llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
   %size = llvm.load %size_slot : !llvm.ptr -> i64
   %in_use = llvm.mlir.addressof @adj_bytes_in_use : !llvm.ptr
   %0 = llvm.atomicrmw sub %in_use, %size seq_cst : !llvm.ptr, i64
-  %lheader = llvm.mlir.constant(32 : i64) : i64
-  %large = llvm.icmp "eq" %off, %lheader : i64
+  %kind_slot = llvm.getelementptr %p[-3] : (!llvm.ptr) -> !llvm.ptr, i64
+  %kind = llvm.load %kind_slot : !llvm.ptr -> i64
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %large = llvm.icmp "eq" %kind, %one : i64
   llvm.cond_br %large, ^cache, ^release
 ^cache:
   %cap_slot = llvm.getelementptr %p[-4] : (!llvm.ptr) -> !llvm.ptr, i64

@@ -128,10 +128,16 @@ class AugGen:
         """The stack state that `op`'s regions thread, if they push."""
         return list(self.stacks.values) if op in self._threads else []
 
-    def aug_shadow(self, v: ir.Value) -> ir.Value:
-        """A shadow to pass to a callee's augmented pass, which only reads or ignores it."""
+    def aug_shadow(self, v: ir.Value, callee: str, position: int) -> ir.Value:
+        """A shadow of `v` for parameter `position` of the augmented function @callee, which
+        never writes it. Where @callee reads no more than its shape (generated augmented
+        functions ignore shadows; a custom rule may read one), `v` itself stands in for it:
+        a fresh zeroed array per call cost the G2b gradient two allocations and fills of a
+        state per step."""
         if v in self.shadow_params:
             return self.shadow_params[v]
+        if not reads_values(self.ctx.diff.symbols, callee, position, {}):
+            return self.vmap[v]
         return zeroed_like(self.vmap[v])
 
     def aug_func_call(self, op: ir.Operation) -> None:
@@ -143,7 +149,7 @@ class AugGen:
         for v, a in zip(op.operands, sig.activity):
             args.append(self.vmap[v])
             if a in ("dup", "dupnoneed"):
-                args.append(self.aug_shadow(v))
+                args.append(self.aug_shadow(v, d.aug, len(args)))
         primal = [r.type for r in op.results] if sig.with_primal else []
         call = func.CallOp(primal + list(d.tape), ir.FlatSymbolRefAttr.get(d.aug), args)
         outs = list(call.results)
@@ -340,3 +346,33 @@ def prune_unneeded(fn: ir.Operation) -> None:
     for op in reversed(all_ops):
         if op not in live:
             op.erase()
+
+
+def reads_values(symbols: dict[str, ir.Operation], callee: str, position: int,
+                 seen: dict[tuple[str, int], bool]) -> bool:
+    """Whether @callee may read the elements of its memref parameter `position` (or write
+    them): true unless its only uses are memref.dim and arguments of calls (launches
+    included) whose callees, in turn, do not read theirs. `seen`: answers so far (a cycle
+    counts as not reading, as it adds no use of its own)."""
+    key = (callee, position)
+    if key in seen:
+        return seen[key]
+    fn = symbols.get(callee)
+    if fn is None or fn.name != "func.func" or len(fn.regions[0].blocks) == 0:
+        return True
+    seen[key] = False
+    reads = False
+    for use in fn.regions[0].blocks[0].arguments[position].uses:
+        op = use.owner
+        if op.name == "memref.dim" and use.operand_number == 0:
+            continue
+        if op.name == "func.call" and reads_values(
+                symbols, ir.FlatSymbolRefAttr(op.attributes["callee"]).value,
+                use.operand_number, seen):
+            reads = True
+        elif op.name != "func.call":
+            reads = True
+        if reads:
+            break
+    seen[key] = reads
+    return reads

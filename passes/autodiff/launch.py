@@ -71,7 +71,7 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
     for v, a in zip(call.operands, sig.activity):
         args.append(gen.vmap[v])
         if a in ("dup", "dupnoneed"):
-            args.append(gen.aug_shadow(v))
+            args.append(gen.aug_shadow(v, d.aug, len(args)))
     ndrange = [gen.vmap[v] for v in op.operands]
     items = numel(ndrange)
     kernel_args = [gen.vmap[v] for v in call.operands]

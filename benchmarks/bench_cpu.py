@@ -65,6 +65,14 @@ def sum_squares_atomic(x, out):
     adjit.atomic_add(out, 0, x[i] * x[i])
 
 
+@adjit.kernel
+def histogram(bins, w, h):
+    # Adds into a small array at indices that vary: private copies per part of the items
+    # (passes/chunked_launch.py lower_privatised_launch)
+    i = adjit.index()
+    adjit.atomic_add(h, bins[i], w[i])
+
+
 def row(name: str, first: float, ours: float, numpy: float) -> None:
     print(f"{name:<34} {first * 1e3:>9.1f} {ours * 1e3:>10.3f} {numpy * 1e3:>10.3f} "
           f"{numpy / ours:>8.2f}x")
@@ -116,6 +124,19 @@ def main() -> None:
     assert np.isclose(atomic_sum(), np.sum(x.astype(np.float64) ** 2), rtol=1e-6)
     row("sum of squares, atomic_add kernel 10M f32", first, best_of(atomic_sum),
         best_of(lambda: np.sum(x * x)))
+
+    bins = rng.integers(0, 256, 4_000_000)
+    w = rng.random(4_000_000, dtype=np.float32)
+    h = np.zeros(256, np.float32)
+
+    def hist():
+        h.fill(0.0)
+        histogram(bins, w, h, ndrange=len(w))
+        return h
+    first = best_of(hist, 1, warmup=False)
+    assert np.allclose(hist(), np.bincount(bins, weights=w, minlength=256), rtol=1e-6)
+    row("histogram 4M f32 into 256 bins", first, best_of(hist),
+        best_of(lambda: np.bincount(bins, weights=w, minlength=256)))
 
 
 if __name__ == "__main__":

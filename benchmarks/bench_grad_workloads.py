@@ -110,6 +110,12 @@ def residual_sq(a: adjit.f32, b: adjit.f32, x, y, out):
     out[i] = (a * x[i] + b - y[i]) ** 2
 
 
+@adjit.kernel
+def table_lookup(idx, w, x, out):
+    i = adjit.index()
+    out[i] = w[idx[i]] * x[i]     # an indirect read: its adjoint scatters into dw
+
+
 # ---- float64 NumPy references and hand-written NumPy derivatives ---------------------------
 # The stencil steps v = S(u): interior points v = c + 0.1*lap(c) (+ 0.05*c*(1-c)), borders
 # copied. Their adjoint g -> S'(u)^T g is written in scatter form with slices.
@@ -165,6 +171,11 @@ def linreg_grad_np(a, b, x, y):
 
 def softplus_grad_np(x):
     return (1.0 / (1.0 + np.exp(-x)),), np.sum(np.log(1.0 + np.exp(x)))
+
+
+def lookup_grad_np(idx, w, x):
+    """dw for the seed dout = 1, out."""
+    return (np.bincount(idx, weights=x, minlength=len(w)).astype(w.dtype),), w[idx] * x
 
 
 def residual_grad_np(a, b, x, y):
@@ -371,11 +382,65 @@ def residual_workload(n: int, rng) -> Workload:
         state_bytes=x.nbytes)
 
 
-def workloads(n: int = 4_000_000, grid: int = 256, steps: int = 50, seed: int = 0):
+def lookup_workload(n: int, table: int, rng) -> Workload:
+    idx = rng.integers(0, table, n)
+    w = rng.random(table, dtype=np.float32)
+    x = rng.random(n, dtype=np.float32)
+    dw = np.zeros_like(w)
+    out, dout = np.empty_like(x), np.empty_like(x)
+    w64, x64 = _f64(w, x)
+
+    def grad():
+        dw.fill(0.0)
+        dout.fill(1.0)    # the seed: the launch's loss is sum(out)
+        adjit.autodiff(ReverseWithPrimal, table_lookup, Const(idx), Duplicated(w, dw), Const(x),
+                       Duplicated(out, dout), ndrange=n)
+        return (dw,), out
+
+    def jax():
+        jnp, jx = _jax()
+        if jnp is None:
+            return None
+        # idx and x are arguments: closed over, they are constants that XLA folds dw into
+        # at compile time (dw does not depend on w).
+        args = (jnp.asarray(w), jnp.asarray(idx), jnp.asarray(x))
+
+        def f(w, idx, x):
+            return w[idx] * x
+
+        def vg(w, idx, x):
+            out, pull = jx.vjp(lambda w: f(w, idx, x), w)
+            return out, pull(jnp.ones_like(out))[0]
+        p, vg = jx.jit(f), jx.jit(vg)
+        return (lambda: jx.block_until_ready(p(*args)), lambda: jx.block_until_ready(vg(*args)),
+                lambda r: _jax_answer(r, single=True))
+
+    def numba():
+        nb = _numba()
+        if nb is None:
+            return None
+        kernel = _numba_kernels(nb)["lookup"]
+
+        def run():
+            dw.fill(0.0)
+            return (kernel(idx, w, x, out, dw),), out
+        return run
+
+    return Workload(
+        f"G4 table lookup `out[i] = w[idx[i]] * x[i]`, {table} entries, dL/dw",
+        lambda: table_lookup(idx, w, x, out, ndrange=n), grad,
+        lambda: lookup_grad_np(idx, w64, x64),
+        lambda w_: float(np.sum(w_[idx] * x64)), (w64,),
+        numpy_grad=lambda: lookup_grad_np(idx, w, x), jax=jax, numba=numba,
+        state_bytes=x.nbytes)
+
+
+def workloads(n: int = 4_000_000, grid: int = 256, steps: int = 50, seed: int = 0,
+              table: int = 256):
     rng = np.random.default_rng(seed)
     return [linreg_workload(n, rng), stencil_workload(grid, steps, False, rng),
             stencil_workload(grid, steps, True, rng), softplus_workload(n, rng),
-            residual_workload(n, rng)]
+            residual_workload(n, rng), lookup_workload(n, table, rng)]
 
 
 def rel_error(answer: tuple, reference: tuple) -> float:
@@ -460,6 +525,13 @@ def _numba_kernels(nb) -> dict:
             db += g
         return da, db
 
+    @nb.njit(cache=False)
+    def lookup(idx, w, x, out, dw):   # serial: a parallel scatter into dw would race
+        for i in range(x.shape[0]):
+            out[i] = w[idx[i]] * x[i]
+            dw[idx[i]] += x[i]
+        return dw
+
     @nb.njit(parallel=True, fastmath=True, cache=False)
     def softplus(x, dx):
         loss = 0.0
@@ -533,7 +605,7 @@ def _numba_kernels(nb) -> dict:
         du0[:] = g
         return value
 
-    _NUMBA_KERNELS.update(linreg=linreg, residual=residual, softplus=softplus,
+    _NUMBA_KERNELS.update(linreg=linreg, residual=residual, softplus=softplus, lookup=lookup,
                           stencil_grad=stencil_grad)
     return _NUMBA_KERNELS
 

@@ -20,6 +20,17 @@ Only kernels of the plain form qualify: each value is stored (added) once, in th
 top-level block, so once per item; a buffer at the item's own index (adj.index), never read;
 an atomic target never read nor written otherwise, at indices every item shares (constants,
 the kernel's scalar arguments), the atomic's old value unused. Others are launched as they are.
+
+A third kind adds atomically into a small array at indices that vary (a histogram, the
+reverse of a gather `w[idx[i]]`, whose adjoint scatters into dw): `lower_privatised_launch`
+gives each of PARTS * threads parts of the items a private copy of the array, in f64 for
+floats, zeroed; the part's items run one after another on one thread and add into it with a
+plain load/add/store (`@<kernel>__private`, the atomics rewritten); then each element adds
+up the parts' copies and is added into the array once. An atomic on x86 is a locked
+compare-and-swap loop that does not vectorise and that cores contending for one line take
+turns at. It applies where the copies are small beside the work: parts * size <= items / 4
+and parts * size <= PRIVATE_LIMIT elements, decided at run time (else the launch runs with
+its atomics as written).
 """
 from __future__ import annotations
 
@@ -33,6 +44,8 @@ from .kernel_abi import check_ndrange_bounds, launched
 
 _ADDF, _ADDI = 0, 1                     # memref.atomic_rmw kinds (arith.AtomicRMWKind)
 _REASSOC = "#arith.fastmath<reassoc>"
+PARTS = 4                 # private copies per thread: parts finish at about the same time
+PRIVATE_LIMIT = 1 << 20   # elements of all parts' copies of one array (8 MiB in f64)
 
 Copies = dict[tuple[str, str], "str | None"]
 
@@ -231,4 +244,191 @@ def _returning_copy(kernel: ir.Operation, new_name: str, sinks: list[ir.Operatio
                 list(ir.ArrayAttr(copy.attributes["arg_attrs"]))[:drop_from])
     copy.attributes["function_type"] = ir.TypeAttr.get(
         ir.FunctionType.get(inputs, [v.type for v in values]))
+    return new_name
+
+
+def lower_privatised_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
+                            copies: Copies, threads: int) -> bool:
+    """A launch of a kernel that adds atomically into array arguments it uses for nothing
+    else, as parts of the items adding into private copies of those arrays where they are
+    small beside the work (the module docstring); the launch as written elsewhere, decided
+    at run time. False (nothing changed) where the kernel has no such array."""
+    call, name, ndrange = launched(launch, kernels)
+    kernel = kernels[name]
+    targets = _private_targets(kernel)
+    if not targets:
+        return False
+    key = (name, "private")
+    if key not in copies:
+        copies[key] = _private_copy(kernel, f"{name}__private", targets)
+    idx = ir.IndexType.get()
+    args = list(call.operands)
+    arrays = [args[k] for k in targets]
+    elem = [ir.MemRefType(a.type).element_type for a in arrays]
+    acc_types = [ir.F64Type.get() if isinstance(t, ir.FloatType) else t for t in elem]
+
+    def c(v: int) -> ir.Value:
+        return arith.constant(idx, v)
+
+    with ir.InsertionPoint(launch), launch.location:
+        parts = c(max(1, threads) * PARTS)
+        items = c(1)
+        for e in ndrange:
+            items = arith.muli(items, e)
+        sizes = [[memref.dim(a, c(d)) for d in range(ir.MemRefType(a.type).rank)]
+                 for a in arrays]
+        counts = []
+        worth = None
+        for dims_ in sizes:
+            m = c(1)
+            for d in dims_:
+                m = arith.muli(m, d)
+            counts.append(m)
+            copy_elems = arith.muli(m, parts)
+            ok = arith.andi(
+                arith.cmpi(arith.CmpIPredicate.ule, arith.muli(copy_elems, c(4)), items),
+                arith.cmpi(arith.CmpIPredicate.ule, copy_elems, c(PRIVATE_LIMIT)))
+            worth = ok if worth is None else arith.andi(worth, ok)
+        branch = scf.IfOp(worth, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            _run_privatised(launch, kernel, ndrange, copies[key], args, arrays, sizes, counts,
+                            acc_types, parts, items)
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            launch.clone()        # as written: lowered to a parallel loop later
+            scf.YieldOp([])
+    launch.erase()
+    return True
+
+
+def _run_privatised(launch, kernel, ndrange, copy, args, arrays, sizes, counts, acc_types,
+                    parts, items) -> None:
+    idx = ir.IndexType.get()
+
+    def c(v: int) -> ir.Value:
+        return arith.constant(idx, v)
+
+    fits = check_ndrange_bounds(kernel, list(launch_call(launch).operands), ndrange)
+    if fits is not None:     # a launch that does not fit its arrays runs no item
+        items = arith.select(fits, items, c(0))
+    privates = []
+    for m, t in zip(counts, acc_types):
+        buf = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
+                           [arith.muli(m, parts)], [])
+        fill = scf.ParallelOp([], [c(0)], [arith.muli(m, parts)], [c(1)], [])
+        body = fill.regions[0].blocks.append(idx)
+        with ir.InsertionPoint(body):
+            memref.store(arith.constant(t, 0.0 if isinstance(t, ir.FloatType) else 0), buf,
+                         [body.arguments[0]])
+            scf.ReduceOp([], 0)
+        privates.append(buf)
+    per = arith.ceildivui(items, parts)
+    loop = scf.ParallelOp([], [c(0)], [parts], [c(1)], [])
+    body = loop.regions[0].blocks.append(idx)
+    with ir.InsertionPoint(body):
+        p = body.arguments[0]
+        lo = arith.minui(arith.muli(p, per), items)
+        hi = arith.minui(arith.addi(lo, per), items)
+        extra = []
+        for buf, m in zip(privates, counts):
+            extra += [buf, arith.muli(p, m)]
+        run = scf.ForOp(lo, hi, c(1), [])
+        with ir.InsertionPoint(run.body):
+            ids = unravel(run.induction_variable, ndrange)
+            func.CallOp([], ir.FlatSymbolRefAttr.get(copy), args + extra + ids + ndrange)
+            scf.YieldOp([])
+        scf.ReduceOp([], 0)
+    # Each element: its parts' copies added in order, then into the array once.
+    for array, dims_, m, buf, t in zip(arrays, sizes, counts, privates, acc_types):
+        elem = ir.MemRefType(array.type).element_type
+        reduce = scf.ParallelOp([], [c(0)], [m], [c(1)], [])
+        body = reduce.regions[0].blocks.append(idx)
+        with ir.InsertionPoint(body):
+            e = body.arguments[0]
+            zero = arith.constant(t, 0.0 if isinstance(t, ir.FloatType) else 0)
+            total = scf.ForOp(c(0), parts, c(1), [zero])
+            with ir.InsertionPoint(total.body):
+                at = arith.addi(arith.muli(total.induction_variable, m), e)
+                x = memref.load(buf, [at])
+                scf.YieldOp([arith.addf(total.inner_iter_args[0], x)
+                             if isinstance(t, ir.FloatType)
+                             else arith.addi(total.inner_iter_args[0], x)])
+            value = total.results[0]
+            if value.type != elem:
+                value = arith.truncf(elem, value)
+            at = unravel(e, dims_)
+            old = memref.load(array, at)
+            memref.store(arith.addf(old, value) if isinstance(elem, ir.FloatType)
+                         else arith.addi(old, value), array, at)
+            scf.ReduceOp([], 0)
+
+
+def _private_targets(kernel: ir.Operation) -> list[int]:
+    """Positions of the kernel's array parameters that only atomic adds (old values unused)
+    and memref.dim use: the arrays a launch may privatise."""
+    entry = kernel.regions[0].blocks[0]
+    found = []
+    for k, param in enumerate(entry.arguments):
+        if not isinstance(param.type, ir.MemRefType):
+            continue
+        atomics = 0
+        for use in param.uses:
+            op = use.owner.operation
+            if op.name == "memref.dim" and use.operand_number == 0:
+                continue
+            if (op.name != "memref.atomic_rmw" or use.operand_number != 1
+                    or ir.IntegerAttr(op.attributes["kind"]).value not in (_ADDF, _ADDI)
+                    or len(list(op.results[0].uses))):
+                atomics = -1
+                break
+            atomics += 1
+        if atomics > 0:
+            found.append(k)
+    return found
+
+
+def _private_copy(kernel: ir.Operation, new_name: str, targets: list[int]) -> str:
+    """A copy of `kernel` named `new_name` taking, after its parameters, a private buffer
+    (flat, f64 for floats) and a base offset per target array, into which it adds with plain
+    loads and stores where the kernel adds into the array atomically."""
+    copy = kernel.clone(ir.InsertionPoint.after(kernel))
+    copy.attributes["sym_name"] = ir.StringAttr.get(new_name)
+    block = copy.regions[0].blocks[0]
+    idx = ir.IndexType.get()
+    ftype = ir.FunctionType(ir.TypeAttr(copy.attributes["function_type"]).value)
+    inputs = list(ftype.inputs)
+    loc = copy.location
+    for k in targets:
+        array = block.arguments[k]
+        elem = ir.MemRefType(array.type).element_type
+        acc = ir.F64Type.get() if isinstance(elem, ir.FloatType) else elem
+        buf_t = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc)
+        buf = block.add_argument(buf_t, loc)
+        base = block.add_argument(idx, loc)
+        inputs += [buf_t, idx]
+        for use in list(array.uses):
+            op = use.owner.operation
+            if op.name != "memref.atomic_rmw":
+                continue
+            with ir.InsertionPoint(op), op.location:
+                indices = list(op.operands)[2:]
+                at = base
+                if indices:
+                    linear = indices[0]
+                    for d in range(1, len(indices)):
+                        size = memref.dim(array, arith.constant(idx, d))
+                        linear = arith.addi(arith.muli(linear, size), indices[d])
+                    at = arith.addi(base, linear)
+                value = op.operands[0]
+                if value.type != acc:
+                    value = arith.extf(acc, value)
+                old = memref.load(buf, [at])
+                memref.store(arith.addf(old, value) if isinstance(acc, ir.FloatType)
+                             else arith.addi(old, value), buf, [at])
+            op.erase()
+    if "arg_attrs" in copy.attributes:
+        attrs = list(ir.ArrayAttr(copy.attributes["arg_attrs"]))
+        copy.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            attrs + [ir.DictAttr.get({})] * (len(inputs) - len(attrs)))
+    copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, []))
     return new_name

@@ -23,7 +23,8 @@ from mlir import ir
 from mlir.dialects import arith, func, llvm, memref, scf
 
 from .autodiff.reduction import expand_item_sums
-from .chunked_launch import lower_accumulating_launch, lower_summing_launch
+from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
+                             lower_summing_launch)
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .walk import walk
 
@@ -176,21 +177,23 @@ def error_table(op: ir.Operation) -> list[tuple[str, str]]:
             for a in ir.ArrayAttr(op.attributes[ERROR_TABLE_ATTR])]
 
 
-def lower_cpu(module: ir.Operation) -> None:
-    """Rewrites `module` in place; raises AdjError (with the op) on malformed adj IR."""
+def lower_cpu(module: ir.Operation, threads: int = 2) -> None:
+    """Rewrites `module` in place; raises AdjError (with the op) on malformed adj IR.
+    `threads`: those the module's parallel loops will run on (privatised atomics make
+    copies per thread)."""
     with module.context, module.location:
-        _lower_cpu(module)
+        _lower_cpu(module, threads)
 
 
-def _lower_cpu(module: ir.Operation) -> None:
+def _lower_cpu(module: ir.Operation, threads: int) -> None:
     symbols = _symbol_table(module)
     copies: dict[tuple[str, str], str | None] = {}
     for launch in _ops_named(module, "adj.launch"):
         if len(launch.results):
             if not lower_summing_launch(launch, symbols, copies):
                 expand_item_sums(launch)
-        else:
-            lower_accumulating_launch(launch, symbols, copies)
+        elif not lower_accumulating_launch(launch, symbols, copies):
+            lower_privatised_launch(launch, symbols, copies, threads)
     symbols = _symbol_table(module)    # with the kernels' summing copies
     for launch in _ops_named(module, "adj.launch"):
         lower_launch_to_parallel(launch, symbols)

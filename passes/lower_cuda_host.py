@@ -50,7 +50,7 @@ def compile_host(module: ir.Module, chip: str) -> tuple[str, list[GpuKernel], li
     from mlir.dialects.llvm import translate_module_to_llvmir
     with module.context, ir.Location.unknown():
         kernels = [kernel_to_ptx(module, name, chip) for name in lower_cuda_host(module.operation)]
-        lower_cpu(module.operation)
+        lower_cpu(module.operation, threads=1)
         errors = error_table(module.operation)
         run_cpu_pipeline(module, num_threads=1)   # no async runtime on the GPU machine
         hooks = hook_runtime_calls(module.operation)

@@ -155,9 +155,10 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
 
 def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
     """Lowers an adj-level module to the LLVM dialect in place."""
+    threads = default_num_threads() if num_threads is None else num_threads
     with module.context, ir.Location.unknown():
-        lower_cpu(module.operation)
-    run_cpu_pipeline(module, num_threads)
+        lower_cpu(module.operation, threads)
+    run_cpu_pipeline(module, threads)
 
 
 def llvm_dialect_text(module: ir.Module, num_threads: int | None = None) -> str:

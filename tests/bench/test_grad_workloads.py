@@ -13,13 +13,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_grad_workloads as bench  # noqa: E402
 
-NAMES = ["G1", "G2", "G2b", "G3", "kernel"]
+NAMES = ["G1", "G2", "G2b", "G3", "kernel", "G4"]
 
 
 @pytest.fixture(scope="module")
 def tiny():
     # Grid 9 with 3 steps: the borders, the points next to them and an inner point all occur.
-    return {n: wl for n, wl in zip(NAMES, bench.workloads(n=1000, grid=9, steps=3, seed=1))}
+    # A table of 8 entries: the lookup's adjoint adds into private copies (chunked_launch.py).
+    return {n: wl for n, wl in zip(NAMES, bench.workloads(n=1000, grid=9, steps=3, seed=1,
+                                                              table=8))}
 
 
 def test_names_are_the_issues_workloads(tiny):

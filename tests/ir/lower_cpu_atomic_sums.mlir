@@ -3,8 +3,8 @@
 // chunk sums its items' values, returned by a copy of the kernel (@k__atomic_sums, the atomic
 // gone), in f64 into a partial; after the loop the partials are added pairwise and the sum,
 // rounded once, is added into the element (no atomic: the launch is over). Kernels whose
-// atomic's old value is used, whose target is also read, or whose index depends on the item
-// keep one atomic an item.
+// atomic's old value is used, or whose target is also read, keep one atomic an item; one whose
+// index depends on the item: lower_cpu_atomic_private.mlir.
 // RUN: adjit-opt %s --adj-lower-cpu | FileCheck %s
 
 func.func private @k(%x: memref<?xf32>, %out: memref<?xf32>, %j: index)
@@ -106,29 +106,5 @@ func.func @run_ticket(%t: memref<?xi64>, %out: memref<?xi64>) {
     func.call @ticket(%t, %out) : (memref<?xi64>, memref<?xi64>) -> ()
     gpu.yield
   }) {kernel = @ticket} : (index) -> ()
-  return
-}
-
-// An index that depends on the item (a histogram): one atomic an item.
-func.func private @hist(%x: memref<?xi64>, %h: memref<?xf32>)
-    attributes {adj.kernel, adj.ndim = 1 : i64} {
-  %i = "adj.index"() : () -> index
-  %one = arith.constant 1.0 : f32
-  %b = memref.load %x[%i] : memref<?xi64>
-  %k = arith.index_cast %b : i64 to index
-  %old = memref.atomic_rmw addf %one, %h[%k] : (f32, memref<?xf32>) -> f32
-  return
-}
-// CHECK-LABEL: func.func @run_hist(
-// CHECK: scf.parallel
-// CHECK-NEXT: func.call @hist(
-// CHECK-NOT: @hist__atomic_sums
-func.func @run_hist(%x: memref<?xi64>, %h: memref<?xf32>) {
-  %c0 = arith.constant 0 : index
-  %m = memref.dim %x, %c0 : memref<?xi64>
-  "adj.launch"(%m) ({
-    func.call @hist(%x, %h) : (memref<?xi64>, memref<?xf32>) -> ()
-    gpu.yield
-  }) {kernel = @hist} : (index) -> ()
   return
 }

@@ -37,6 +37,8 @@ from .augment import AugGen
 from .context import ReverseContext
 from .reverse import RevGen, Scope
 from .signature import TapeField
+from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_ends,
+                           dynamic_blocks, dynamic_types, is_dynamic)
 from .tape import Key, TapePlan, describe, key_block
 from ...runtime.tape_size import Expr, add, mentions, summation, trip
 from .uniform import emit, uniform
@@ -115,6 +117,8 @@ class KernelLayout:
         self.types: dict[str, ir.Type] = {}
         self.base: dict[Key, Expr] = {}
         for block, keys in plan.blocks.items():
+            if block != plan.top and is_dynamic(block, fn):
+                continue    # on the item's packed stacks (dynamic_tape.py)
             slots = _count(_enclosing_loops(block, fn))
             for key in keys:
                 t = plan.types[key]
@@ -131,12 +135,25 @@ class KernelLayout:
 
 
 def kernel_fields(plan: TapePlan) -> list[TapeField]:
-    layout = KernelLayout(plan, parent_op(plan.top))
-    return [TapeField(f"{name} values per work item: " +
-                      "; ".join(describe(k) for k in plan.types if str(plan.types[k]) == name),
-                      ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
-                      per_item=layout.per_item[name])
-            for name, t in layout.types.items()]
+    """The fixed per-item fields, then per element type of the packed stacks of values saved
+    in dynamic loops (dynamic_tape.py): the stack and its offsets."""
+    fn = parent_op(plan.top)
+    layout = KernelLayout(plan, fn)
+    dyn = ir.ShapedType.get_dynamic_size()
+    fixed = [TapeField(f"{name} values per work item: " +
+                       "; ".join(describe(k) for k in layout.base if str(plan.types[k]) == name),
+                       ir.MemRefType.get([dyn], t), per_item=layout.per_item[name])
+             for name, t in layout.types.items()]
+    blocks = dynamic_blocks(plan, fn)
+    packed = []
+    for t in dynamic_types(plan, fn):
+        held = "; ".join(describe(k) for b in blocks for k in plan.blocks[b]
+                         if str(plan.types[k]) == str(t))
+        packed += [TapeField(f"{t} stack of all items, per run of its loop: {held}",
+                             ir.MemRefType.get([dyn], t), dynamic="stack"),
+                   TapeField(f"{t} stack: where each item's values start (items + 1)",
+                             ir.MemRefType.get([dyn], ir.IndexType.get()), dynamic="offsets")]
+    return fixed + packed
 
 
 def _slot(item: ir.Value, per_item: ir.Value, base: ir.Value, block: ir.Block,
@@ -195,8 +212,14 @@ class KernelRevGen(RevGen):
             self.item = adj.index()
         self.constants: dict = {}
         self.args = [top.values[a] for a in self.ctx.entry.arguments]
+        self.stacks = ItemStackReader(ir.InsertionPoint(top.marker), self.param, self.item)
 
     def tape_read(self, key: Key, t: ir.Type, scope: Scope) -> ir.Value:
+        block = key_block(key)
+        if block != self.ctx.entry and is_dynamic(block, self.ctx.fn):
+            if is_memref(t):
+                dynamic_types(self.ctx.plan, self.ctx.fn)     # refuses, naming the array
+            return self.stacks.pop(t)
         field = self.param(("field", str(t)), ir.MemRefType.get(
             [ir.ShapedType.get_dynamic_size()], t))
         per_item = self._constant(("per_item", str(t)))
@@ -234,8 +257,12 @@ class KernelRevGen(RevGen):
                     ph.replace_all_uses_with(emit(value, self.args))
                     ph.owner.operation.erase()
                     del self.placeholders[name]
-        params = [(("field", name), ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t))
+        dyn = ir.ShapedType.get_dynamic_size()
+        params = [(("field", name), ir.MemRefType.get([dyn], t))
                   for name, t in layout.types.items()]
+        for t in dynamic_types(self.ctx.plan, self.ctx.fn):
+            params += [(("dstack", str(t)), ir.MemRefType.get([dyn], t)),
+                       (("doffsets", str(t)), ir.MemRefType.get([dyn], ir.IndexType.get()))]
         outs = sorted(n for n in self.placeholders if n[0] == "out")
         uouts = [("uout", k) for k in range(len(self.elements))]
         return params + [(n, self.placeholders[n].type) for n in outs + uouts]
@@ -244,11 +271,22 @@ class KernelRevGen(RevGen):
 class KernelAugGen(AugGen):
     """The augmented kernel: the primal body, saving this item's keys into its slots."""
 
+    counting = False
+
     def __init__(self, ctx: ReverseContext):
         super().__init__(ctx)
-        self._threads = set()
-        self.stacks.types = []
         self.layout = KernelLayout(ctx.plan, ctx.fn)
+        # Only the ops around dynamic blocks thread the packed stacks' cursors.
+        self._threads = set()
+        for block in dynamic_blocks(ctx.plan, ctx.fn):
+            op = parent_op(block)
+            while op != ctx.fn:
+                self._threads.add(op)
+                op = op.parent.operation
+        self.dynamic = dynamic_types(ctx.plan, ctx.fn)
+        if self.dynamic:
+            check_countable(ctx.fn)
+        self.stacks = ItemStacks(self.dynamic, self.counting)
 
     def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool,
              fields: list[TapeField]) -> ir.Operation:
@@ -262,11 +300,21 @@ class KernelAugGen(AugGen):
         self.args = [self.vmap[a] for a in self.ctx.entry.arguments]
         # Computed once at entry (not in each loop that saves): the layout's sizes.
         self.per_item = {name: emit(n, self.args) for name, n in self.layout.per_item.items()}
+        packed = tape_params[len(self.layout.types):]
+        stacks, offsets = packed[0::2], packed[1::2]
+        starts = [memref.load(o, [self.item]) for o in offsets]
+        self.ends = [memref.load(o, [arith.addi(self.item, _index(1))]) for o in offsets]
+        self.stacks.start(stacks, starts, self.ends)
 
     def epilogue(self, ret: ir.Operation) -> None:
+        check_ends(self.stacks.cursors(), self.ends)
         func.ReturnOp([])
 
     def save(self, block: ir.Block) -> None:
+        if block != self.ctx.entry and is_dynamic(block, self.ctx.fn):
+            keys = self.ctx.plan.keys(block)
+            self.stacks.push([self.key_value(k) for k in reversed(keys)])
+            return
         for key in self.ctx.plan.keys(block):
             name = str(self.ctx.plan.types[key])
             addr = _slot(self.item, self.per_item[name], emit(self.layout.base[key], self.args),
@@ -347,3 +395,47 @@ def _outside(values: list[ir.Value], branch: ir.Operation) -> list[ir.Operation]
         return True
 
     return chain if all(visit(v) for v in values) else None
+
+
+class KernelCountGen(KernelAugGen):
+    """The counting kernel of a kernel with dynamic loops (dynamic_tape.py): the augmented
+    kernel without its writes to arrays and without its saves, storing how many values of
+    each type its item would push into counts[item] (one array per type)."""
+    counting = True
+
+    def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool,
+             fields: list[TapeField]) -> ir.Operation:
+        counts = [TapeField("", ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                  ir.IndexType.get()))] * len(self.dynamic)
+        return AugGen.emit(self, name, extra, private, counts)
+
+    def prologue(self, tape_params: list[ir.Value]) -> None:
+        self.counts = tape_params
+        self.item = adj.index()
+        self.args = [self.vmap[a] for a in self.ctx.entry.arguments]
+        self.stacks.start(self.counts, [_index(0)] * len(self.counts), [])
+
+    def epilogue(self, ret: ir.Operation) -> None:
+        for c, n in zip(self.counts, self.stacks.cursors()):
+            memref.store(n, c, [self.item])
+        func.ReturnOp([])
+
+    def save(self, block: ir.Block) -> None:
+        if block != self.ctx.entry and is_dynamic(block, self.ctx.fn):
+            self.stacks.push([self.key_value(k) for k in reversed(self.ctx.plan.keys(block))])
+
+    def aug_memref_store(self, op: ir.Operation) -> None:
+        if not self._writes_argument(op):
+            clone_op(op, self.vmap)
+
+    def aug_memref_atomic_rmw(self, op: ir.Operation) -> None:
+        if not self._writes_argument(op):
+            clone_op(op, self.vmap)
+
+    def _writes_argument(self, op: ir.Operation) -> bool:
+        target = op.operands[1]
+        return isinstance(target, ir.BlockArgument) and target.owner == self.ctx.entry
+
+
+def _index(v: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), v)

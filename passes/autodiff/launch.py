@@ -22,6 +22,7 @@ from ...dialects import adj
 from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
+from .dynamic_tape import offsets_kernel
 from .uniform import emit
 
 if TYPE_CHECKING:
@@ -75,14 +76,43 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
     ndrange = [gen.vmap[v] for v in op.operands]
     items = numel(ndrange)
     kernel_args = [gen.vmap[v] for v in call.operands]
+    inputs = aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig)
+    packed = _packed_stacks(gen, d, inputs, args, ndrange, items, _workgroupsize(op))
     tapes = []
     for k, (t, per_item) in enumerate(zip(d.tape, d.per_item)):
-        # per_item may be computed from the kernel's arguments: from this launch's, here.
-        tapes.append(memref.alloc(t, [arith.muli(items, emit(per_item, kernel_args))], []))
+        if per_item is None:      # a packed stack or its offsets (dynamic_tape.py)
+            tapes.append(packed.pop(0))
+        else:
+            # per_item may be computed from the kernel's arguments: from this launch's, here.
+            tapes.append(memref.alloc(t, [arith.muli(items, emit(per_item, kernel_args))], []))
         gen.extra[("tape", op, k)] = tapes[-1]
-    ktype = ir.FunctionType.get(aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) +
-                                list(d.tape), [])
+    ktype = ir.FunctionType.get(inputs + list(d.tape), [])
     adj.launch(d.aug, ktype, args + tapes, ndrange, _workgroupsize(op))
+    if d.count:
+        adj.sync()
+
+
+def _packed_stacks(gen: "AugGen", d: Derivative, inputs: list[ir.Type], args: list[ir.Value],
+                   ndrange: list[ir.Value], items: ir.Value, wgs) -> list[ir.Value]:
+    """For a kernel with dynamic loops: the counting launch, the offsets (an exclusive scan
+    of the counts, by a one-item launch), and the packed stacks sized by the last offsets;
+    (stack, offsets) per element type, in the tape's order. [] for other kernels."""
+    if not d.count:
+        return []
+    stacks = [t for t, dyn in zip(d.tape, d.dynamic) if dyn == "stack"]
+    vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.IndexType.get())
+    counts = [memref.alloc(vec, [items], []) for _ in stacks]
+    adj.launch(d.count, ir.FunctionType.get(inputs + [vec] * len(counts), []),
+               args + counts, ndrange, wgs)
+    adj.sync()
+    scan = offsets_kernel(gen.ctx.diff)
+    out = []
+    for t, c in zip(stacks, counts):
+        offsets = memref.alloc(vec, [arith.addi(items, index(1))], [])
+        adj.launch(scan, ir.FunctionType.get([vec, vec], []), [c, offsets], [index(1)], None)
+        adj.sync()
+        out += [memref.alloc(t, [memref.load(offsets, [items])], []), offsets]
+    return out
 
 
 def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:

@@ -60,7 +60,7 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     private = name == sig.mangled()
     if ctx.kernel:
         # kernel_tape builds on this module's generators, hence the late import.
-        from .kernel_tape import KernelAugGen, KernelRevGen, kernel_fields
+        from .kernel_tape import KernelAugGen, KernelCountGen, KernelRevGen, kernel_fields
         # A private kernel derivative is a launch rule's, which sums the adjoints of the
         # elements every item reads (uniform_loads.py); one requested by name keeps its ABI
         # unless the request asks for them (the GPU launcher's).
@@ -73,6 +73,11 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
             rev.attributes[ELEMENTS_ATTR] = element_attr(elements)
         fields = kernel_fields(ctx.plan)
         aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+        count = None
+        if any(f.dynamic for f in fields):
+            count = KernelCountGen(ctx).emit(f"{name}_count", {}, True, fields)
+            prune_unneeded(count)
+            count.move_before(aug)
         # Plain adds into the items' own elements keep the ABI: any kernel derivative may
         # have them. Only a launch rule's runs gather kernels before the reverse kernel.
         ndim = ir.IntegerAttr(ctx.fn.attributes[NDIM_ATTR]).value
@@ -80,7 +85,7 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
         gathered = _gather(ctx, rev, name, ndim) if private else []
     else:
         rev, _ = _rev_twice(RevGen, ctx, f"{name}_rev", extra, private)
-        elements, gathered = [], []
+        elements, gathered, count = [], [], None
         fields = top_fields(ctx.plan) + stack_fields(ctx.plan)
         aug = AugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     prune_unneeded(aug)
@@ -90,7 +95,8 @@ def generate_reverse(diff: "Differentiator", fn: ir.Operation, sig: Signature, n
     rev.attributes[TAPE_ATTR] = tape_attr
     return Derivative(aug=f"{name}_aug", rev=f"{name}_rev", tape=[f.type for f in fields],
                       per_item=[f.per_item for f in fields] if ctx.kernel else [],
-                      uniform_loads=elements, gathers=gathered)
+                      uniform_loads=elements, gathers=gathered, count=count and f"{name}_count",
+                      dynamic=[f.dynamic for f in fields] if ctx.kernel else [])
 
 
 def _gather(ctx: ReverseContext, rev: ir.Operation, name: str,

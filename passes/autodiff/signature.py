@@ -46,9 +46,14 @@ class TapeField:
     holds: str
     type: ir.Type
     per_item: Expr | None = None
+    # kernels: "stack" / "offsets" for the packed stack of values saved in loops whose runs
+    # differ between items, and where each item's values start (dynamic_tape.py)
+    dynamic: str | None = None
 
     def attr(self) -> ir.Attribute:
         entries = {"holds": ir.StringAttr.get(self.holds), "type": ir.TypeAttr.get(self.type)}
+        if self.dynamic is not None:
+            entries["dynamic"] = ir.StringAttr.get(self.dynamic)
         if isinstance(self.per_item, int):
             entries["per_item"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                      self.per_item)
@@ -69,6 +74,10 @@ class Derivative:
     uniform_loads: list = field(default_factory=list)
     # kernels: (gather kernel, primal argument) per array whose adjoint is gathered (gather.py)
     gathers: list = field(default_factory=list)
+    # kernels with values saved in dynamic loops: the counting kernel (dynamic_tape.py), and
+    # per tape value, None or "stack" / "offsets"
+    count: str | None = None
+    dynamic: list = field(default_factory=list)
 
 
 def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:

@@ -189,7 +189,7 @@ def test_loop_over_an_array_size():
     np.testing.assert_allclose(dw, want_w, rtol=1e-12)
 
 
-# ---- refused: a trip count that depends on the work item -------------------------------------
+# ---- a trip count that depends on the work item: a packed per-item tape (dynamic_tape.py) ----
 
 @adjit.kernel
 def per_item_steps(x, counts):
@@ -209,13 +209,29 @@ def index_steps(x):
     x[i] = p
 
 
-@pytest.mark.parametrize("kernel,args", [
-    (per_item_steps, lambda x: [Const(np.arange(4, dtype=np.int64))]),
-    (index_steps, lambda x: []),
+def _sin_steps(x, counts):
+    out = x.copy()
+    for i, n in enumerate(counts):
+        for _ in range(n):
+            out[i] = np.sin(out[i])
+    return out
+
+
+@pytest.mark.parametrize("kernel,counts", [
+    (per_item_steps, np.array([3, 0, 5, 1, 2], dtype=np.int64)),
+    (index_steps, np.arange(5)),
 ])
-def test_item_dependent_trip_count_is_refused(kernel, args):
-    x = np.ones(4)
-    with pytest.raises(CompilationError, match="whose trip count may differ between work "
-                                               "items") as e:
-        adjit.autodiff(Reverse, kernel, Duplicated(x, np.ones(4)), *args(x), ndrange=4)
-    assert "for _ in range(" in str(e.value)
+def test_item_dependent_trip_count(kernel, counts):
+    rng = np.random.default_rng(2)
+    x0, seed = rng.uniform(-1, 1, 5), rng.standard_normal(5)
+    x, dx = x0.copy(), seed.copy()
+    extra = [Const(counts)] if kernel is per_item_steps else []
+    adjit.autodiff(Reverse, kernel, Duplicated(x, dx), *extra, ndrange=5)
+    np.testing.assert_allclose(x, _sin_steps(x0, counts), rtol=1e-14)
+    want = np.ones(5)           # d sin^n(x)/dx: the product of cos along the way
+    for i, n in enumerate(counts):
+        p = x0[i]
+        for _ in range(n):
+            want[i] *= np.cos(p)
+            p = np.sin(p)
+    np.testing.assert_allclose(dx, seed * want, rtol=1e-13)

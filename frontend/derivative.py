@@ -310,8 +310,17 @@ def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
         if mode == "forward":
             return {"forward": dataclasses.replace(kernel_to_ptx(unit.module, name, chip),
                                                    ndrange_bounds=bounds)}
-        per_item = tuple(_per_item(ir.DictAttr(f)["per_item"]) for f in
-                         ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR]))
+        fields = [ir.DictAttr(f) for f in
+                  ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR])]
+        if any("dynamic" in f for f in fields):
+            raise CompilationError.at_location(
+                f"autodiff of kernel {k.__name__} on the GPU: a loop in it runs a different "
+                "number of times for different work items, and the GPU launcher of a kernel's "
+                "own derivative sizes tapes per item in advance: launch the kernel from an "
+                "@adjit.jit function and differentiate that with device=\"cuda\" (its tape is "
+                "sized on the GPU), or differentiate on the CPU",
+                str(unit.symbol(unit.kernel(k, types, ndim)).location))
+        per_item = tuple(_per_item(f["per_item"]) for f in fields)
         aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
         rev = unit.symbol(f"{name}_rev")
         elements = read_element_attr(rev.attributes[ELEMENTS_ATTR]) \

@@ -66,7 +66,8 @@ def _runner(launch: Callable, types: list) -> Callable:
                 _, aligned, offset = next(words), next(words), next(words)
                 shape = [next(words) for _ in range(t.ndim)]
                 strides = [next(words) for _ in range(t.ndim)]
-                dtype = t.dtype.np_dtype
+                # index arrays (a tape's offsets) are 64-bit words in PTX
+                dtype = t.dtype.np_dtype or np.dtype(np.int64)
                 n = int(np.prod(shape)) * dtype.itemsize
                 buffer = (ctypes.c_char * n).from_address(aligned + offset * dtype.itemsize)
                 values.append(np.ndarray(shape, dtype, buffer,

@@ -1,0 +1,88 @@
+"""Reverse mode of a kernel whose loops run a different number of times per work item, on the
+GPU (issue 10.5), without a GPU. Through an @adjit.jit(device="cuda") host program, the
+launch rule's counting kernel, one-item offsets kernel (the exclusive scan, on the device)
+and augmented and reverse kernels run behind the fake driver (cpu_device.py) and agree with
+the CPU; their PTX passes ptxas. A kernel's own derivative launched directly on the GPU,
+whose tapes Python sizes per item in advance, refuses such a kernel with the way round."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import adjit
+from adjit import CompilationError, Const, Duplicated, Reverse
+from adjit.frontend.types import ArrayType
+from fake_driver import install
+
+pytest.importorskip("mlir", reason="compiling derivative kernels needs MLIR")
+
+F64_1D = ArrayType(adjit.f64, 1)
+I64_1D = ArrayType(adjit.i64, 1)
+
+
+@adjit.kernel
+def squarings(n, x, out):
+    i = adjit.index()
+    s = x[i]
+    for _ in range(n[i]):            # per item: a packed tape sized by a counting pass
+        s = s * s * 0.5 + 0.25
+    out[i] = s
+
+
+@adjit.jit
+def loss(n, x):
+    out = adjit.empty_like(x)
+    squarings(n, x, out, ndrange=x.shape[0])
+    return adjit.sum(out * out)
+
+
+def annotations(n, x, dx):
+    return [Const(n), Duplicated(x, dx)], [I64_1D, F64_1D]
+
+
+def test_jit_on_the_gpu_sizes_per_item_tapes_on_the_device(monkeypatch, tmp_path):
+    if shutil.which("cc") is None:
+        pytest.skip("running kernels on the CPU needs a C compiler (cc)")
+    from cpu_device import kernels_on_cpu
+    from adjit.frontend.derivative import Derivative
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    n, x = rng.integers(0, 6, 40), rng.uniform(-1, 1, 40)
+    anns, types = annotations(n, x, np.zeros(40))
+    d = Derivative(loss, Reverse, anns, types, None, None)
+    assert "__adj_tape_offsets" in d.adj_text
+    install(monkeypatch, kernels_on_cpu(d.adj_text))
+    dx = np.zeros(40)
+    adjit.autodiff(Reverse, loss, Const(n), Duplicated(x.copy(), dx), device="cuda")
+    dx_cpu = np.zeros(40)
+    adjit.autodiff(Reverse, loss, Const(n), Duplicated(x.copy(), dx_cpu))
+    np.testing.assert_allclose(dx, dx_cpu, rtol=1e-13)
+    assert np.any(dx != 0)
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+def test_the_host_programs_kernels_assemble_for_sm_90(tmp_path):
+    from adjit.frontend.derivative import Derivative
+    n, x = np.array([1, 2]), np.ones(2)
+    anns, types = annotations(n, x, np.zeros(2))
+    _, program = Derivative(loss, Reverse, anns, types, None, None).host_program("t", "sm_90")
+    entries = {k.entry for k in program.kernels}
+    assert any(e.endswith("_count") for e in entries) and "__adj_tape_offsets" in entries
+    for k in program.kernels:
+        path = tmp_path / f"{k.entry}.ptx"
+        path.write_text(k.ptx)
+        done = subprocess.run(["ptxas", "-arch=sm_90", str(path), "-o", "/dev/null"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_kernels_own_gpu_derivative_refuses_with_the_way_round():
+    from adjit.frontend.derivative import kernel_derivative_to_gpu
+    with pytest.raises(CompilationError, match="runs a different number of times .* "
+                                               "@adjit.jit function") as info:
+        kernel_derivative_to_gpu(squarings, [I64_1D, F64_1D, F64_1D], 1, "reverse",
+                                 ("const", "dup", "dup"), False, "sm_90")
+    assert "def squarings" in str(info.value)

@@ -10,7 +10,8 @@ counts: ints when the loops' bounds are constants, else expressions of the kerne
 (uniform.py) that the kernels and the launch compute at run time, so that a loop over a
 scalar argument (`for _ in range(steps)`) or an array's size can be taped. A value the reverse
 pass needs from inside an scf.while, or from a loop whose bounds depend on the work item (its
-index, loaded values), cannot have a slot that every item agrees on and is refused.
+index, loaded values), cannot have a slot that every item agrees on: it goes to the item's
+range of a packed stack sized at run time (dynamic_tape.py).
 
 When a loop's bounds read an enclosing loop's variable (a triangular `for k2 in range(k, n)`
 in `for k in range(4)`), a key's slots are not a product but a sum over the enclosing loop
@@ -50,17 +51,13 @@ Loop = tuple[ir.Operation, Expr, Expr, Expr]   # (scf.for, lb, ub, step)
 def _enclosing_loops(block: ir.Block, fn: ir.Operation) -> list[Loop]:
     """The scf.for loops around `block`, outermost first, with their bounds as expressions
     of the kernel's arguments (uniform.py) and of the variables of the loops around them
-    (("iv", d) for the d-th: a triangular `for k2 in range(k, n)` in `for k in range(m)`)."""
+    (("iv", d) for the d-th: a triangular `for k2 in range(k, n)` in `for k in range(m)`).
+    Only for blocks outside dynamic loops (dynamic_tape.is_dynamic), whose values have fixed
+    slots."""
     ops: list[ir.Operation] = []
     op = parent_op(block)
     while op != fn:
-        if op.name == "scf.while":
-            raise AdjError(op, "autodiff: a kernel's reverse pass needs values from inside this "
-                               "loop (a `while`, or a `for` with `break`), whose number of "
-                               "iterations may differ between work items, and a kernel's "
-                               "per-item tape has the same size for every item: differentiate "
-                               "the kernel in forward mode, or give the function with the loop "
-                               "a custom rule (adjit.rules)")
+        assert op.name != "scf.while", "a block in a dynamic loop has no fixed slots"
         if op.name == "scf.for":
             ops.append(op)
         op = op.parent.operation
@@ -68,14 +65,7 @@ def _enclosing_loops(block: ir.Block, fn: ir.Operation) -> list[Loop]:
     ivs: dict[ir.Value, int] = {}
     for d, op in enumerate(reversed(ops)):
         bounds = [uniform(v, fn, ivs) for v in list(op.operands)[:3]]
-        if None in bounds:
-            raise AdjError(op, "autodiff: a kernel's reverse pass needs values from inside "
-                               "this loop, whose trip count may differ between work items "
-                               "(it depends on the item's index or on values it loads): "
-                               "every item's tape has the same size; loop to a count the "
-                               "kernel's arguments give (skipping extra steps with an `if`), "
-                               "differentiate in forward mode, or give the function a custom "
-                               "rule (adjit.rules)")
+        assert None not in bounds, "a block in a dynamic loop has no fixed slots"
         lb, ub, step = bounds
         loops.append((op, lb, ub, step))
         ivs[op.regions[0].blocks[0].arguments[0]] = d

@@ -11,13 +11,15 @@ import math as pymath
 from typing import Callable
 
 from mlir import ir
+from mlir.dialects import memref
 
 from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
 from .builtins import PREDICATES, UNARY_MATH, namespace
 from .errors import UserError
-from .types import ScalarType, as_scalar_type, bool_, f64, i64
+from ..passes.autodiff.ir_util import for_each_index
+from .types import ArrayType, ScalarType, as_scalar_type, bool_, f64, i64
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 Handler = Callable[..., object]   # (gen, args, kwargs) -> value
@@ -294,11 +296,44 @@ def _creator(name: str, fill_value):
     signature = f"{name}(shape, dtype=None)"
 
     def handler(gen, args, kwargs):
+        if gen.kind == "kernel":
+            (shape,), dtype = _creation_args(signature, args, kwargs, 1)
+            return _local_array(gen, name, shape, dtype or f64, fill_value)
         gen.require_host(f"adjit.{name}()")
         (shape,), dtype = _creation_args(signature, args, kwargs, 1)
         fill = None if fill_value is None else Literal(fill_value)
         return _new_array(dtype or f64, _shape_arg(gen, shape), fill)
     return handler
+
+
+LOCAL_LIMIT = 1024     # elements of one local array of a kernel (a work item's own memory)
+
+
+def _local_array(gen, name: str, shape, dtype: ScalarType, fill_value) -> Array:
+    """A kernel's local array (`buf = adjit.zeros(4)`): the work item's own memory, of a
+    shape known when the kernel is compiled, allocated once at the kernel's entry (an
+    alloca inside a loop would grow the stack every iteration); zeroes or ones are stored
+    where the call is."""
+    dims_ = shape if isinstance(shape, tuple) else (shape,)
+    if not all(isinstance(d, Literal) and isinstance(d.value, int) and not
+               isinstance(d.value, bool) and d.value >= 0 for d in dims_):
+        raise UserError(f"adjit.{name}() in a kernel makes a local array of the work item, "
+                        "whose shape must be integer constants (adjit.zeros(4), "
+                        "adjit.zeros((3, 3))): its memory is sized when the kernel compiles")
+    sizes = [d.value for d in dims_]
+    if pymath.prod(sizes) > LOCAL_LIMIT:
+        raise UserError(f"adjit.{name}() in a kernel: a local array of {pymath.prod(sizes)} "
+                        f"elements is over the {LOCAL_LIMIT} a work item may keep (each "
+                        "item's local arrays live in its registers or stack); pass a larger "
+                        "array as an argument")
+    t = ArrayType(dtype, len(sizes))
+    with ir.InsertionPoint.at_block_begin(gen.entry_block):
+        value = memref.alloca(t.mlir(), [A.idx(n) for n in sizes], [])
+    out = Array(value, t)
+    if fill_value is not None:
+        fill = S.convert(Literal(fill_value), dtype).value
+        for_each_index([A.idx(n) for n in sizes], lambda at: memref.store(fill, value, at))
+    return out
 
 
 def _like(name: str, fill_value):

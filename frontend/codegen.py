@@ -118,6 +118,7 @@ class CodeGenerator(ast.NodeVisitor):
             inputs = [t.mlir() for t in self.arg_types]
             fn = func.FuncOp(self.symbol, (inputs, []), visibility="private")
             entry = fn.add_entry_block()
+        self.entry_block = entry      # where a kernel's local arrays are allocated
         self.vars.update(self.bind_params(list(entry.arguments)))
         self.vars.update(self.bound)
         body = tree.body

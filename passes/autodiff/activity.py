@@ -177,7 +177,7 @@ class Activity:
         if any(self.active(v) for v in op.operands if op.name != "func.return"):
             return True
         if op.name in ("memref.store", "memref.atomic_rmw", "memref.copy", "memref.alloc",
-                       "memref.load", "func.call", "adj.launch"):
+                       "memref.alloca", "memref.load", "func.call", "adj.launch"):
             if any(self.shadowed(v) for v in list(op.operands) + list(op.results)
                    if is_memref(v.type)):
                 return True

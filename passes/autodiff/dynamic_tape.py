@@ -5,8 +5,8 @@ A fixed slot per saved value (kernel_tape.py) needs every item to run its loops 
 number of times. Values saved inside a *dynamic* loop (an scf.while, or an scf.for whose
 bounds are not the same for every item: uniform.py) go instead to one packed stack per
 element type, in which item i owns [offsets[i], offsets[i + 1]):
-- a counting kernel (`<name>_count`: the augmented kernel without its stores to arrays and
-  without its saves) runs first and records how many values of each type each item pushes;
+- a counting kernel (`<name>_count`: the augmented kernel without its stores to the arrays
+  it is given and without its saves; its local arrays it writes as the kernel does) runs first and records how many values of each type each item pushes;
 - `@__adj_tape_offsets`, a one-item kernel, turns the counts into offsets (an exclusive scan:
   offsets[i + 1] = offsets[i] + counts[i]), on the device where the launch runs;
 - the augmented kernel then pushes each dynamic block's values at its item's cursor,
@@ -87,8 +87,12 @@ def check_countable(fn: ir.Operation) -> None:
     kernel writes (another item's write, or the item's own, could change it in between),
     or on the value an atomic_add returns."""
     entry = fn.regions[0].blocks[0]
+    # The kernel's arrays (its arguments): its local arrays are the item's own, which the
+    # counting pass writes as the saving pass does.
     written = {op.operands[1] for op in walk(fn)
-               if op.name in ("memref.store", "memref.atomic_rmw")}
+               if op.name in ("memref.store", "memref.atomic_rmw")
+               and isinstance(op.operands[1], ir.BlockArgument)
+               and op.operands[1].owner == entry}
     for op in walk(fn):
         if op.name == "scf.while":
             before = op.regions[0].blocks[0]

@@ -15,7 +15,8 @@ from mlir.dialects import arith, func, memref, scf
 from ...dialects.adj import AdjError
 from .activity import Activity, terminator
 from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, fill_zero, func_type, is_float,
-                      is_float_memref, is_memref, ops, or_zero, primal_used, view_of,
+                      is_float_memref, is_memref, memref_type, ops, or_zero, primal_used,
+                      view_of,
                       zeroed_like)
 from .launch import forward_launch
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
@@ -179,6 +180,15 @@ class ForwardGen:
         if self.act.shadowed(op.results[0]):
             new = self.vmap[op.results[0]]
             self.tan[op.results[0]] = zeroed_like(new)
+
+    def op_memref_alloca(self, op: ir.Operation) -> None:
+        """A kernel's local array: its tangent is local too (an alloca beside it)."""
+        clone_op(op, self.vmap)
+        if self.act.shadowed(op.results[0]):
+            new = self.vmap[op.results[0]]
+            tangent = memref.alloca(memref_type(new.type), list(new.owner.operation.operands), [])
+            fill_zero(tangent)
+            self.tan[op.results[0]] = tangent
 
     # -- calls -------------------------------------------------------------------------------
     def call_signature(self, op: ir.Operation) -> Signature:

@@ -457,14 +457,17 @@ class RevGen:
         shares an alias class with a shadowed array)."""
         if isinstance(m, ir.BlockArgument) and parent_op(m.owner) == self.ctx.fn:
             return zeroed_like(self.primal(m))
-        if isinstance(m, ir.OpResult) and m.owner.operation.name == "memref.alloc":
+        if isinstance(m, ir.OpResult) and m.owner.operation.name in ("memref.alloc",
+                                                                      "memref.alloca"):
+            # A kernel's local array (an alloca at its entry) gets a local shadow.
             alloc = m.owner.operation
             sizes = iter(self.materialize(v) for v in alloc.operands)
             t = memref_type(m.type)
             shape = [next(sizes) if n == ir.ShapedType.get_dynamic_size() else index(n)
                      for n in t.shape]
-            new = memref.alloc(t, [s for s, n in zip(shape, t.shape)
-                                   if n == ir.ShapedType.get_dynamic_size()], [])
+            make = memref.alloca if alloc.name == "memref.alloca" else memref.alloc
+            new = make(t, [s for s, n in zip(shape, t.shape)
+                           if n == ir.ShapedType.get_dynamic_size()], [])
             for_each_index(shape, lambda i: memref.store(zero(t.element_type), new, i))
             return new
         if self.ctx.joined(m):

@@ -294,3 +294,64 @@ def test_a_loop_count_from_an_array_the_kernel_writes_is_refused():
                        Duplicated(np.zeros(3), np.ones(3)), ndrange=3)
     assert "while x[i] < 10.0" in str(info.value)
     assert "scf." not in str(info.value) and "__adj" not in str(info.value)
+
+
+# ---- a kernel's local scratch array, overwritten in a loop --------------------------------
+
+@adjit.kernel
+def horner_rows(x, out):
+    i = adjit.index()
+    buf = adjit.zeros(4)          # the item's own array, overwritten three times
+    for _ in range(3):
+        for j in range(4):
+            buf[j] = buf[j] * x[i] + (j + 1.0)
+    out[i] = buf[0] + buf[1] * buf[2] + buf[3]
+
+
+def horner_rows_np(x):
+    buf = np.zeros((len(x), 4))
+    for _ in range(3):
+        buf = buf * x[:, None] + np.arange(1.0, 5.0)
+    return buf[:, 0] + buf[:, 1] * buf[:, 2] + buf[:, 3]
+
+
+@adjit.kernel
+def local_until(x, out):
+    # a local array updated in a loop that stops on the array's own values
+    i = adjit.index()
+    w = adjit.ones(3)
+    t = 0
+    while w[0] + w[1] + w[2] < 10.0 + x[i]:
+        w[t % 3] = w[t % 3] * 1.3 + 0.1 * w[(t + 1) % 3] * x[i]
+        t += 1
+    out[i] = w[0] * w[1] - w[2]
+
+
+def local_until_np(x):
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        w, t = np.ones(3), 0
+        while w.sum() < 10.0 + x[i]:
+            w[t % 3] = w[t % 3] * 1.3 + 0.1 * w[(t + 1) % 3] * x[i]
+            t += 1
+        out[i] = w[0] * w[1] - w[2]
+    return out
+
+
+@pytest.mark.parametrize("kernel, reference", [(horner_rows, horner_rows_np),
+                                               (local_until, local_until_np)])
+def test_local_scratch_array_overwritten_in_a_loop(kernel, reference):
+    rng = np.random.default_rng(6)
+    x = rng.uniform(-0.5, 3.0, 301)
+    seed = rng.standard_normal(301)
+    out, dx = np.zeros(301), np.zeros(301)
+    adjit.autodiff(Reverse, kernel, Duplicated(x, dx), Duplicated(out, seed.copy()),
+                   ndrange=301)
+    np.testing.assert_allclose(out, reference(x), rtol=1e-14)
+    h = 1e-7
+    np.testing.assert_allclose(dx, seed * (reference(x + h) - reference(x - h)) / (2 * h),
+                               rtol=1e-6, atol=1e-8)
+    tout = np.zeros(301)
+    adjit.autodiff(Forward, kernel, Duplicated(x, np.ones(301)),
+                   Duplicated(np.zeros(301), tout), ndrange=301)
+    np.testing.assert_allclose(seed * tout, dx, rtol=1e-12, atol=1e-14)

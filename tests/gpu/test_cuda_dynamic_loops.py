@@ -32,11 +32,21 @@ def squarings(n, x, out):
     out[i] = s
 
 
+@adjit.kernel
+def scratch_steps(n, x, out):
+    i = adjit.index()
+    w = adjit.zeros(3)            # a local array: local memory of the GPU thread
+    for k in range(n[i]):
+        w[k % 3] = w[k % 3] * x[i] + 1.0
+    out[i] = w[0] + w[1] * w[2]
+
+
 @adjit.jit
 def loss(n, x):
-    out = adjit.empty_like(x)
+    out, out2 = adjit.empty_like(x), adjit.empty_like(x)
     squarings(n, x, out, ndrange=x.shape[0])
-    return adjit.sum(out * out)
+    scratch_steps(n, x, out2, ndrange=x.shape[0])
+    return adjit.sum(out * out) + adjit.sum(out2)
 
 
 def annotations(n, x, dx):

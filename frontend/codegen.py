@@ -193,6 +193,10 @@ class CodeGenerator(ast.NodeVisitor):
         return self.ndim
 
     def require_host(self, what: str) -> None:
+        if self.kind == "kernel":
+            raise UserError(f"{what} allocates an array: only @adjit.jit functions may (a "
+                            "kernel may make local arrays of constant shapes, adjit.zeros(4), "
+                            "and otherwise writes into arrays it is given)")
         if self.kind != "jit":
             raise UserError(f"{what} allocates an array: only @adjit.jit functions may "
                             "(kernels and device functions write into arrays they are given)")

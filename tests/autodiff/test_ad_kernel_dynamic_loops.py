@@ -147,6 +147,11 @@ def test_event_stopped_integration():
     np.testing.assert_allclose(dv0, seed * fd_v0, rtol=1e-5, atol=1e-7)
     assert dg[0] == pytest.approx(fd_g, rel=1e-5)
     assert dh0[0] == seed[0] and dv0[0] == seed[0] * v0[0]
+    tout = np.zeros(m)
+    adjit.autodiff(Forward, fall_until_ground, Duplicated(h0, np.ones(m)),
+                   Duplicated(v0, np.zeros(m)), Duplicated(g, np.zeros(1)),
+                   Duplicated(np.zeros(m), tout), ndrange=m)
+    np.testing.assert_allclose(seed * tout, dh0, rtol=1e-12, atol=1e-14)
 
 
 # ---- break and continue, nested dynamic loops, 2-D ----------------------------------------
@@ -193,6 +198,10 @@ def test_break_and_continue():
     h = 1e-7
     np.testing.assert_allclose(dx, seed * (grow_np(x + h) - grow_np(x - h)) / (2 * h),
                                rtol=1e-6)
+    tout = np.zeros(257)
+    adjit.autodiff(Forward, grow, Duplicated(x, np.ones(257)), Duplicated(np.zeros(257), tout),
+                   ndrange=257)
+    np.testing.assert_allclose(seed * tout, dx, rtol=1e-12)
 
 
 @adjit.kernel
@@ -285,6 +294,25 @@ def doubling_in_place(x, out):
     while x[i] < 10.0:          # the count depends on x, which the loop writes
         x[i] = x[i] * x[i] + 1.0
     out[i] = x[i]
+
+
+@adjit.kernel
+def ticketed(x, counter, out):
+    i = adjit.index()
+    s = x[i]
+    turn = adjit.atomic_add(counter, 0, 1)   # differs between the two passes
+    for _ in range(turn % 4):
+        s = s * s
+    out[i] = s
+
+
+def test_a_loop_count_from_an_atomic_result_is_refused():
+    with pytest.raises(CompilationError, match="depends on this value, which the kernel "
+                                               "itself changes") as info:
+        adjit.autodiff(Reverse, ticketed, Duplicated(np.ones(3), np.zeros(3)),
+                       Const(np.zeros(1, np.int64)), Duplicated(np.zeros(3), np.ones(3)),
+                       ndrange=3)
+    assert "adjit.atomic_add(counter, 0, 1)" in str(info.value)
 
 
 def test_a_loop_count_from_an_array_the_kernel_writes_is_refused():

@@ -72,13 +72,19 @@ def dynamic_types(plan: TapePlan, fn: ir.Operation) -> list[ir.Type]:
         for key in plan.blocks[block]:
             t = plan.types[key]
             if is_memref(t):
-                owner = key.owner.operation if isinstance(key, ir.OpResult) else key[1]
-                raise AdjError(owner, "autodiff: a kernel's reverse pass would need to keep "
-                                      "this array for each run of a loop whose number of runs "
-                                      "differs between work items: pass the arrays as separate "
-                                      "arguments, or differentiate in forward mode")
+                refuse_array(key, "for each run of a loop whose number of runs differs "
+                                  "between work items")
             seen.setdefault(str(t), t)
     return list(seen.values())
+
+
+def refuse_array(key, where: str) -> None:
+    """A kernel's tapes hold numbers: an array the reverse pass would need (`key`) is refused
+    at the op that makes it."""
+    owner = key.owner.operation if isinstance(key, ir.OpResult) else key[1]
+    raise AdjError(owner, f"autodiff: a kernel's reverse pass would need to keep this array "
+                          f"{where}: pass the arrays as separate arguments, or differentiate "
+                          "in forward mode")
 
 
 def check_countable(fn: ir.Operation) -> None:

@@ -31,7 +31,6 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ...dialects import adj
-from ...dialects.adj import AdjError
 from .ir_util import (add as add_adjoint, clone_op, is_ancestor, is_memref, or_zero, parent_op,
                       walk, zero)
 from .augment import AugGen
@@ -39,7 +38,7 @@ from .context import ReverseContext
 from .reverse import RevGen, Scope
 from .signature import TapeField
 from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_ends,
-                           dynamic_blocks, dynamic_types, is_dynamic)
+                           dynamic_blocks, dynamic_types, is_dynamic, refuse_array)
 from .tape import Key, TapePlan, describe, key_block
 from ...runtime.tape_size import Expr, add, mentions, summation, trip
 from .uniform import emit, uniform
@@ -113,11 +112,7 @@ class KernelLayout:
             for key in keys:
                 t = plan.types[key]
                 if is_memref(t):
-                    owner = key.owner.operation if isinstance(key, ir.OpResult) else key[1]
-                    raise AdjError(owner, "autodiff: a kernel's reverse pass would need to keep "
-                                          "this array on its per-item tape, which holds numbers "
-                                          "only: pass the arrays as separate arguments, or "
-                                          "differentiate in forward mode")
+                    refuse_array(key, "on its per-item tape, which holds numbers only")
                 name = str(t)
                 self.types.setdefault(name, t)
                 self.base[key] = self.per_item.get(name, 0)

@@ -56,6 +56,7 @@ import mlir
 
 from . import build_folders
 from .files import DamagedEntry, cache_settings, read_entry, write_entry
+from .vector_math import add_avx512_variants, avx512_symbols
 
 # 3: the metadata records its key and is checksummed (files.write_entry).
 FORMAT_VERSION = 3
@@ -115,7 +116,8 @@ def _lowering_sources() -> str:
     from .. import dialects, passes
     files = [*sorted(Path(passes.__file__).parent.glob("*.py")),
              *sorted(Path(dialects.__file__).parent.glob("*.*")),
-             *(Path(__file__).parent / name for name in ("engine.py", "memory.py", "cpu_cache.py"))]
+             *(Path(__file__).parent / name
+               for name in ("engine.py", "memory.py", "cpu_cache.py", "vector_math.py"))]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.read_bytes())
@@ -197,6 +199,12 @@ def vector_math() -> tuple[tuple[str, ...], tuple[str, ...]]:
         return (), ()
     # By its file name: `-lmvec` would need the development symlink libmvec.so.
     return ("-vector-library=LIBMVEC",), (f"-l:{soname}",)
+
+
+@cache
+def _avx512_variants() -> frozenset[str]:
+    """libmvec's AVX-512 variants (runtime/vector_math.py offers them to the vectoriser)."""
+    return frozenset(avx512_symbols(ctypes.util.find_library("mvec")))
 
 
 @cache
@@ -382,8 +390,10 @@ def _build(llvm_ir: str, opt_level: int, work: Path,
     triple, cpu, features = target or host_target()
     target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
     ll, bc, obj, so = (work / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
-    ll.write_text(llvm_ir)
     vector_flags, vector_libs = vector_math()
+    if vector_flags and "+avx512f" in features.split(","):
+        llvm_ir = add_avx512_variants(llvm_ir, _avx512_variants())
+    ll.write_text(llvm_ir)
     run([opt, f"-O{opt_level}", *target, *vector_flags, str(ll), "-o", str(bc)], work)
     run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",
          str(bc), "-o", str(obj)], work)

@@ -1,43 +1,112 @@
-"""Modules that call math functions are built by opt/llc/cc with glibc's vector math library
-(runtime/engine.py: _vectorizable_math); where a tool fails they are compiled in-process, with
-the same results."""
-from __future__ import annotations
+"""runtime/vector_math.py: each math call that libmvec has an AVX-512 variant of is offered to
+LLVM's loop vectoriser with that variant (its table has only the SSE and AVX2 ones); on an
+AVX-512 machine a vectorised loop of exp and log then calls the 16-lane variants."""
+import subprocess
+from pathlib import Path
 
-import numpy as np
+import llvm
 import pytest
 
-import adjit
 from adjit.runtime import cpu_cache
+from adjit.runtime.vector_math import add_avx512_variants, avx512_symbols
+
+OPT = Path(list(llvm.__path__)[0]) / "bin" / "opt"
+ALL = {"_ZGVeN16v_expf", "_ZGVeN16v_logf", "_ZGVeN8v_exp", "_ZGVeN16vv_powf",
+       "_ZGVeN16v_tanhf"}
+
+LOOP = """
+define void @f(ptr noalias %x, ptr noalias %y, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %p = getelementptr float, ptr %x, i64 %i
+  %v = load float, ptr %p
+  %e = call float @llvm.exp.f32(float %v)
+  %one = fadd float %e, 1.0
+  %l = tail call fast float @llvm.log.f32(float %one)
+  %t = call float @tanhf(float %l) #0
+  %w = call float @llvm.pow.f32(float %t, float %v)
+  %d = fpext float %w to double
+  %ed = call double @llvm.exp.f64(double %d)
+  %r = fptrunc double %ed to float
+  %q = getelementptr float, ptr %y, i64 %i
+  store float %r, ptr %q
+  %i1 = add i64 %i, 1
+  %c = icmp slt i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+  ret void
+}
+declare float @llvm.exp.f32(float)
+declare float @llvm.log.f32(float)
+declare float @llvm.pow.f32(float, float)
+declare double @llvm.exp.f64(double)
+declare float @tanhf(float)
+attributes #0 = { nounwind memory(none) }
+"""
 
 
-def make_wave():
-    @adjit.jit
-    def wave(x):
-        return adjit.sin(adjit.exp(x)) * 0.5 + x * x
-    return wave
+def test_calls_get_their_variant_and_the_declarations_stay_alive():
+    out = add_avx512_variants(LOOP, ALL)
+    assert '"_ZGVeN16v_llvm.exp.f32(_ZGVeN16v_expf)"' in out
+    assert '"_ZGVeN16v_llvm.log.f32(_ZGVeN16v_logf)"' in out
+    assert '"_ZGVeN16v_tanhf(_ZGVeN16v_tanhf)"' in out          # a libm call by its name
+    assert '"_ZGVeN16vv_llvm.pow.f32(_ZGVeN16vv_powf)"' in out   # two arguments
+    assert '"_ZGVeN8v_llvm.exp.f64(_ZGVeN8v_exp)"' in out        # doubles: 8 lanes
+    assert "declare <16 x float> @_ZGVeN16vv_powf(<16 x float>, <16 x float>)" in out
+    assert "@llvm.compiler.used" in out
+    # A call that has attributes already keeps them beside the new group; LLVM parses it.
+    assert "call float @tanhf(float %l) #9" in out and out.count(" #0") >= 1
+    subprocess.run([str(OPT), "-", "-o", "/dev/null"], input=out, text=True, check=True)
 
 
-def test_vector_math_is_used_where_glibc_has_it():
-    opt_flags, link_flags = cpu_cache.vector_math()
-    if not opt_flags:
-        pytest.skip("no libmvec here: math calls stay scalar")
-    assert opt_flags == ("-vector-library=LIBMVEC",) and link_flags[0].startswith("-l:libmvec")
-    x = np.random.default_rng(0).random(10_001).astype(np.float32)
-    np.testing.assert_allclose(make_wave()(x), np.sin(np.exp(x)) * 0.5 + x * x, rtol=2e-6)
+def test_variants_libmvec_lacks_are_not_offered():
+    out = add_avx512_variants(LOOP, {"_ZGVeN16v_expf"})
+    assert "_ZGVeN16v_logf" not in out and "_ZGVeN16v_expf" in out
+    assert add_avx512_variants(LOOP, set()) == LOOP
 
 
-@adjit.jit
-def damped(x):
-    return adjit.exp(-x) * adjit.cos(3.0 * x)
+SOFTPLUS = """
+define void @f(ptr noalias %x, ptr noalias %y, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %p = getelementptr float, ptr %x, i64 %i
+  %v = load float, ptr %p
+  %e = call float @llvm.exp.f32(float %v)
+  %one = fadd float %e, 1.0
+  %l = call float @llvm.log.f32(float %one)
+  %q = getelementptr float, ptr %y, i64 %i
+  store float %l, ptr %q
+  %i1 = add i64 %i, 1
+  %c = icmp slt i64 %i1, %n
+  br i1 %c, label %loop, label %exit
+exit:
+  ret void
+}
+declare float @llvm.exp.f32(float)
+declare float @llvm.log.f32(float)
+"""
 
 
-def test_a_failed_build_falls_back_to_compiling_in_process(monkeypatch):
-    calls = []
+def test_the_vectoriser_calls_the_16_lane_variants():
+    # log(1 + exp(x)) of floats: the table's AVX2 variants ran 8 lanes a call. (On Intel
+    # cores LLVM prefers 256-bit vectors, and keeps them.)
+    out = add_avx512_variants(SOFTPLUS, ALL)
+    done = subprocess.run([str(OPT), "-O3", "-mtriple=x86_64-unknown-linux-gnu",
+                           "-mcpu=znver4", "-vector-library=LIBMVEC", "-", "-S",
+                           "-o", "-"], input=out, text=True, capture_output=True, check=True)
+    assert "call <16 x float> @_ZGVeN16v_expf" in done.stdout
+    assert "call <16 x float> @_ZGVeN16v_logf" in done.stdout
 
-    def broken(*args, **kwargs):
-        calls.append(args)
-        raise RuntimeError("llc failed: (a broken toolchain)")
-    monkeypatch.setattr(cpu_cache, "build_shared_object", broken)
-    x = np.linspace(-1, 1, 999)
-    np.testing.assert_allclose(damped(x), np.exp(-x) * np.cos(3.0 * x), rtol=1e-14)
-    assert calls or not cpu_cache.vector_math()[0]     # the build was tried, and failed
+
+def test_this_machines_libmvec():
+    import ctypes.util
+    path = ctypes.util.find_library("mvec")
+    if path is None:
+        pytest.skip("no libmvec here")
+    found = avx512_symbols(path)
+    assert {"_ZGVeN16v_expf", "_ZGVeN16v_logf", "_ZGVeN8v_exp"} <= found
+    assert cpu_cache.vector_math()[0] == ("-vector-library=LIBMVEC",)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit import CompilationError, Const, Duplicated, Forward, Reverse
+from adjit import Active, CompilationError, Const, Duplicated, Forward, Reverse
 
 DT = 0.01
 
@@ -383,3 +383,35 @@ def test_local_scratch_array_overwritten_in_a_loop(kernel, reference):
     adjit.autodiff(Forward, kernel, Duplicated(x, np.ones(301)),
                    Duplicated(np.zeros(301), tout), ndrange=301)
     np.testing.assert_allclose(seed * tout, dx, rtol=1e-12, atol=1e-14)
+
+
+# ---- an Active scalar argument: its per-item adjoints summed per chunk --------------------
+
+@adjit.kernel
+def decay_rate(n, y0, k: float, out):
+    i = adjit.index()
+    y = y0[i]
+    for _ in range(n[i]):
+        y = y - 0.01 * k * y * y
+    out[i] = y
+
+
+def decay_rate_np(n, y0, k):
+    y = y0.copy()
+    for s in range(int(n.max(initial=0))):
+        y = np.where(s < n, y - 0.01 * k * y * y, y)
+    return y
+
+
+def test_active_scalar_with_per_item_step_counts():
+    rng = np.random.default_rng(7)
+    m = 5003
+    n, y0 = rng.integers(0, 30, m), rng.uniform(0.5, 1.5, m)
+    seed = rng.standard_normal(m)
+    out, dy0 = np.zeros(m), np.zeros(m)
+    _, _, dk, _ = adjit.autodiff(Reverse, decay_rate, Const(n), Duplicated(y0, dy0),
+                                 Active(0.7), Duplicated(out, seed.copy()), ndrange=m)
+    h = 1e-6
+    fd = np.dot(seed, decay_rate_np(n, y0, 0.7 + h) - decay_rate_np(n, y0, 0.7 - h)) / (2 * h)
+    assert dk == pytest.approx(fd, rel=1e-7)
+    np.testing.assert_allclose(out, decay_rate_np(n, y0, 0.7), rtol=1e-14)

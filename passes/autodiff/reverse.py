@@ -787,7 +787,10 @@ class RevGen:
         load at the iteration's own index, as in the frontend's element-wise loops).
         (Marking the frontend's reduction chunks, which read disjoint ranges, parallel too
         made gradients slower: 1.3 -> 3 ms on sum((a*x+b-y)**2), 4M f32, whose sequential
-        reversal LLVM vectorises.)"""
+        reversal LLVM vectorises; measured again once reversed loops vectorised with Active
+        scalars: 2.7 -> 4.1 ms. The sequential reversal runs from the arrays' ends, which the
+        augmented pass touched last and the cache still holds; the parallel one starts each
+        thread's share from its beginning, evicted by then.)"""
         args = list(op.regions[0].blocks[0].arguments)
         if len(args) != 1:
             return False

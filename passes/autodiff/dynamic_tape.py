@@ -6,7 +6,8 @@ number of times. Values saved inside a *dynamic* loop (an scf.while, or an scf.f
 bounds are not the same for every item: uniform.py) go instead to one packed stack per
 element type, in which item i owns [offsets[i], offsets[i + 1]):
 - a counting kernel (`<name>_count`: the augmented kernel without its stores to the arrays
-  it is given and without its saves; its local arrays it writes as the kernel does) runs first and records how many values of each type each item pushes;
+  it is given and without its saves; its local arrays it writes as the kernel does) runs
+  first and records how many values of each type each item pushes;
 - `@__adj_tape_offsets`, a one-item kernel, turns the counts into offsets (an exclusive scan:
   offsets[i + 1] = offsets[i] + counts[i]), on the device where the launch runs;
 - the augmented kernel then pushes each dynamic block's values at its item's cursor,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from .driver import Differentiator
 
 OFFSETS_KERNEL = "__adj_tape_offsets"
-_INDEX = "index"
 
 
 def is_dynamic(block: ir.Block, fn: ir.Operation) -> bool:
@@ -116,12 +116,12 @@ def check_countable(fn: ir.Operation) -> None:
                                        "each item's tape, then to fill it): read the loop's "
                                        "bounds from an array the kernel does not write, or "
                                        "differentiate in forward mode")
-        del roots
 
 
 def _sources(roots: list[ir.Value], entry: ir.Block) -> list[ir.Operation]:
-    """The loads and atomics that `roots` depend on, through the kernel's data and loop-
-    carried values (not through the conditions of branches around them)."""
+    """The loads and atomics that `roots` depend on, through the kernel's data, loop-carried
+    values and the conditions that select an scf.if's or scf.while's results (a `break`
+    under `if x[i] > 3` sets a flag that the loop's condition reads)."""
     seen: set = set()
     found: list[ir.Operation] = []
     work = list(roots)
@@ -165,6 +165,9 @@ def _sources(roots: list[ir.Value], entry: ir.Block) -> list[ir.Operation]:
                 work.append(list(op.operands)[3 + r])
             elif op.name == "scf.while":
                 work.append(op.operands[r])
+                work.append(list(op.regions[0].blocks[0].operations)[-1].operands[0])
+            else:
+                work.append(op.operands[0])      # the if's condition
             continue
         work += list(op.operands)
     return found

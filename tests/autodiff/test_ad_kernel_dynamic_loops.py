@@ -415,3 +415,23 @@ def test_active_scalar_with_per_item_step_counts():
     fd = np.dot(seed, decay_rate_np(n, y0, 0.7 + h) - decay_rate_np(n, y0, 0.7 - h)) / (2 * h)
     assert dk == pytest.approx(fd, rel=1e-7)
     np.testing.assert_allclose(out, decay_rate_np(n, y0, 0.7), rtol=1e-14)
+
+
+@adjit.kernel
+def count_from_a_branch(x, out):
+    i = adjit.index()
+    n = 2
+    if x[i] > 0.5:               # the count depends on x through the branch's condition
+        n = 4
+    s = x[i]
+    for _ in range(n + i):
+        s = s * s * 0.5
+    x[i] = s
+    out[i] = s
+
+
+def test_a_loop_count_selected_by_a_written_array_is_refused():
+    with pytest.raises(CompilationError, match="depends on this value") as info:
+        adjit.autodiff(Reverse, count_from_a_branch, Duplicated(np.ones(3), np.zeros(3)),
+                       Duplicated(np.zeros(3), np.ones(3)), ndrange=3)
+    assert "if x[i] > 0.5" in str(info.value)

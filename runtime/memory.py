@@ -11,7 +11,8 @@ async-runtime worker threads, where a Python callback would need the GIL. Counte
 updated with atomic instructions. Each block carries a header (offset to the start of the
 block, requested size, whether it is a cacheable large block, its capacity) so that free knows
 what to subtract. Data starts on a cache line, and from 64 KiB on, on a page: arrays left at
-different offsets within a page slow kernels that read one and write the other (4K aliasing). Freed blocks of 1 MiB or more are
+different offsets within a page slow kernels that read one and write the other (4K
+aliasing). Freed blocks of 1 MiB or more are
 kept, up to 256 MiB in 64 slots taken and returned atomically, for later allocations of a
 size they fit (`release_cached_memory()` frees them): glibc unmaps such blocks (above its mmap
 threshold) or trims them when freed, and every gradient call would fault in and zero its pages

@@ -435,3 +435,42 @@ def test_a_loop_count_selected_by_a_written_array_is_refused():
         adjit.autodiff(Reverse, count_from_a_branch, Duplicated(np.ones(3), np.zeros(3)),
                        Duplicated(np.zeros(3), np.ones(3)), ndrange=3)
     assert "if x[i] > 0.5" in str(info.value)
+
+
+# ---- a guarded stencil with a per-item loop (its reads of neighbours add atomically) -------
+
+@adjit.kernel
+def smooth_then_iterate(n, u, v):
+    i = adjit.index()
+    m = u.shape[0]
+    if 0 < i < m - 1:
+        s = 0.5 * u[i] + 0.25 * (u[i - 1] + u[i + 1])
+        for _ in range(n[i]):
+            s = s * s * 0.3 + 0.1
+        v[i] = s
+    else:
+        v[i] = u[i]
+
+
+def smooth_then_iterate_np(n, u):
+    v = u.copy()
+    s = 0.5 * u[1:-1] + 0.25 * (u[:-2] + u[2:])
+    for k in range(int(n.max(initial=0))):
+        s = np.where(k < n[1:-1], s * s * 0.3 + 0.1, s)
+    v[1:-1] = s
+    return v
+
+
+def test_guarded_stencil_with_per_item_steps():
+    rng = np.random.default_rng(8)
+    m = 203
+    n, u, seed = rng.integers(0, 6, m), rng.random(m), rng.standard_normal(m)
+    v, du = np.zeros(m), np.zeros(m)
+    adjit.autodiff(Reverse, smooth_then_iterate, Const(n), Duplicated(u, du),
+                   Duplicated(v, seed.copy()), ndrange=m)
+    np.testing.assert_allclose(v, smooth_then_iterate_np(n, u), rtol=1e-14)
+    h = 1e-6
+    d = rng.standard_normal(m)
+    fd = np.dot(seed, smooth_then_iterate_np(n, u + h * d) -
+                smooth_then_iterate_np(n, u - h * d)) / (2 * h)
+    assert np.dot(du, d) == pytest.approx(fd, rel=1e-7)

@@ -127,10 +127,13 @@ class Compiled:
             self.module = compile_module(unit.module)
         call = self.module.function(entry, arg_types, result_types, written, target.__name__,
                                     target.params)
+        # The call's two halves (runtime/abi.py _entry): functions.py's fast path
+        self.convert_all = call.convert_all
         if tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
             self.call = lambda *args: (call(*args),)
+            self.invoke = lambda values: (call.invoke(values),)
         else:
-            self.call = call
+            self.call, self.invoke = call, call.invoke
 
 
 def function_unit(fn: "Function", types: list, debug: bool,

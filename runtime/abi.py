@@ -238,7 +238,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         params.append(ctypes.c_char_p)
     nargs = len(arg_types)
     free: list[tuple[ctypes.c_int64, bytes]] = []   # error cells (new_error_cell)
-    take, put, fork = free.pop, free.append, FORK
+    take, put = free.pop, free.append
 
     def convert_all(args) -> list:
         if len(args) != nargs:
@@ -250,33 +250,26 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         dtype = _DTYPES[result_types[0].name] if result_types else None
 
         if not error_cell:
-            def call(*args):
-                if fork.child_without_pool and in_forked_child is not None:
-                    return in_forked_child(*args)
-                r = fn(*convert_all(args))
+            def invoke(values):
+                r = fn(*values)
                 after_call(0)
                 return None if dtype is None else dtype.type(r)
-            return call
-
-        def call(*args):
-            if fork.child_without_pool and in_forked_child is not None:
-                return in_forked_child(*args)
-            values = convert_all(args)
-            try:
-                taken = take()     # atomic: list.pop holds the GIL
-            except IndexError:
-                taken = new_error_cell()
-            cell = taken[0]
-            cell.value = 0
-            try:
-                r = fn(*values, taken[1])
-                number = cell.value
-            finally:
-                put(taken)
-            after_call(number)
-            return None if dtype is None else dtype.type(r)
-
-        return call
+        else:
+            def invoke(values):
+                try:
+                    taken = take()     # atomic: list.pop holds the GIL
+                except IndexError:
+                    taken = new_error_cell()
+                cell = taken[0]
+                cell.value = 0
+                try:
+                    r = fn(*values, taken[1])
+                    number = cell.value
+                finally:
+                    put(taken)
+                after_call(number)
+                return None if dtype is None else dtype.type(r)
+        return _entry(convert_all, invoke, in_forked_child)
 
     fields = [f"r{i}" for i in range(len(result_types))]
     results = type(f"{name}_results", (ctypes.Structure,),
@@ -285,11 +278,8 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
     readers = [_result_reader(t, f, owner) for t, f in zip(result_types, fields)]
     single = len(result_types) == 1
 
-    def call(*args):
-        if fork.child_without_pool and in_forked_child is not None:
-            return in_forked_child(*args)
+    def invoke(values):
         res = results()
-        values = convert_all(args)
         if error_cell:
             try:
                 taken = take()
@@ -310,4 +300,19 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         after_call(number)
         return values[0] if single else tuple(values)
 
+    return _entry(convert_all, invoke, in_forked_child)
+
+
+def _entry(convert_all: Callable, invoke: Callable, in_forked_child: Callable | None) -> Callable:
+    """The caller: converts, then invokes; in a forked child without the thread pool, the
+    one-thread version. `.convert_all` and `.invoke` are its two halves, for a caller that
+    converts first and, when conversion refuses the arguments, takes its own slower path
+    (functions.py: the canonical message for them) before anything has run."""
+    fork = FORK
+
+    def call(*args):
+        if fork.child_without_pool and in_forked_child is not None:
+            return in_forked_child(*args)
+        return invoke(convert_all(args))
+    call.convert_all, call.invoke = convert_all, invoke
     return call

@@ -111,17 +111,20 @@ class _Fast:
     __slots__ = ("invoke", "values")
 
 
-def _fast_path(memo: dict, signature, args: tuple) -> _Fast | None:
+def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> _Fast | None:
     """The compiled specialisation a call with this `signature` got before, with `args`
-    converted by it; None where there is none, ADJIT_DEBUG changed, a forked child runs
-    without the thread pool, or the conversion refuses an argument: the full path then
-    specialises (and gives the messages of record: a non-contiguous array, a value that
-    does not fit), before anything has run. Saves specialise's per-argument checks (~2.5 us
-    of a 8 us kernel call)."""
+    converted by it; None where there is none, it is no longer the one `cache` holds for
+    its key (the cache was cleared), ADJIT_DEBUG changed, a forked child runs without the
+    thread pool, or the conversion refuses an argument: the full path then specialises (and
+    gives the messages of record: a non-contiguous array, a value that does not fit),
+    before anything has run. Saves specialise's per-argument checks (~2 us of an 8 us
+    kernel call)."""
     hit = memo.get(signature)
-    if hit is None or hit[0] != debug_enabled() or FORK.child_without_pool:
+    if hit is None or FORK.child_without_pool:
         return None
-    compiled = hit[1]
+    key, compiled = hit
+    if key[-1] != debug_enabled() or cache.get(key) is not compiled:
+        return None
     try:
         values = compiled.convert_all(args)
     except Exception:
@@ -170,7 +173,7 @@ class _Decorated:
         self.params = list(inspect.signature(pyfn).parameters)
         self.annotations = annotations_of(pyfn, self.source)
         self._cache: dict[tuple, object] = {}
-        # call signature (_signature) -> (ADJIT_DEBUG then, the Compiled it ran): _fast_path
+        # call signature (_signature) -> (its key in _cache, the Compiled it ran): _fast_path
         self._fast: dict = {}
 
     def __repr__(self) -> str:
@@ -199,7 +202,7 @@ class Function(_Decorated):
         """Runs the function; with device="cuda" its kernel launches run on the GPU
         (cuda_jit.py)."""
         if device is None:
-            fast = _fast_path(self._fast, _signature(args), args)
+            fast = _fast_path(self._fast, self._cache, _signature(args), args)
             if fast is not None:
                 return fast.invoke(fast.values)
         if self._device(device) == "cuda":
@@ -212,7 +215,7 @@ class Function(_Decorated):
             compiled = self._cache[key] = self._build(types, key[1])
         result = compiled.call(*values)
         if device is None:
-            self._fast[_signature(args)] = (key[1], compiled)
+            self._fast[_signature(args)] = (key, compiled)
         return result
 
     def _build(self, types: list, debug: bool) -> Compiled:
@@ -273,7 +276,8 @@ class Kernel(_Decorated):
         nd = _ndrange_tuple(ndrange, self.__name__)
         wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if device == "cpu":
-            fast = _fast_path(self._fast, (_signature(args), len(nd), wgs), args + nd)
+            fast = _fast_path(self._fast, self._cache, (_signature(args), len(nd), wgs),
+                              args + nd)
             if fast is not None:
                 fast.invoke(fast.values)
                 return
@@ -286,7 +290,7 @@ class Kernel(_Decorated):
         if compiled is None:
             compiled = self._cache[key] = self._build(types, len(nd), wgs, key[-1])
         compiled.call(*values, *nd)
-        self._fast[(_signature(args), len(nd), wgs)] = (key[-1], compiled)
+        self._fast[(_signature(args), len(nd), wgs)] = (key, compiled)
 
     def _build(self, types: list, ndim: int, wgs: tuple[int, ...] | None,
                debug: bool) -> Compiled:

@@ -8,8 +8,9 @@ element type, in which item i owns [offsets[i], offsets[i + 1]):
 - a counting kernel (`<name>_count`: the augmented kernel without its stores to the arrays
   it is given and without its saves; its local arrays it writes as the kernel does) runs
   first and records how many values of each type each item pushes;
-- `@__adj_tape_offsets`, a one-item kernel, turns the counts into offsets (an exclusive scan:
-  offsets[i + 1] = offsets[i] + counts[i]), on the device where the launch runs;
+- three small kernels turn the counts into offsets (an exclusive scan, offsets[i + 1] =
+  offsets[i] + counts[i], per chunk of counts in parallel: emit_offsets), on the device where
+  the launch runs;
 - the augmented kernel then pushes each dynamic block's values at its item's cursor,
   threaded through the loops like a function's stacks (augment.py), and the reverse kernel
   pops them from offsets[i + 1] down (tape.StackReader).
@@ -39,7 +40,6 @@ from .uniform import uniform
 if TYPE_CHECKING:
     from .driver import Differentiator
 
-OFFSETS_KERNEL = "__adj_tape_offsets"
 
 
 def is_dynamic(block: ir.Block, fn: ir.Operation) -> bool:
@@ -231,32 +231,95 @@ class ItemStackReader(StackReader):
         return self._pointers[str(t)]
 
 
-def offsets_kernel(diff: "Differentiator") -> str:
-    """@__adj_tape_offsets(counts, offsets), a kernel launched over one item: offsets[0] = 0,
-    offsets[i + 1] = offsets[i] + counts[i] (made once per module)."""
-    if OFFSETS_KERNEL in diff.symbols:
-        return OFFSETS_KERNEL
+SCAN_CHUNK = 1024      # counts per work item of the offsets' scan
+
+
+def emit_offsets(diff: "Differentiator", counts: ir.Value, items: ir.Value) -> ir.Value:
+    """At the insertion point: offsets[0..items], the exclusive scan of counts[0..items)
+    (offsets[i + 1] = offsets[i] + counts[i]), by three launches on the device that runs the
+    kernels: each chunk of SCAN_CHUNK counts is summed, one item scans the chunk sums (and
+    writes offsets[items], the total), and each chunk writes its offsets from its start. One
+    item scanning every count was one serial loop of a million global loads on a GPU."""
+    idx = ir.IndexType.get()
+    vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], idx)
+    chunks = arith.ceildivui(items, index(SCAN_CHUNK))
+    sums = memref.alloc(vec, [arith.addi(chunks, index(1))], [])
+    offsets = memref.alloc(vec, [arith.addi(items, index(1))], [])
+    for name, args, extent in ((_chunk_sums(diff), [counts, sums], chunks),
+                               (_scan_chunks(diff), [sums, offsets], index(1)),
+                               (_chunk_offsets(diff), [counts, sums, offsets], chunks)):
+        adj.launch(name, ir.FunctionType.get([vec] * len(args), []), args, [extent], None)
+        adj.sync()
+    return offsets
+
+
+def _scan_kernel(diff: "Differentiator", name: str, n_args: int, body) -> str:
+    """A one-dimensional kernel @name of `n_args` index arrays (made once per module), whose
+    body `body(args, item)` emits."""
+    if name in diff.symbols:
+        return name
     idx = ir.IndexType.get()
     vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], idx)
     with ir.InsertionPoint(diff.body), ir.Location.unknown():
-        fn = func.FuncOp(OFFSETS_KERNEL, ir.FunctionType.get([vec, vec], []),
-                         visibility="private")
+        fn = func.FuncOp(name, ir.FunctionType.get([vec] * n_args, []), visibility="private")
         fn.attributes[KERNEL_ATTR] = ir.UnitAttr.get()
         fn.attributes[NDIM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
         entry = fn.add_entry_block()
         with ir.InsertionPoint(entry):
-            counts, offsets = entry.arguments
-            n = memref.dim(counts, index(0))
-            memref.store(index(0), offsets, [index(0)])
-            loop = scf.ForOp(index(0), n, index(1), [index(0)])
-            with ir.InsertionPoint(loop.body):
-                i = loop.induction_variable
-                total = arith.addi(loop.inner_iter_args[0], memref.load(counts, [i]))
-                memref.store(total, offsets, [arith.addi(i, index(1))])
-                scf.YieldOp([total])
+            body(list(entry.arguments), adj.index())
             func.ReturnOp([])
-    diff.symbols[OFFSETS_KERNEL] = fn.operation
-    return OFFSETS_KERNEL
+    diff.symbols[name] = fn.operation
+    return name
+
+
+def _chunk_range(counts: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+    lo = arith.muli(c, index(SCAN_CHUNK))
+    return lo, arith.minui(arith.addi(lo, index(SCAN_CHUNK)), memref.dim(counts, index(0)))
+
+
+def _chunk_sums(diff: "Differentiator") -> str:
+    """sums[c] = counts[c * SCAN_CHUNK ...] summed over the chunk."""
+    def body(args, c):
+        counts, sums = args
+        lo, hi = _chunk_range(counts, c)
+        loop = scf.ForOp(lo, hi, index(1), [index(0)])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([arith.addi(loop.inner_iter_args[0],
+                                    memref.load(counts, [loop.induction_variable]))])
+        memref.store(loop.results[0], sums, [c])
+    return _scan_kernel(diff, "__adj_tape_chunk_sums", 2, body)
+
+
+def _scan_chunks(diff: "Differentiator") -> str:
+    """One item: sums[c] becomes the start of chunk c; offsets[items] the total."""
+    def body(args, _):
+        sums, offsets = args
+        chunks = arith.subi(memref.dim(sums, index(0)), index(1))
+        loop = scf.ForOp(index(0), chunks, index(1), [index(0)])
+        with ir.InsertionPoint(loop.body):
+            c = loop.induction_variable
+            total = loop.inner_iter_args[0]
+            count = memref.load(sums, [c])
+            memref.store(total, sums, [c])
+            scf.YieldOp([arith.addi(total, count)])
+        memref.store(loop.results[0], sums, [chunks])
+        memref.store(loop.results[0], offsets,
+                     [arith.subi(memref.dim(offsets, index(0)), index(1))])
+    return _scan_kernel(diff, "__adj_tape_scan_chunks", 2, body)
+
+
+def _chunk_offsets(diff: "Differentiator") -> str:
+    """offsets[i] for the counts of chunk c, from the chunk's start."""
+    def body(args, c):
+        counts, sums, offsets = args
+        lo, hi = _chunk_range(counts, c)
+        loop = scf.ForOp(lo, hi, index(1), [memref.load(sums, [c])])
+        with ir.InsertionPoint(loop.body):
+            i = loop.induction_variable
+            at = loop.inner_iter_args[0]
+            memref.store(at, offsets, [i])
+            scf.YieldOp([arith.addi(at, memref.load(counts, [i]))])
+    return _scan_kernel(diff, "__adj_tape_chunk_offsets", 3, body)
 
 
 def check_ends(cursors: list[ir.Value], ends: list[ir.Value]) -> None:

@@ -22,7 +22,7 @@ from ...dialects import adj
 from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
-from .dynamic_tape import offsets_kernel
+from .dynamic_tape import emit_offsets
 from .uniform import emit
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
 def _packed_stacks(gen: "AugGen", d: Derivative, inputs: list[ir.Type], args: list[ir.Value],
                    ndrange: list[ir.Value], items: ir.Value, wgs) -> list[ir.Value]:
     """For a kernel with dynamic loops: the counting launch, the offsets (an exclusive scan
-    of the counts, by a one-item launch), and the packed stacks sized by the last offsets;
+    of the counts: dynamic_tape.emit_offsets), and the packed stacks sized by the last offsets;
     (stack, offsets) per element type, in the tape's order. [] for other kernels."""
     if not d.count:
         return []
@@ -105,12 +105,9 @@ def _packed_stacks(gen: "AugGen", d: Derivative, inputs: list[ir.Type], args: li
     adj.launch(d.count, ir.FunctionType.get(inputs + [vec] * len(counts), []),
                args + counts, ndrange, wgs)
     adj.sync()
-    scan = offsets_kernel(gen.ctx.diff)
     out = []
     for t, c in zip(stacks, counts):
-        offsets = memref.alloc(vec, [arith.addi(items, index(1))], [])
-        adj.launch(scan, ir.FunctionType.get([vec, vec], []), [c, offsets], [index(1)], None)
-        adj.sync()
+        offsets = emit_offsets(gen.ctx.diff, c, items)
         out += [memref.alloc(t, [memref.load(offsets, [items])], []), offsets]
     return out
 

@@ -474,3 +474,16 @@ def test_guarded_stencil_with_per_item_steps():
     fd = np.dot(seed, smooth_then_iterate_np(n, u + h * d) -
                 smooth_then_iterate_np(n, u - h * d)) / (2 * h)
     assert np.dot(du, d) == pytest.approx(fd, rel=1e-7)
+
+
+@pytest.mark.parametrize("m", [0, 1, 1023, 1024, 1025, 3000])
+def test_offsets_over_chunk_boundaries_and_no_items(m):
+    # The scan of the counts runs per chunk of 1024 items (dynamic_tape.emit_offsets).
+    rng = np.random.default_rng(m)
+    n = rng.integers(0, 7, m)
+    y0, k = rng.uniform(0.5, 1.5, m), rng.uniform(0.1, 2.0, m)
+    out, dy0, dk = np.zeros(m), np.zeros(m), np.zeros(m)
+    adjit.autodiff(Reverse, rk4_steps, Const(n), Duplicated(y0, dy0), Duplicated(k, dk),
+                   Duplicated(out, np.ones(m)), ndrange=m)
+    np.testing.assert_allclose(out, rk4_np(n, y0, k), rtol=1e-13)
+    np.testing.assert_allclose(dy0, 1 / (1 + k * y0 * n * DT) ** 2, rtol=1e-6)

@@ -135,7 +135,7 @@ func.func private @k(%x: memref<?xf64>, %m: index) attributes {adj.kernel, adj.n
     g = GradCheck(text, "run", ["dup", "const"], ret="const")
     g.check([np.array([0.9, 1.1, 0.7, 1.05, 0.95]), 1])
     module = str(g.c.module)
-    assert "_count(" in module and "@__adj_tape_offsets" in module
+    assert "_count(" in module and "@__adj_tape_chunk_offsets" in module
     assert 'dynamic = "stack"' in module
 
 

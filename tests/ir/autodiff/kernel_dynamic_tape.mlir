@@ -1,8 +1,10 @@
 // A kernel's values saved inside a loop whose trip count differs between work items (here
 // m + the item's index) go to a packed per-item stack (dynamic_tape.py): the launch rule runs
 // the counting kernel (@..._count: no stores to arrays, counts[item] = the values it would
-// push), a one-item launch of @__adj_tape_offsets (offsets[i + 1] = offsets[i] + counts[i]),
-// allocates the stack with offsets[items] elements and runs the augmented kernel, which
+// push), the exclusive scan offsets[i + 1] = offsets[i] + counts[i] in three launches (each
+// chunk of 1024 counts summed, one item scanning the chunk sums and writing the total, each
+// chunk writing its offsets), allocates the stack with offsets[items] elements and runs the
+// augmented kernel, which
 // pushes at its cursor from offsets[item] (dropping a push past offsets[item + 1]) and checks
 // that it ends at offsets[item + 1]. The reverse kernel pops from offsets[item + 1] down.
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
@@ -73,24 +75,49 @@ func.func @run(%x: memref<?xf64>, %y: memref<?xf64>, %m: index) {
 
 // The launch rule: count, offsets, stack of offsets[items] values, then the augmented kernel.
 // CHECK-LABEL: func.func @d_aug(
-// CHECK: %[[ITEMS:.*]] = memref.dim
-// CHECK: %[[CNT:.*]] = memref.alloc(%{{.*}}) : memref<?xindex>
+// CHECK: %[[ITEMS:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+// CHECK: %[[CNT:.*]] = memref.alloc(%[[ITEMS]]) : memref<?xindex>
 // CHECK: "adj.launch"(%{{.*}}) ({
 // CHECK-NEXT: func.call @{{.*}}_count(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[CNT]])
 // CHECK: "adj.sync"()
+// CHECK: %[[CHUNKS:.*]] = arith.ceildivui %[[ITEMS]], %{{.*}} : index
+// CHECK: %[[SUMS:.*]] = memref.alloc(%{{.*}}) : memref<?xindex>
 // CHECK: %[[OFF:.*]] = memref.alloc(%{{.*}}) : memref<?xindex>
-// CHECK: "adj.launch"(%[[ONE:.*]]) ({
-// CHECK-NEXT: func.call @__adj_tape_offsets(%[[CNT]], %[[OFF]])
+// CHECK: "adj.launch"(%[[CHUNKS]]) ({
+// CHECK-NEXT: func.call @__adj_tape_chunk_sums(%[[CNT]], %[[SUMS]])
+// CHECK: "adj.launch"(%{{.*}}) ({
+// CHECK-NEXT: func.call @__adj_tape_scan_chunks(%[[SUMS]], %[[OFF]])
+// CHECK: "adj.launch"(%[[CHUNKS]]) ({
+// CHECK-NEXT: func.call @__adj_tape_chunk_offsets(%[[CNT]], %[[SUMS]], %[[OFF]])
 // CHECK: "adj.sync"()
-// CHECK: %[[TOTAL:.*]] = memref.load %[[OFF]][%{{.*}}] : memref<?xindex>
+// CHECK: %[[TOTAL:.*]] = memref.load %[[OFF]][%[[ITEMS]]] : memref<?xindex>
 // CHECK: %[[PACKED:.*]] = memref.alloc(%[[TOTAL]]) : memref<?xf64>
 // CHECK: "adj.launch"(%{{.*}}) ({
 // CHECK-NEXT: func.call @{{.*}}_aug(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[PACKED]], %[[OFF]])
 
-// CHECK-LABEL: func.func private @__adj_tape_offsets(
-// CHECK-SAME: %[[C:[a-z0-9]+]]: memref<?xindex>, %[[O:[a-z0-9]+]]: memref<?xindex>)
+// Chunk c sums counts[1024 c, min(1024 (c + 1), n)).
+// CHECK-LABEL: func.func private @__adj_tape_chunk_sums(
+// CHECK-SAME: %[[C:[a-z0-9]+]]: memref<?xindex>, %[[S:[a-z0-9]+]]: memref<?xindex>)
 // CHECK-SAME: attributes {adj.kernel, adj.ndim = 1 : i64}
-// CHECK: scf.for %[[I:.*]] = {{.*}} iter_args(%[[SUM:.*]] = %{{.*}}) -> (index)
+// CHECK: %[[K:.*]] = "adj.index"()
+// CHECK: %[[SUM:.*]] = scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (index)
 // CHECK:   %[[CI:.*]] = memref.load %[[C]][%[[I]]]
-// CHECK:   %[[NEW:.*]] = arith.addi %[[SUM]], %[[CI]] : index
-// CHECK:   memref.store %[[NEW]], %[[O]][%{{.*}}]
+// CHECK:   arith.addi %[[ACC]], %[[CI]] : index
+// CHECK: memref.store %[[SUM]], %[[S]][%[[K]]]
+
+// One item: the chunk sums become the chunks' starts; the total goes to offsets[n].
+// CHECK-LABEL: func.func private @__adj_tape_scan_chunks(
+// CHECK-SAME: %[[S:[a-z0-9]+]]: memref<?xindex>, %[[O:[a-z0-9]+]]: memref<?xindex>)
+// CHECK: %[[TOTAL:.*]] = scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (index)
+// CHECK:   %[[SK:.*]] = memref.load %[[S]][%[[K]]]
+// CHECK:   memref.store %[[ACC]], %[[S]][%[[K]]]
+// CHECK:   arith.addi %[[ACC]], %[[SK]] : index
+// CHECK: memref.store %[[TOTAL]], %[[O]][%{{.*}}]
+
+// Chunk c writes offsets[i] from its start.
+// CHECK-LABEL: func.func private @__adj_tape_chunk_offsets(
+// CHECK-SAME: %[[C:[a-z0-9]+]]: memref<?xindex>, %[[S:[a-z0-9]+]]: memref<?xindex>, %[[O:[a-z0-9]+]]: memref<?xindex>)
+// CHECK: %[[K:.*]] = "adj.index"()
+// CHECK: %[[START:.*]] = memref.load %[[S]][%[[K]]]
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[AT:.*]] = %[[START]]) -> (index)
+// CHECK:   memref.store %[[AT]], %[[O]][%[[I]]]

@@ -63,11 +63,12 @@ def lower_cuda_host(module: ir.Operation) -> list[str]:
     compiled from it); the CPU pipeline drops them once nothing calls them."""
     module = getattr(module, "operation", module)
     with module.context, module.location:
-        symbols = _symbol_table(module)
         slots: dict[str, int] = {}
         launchers: dict[tuple[str, int], str] = {}
         for launch in _ops_named(module, "adj.launch"):
-            expand_item_sums(launch)    # the kernels fill their per-item buffers on the GPU
+            # the kernels fill their per-item buffers on the GPU, and sum them there
+            expand_item_sums(launch, on_device=True)
+        symbols = _symbol_table(module)       # with the summing kernels
         for launch in _ops_named(module, "adj.launch"):
             _lower_launch(launch, symbols, slots, launchers, module)
         if slots:

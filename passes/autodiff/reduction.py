@@ -4,7 +4,8 @@ A reverse kernel leaves, per work item, its adjoint of each Active scalar argume
 array element that every item reads at one index, kernel_tape.UniformLoads) in a buffer of one
 element per item, and the launch returns their sums (adj.launch's results, f64): the CPU's
 lowering computes them per chunk of items as they run, without the buffers
-(lower_cpu.lower_summing_launch); the GPU's fills the buffers and sums them (expand_item_sums). A serial float32 loop stops growing at 2^24
+(lower_cpu.lower_summing_launch); the GPU's fills the buffers and sums them on the device
+(expand_item_sums, sum_items_on_device). A serial float32 loop stops growing at 2^24
 (on 2^25 items of 1.0 it gave 2^24), and its error grows with the number of items (1.5e-5
 relative at 2^20 random items). So this is adjit.sum's scheme (frontend/arrays.py, which builds its sums with
 the same CHUNK and pairwise_sum): CHUNK-element chunks summed in parallel, each by LANES independent
@@ -15,7 +16,7 @@ summation, far below float32's rounding of the result.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, memref, scf
+from mlir.dialects import arith, func, memref, scf
 
 from ...dialects import adj
 from .ir_util import index, walk
@@ -33,38 +34,89 @@ def accumulator_type(t: ir.Type) -> ir.Type:
 def sum_items(buf: ir.Value, n: ir.Value) -> ir.Value:
     """buf[0] + ... + buf[n-1] (a memref<?xT>) in T's accumulator type (f64 for f32); 0 when
     n is 0."""
-    t = ir.MemRefType(buf.type).element_type
-    acc_t = accumulator_type(t)
-    zero = arith.constant(acc_t, 0.0)
+    acc_t = accumulator_type(ir.MemRefType(buf.type).element_type)
     chunks = arith.ceildivui(n, index(CHUNK))
     partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc_t),
                            [chunks], [])
     loop = scf.ParallelOp([], [index(0)], [chunks], [index(1)], [])
     body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):
-        c = body.arguments[0]
-        lo = arith.muli(c, index(CHUNK))
-        hi = arith.minui(arith.addi(lo, index(CHUNK)), n)
-        full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), index(LANES)),
-                                         index(LANES)))
-        lanes = scf.ForOp(lo, full, index(LANES), [zero] * LANES)
-        with ir.InsertionPoint(lanes.body):
-            j = lanes.induction_variable
-            accs = []
-            for k, a in enumerate(lanes.inner_iter_args):
-                x = _widen(memref.load(buf, [arith.addi(j, index(k))]), acc_t)
-                accs.append(arith.addf(a, x, fastmath=ir.Attribute.parse(_REASSOC)))
-            scf.YieldOp(accs)
-        total = lanes.results[0]
-        for k in range(1, LANES):
-            total = arith.addf(total, lanes.results[k])
-        tail = scf.ForOp(full, hi, index(1), [total])
-        with ir.InsertionPoint(tail.body):
-            x = _widen(memref.load(buf, [tail.induction_variable]), acc_t)
-            scf.YieldOp([arith.addf(tail.inner_iter_args[0], x)])
-        memref.store(tail.results[0], partial, [c])
+        _store_chunk_sum(buf, n, body.arguments[0], partial, acc_t)
         scf.ReduceOp([], 0)
     return pairwise_sum(partial, chunks, acc_t)
+
+
+def _store_chunk_sum(buf: ir.Value, n: ir.Value, c: ir.Value, partial: ir.Value,
+                     acc_t: ir.Type) -> None:
+    """partial[c] = the sum of buf's chunk c (LANES reassociable accumulators, then a tail)."""
+    zero = arith.constant(acc_t, 0.0)
+    lo = arith.muli(c, index(CHUNK))
+    hi = arith.minui(arith.addi(lo, index(CHUNK)), n)
+    full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), index(LANES)),
+                                     index(LANES)))
+    lanes = scf.ForOp(lo, full, index(LANES), [zero] * LANES)
+    with ir.InsertionPoint(lanes.body):
+        j = lanes.induction_variable
+        accs = []
+        for k, a in enumerate(lanes.inner_iter_args):
+            x = _widen(memref.load(buf, [arith.addi(j, index(k))]), acc_t)
+            accs.append(arith.addf(a, x, fastmath=ir.Attribute.parse(_REASSOC)))
+        scf.YieldOp(accs)
+    total = lanes.results[0]
+    for k in range(1, LANES):
+        total = arith.addf(total, lanes.results[k])
+    tail = scf.ForOp(full, hi, index(1), [total])
+    with ir.InsertionPoint(tail.body):
+        x = _widen(memref.load(buf, [tail.induction_variable]), acc_t)
+        scf.YieldOp([arith.addf(tail.inner_iter_args[0], x)])
+    memref.store(tail.results[0], partial, [c])
+
+
+def sum_items_on_device(module: ir.Operation, buf: ir.Value, n: ir.Value) -> ir.Value:
+    """sum_items, its loops as launches on the device that filled `buf` (a GPU's host program):
+    one item per chunk sums it, one item adds the chunks' partials pairwise; the host reads
+    the one result (not the buffer, which a host-side sum would read across the bus)."""
+    t = ir.MemRefType(buf.type).element_type
+    acc_t = accumulator_type(t)
+    dyn = ir.ShapedType.get_dynamic_size()
+    acc_vec = ir.MemRefType.get([dyn], acc_t)
+    chunks = arith.ceildivui(n, index(CHUNK))
+    partial = memref.alloc(acc_vec, [chunks], [])
+    out = memref.alloc(acc_vec, [index(1)], [])
+
+    def chunk_body(args, item):
+        b, p = args
+        _store_chunk_sum(b, memref.dim(b, index(0)), item, p, acc_t)
+
+    def total_body(args, _):
+        p, o = args
+        memref.store(pairwise_sum(p, memref.dim(p, index(0)), acc_t), o, [index(0)])
+
+    for name, types, args, extent, body in (
+            (f"__adj_item_sums_{t}", [buf.type, acc_vec], [buf, partial], chunks, chunk_body),
+            (f"__adj_pairwise_{acc_t}", [acc_vec, acc_vec], [partial, out], index(1),
+             total_body)):
+        _device_kernel(module, name, types, body)
+        adj.launch(name, ir.FunctionType.get(types, []), args, [extent], None)
+        adj.sync()
+    return memref.load(out, [index(0)])
+
+
+def _device_kernel(module: ir.Operation, name: str, types: list[ir.Type], body) -> None:
+    """A one-dimensional kernel @name (once per module) whose body `body(args, item)` emits."""
+    block = module.regions[0].blocks[0]
+    for op in block.operations:
+        if "sym_name" in op.operation.attributes and \
+                ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
+            return
+    with ir.InsertionPoint(block), ir.Location.unknown():
+        fn = func.FuncOp(name, ir.FunctionType.get(types, []), visibility="private")
+        fn.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
+        fn.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
+        entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry):
+            body(list(entry.arguments), adj.index())
+            func.ReturnOp([])
 
 
 def _widen(x: ir.Value, acc_t: ir.Type) -> ir.Value:
@@ -103,10 +155,11 @@ def pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ir.Type) -> ir.Value
     return nonempty.results[0]
 
 
-def expand_item_sums(launch: ir.Operation) -> None:
+def expand_item_sums(launch: ir.Operation, on_device: bool = False) -> None:
     """Rewrites an adj.launch with results (item sums) into the launch alone, `adj.sync`, and
     sum_items over each per-item buffer: the form of targets that fill the buffers (the GPU's
-    launches and host programs)."""
+    launches and host programs); `on_device`: the sums as launches too
+    (sum_items_on_device: a GPU host program's)."""
     if not len(launch.results):
         return
     buffers = adj.item_sum_buffers(launch)
@@ -123,16 +176,20 @@ def expand_item_sums(launch: ir.Operation) -> None:
         items = index(1)
         for n in ndrange:
             items = arith.muli(items, n)
+        module = launch
+        while module.name != "builtin.module":
+            module = module.parent.operation
         for r, buf in zip(launch.results, buffers):
-            r.replace_all_uses_with(sum_items(buf, items))
+            r.replace_all_uses_with(sum_items_on_device(module, buf, items) if on_device
+                                    else sum_items(buf, items))
     launch.erase()
 
 
-def expand_all_item_sums(module: ir.Module) -> None:
+def expand_all_item_sums(module: ir.Module, on_device: bool = False) -> None:
     """adjit-opt --adj-expand-item-sums: expand_item_sums on every launch of `module` (what
     the GPU lowerings do first), so FileCheck tests can see the sums over filled buffers."""
     op = getattr(module, "operation", module)
     launches = [inner for inner in walk(op) if inner.name == "adj.launch"]
     with op.context, op.location:
         for launch in launches:
-            expand_item_sums(launch)
+            expand_item_sums(launch, on_device)

@@ -180,3 +180,26 @@ class GradCheck:
         fd_dir = (self.loss(along, weights) - self.loss(back, weights)) / (2 * h)
         np.testing.assert_allclose(self.forward(args, weights, direction), fd_dir, rtol=rtol,
                                    atol=atol, err_msg="forward mode")
+
+
+def vectorised_launch_loops(ll_text: str, tmp_path, cpu: str = "x86-64-v3") -> tuple[set, set]:
+    """(the launch loops of LLVM IR `ll_text`, those LLVM's loop vectoriser vectorised or
+    replaced by a memset/memcpy call), optimised as the runtime builds a module (opt -O3,
+    libmvec), for `cpu` (AVX2 by default)."""
+    import re
+    import subprocess
+    from pathlib import Path
+    import llvm
+    ll = tmp_path / "m.ll"
+    ll.write_text(ll_text)
+    remarks = tmp_path / "remarks.yaml"
+    opt = Path(list(llvm.__path__)[0]) / "bin" / "opt"
+    subprocess.run([str(opt), "-O3", "-mtriple=x86_64-unknown-linux-gnu", f"-mcpu={cpu}",
+                    "-vector-library=LIBMVEC", str(ll), "-o", "/dev/null",
+                    f"-pass-remarks-output={remarks}",
+                    "-pass-remarks-filter=loop-vectorize|loop-idiom"], check=True)
+    loops = set(re.findall(r"define \w+ @(parallel_compute_fn\w*)\(", ll_text))
+    done = set(re.findall(r"Name:\s+(?:Vectorized|ProcessLoopStridedStore|"
+                          r"ProcessLoopStoreOfLoopLoad)\nFunction:\s+(\w+)",
+                          remarks.read_text()))
+    return loops, done & loops

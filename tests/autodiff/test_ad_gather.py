@@ -9,7 +9,7 @@ import pytest
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
 from adjit.passes.autodiff import gather
-from ad_helpers import differentiate, request
+from ad_helpers import differentiate, request, vectorised_launch_loops
 
 
 _MADE: list[tuple[str, int]] = []   # (reverse kernel, gathered argument), as the pass makes them
@@ -405,27 +405,10 @@ func.func @run(%a: f32, %x: memref<?xf32>, %y: memref<?xf32>) {
 
 
 def vectorised_loops(module_text: str, tmp_path) -> tuple[set[str], set[str]]:
-    """(the launch loops of the module's LLVM IR, those LLVM's loop vectoriser vectorised or
-    replaced by a memset/memcpy call), optimised as the runtime builds a module (opt -O3),
-    for AVX2 (x86-64-v3)."""
-    import re
-    import subprocess
-    from pathlib import Path
-    import llvm
+    """(the launch loops of the differentiated module's LLVM IR, those LLVM vectorised)."""
     from adjit.passes.pipeline import llvm_ir_text
-    module = differentiate(module_text)
-    ll = tmp_path / "m.ll"
-    ll.write_text(llvm_ir_text(module, num_threads=2))
-    remarks = tmp_path / "remarks.yaml"
-    opt = Path(list(llvm.__path__)[0]) / "bin" / "opt"
-    subprocess.run([str(opt), "-O3", "-mtriple=x86_64-unknown-linux-gnu", "-mcpu=x86-64-v3",
-                    str(ll), "-o", "/dev/null", f"-pass-remarks-output={remarks}",
-                    "-pass-remarks-filter=loop-vectorize|loop-idiom"], check=True)
-    loops = set(re.findall(r"define \w+ @(parallel_compute_fn\w*)\(", ll.read_text()))
-    done = set(re.findall(r"Name:\s+(?:Vectorized|ProcessLoopStridedStore|"
-                          r"ProcessLoopStoreOfLoopLoad)\nFunction:\s+(\w+)",
-                          remarks.read_text()))
-    return loops, done & loops
+    return vectorised_launch_loops(llvm_ir_text(differentiate(module_text), num_threads=2),
+                                   tmp_path)
 
 
 @pytest.mark.parametrize("text, kernels", [(STENCIL_IR, 3), (SAXPY_IR, 2)],

@@ -107,13 +107,9 @@ def _signature(args: tuple) -> tuple:
     return tuple((a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
 
 
-class _Fast:
-    __slots__ = ("invoke", "values")
-
-
-def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> _Fast | None:
-    """The compiled specialisation a call with this `signature` got before, with `args`
-    converted by it; None where there is none, it is no longer the one `cache` holds for
+def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> tuple | None:
+    """(the invoker of the compiled specialisation a call with this `signature` got before,
+    `args` converted by it); None where there is none, it is no longer the one `cache` holds for
     its key (the cache was cleared), ADJIT_DEBUG changed, a forked child runs without the
     thread pool, or the conversion refuses an argument: the full path then specialises (and
     gives the messages of record: a non-contiguous array, a value that does not fit),
@@ -126,12 +122,9 @@ def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> _Fast | None:
     if key[-1] != debug_enabled() or cache.get(key) is not compiled:
         return None
     try:
-        values = compiled.convert_all(args)
+        return compiled.invoke, compiled.convert_all(args)
     except Exception:
         return None
-    fast = _Fast()
-    fast.invoke, fast.values = compiled.invoke, values
-    return fast
 
 
 def _checked_device(device: str, what: str) -> str:
@@ -204,7 +197,8 @@ class Function(_Decorated):
         if device is None:
             fast = _fast_path(self._fast, self._cache, _signature(args), args)
             if fast is not None:
-                return fast.invoke(fast.values)
+                invoke, values = fast
+                return invoke(values)
         if self._device(device) == "cuda":
             from .cuda_jit import call
             return call(self, args)
@@ -279,7 +273,8 @@ class Kernel(_Decorated):
             fast = _fast_path(self._fast, self._cache, (_signature(args), len(nd), wgs),
                               args + nd)
             if fast is not None:
-                fast.invoke(fast.values)
+                invoke, values = fast
+                invoke(values)
                 return
         if self._check_device(device) == "cuda":
             from .cuda_launch import launch

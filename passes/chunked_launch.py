@@ -38,7 +38,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..dialects.adj import item_sum_buffers, launch_call
-from .autodiff.ir_util import constant_int, unravel, walk
+from .autodiff.ir_util import constant_int, index, unravel, walk
 from .autodiff.reduction import CHUNK, pairwise_sum
 from .kernel_abi import check_ndrange_bounds, launched
 
@@ -261,14 +261,11 @@ def lower_privatised_launch(launch: ir.Operation, kernels: dict[str, ir.Operatio
     key = (name, "private")
     if key not in copies:
         copies[key] = _private_copy(kernel, f"{name}__private", targets)
-    idx = ir.IndexType.get()
     args = list(call.operands)
     arrays = [args[k] for k in targets]
     elem = [ir.MemRefType(a.type).element_type for a in arrays]
     acc_types = [ir.F64Type.get() if isinstance(t, ir.FloatType) else t for t in elem]
-
-    def c(v: int) -> ir.Value:
-        return arith.constant(idx, v)
+    c = index
 
     with ir.InsertionPoint(launch), launch.location:
         parts = c(max(1, threads) * PARTS)
@@ -304,10 +301,7 @@ def lower_privatised_launch(launch: ir.Operation, kernels: dict[str, ir.Operatio
 def _run_privatised(launch, kernel, ndrange, copy, args, arrays, sizes, counts, acc_types,
                     parts, items) -> None:
     idx = ir.IndexType.get()
-
-    def c(v: int) -> ir.Value:
-        return arith.constant(idx, v)
-
+    c = index
     fits = check_ndrange_bounds(kernel, list(launch_call(launch).operands), ndrange)
     if fits is not None:     # a launch that does not fit its arrays runs no item
         items = arith.select(fits, items, c(0))

@@ -81,10 +81,7 @@ llvm.func @adj_release_cached_memory() -> i64 {
   %cap_slot = llvm.getelementptr %p[-4] : (!llvm.ptr) -> !llvm.ptr, i64
   %cap = llvm.load %cap_slot : !llvm.ptr -> i64
   %0 = llvm.atomicrmw sub %cached, %cap seq_cst : !llvm.ptr, i64
-  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %off = llvm.load %off_slot : !llvm.ptr -> i64
-  %neg = llvm.sub %c0, %off : i64
-  %block = llvm.getelementptr %p[%neg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+  %block = llvm.call @adj_block_of(%p) : (!llvm.ptr) -> !llvm.ptr
   llvm.call @free(%block) : (!llvm.ptr) -> ()
   %sum = llvm.add %total, %cap : i64
   llvm.br ^loop(%next, %sum : i64, i64)
@@ -106,6 +103,47 @@ llvm.func internal @adj_malloc(%total: i64) -> !llvm.ptr {
   %retry = llvm.call @malloc(%total) : (i64) -> !llvm.ptr
   llvm.return %retry : !llvm.ptr
 ^ok:
+  llvm.return %block : !llvm.ptr
+}
+
+// A block for `bytes` of data starting on an `align` boundary (a power of 2) after a 32-byte
+// header, whose offset to the block's start (p[-2]) and kind (p[-3]: 1 for a cacheable
+// large block) it fills; the data pointer, or null.
+llvm.func internal @adj_aligned(%bytes: i64, %align: i64, %kind: i64) -> !llvm.ptr {
+  %null = llvm.mlir.zero : !llvm.ptr
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %c1 = llvm.mlir.constant(1 : i64) : i64
+  %header = llvm.mlir.constant(32 : i64) : i64
+  %pad = llvm.add %header, %align : i64
+  %total = llvm.add %bytes, %pad : i64
+  %block = llvm.call @adj_malloc(%total) : (i64) -> !llvm.ptr
+  %failed = llvm.icmp "eq" %block, %null : !llvm.ptr
+  llvm.cond_br %failed, ^fail, ^ok
+^ok:
+  %bi = llvm.ptrtoint %block : !llvm.ptr to i64
+  %lowest = llvm.add %bi, %header : i64
+  %less_1 = llvm.sub %align, %c1 : i64
+  %up = llvm.add %lowest, %less_1 : i64
+  %mask = llvm.sub %c0, %align : i64
+  %pi = llvm.and %up, %mask : i64
+  %off = llvm.sub %pi, %bi : i64
+  %p = llvm.getelementptr %block[%off] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %off, %off_slot : i64, !llvm.ptr
+  %kind_slot = llvm.getelementptr %p[-3] : (!llvm.ptr) -> !llvm.ptr, i64
+  llvm.store %kind, %kind_slot : i64, !llvm.ptr
+  llvm.return %p : !llvm.ptr
+^fail:
+  llvm.return %null : !llvm.ptr
+}
+
+// The block that the data pointer `p` (of adj_aligned) starts in.
+llvm.func internal @adj_block_of(%p: !llvm.ptr) -> !llvm.ptr {
+  %c0 = llvm.mlir.constant(0 : i64) : i64
+  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
+  %off = llvm.load %off_slot : !llvm.ptr -> i64
+  %neg = llvm.sub %c0, %off : i64
+  %block = llvm.getelementptr %p[%neg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
   llvm.return %block : !llvm.ptr
 }
 
@@ -160,31 +198,14 @@ llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   // Data 64-byte aligned (a cache line); from 64 KiB on, page aligned: two arrays at
   // different offsets within a page make a kernel's loads of one falsely wait on its stores
   // to the other (4K aliasing: a stencil over heap-placed 256 KiB arrays ran 6x slower).
-  %header = llvm.mlir.constant(32 : i64) : i64
   %c64 = llvm.mlir.constant(64 : i64) : i64
   %page = llvm.mlir.constant(4096 : i64) : i64
   %mid = llvm.mlir.constant(65536 : i64) : i64
   %is_mid = llvm.icmp "uge" %size, %mid : i64
   %align = llvm.select %is_mid, %page, %c64 : i1, i64
-  %pad = llvm.add %header, %align : i64
-  %total = llvm.add %size, %pad : i64
-  %block = llvm.call @adj_malloc(%total) : (i64) -> !llvm.ptr
-  %failed = llvm.icmp "eq" %block, %null : !llvm.ptr
-  llvm.cond_br %failed, ^fail, ^small_ok
-^small_ok:
-  %bi = llvm.ptrtoint %block : !llvm.ptr to i64
-  %align_less_1 = llvm.sub %align, %c1 : i64
-  %lowest = llvm.add %bi, %header : i64
-  %up_s = llvm.add %lowest, %align_less_1 : i64
-  %mask_s = llvm.sub %c0, %align : i64
-  %spi = llvm.and %up_s, %mask_s : i64
-  %soff = llvm.sub %spi, %bi : i64
-  %sp = llvm.getelementptr %block[%soff] : (!llvm.ptr, i64) -> !llvm.ptr, i8
-  %off_slot = llvm.getelementptr %sp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %soff, %off_slot : i64, !llvm.ptr
-  %kind_slot = llvm.getelementptr %sp[-3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %c0, %kind_slot : i64, !llvm.ptr
-  llvm.br ^count(%sp : !llvm.ptr)
+  %sp = llvm.call @adj_aligned(%size, %align, %c0) : (i64, i64, i64) -> !llvm.ptr
+  %failed = llvm.icmp "eq" %sp, %null : !llvm.ptr
+  llvm.cond_br %failed, ^fail, ^count(%sp : !llvm.ptr)
 ^scan(%i: i64, %best: i64, %best_cap: i64):
   %more = llvm.icmp "ult" %i, %n : i64
   llvm.cond_br %more, ^look, ^pick
@@ -228,10 +249,7 @@ llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   llvm.cond_br %kept, ^fresh, ^drop
 ^drop:
   %2 = llvm.atomicrmw sub %cached, %ccap seq_cst : !llvm.ptr, i64
-  %doff_slot = llvm.getelementptr %cp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %doff = llvm.load %doff_slot : !llvm.ptr -> i64
-  %dneg = llvm.sub %c0, %doff : i64
-  %dblock = llvm.getelementptr %cp[%dneg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+  %dblock = llvm.call @adj_block_of(%cp) : (!llvm.ptr) -> !llvm.ptr
   llvm.call @free(%dblock) : (!llvm.ptr) -> ()
   llvm.br ^fresh
 ^fresh:
@@ -239,26 +257,13 @@ llvm.func @_mlir_memref_to_llvm_alloc(%size: i64) -> !llvm.ptr {
   %page_mask = llvm.mlir.constant(-4096 : i64) : i64
   %up = llvm.add %size, %page_less_1 : i64
   %cap = llvm.and %up, %page_mask : i64
-  %lheader = llvm.mlir.constant(32 : i64) : i64
   %lpage = llvm.mlir.constant(4096 : i64) : i64
-  %lpad = llvm.add %lheader, %lpage : i64
-  %ltotal = llvm.add %cap, %lpad : i64
-  %lblock = llvm.call @adj_malloc(%ltotal) : (i64) -> !llvm.ptr
-  %lfailed = llvm.icmp "eq" %lblock, %null : !llvm.ptr
+  %lp = llvm.call @adj_aligned(%cap, %lpage, %c1) : (i64, i64, i64) -> !llvm.ptr
+  %lfailed = llvm.icmp "eq" %lp, %null : !llvm.ptr
   llvm.cond_br %lfailed, ^fail, ^fresh_ok
 ^fresh_ok:
-  %lbi = llvm.ptrtoint %lblock : !llvm.ptr to i64
-  %llowest = llvm.add %lbi, %lheader : i64
-  %lup = llvm.add %llowest, %page_less_1 : i64
-  %lpi = llvm.and %lup, %page_mask : i64
-  %loff = llvm.sub %lpi, %lbi : i64
-  %lp = llvm.getelementptr %lblock[%loff] : (!llvm.ptr, i64) -> !llvm.ptr, i8
   %cap_slot = llvm.getelementptr %lp[-4] : (!llvm.ptr) -> !llvm.ptr, i64
   llvm.store %cap, %cap_slot : i64, !llvm.ptr
-  %kind_slot_l = llvm.getelementptr %lp[-3] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %c1, %kind_slot_l : i64, !llvm.ptr
-  %loff_slot = llvm.getelementptr %lp[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  llvm.store %loff, %loff_slot : i64, !llvm.ptr
   llvm.br ^count(%lp : !llvm.ptr)
 ^count(%p: !llvm.ptr):
   %size_slot = llvm.getelementptr %p[-1] : (!llvm.ptr) -> !llvm.ptr, i64
@@ -278,8 +283,6 @@ llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
   %is_null = llvm.icmp "eq" %p, %null : !llvm.ptr
   llvm.cond_br %is_null, ^done, ^free
 ^free:
-  %off_slot = llvm.getelementptr %p[-2] : (!llvm.ptr) -> !llvm.ptr, i64
-  %off = llvm.load %off_slot : !llvm.ptr -> i64
   %size_slot = llvm.getelementptr %p[-1] : (!llvm.ptr) -> !llvm.ptr, i64
   %size = llvm.load %size_slot : !llvm.ptr -> i64
   %in_use = llvm.mlir.addressof @adj_bytes_in_use : !llvm.ptr
@@ -306,9 +309,7 @@ llvm.func @_mlir_memref_to_llvm_free(%p: !llvm.ptr) {
   %1 = llvm.atomicrmw sub %cached, %cap seq_cst : !llvm.ptr, i64
   llvm.br ^release
 ^release:
-  %zero = llvm.mlir.constant(0 : i64) : i64
-  %neg = llvm.sub %zero, %off : i64
-  %block = llvm.getelementptr %p[%neg] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+  %block = llvm.call @adj_block_of(%p) : (!llvm.ptr) -> !llvm.ptr
   llvm.call @free(%block) : (!llvm.ptr) -> ()
   llvm.br ^done
 ^done:

@@ -29,11 +29,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
-from ...dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
-from .ir_util import index, is_memref, parent_op, walk
+from ...dialects.adj import AdjError
+from .ir_util import index, is_memref, one_dimensional_kernel, parent_op, walk
 from .tape import StackReader, TapePlan
 from .uniform import uniform
 
@@ -256,19 +256,8 @@ def emit_offsets(diff: "Differentiator", counts: ir.Value, items: ir.Value) -> i
 def _scan_kernel(diff: "Differentiator", name: str, n_args: int, body) -> str:
     """A one-dimensional kernel @name of `n_args` index arrays (made once per module), whose
     body `body(args, item)` emits."""
-    if name in diff.symbols:
-        return name
-    idx = ir.IndexType.get()
-    vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], idx)
-    with ir.InsertionPoint(diff.body), ir.Location.unknown():
-        fn = func.FuncOp(name, ir.FunctionType.get([vec] * n_args, []), visibility="private")
-        fn.attributes[KERNEL_ATTR] = ir.UnitAttr.get()
-        fn.attributes[NDIM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
-        entry = fn.add_entry_block()
-        with ir.InsertionPoint(entry):
-            body(list(entry.arguments), adj.index())
-            func.ReturnOp([])
-    diff.symbols[name] = fn.operation
+    vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.IndexType.get())
+    diff.symbols[name] = one_dimensional_kernel(diff.body, name, [vec] * n_args, body)
     return name
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, memref, scf
+from mlir.dialects import arith, func, memref, scf
+
+from ...dialects import adj
 
 
 # Ops whose memref result is a view of their first operand: the shadow of the view is the
@@ -236,3 +238,22 @@ def unravel(linear: ir.Value, counts: list[ir.Value]) -> list[ir.Value]:
         linear = arith.divui(linear, c)
     out.append(linear)
     return out[::-1]
+
+
+def one_dimensional_kernel(block: ir.Block, name: str, types: Sequence[ir.Type],
+                           body) -> ir.Operation:
+    """The private kernel @name of `block` (a module's body), launched over one dimension,
+    made if it is not there: its body `body(arguments, item index)` emits."""
+    for op in block.operations:
+        if "sym_name" in op.operation.attributes and \
+                ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
+            return op.operation
+    with ir.InsertionPoint(block), ir.Location.unknown():
+        fn = func.FuncOp(name, ir.FunctionType.get(list(types), []), visibility="private")
+        fn.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
+        fn.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
+        entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry):
+            body(list(entry.arguments), adj.index())
+            func.ReturnOp([])
+    return fn.operation

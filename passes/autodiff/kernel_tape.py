@@ -31,8 +31,8 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ...dialects import adj
-from .ir_util import (add as add_adjoint, clone_op, is_ancestor, is_memref, or_zero, parent_op,
-                      walk, zero)
+from .ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memref, or_zero,
+                      parent_op, walk, zero)
 from .augment import AugGen
 from .context import ReverseContext
 from .reverse import RevGen, Scope
@@ -269,7 +269,7 @@ class KernelAugGen(AugGen):
                 self._threads.add(op)
                 op = op.parent.operation
         self.dynamic = dynamic_types(ctx.plan, ctx.fn)
-        if self.dynamic:
+        if self.dynamic and not self.counting:    # (the counting kernel comes second)
             check_countable(ctx.fn)
         self.stacks = ItemStacks(self.dynamic, self.counting)
 
@@ -288,7 +288,7 @@ class KernelAugGen(AugGen):
         packed = tape_params[len(self.layout.types):]
         stacks, offsets = packed[0::2], packed[1::2]
         starts = [memref.load(o, [self.item]) for o in offsets]
-        self.ends = [memref.load(o, [arith.addi(self.item, _index(1))]) for o in offsets]
+        self.ends = [memref.load(o, [arith.addi(self.item, index(1))]) for o in offsets]
         self.stacks.start(stacks, starts, self.ends)
 
     def epilogue(self, ret: ir.Operation) -> None:
@@ -398,7 +398,7 @@ class KernelCountGen(KernelAugGen):
         self.counts = tape_params
         self.item = adj.index()
         self.args = [self.vmap[a] for a in self.ctx.entry.arguments]
-        self.stacks.start(self.counts, [_index(0)] * len(self.counts), [])
+        self.stacks.start(self.counts, [index(0)] * len(self.counts), [])
 
     def epilogue(self, ret: ir.Operation) -> None:
         for c, n in zip(self.counts, self.stacks.cursors()):
@@ -421,6 +421,3 @@ class KernelCountGen(KernelAugGen):
         target = op.operands[1]
         return isinstance(target, ir.BlockArgument) and target.owner == self.ctx.entry
 
-
-def _index(v: int) -> ir.Value:
-    return arith.constant(ir.IndexType.get(), v)

@@ -16,10 +16,10 @@ summation, far below float32's rounding of the result.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
-from .ir_util import index, walk
+from .ir_util import index, one_dimensional_kernel, walk
 
 CHUNK = 4096
 LANES = 4
@@ -96,27 +96,10 @@ def sum_items_on_device(module: ir.Operation, buf: ir.Value, n: ir.Value) -> ir.
             (f"__adj_item_sums_{t}", [buf.type, acc_vec], [buf, partial], chunks, chunk_body),
             (f"__adj_pairwise_{acc_t}", [acc_vec, acc_vec], [partial, out], index(1),
              total_body)):
-        _device_kernel(module, name, types, body)
+        one_dimensional_kernel(module.regions[0].blocks[0], name, types, body)
         adj.launch(name, ir.FunctionType.get(types, []), args, [extent], None)
         adj.sync()
     return memref.load(out, [index(0)])
-
-
-def _device_kernel(module: ir.Operation, name: str, types: list[ir.Type], body) -> None:
-    """A one-dimensional kernel @name (once per module) whose body `body(args, item)` emits."""
-    block = module.regions[0].blocks[0]
-    for op in block.operations:
-        if "sym_name" in op.operation.attributes and \
-                ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
-            return
-    with ir.InsertionPoint(block), ir.Location.unknown():
-        fn = func.FuncOp(name, ir.FunctionType.get(types, []), visibility="private")
-        fn.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
-        fn.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)
-        entry = fn.add_entry_block()
-        with ir.InsertionPoint(entry):
-            body(list(entry.arguments), adj.index())
-            func.ReturnOp([])
 
 
 def _widen(x: ir.Value, acc_t: ir.Type) -> ir.Value:

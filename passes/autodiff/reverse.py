@@ -36,6 +36,7 @@ from .ir_util import (ATOMIC_ADDF, VIEW_OPS, add, clone_op, defining_block, dims
                       zero, zeroed_like)
 from . import gather
 from .launch import launch_signature, reverse_launch
+from .reduction import accumulator_type, pairwise_sum
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 from .signature import Derivative, Signature, adjoint_types, aug_inputs, dret_types
 from .tape import (Key, StackReader, TapePlan, key_block, stack_fields, tape_param_names,
@@ -809,8 +810,12 @@ class RevGen:
         lb, ub, step = (self.primal(v) for v in op.operands)
         total = trip_count(lb, ub, step)
         outer = self.outer(op)
-        partials = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], o.type),
-                                 [total], []) for o in outer]
+        # Per-iteration adjoints of outer floats in their accumulator type (f64 for f32),
+        # added pairwise afterwards as adjit.sum adds (a serial f32 sum over the iterations
+        # lost precision as a naive running sum does).
+        acc = [accumulator_type(o.type) if is_float(o.type) else o.type for o in outer]
+        partials = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
+                                 [total], []) for t in acc]
         loop = scf.ParallelOp([], [lb], [ub], [step], [])
         self._attempt = [p.owner.operation for p in partials] + [loop.operation]
         block = loop.regions[0].blocks.append(ir.IndexType.get())
@@ -823,15 +828,13 @@ class RevGen:
             self.leave()
             out = self._close(outer)
             slot = arith.divui(arith.subi(block.arguments[0], lb), step)
-            for v, o, buf in zip(out, outer, partials):
-                memref.store(or_zero(v, o.type), buf, [slot])
+            for v, o, buf, t in zip(out, outer, partials, acc):
+                value = or_zero(v, o.type)
+                memref.store(value if t == o.type else arith.extf(t, value), buf, [slot])
             scf.ReduceOp([], 0)
-        for o, buf in zip(outer, partials):
-            total_sum = scf.ForOp(index(0), total, index(1), [zero(o.type)])
-            with ir.InsertionPoint(total_sum.body):
-                scf.YieldOp([arith.addf(total_sum.inner_iter_args[0],
-                                        memref.load(buf, [total_sum.induction_variable]))])
-            self.add_adj(o, total_sum.results[0])
+        for o, buf, t in zip(outer, partials, acc):
+            value = pairwise_sum(buf, total, t)
+            self.add_adj(o, value if t == o.type else arith.truncf(o.type, value))
 
     def _reverse_sequential(self, op: ir.Operation) -> None:
         """Independent iterations: reversed as one sequential loop over the linearized

@@ -116,3 +116,20 @@ def test_ndrange_larger_than_the_arrays_is_refused():
                                                              np.ones(8, np.float32)),
                        ndrange=9)
 
+
+
+@adjit.jit
+def copied_scale(a: adjit.f32, x):
+    y = (a * x).copy()            # an element-wise loop that stores: reversed in parallel
+    return adjit.sum(y) + adjit.sum(y * y)
+
+
+def test_active_scalar_of_a_parallel_element_wise_loop_is_summed_in_f64_pairwise():
+    # Each iteration's adjoint of `a` goes to a slot; the slots are added pairwise in f64
+    # (reverse.py _reverse_parallel). A serial float32 sum of the 4M slots was 1.7e-3 off.
+    x = np.random.default_rng(0).random(1 << 22, dtype=np.float32)
+    da, _ = adjit.autodiff(Reverse, copied_scale, Active(np.float32(1.0)),
+                           Duplicated(x, np.zeros_like(x)))
+    x64 = x.astype(np.float64)
+    want = np.sum(x64) + 2 * np.sum(x64 * x64)
+    assert abs(float(da) - want) / want < 1e-6

@@ -42,6 +42,12 @@ def linreg_loss(a: adjit.f32, b: adjit.f32, x, y):
     return adjit.sum(r * r)
 
 
+@adjit.jit
+def linreg_loss_inline(a: adjit.f32, b: adjit.f32, x, y):
+    # G1 as one expression: naming `r` above must cost no more than a few percent over this.
+    return adjit.sum((a * x + b - y) * (a * x + b - y))
+
+
 @adjit.kernel
 def heat_step(u, v):
     i, j = adjit.index_nd()
@@ -206,16 +212,17 @@ def _f64(*arrays):
     return tuple(np.asarray(a, dtype=np.float64) for a in arrays)
 
 
-def linreg_workload(n: int, rng) -> Workload:
+def linreg_workload(n: int, rng, inline: bool = False) -> Workload:
     x = rng.random(n, dtype=np.float32)
     y = rng.random(n, dtype=np.float32)
     a, b = np.float32(2.0), np.float32(1.0)
     dx = np.zeros_like(x)
     x64, y64 = _f64(x, y)
+    loss = linreg_loss_inline if inline else linreg_loss
 
     def grad():
         dx.fill(0.0)
-        (da, db, _, _), value = adjit.autodiff(ReverseWithPrimal, linreg_loss, Active(a),
+        (da, db, _, _), value = adjit.autodiff(ReverseWithPrimal, loss, Active(a),
                                                Active(b), Duplicated(x, dx), Const(y))
         return (da, db, dx), value
 
@@ -241,7 +248,8 @@ def linreg_workload(n: int, rng) -> Workload:
         return lambda: _swap(kernel(a, b, x, y, dx), (0, 1, dx))
 
     return Workload(
-        "G1 `r = a*x + b - y; sum(r*r)`, grad a, b, x", lambda: linreg_loss(a, b, x, y), grad,
+        ("G1e `sum((a*x + b - y)*(a*x + b - y))`: G1 as one expression" if inline
+         else "G1 `r = a*x + b - y; sum(r*r)`, grad a, b, x"), lambda: loss(a, b, x, y), grad,
         lambda: linreg_grad_np(2.0, 1.0, x64, y64),
         lambda a_, b_, x_: float(np.sum((a_ * x_ + b_ - y64) ** 2)), (2.0, 1.0, x64),
         numpy_grad=lambda: linreg_grad_np(a, b, x, y), jax=jax, numba=numba,
@@ -438,7 +446,8 @@ def lookup_workload(n: int, table: int, rng) -> Workload:
 def workloads(n: int = 4_000_000, grid: int = 256, steps: int = 50, seed: int = 0,
               table: int = 256):
     rng = np.random.default_rng(seed)
-    return [linreg_workload(n, rng), stencil_workload(grid, steps, False, rng),
+    return [linreg_workload(n, rng), linreg_workload(n, rng, inline=True),
+            stencil_workload(grid, steps, False, rng),
             stencil_workload(grid, steps, True, rng), softplus_workload(n, rng),
             residual_workload(n, rng), lookup_workload(n, table, rng)]
 
@@ -683,7 +692,7 @@ def _source_state() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """argv: first words of workload names (G1 G2 G2b G3 kernel): only those rows."""
+    """argv: first words of workload names (G1 G1e G2 G2b G3 kernel G4): only those rows."""
     out = sys.stdout
     load = os.getloadavg()[0]
     print(f"adjit {_source_state()}; load average "

@@ -59,6 +59,7 @@ PASSES: dict[str, Pass] = {
     "adj-annotate-written": _lazy("adjit.passes.written", "annotate_written"),
     "adj-expand-item-sums": _lazy("adjit.passes.autodiff.reduction", "expand_all_item_sums"),
     "adj-serialise-small-loops": _lazy("adjit.passes.small_loops", "serialise_small_loops"),
+    "adj-split-interior": _lazy("adjit.passes.interior", "split_interior"),
 }
 
 

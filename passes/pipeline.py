@@ -25,6 +25,7 @@ from mlir.dialects import arith
 from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
+from .interior import split_interior
 from .lower_cpu import lower_cpu, relax_atomics
 from .small_loops import serialise_small_loops
 from .walk import walk
@@ -34,8 +35,12 @@ _C_INTERFACE_ATTR = "llvm.emit_c_interface"
 _PREPARE = "inline,symbol-dce,canonicalize,cse"
 _DEALLOCATE = ("ownership-based-buffer-deallocation,canonicalize,buffer-deallocation-simplification,"
                "bufferization-lower-deallocations,cse,canonicalize,convert-bufferization-to-memref")
-_ASYNC = ("async-parallel-for{{async-dispatch=true num-workers={n}}},async-to-async-runtime,"
-          "async-runtime-ref-counting,async-runtime-ref-counting-opt,convert-async-to-llvm")
+_PARALLEL_FOR = "async-parallel-for{{async-dispatch=true num-workers={n}}}"
+# What async-parallel-for leaves, or with one thread every scf.parallel, as scf.for nests:
+# split_interior works on those.
+_NESTED_FORS = "func.func(scf-parallel-for-to-nested-fors)"
+_ASYNC = ("async-to-async-runtime,async-runtime-ref-counting,async-runtime-ref-counting-opt,"
+          "convert-async-to-llvm")
 # math-to-funcs implements integer powers; math-to-llvm takes the ops LLVM has intrinsics
 # for; math-to-libm calls libm for the rest.
 _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
@@ -71,17 +76,21 @@ def default_num_threads() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _stages(num_threads: int | None) -> tuple[str, str]:
-    # (before, after) the point where widen_bool_memrefs runs: after deallocation, whose
-    # lowering makes i1 memrefs of its own.
+def _stages(num_threads: int | None) -> tuple[str, str, str]:
+    # (before, loops, after): widen_bool_memrefs runs between the first two (after
+    # deallocation, whose lowering makes i1 memrefs of its own), split_interior between the
+    # last two (on the scf.for nests the loops stage leaves).
     n = default_num_threads() if num_threads is None else num_threads
-    return ",".join([_PREPARE, _DEALLOCATE]), ",".join(([_ASYNC.format(n=n)] if n > 1 else []) + [_TO_LLVM])
+    parallel = [_PARALLEL_FOR.format(n=n)] if n > 1 else []
+    return (",".join([_PREPARE, _DEALLOCATE]), ",".join(parallel + [_NESTED_FORS]),
+            ",".join(["canonicalize"] + ([_ASYNC] if n > 1 else []) + [_TO_LLVM]))
 
 
 def cpu_pipeline(num_threads: int | None = None) -> str:
     """The upstream pass pipeline that follows `lower_cpu` (num_threads None:
     default_num_threads()). Alone it aborts on i1 memrefs: `run_cpu_pipeline` runs it with
-    `widen_bool_memrefs` between deallocation and async-parallel-for."""
+    `widen_bool_memrefs` between deallocation and async-parallel-for, and split_interior after
+    the loops are scf.for nests."""
     return f"builtin.module({','.join(_stages(num_threads))})"
 
 
@@ -140,7 +149,7 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
     """Runs the passes after `lower_cpu` on a module it already lowered: `cpu_pipeline`
     with `widen_bool_memrefs` in place."""
     threads = default_num_threads() if num_threads is None else num_threads
-    before, after = _stages(threads)
+    before, loops, after = _stages(threads)
     with module.context, ir.Location.unknown():
         _privatize_non_entries(module)
         pm = PassManager()
@@ -148,6 +157,8 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
         pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
         if threads > 1:   # small loops stay on the calling thread (small_loops.py says why)
             pm.add(lambda op, _pass: serialise_small_loops(op), name="adj-serialise-small-loops")
+        pm.add(loops)
+        pm.add(lambda op, _pass: split_interior(op), name="adj-split-interior")
         pm.add(after)
         pm.add(lambda op, _pass: relax_atomics(op), name="adj-relax-atomics")
         pm.run(module.operation)

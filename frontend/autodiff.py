@@ -17,6 +17,7 @@ import numpy as np
 from ..runtime.device_array import DeviceArray
 from ..runtime.kernel_cache import check_ndrange_bounds
 from . import autodiff_checks
+from .compiled import cached_derivative, source_key
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         specialise)
 from .guard import compiling
@@ -213,9 +214,12 @@ def _derivative(f, mode: Mode, anns, types, nd, wgs, pullback: bool = False) -> 
     cache = f.__dict__.setdefault("_derivatives", {})
     d = cache.get(key)
     if d is None:
-        from .derivative import Derivative
-        d = cache[key] = compiling(f, lambda: Derivative(f, mode, anns, types, nd, wgs,
-                                                          pullback).compile_cpu())
+        def build() -> Derivative:
+            from .derivative import Derivative
+            return compiling(f, lambda: Derivative(f, mode, anns, types, nd, wgs,
+                                                   pullback).compile_cpu())
+        skey = source_key(f, f"cpu:derivative:{f.kind}", types, mode, key[1], key[3:])
+        d = cache[key] = cached_derivative(f, skey, build)
     return d
 
 

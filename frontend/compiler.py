@@ -15,6 +15,7 @@ from mlir.dialects import arith, func
 from ..dialects import adj, make_context
 from . import scalar_ops as S
 from .codegen import CodeGenerator
+from .compiled import Compiled
 from .errors import UserError
 from .types import ArrayType, ScalarType, i64
 from .values import Array, ArrayExpr, Literal, Scalar, Shape
@@ -112,28 +113,20 @@ class CompileUnit:
                 func.ReturnOp(body(list(block.arguments)))
 
 
-class Compiled:
-    """A compiled specialisation: the module text at each stage and the callable."""
-
-    def __init__(self, unit: CompileUnit, entry: str, arg_types: list, result_types: list,
-                 tuple_result: bool, target: Function | Kernel):
-        from ..passes.written import written_arguments
-        from ..runtime.engine import compile_module
-        self.adj_text = str(unit.module)
-        if os.environ.get("ADJIT_DUMP_IR"):
-            print(f"// ----- adjit: {entry} (adj) -----\n{self.adj_text}")
-        with unit.ctx, ir.Location.unknown():
-            written = written_arguments(unit.module, entry)
-            self.module = compile_module(unit.module)
-        call = self.module.function(entry, arg_types, result_types, written, target.__name__,
-                                    target.params)
-        # The call's two halves (runtime/abi.py _entry): functions.py's fast path
-        self.convert_all = call.convert_all
-        if tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
-            self.call = lambda *args: (call(*args),)
-            self.invoke = lambda values: (call.invoke(values),)
-        else:
-            self.call, self.invoke = call, call.invoke
+def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
+             tuple_result: bool, target: Function | Kernel) -> Compiled:
+    """The unit's module compiled (or loaded from the disk cache by its text), behind a
+    callable `entry`."""
+    from ..passes.written import written_arguments
+    from ..runtime.engine import compile_module
+    adj_text = str(unit.module)
+    if os.environ.get("ADJIT_DUMP_IR"):
+        print(f"// ----- adjit: {entry} (adj) -----\n{adj_text}")
+    with unit.ctx, ir.Location.unknown():
+        written = written_arguments(unit.module, entry)
+        module = compile_module(unit.module)
+    return Compiled(module, entry, arg_types, result_types, tuple_result, written, target,
+                    adj_text)
 
 
 def function_unit(fn: "Function", types: list, debug: bool,
@@ -156,7 +149,7 @@ def function_unit(fn: "Function", types: list, debug: bool,
 def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
     """`fn` for argument `types`, behind an entry Python calls."""
     unit, results, is_tuple = function_unit(fn, types, debug)
-    return Compiled(unit, "entry", types, results, is_tuple, fn)
+    return compiled(unit, "entry", types, results, is_tuple, fn)
 
 
 def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, list]],
@@ -193,7 +186,7 @@ def build_kernel(k: "Kernel", types: list, ndim: int, wgs: tuple[int, ...] | Non
             return []
 
         unit.entry("entry", types + [i64] * ndim, [], body)
-    return Compiled(unit, "entry", types + [i64] * ndim, [], False, k)
+    return compiled(unit, "entry", types + [i64] * ndim, [], False, k)
 
 
 def kernel_module(k: "Kernel", types: list, ndim: int, debug: bool) -> tuple[str, str]:

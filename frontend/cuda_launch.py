@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
-import hashlib
-import importlib.util
 import math
 import os
 from pathlib import Path
@@ -40,7 +37,7 @@ from ..runtime.tape_size import per_item_count
 from .autodiff import flat_positions
 from .functions import debug_enabled, specialise
 from .guard import compiling
-from .source import fingerprint
+from .source import compiler_fingerprint, fingerprint  # noqa: F401 (cuda_jit)
 from .types import ArrayType, f64
 
 if TYPE_CHECKING:
@@ -254,15 +251,3 @@ def cache_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str,
     return kernel_cache.cache_key(what, k.__name__, target)
 
 
-@functools.cache
-def compiler_fingerprint() -> str:
-    """A digest of adjit's compiler (the frontend, dialect and passes sources): a cached
-    kernel is reused only by the compiler version that made it."""
-    digest = hashlib.sha256()
-    for package in ("adjit.frontend", "adjit.dialects", "adjit.passes"):
-        root = Path(importlib.util.find_spec(package).origin).parent
-        for path in sorted(root.rglob("*")):
-            if path.suffix in (".py", ".mlir"):
-                digest.update(f"\0{path.relative_to(root)}\0".encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()

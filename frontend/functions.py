@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..runtime.abi import FORK
+from .compiled import Compiled, cached_build, source_key
 from .errors import CompilationError
 from .guard import compiling
 from .source import SourceInfo, parse_source
@@ -21,7 +22,6 @@ from .types import ArrayType, ScalarType, as_scalar_type, type_of_value
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
-    from .compiler import Compiled
 
 
 def debug_enabled() -> bool:
@@ -213,8 +213,10 @@ class Function(_Decorated):
         return result
 
     def _build(self, types: list, debug: bool) -> Compiled:
-        from .compiler import build_function
-        return compiling(self, lambda: build_function(self, types, debug))
+        def build() -> Compiled:
+            from .compiler import build_function
+            return compiling(self, lambda: build_function(self, types, debug))
+        return cached_build(self, source_key(self, f"cpu:{self.kind}", types, debug), build)
 
     def lower(self, *args, device: str | None = None) -> Lowered:
         if self._device(device) == "cuda":
@@ -289,8 +291,11 @@ class Kernel(_Decorated):
 
     def _build(self, types: list, ndim: int, wgs: tuple[int, ...] | None,
                debug: bool) -> Compiled:
-        from .compiler import build_kernel
-        return compiling(self, lambda: build_kernel(self, types, ndim, wgs, debug))
+        def build() -> Compiled:
+            from .compiler import build_kernel
+            return compiling(self, lambda: build_kernel(self, types, ndim, wgs, debug))
+        return cached_build(self, source_key(self, "cpu:kernel", types, ndim, wgs, debug),
+                            build)
 
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
         nd = _ndrange_tuple(ndrange, self.__name__)

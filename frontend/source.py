@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import hashlib
+import importlib.util
 import inspect
 import linecache
 import textwrap
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -226,3 +229,17 @@ def _referenced(pyfn: Callable, tree: ast.AST) -> Iterator[tuple[str, Any]]:
         for attr in reversed(chain):
             value = getattr(value, attr, None)
         yield ".".join([node.id, *reversed(chain)]), value
+
+
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A digest of adjit's compiler (the frontend, dialect and passes sources): a cached
+    kernel is reused only by the compiler version that made it."""
+    digest = hashlib.sha256()
+    for package in ("adjit.frontend", "adjit.dialects", "adjit.passes"):
+        root = Path(importlib.util.find_spec(package).origin).parent
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".mlir"):
+                digest.update(f"\0{path.relative_to(root)}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()

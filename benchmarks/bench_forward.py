@@ -133,7 +133,7 @@ def run_numpy(repeat: int) -> dict:
 
 def run_numba(repeat: int) -> dict:
     try:
-        import numba
+        import numba  # noqa: F401
     except ImportError:
         return {"missing": "numba is not installed (pip install -e '.[bench]')"}
     import numpy as np

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from ..runtime import source_index
+from ..runtime import native_dispatch, source_index
 from ..runtime.compiled_module import CompiledModule, from_source_key
 from ..runtime.host_program import parse_type, type_code
 from .source import compiler_fingerprint, fingerprint
@@ -27,6 +27,8 @@ class Compiled:
     def __init__(self, module: CompiledModule, entry: str, arg_types: list, result_types: list,
                  tuple_result: bool, written, target: Function | Kernel, adj_text: str):
         self.module, self.adj_text = module, adj_text
+        self._native_spec = (entry, arg_types, result_types, tuple_result, written,
+                             target.__name__)
         self.meta = {"entry": entry, "args": [type_code(t) for t in arg_types],
                      "results": [type_code(t) for t in result_types], "tuple": tuple_result,
                      "written": sorted(written)}
@@ -38,6 +40,14 @@ class Compiled:
             self.invoke = lambda values: (call.invoke(values),)
         else:
             self.call, self.invoke = call, call.invoke
+
+    def register_native(self, dispatcher, values: tuple, extents: int = 0) -> None:
+        """Lets `dispatcher` (runtime/native_dispatch.py) take calls like the one with
+        arguments `values` (and `extents` ndrange extents) natively."""
+        entry, arg_types, result_types, tuple_result, written, label = self._native_spec
+        packed, cell, after_call = self.module.packed(entry, label)
+        native_dispatch.add(dispatcher, values, extents, arg_types, result_types, tuple_result,
+                            written, packed, cell, after_call, self)
 
     @classmethod
     def from_meta(cls, module: CompiledModule, meta: dict, target: Function | Kernel,

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from ..runtime import native_dispatch
 from ..runtime.abi import FORK
+from ..runtime.native_dispatch import MISS
 from .compiled import Compiled, cached_build, source_key
 from .errors import CompilationError
 from .guard import compiling
@@ -165,9 +167,25 @@ class _Decorated:
         self.source = parse_source(pyfn)
         self.params = list(inspect.signature(pyfn).parameters)
         self.annotations = annotations_of(pyfn, self.source)
-        self._cache: dict[tuple, object] = {}
         # call signature (_signature) -> (its key in _cache, the Compiled it ran): _fast_path
         self._fast: dict = {}
+        # Native calls of what _fast holds (runtime/native_dispatch.py; None without it)
+        self._native = native_dispatch.dispatcher()
+        self._cache = {}
+
+    @property
+    def _cache(self) -> dict:
+        """The compiled specialisations, by (types, ..., debug). Replacing the dict (as a
+        test does to compile again, as a new process would) forgets the calls recorded for
+        the fast paths too, which would otherwise go on running the old code."""
+        return self._specialisations
+
+    @_cache.setter
+    def _cache(self, value: dict) -> None:
+        self._specialisations = value
+        self._fast.clear()
+        if self._native is not None:
+            self._native.clear()
 
     def __repr__(self) -> str:
         return f"<adjit.{self.kind} {self.__name__}>"
@@ -195,6 +213,10 @@ class Function(_Decorated):
         """Runs the function; with device="cuda" its kernel launches run on the GPU
         (cuda_jit.py)."""
         if device is None:
+            if self._native is not None:
+                result = self._native(args, None)
+                if result is not MISS:
+                    return result
             fast = _fast_path(self._fast, self._cache, _signature(args), args)
             if fast is not None:
                 invoke, values = fast
@@ -209,7 +231,10 @@ class Function(_Decorated):
             compiled = self._cache[key] = self._build(types, key[1])
         result = compiled.call(*values)
         if device is None:
-            self._fast[_signature(args)] = (key, compiled)
+            signature = _signature(args)
+            if signature not in self._fast:
+                compiled.register_native(self._native, args)
+            self._fast[signature] = (key, compiled)
         return result
 
     def _build(self, types: list, debug: bool) -> Compiled:
@@ -269,6 +294,9 @@ class Kernel(_Decorated):
         return _checked_device(device, f"kernel {self.__name__}")
 
     def __call__(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):
+        if device == "cpu" and self._native is not None and workgroupsize is None:
+            if self._native(args, ndrange) is not MISS:
+                return
         nd = _ndrange_tuple(ndrange, self.__name__)
         wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if device == "cpu":
@@ -287,7 +315,10 @@ class Kernel(_Decorated):
         if compiled is None:
             compiled = self._cache[key] = self._build(types, len(nd), wgs, key[-1])
         compiled.call(*values, *nd)
-        self._fast[(_signature(args), len(nd), wgs)] = (key, compiled)
+        signature = (_signature(args), len(nd), wgs)
+        if signature not in self._fast and wgs is None:
+            compiled.register_native(self._native, args, len(nd))
+        self._fast[signature] = (key, compiled)
 
     def _build(self, types: list, ndim: int, wgs: tuple[int, ...] | None,
                debug: bool) -> Compiled:

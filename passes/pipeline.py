@@ -26,6 +26,7 @@ from ..dialects.adj import ENTRY_ATTR
 # Thread settings live with the runtime that starts the threads (and reads them without MLIR).
 from ..runtime.loader import default_num_threads, limit_to_one_thread  # noqa: F401
 from .interior import split_interior
+from .packed_entries import add_packed_entries
 from .lower_cpu import lower_cpu, relax_atomics
 from .small_loops import serialise_small_loops
 from .walk import walk
@@ -143,6 +144,8 @@ def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
     with module.context, ir.Location.unknown():
         lower_cpu(module.operation, threads)
     run_cpu_pipeline(module, threads)
+    with module.context, ir.Location.unknown():
+        add_packed_entries(module)    # for native callers (runtime/native/dispatch.cpp)
 
 
 def llvm_dialect_text(module: ir.Module, num_threads: int | None = None) -> str:

@@ -64,6 +64,14 @@ class CompiledModule:
                            report, Block, written, params,
                            error_cell=bool(self._errors), in_forked_child=in_child)
 
+    def packed(self, name: str, label: str | None = None) -> tuple[int, bool, Callable]:
+        """For a native caller (native_dispatch.py) of entry `name`: the address of its
+        packed entry `_adj_packed_<name>` (0 if absent), whether it takes an error cell,
+        and the function that raises a failed check's error, as `function()`'s callables do."""
+        where = f"{label or name} (entry function {name})"
+        return (self._lookup(f"_adj_packed_{name}"), bool(self._errors),
+                functools.partial(self._raise_reported_error, where=where))
+
     def _one_thread_version(self) -> CompiledModule:
         """This module compiled for one thread (in a forked child: default_num_threads()
         is 1 there), made once."""

@@ -122,6 +122,9 @@ def _after_fork_in_child() -> None:
     if _async_pool_started:
         abi.FORK.child_without_pool = True
         limit_to_one_thread()
+        native = sys.modules.get("adjit.runtime._dispatch")
+        if native is not None:       # its calls miss: the Python path then takes FORK's
+            native.set_forked()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -100,11 +100,12 @@ def test_globals_compile_in_as_constants_on_the_cpu(monkeypatch):
 
 
 def test_cpu_key_changes_with_a_global_tuple(monkeypatch):
-    """The CPU disk cache's key is the module text, which holds the constants."""
-    from adjit.runtime import cpu_cache
+    """The CPU disk cache finds a specialisation by its source key (runtime/source_index.py),
+    which holds the constants (source.fingerprint), as the module text does."""
+    from adjit.runtime import source_index
     keys = []
-    real_key = cpu_cache.key
-    monkeypatch.setattr(cpu_cache, "key", lambda *a: keys.append(real_key(*a)) or keys[-1])
+    real_key = source_index.key
+    monkeypatch.setattr(source_index, "key", lambda *a: keys.append(real_key(*a)) or keys[-1])
     x = np.ones(4, np.float32)
     y = np.zeros_like(x)
     results = []

@@ -1,0 +1,323 @@
+// adjit.runtime._dispatch: calls of compiled CPU code from Python without ctypes.
+//
+// A `Dispatcher` belongs to one Function or Kernel (frontend/functions.py). The Python path
+// registers each specialisation it compiled (`add`): what the arguments of a call that takes
+// it look like (per argument: an exact NumPy array type, dtype and rank, or the exact Python
+// type of a scalar), how to pass each (a memref descriptor, or a scalar converted to the
+// parameter's type), and the address of the module's packed entry `_adj_packed_<entry>`
+// (void(void**), runtime/packed_entries.py). `call` matches a call against those in native
+// code, builds the descriptors on the stack, releases the GIL and calls. Anything it does not
+// take exactly as the Python path would (a read-only array where one is written, a
+// non-contiguous array, a subclass, an int that does not fit, a forked child without the
+// thread pool, ADJIT_DEBUG changed) returns the `miss` object, and the caller takes the
+// Python path, which converts, or refuses with the messages of record. A check that failed
+// in compiled code (its error cell) is raised by the Python `after_call` of the spec.
+#include <nanobind/nanobind.h>
+
+#define PY_ARRAY_UNIQUE_SYMBOL adjit_dispatch_ARRAY_API
+#include <numpy/arrayobject.h>
+#include <numpy/arrayscalars.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace {
+
+// Parameter kinds (runtime/native_dispatch.py spells them the same way).
+enum Kind : int { ARRAY = 0, F32 = 1, F64 = 2, I32 = 3, I64 = 4, BOOL = 5, NONE = 6 };
+constexpr int MAX_RANK = 8;
+constexpr int MAX_ARGS = 64;
+
+bool forked = false;   // set in a forked child whose async thread pool cannot run tasks
+
+struct Param {
+    int kind;          // Kind
+    PyTypeObject *type;  // the exact type a call's value has (ndarray, float, int, np.float32...)
+    int type_num;      // ARRAY: the NumPy dtype number
+    int rank;          // ARRAY
+    bool written;      // ARRAY: the compiled code may write it (read-only arrays refused)
+};
+
+struct Spec {
+    std::vector<Param> params;   // the call's arguments, then for kernels the ndrange extents
+    size_t user_args;            // how many come from the call's positional arguments
+    int ndim;                    // kernels: the ndrange's rank (0: not a kernel)
+    void (*packed)(void **);
+    int result;                  // Kind of the single scalar result, or NONE
+    bool cell;                   // the entry takes an error cell last
+    std::string debug;           // ADJIT_DEBUG when compiled ("\x01" for unset)
+    nb::object after_call;       // after_call(number): raises check `number`'s error
+    nb::object keep;             // what keeps the module loaded
+};
+
+struct Descriptor {              // a memref descriptor of rank <= MAX_RANK
+    void *allocated, *aligned;
+    int64_t offset, sizes_strides[2 * MAX_RANK];
+};
+
+union Slot {                     // a scalar argument or result, in the parameter's type
+    float f32;
+    double f64;
+    int32_t i32;
+    int64_t i64;
+    bool b;
+};
+
+std::string debug_setting() {
+    const char *v = std::getenv("ADJIT_DEBUG");
+    return v ? std::string(v) : std::string("\x01");
+}
+
+// A scalar `obj` of exact type `p.type` converted to the parameter's kind, as
+// runtime/abi.py's _scalar_converter does; false where that path would refuse or differ.
+bool scalar(PyObject *obj, const Param &p, Slot &out) {
+    double d = 0;
+    long long i = 0;
+    bool is_float = false;
+    if (PyFloat_CheckExact(obj)) {
+        d = PyFloat_AS_DOUBLE(obj);
+        is_float = true;
+    } else if (PyBool_Check(obj)) {
+        i = obj == Py_True;
+    } else if (PyLong_CheckExact(obj)) {
+        int overflow = 0;
+        i = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (overflow || (i == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return false;
+        }
+    } else if (PyArray_IsScalar(obj, Float)) {
+        d = PyArrayScalar_VAL(obj, Float);
+        is_float = true;
+    } else if (PyArray_IsScalar(obj, Double)) {
+        d = PyArrayScalar_VAL(obj, Double);
+        is_float = true;
+    } else if (PyArray_IsScalar(obj, Int)) {
+        i = PyArrayScalar_VAL(obj, Int);
+    } else if (PyArray_IsScalar(obj, Long)) {
+        i = PyArrayScalar_VAL(obj, Long);
+    } else if (PyArray_IsScalar(obj, LongLong)) {
+        i = PyArrayScalar_VAL(obj, LongLong);
+    } else if (PyArray_IsScalar(obj, Bool)) {
+        i = PyArrayScalar_VAL(obj, Bool) != 0;
+    } else {
+        return false;
+    }
+    bool is_bool = PyBool_Check(obj) || PyArray_IsScalar(obj, Bool);
+    switch (p.kind) {
+        case F32:
+            // An int through a double rounds twice beyond 2^53: NumPy rounds once.
+            if (!is_float && (i > (1LL << 53) || i < -(1LL << 53))) return false;
+            out.f32 = (float)(is_float ? d : (double)i);
+            return true;
+        case F64: out.f64 = is_float ? d : (double)i; return true;
+        case BOOL:
+            if (!is_bool) return false;
+            out.b = i != 0;
+            return true;
+        case I32:
+            if (is_float || i < INT32_MIN || i > INT32_MAX) return false;
+            out.i32 = (int32_t)i;
+            return true;
+        case I64:
+            if (is_float) return false;
+            out.i64 = i;
+            return true;
+    }
+    return false;
+}
+
+class Dispatcher {
+public:
+    explicit Dispatcher(nb::object miss) : miss_(std::move(miss)) {}
+
+    void add(nb::list params, size_t user_args, int ndim, uintptr_t packed, int result,
+             bool cell, nb::object after_call, nb::object keep) {
+        Spec s;
+        for (nb::handle h : params) {
+            nb::tuple t = nb::borrow<nb::tuple>(h);
+            Param p;
+            p.kind = nb::cast<int>(t[0]);
+            p.type = (PyTypeObject *)t[1].ptr();
+            p.type_num = nb::cast<int>(t[2]);
+            p.rank = nb::cast<int>(t[3]);
+            p.written = nb::cast<bool>(t[4]);
+            if (p.kind == ARRAY && p.rank > MAX_RANK) return;   // the Python path takes it
+            s.params.push_back(p);
+        }
+        if (s.params.size() + 1 > MAX_ARGS) return;
+        s.user_args = user_args;
+        s.ndim = ndim;
+        s.packed = reinterpret_cast<void (*)(void **)>(packed);
+        s.result = result;
+        s.cell = cell;
+        s.debug = debug_setting();
+        s.after_call = std::move(after_call);
+        s.keep = std::move(keep);
+        // Type objects stay alive: the spec holds references through `params` below.
+        for (nb::handle h : params) types_.push_back(nb::borrow(nb::borrow<nb::tuple>(h)[1]));
+        specs_.push_back(std::move(s));
+    }
+
+    void clear() { specs_.clear(); }
+
+    size_t size() const { return specs_.size(); }
+
+    // The call's result, or the `miss` object where the Python path must take the call.
+    nb::object call(nb::handle args, nb::handle ndrange) {
+        if (forked || specs_.empty()) return miss_;
+        PyObject *tuple = args.ptr();
+        if (!PyTuple_Check(tuple)) return miss_;
+        Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+        int64_t extents[MAX_RANK];
+        int ndim = 0;
+        if (!ndrange.is_none()) {
+            PyObject *nd = ndrange.ptr();
+            if (PyLong_CheckExact(nd)) {
+                ndim = 1;
+                if (!extent(nd, extents[0])) return miss_;
+            } else if (PyTuple_CheckExact(nd)) {
+                ndim = (int)PyTuple_GET_SIZE(nd);
+                if (ndim < 1 || ndim > MAX_RANK) return miss_;
+                for (int d = 0; d < ndim; ++d)
+                    if (!extent(PyTuple_GET_ITEM(nd, d), extents[d])) return miss_;
+            } else {
+                return miss_;
+            }
+        }
+        for (const Spec &s : specs_) {
+            if (s.ndim != ndim || (Py_ssize_t)s.user_args != n) continue;
+            nb::object out;
+            if (invoke(s, tuple, extents, out)) return out;
+        }
+        return miss_;
+    }
+
+private:
+    static bool extent(PyObject *v, int64_t &out) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x < 0) {
+            PyErr_Clear();
+            return false;
+        }
+        out = x;
+        return true;
+    }
+
+    // Matches and, if the call is the spec's, runs it: true with `out` set (or a Python
+    // error raised through nb::python_error), false for a miss, before anything ran.
+    bool invoke(const Spec &s, PyObject *tuple, const int64_t *extents, nb::object &out) {
+        size_t np = s.params.size();
+        Descriptor desc[MAX_ARGS];
+        Slot slots[MAX_ARGS + 1];
+        void *ptrs[MAX_ARGS + 2];
+        size_t k = 0;
+        for (; k < s.user_args; ++k) {
+            const Param &p = s.params[k];
+            PyObject *obj = PyTuple_GET_ITEM(tuple, (Py_ssize_t)k);
+            if (Py_TYPE(obj) != p.type) return false;
+            if (p.kind == ARRAY) {
+                PyArrayObject *a = (PyArrayObject *)obj;
+                if (PyArray_TYPE(a) != p.type_num || PyArray_NDIM(a) != p.rank ||
+                    !PyArray_IS_C_CONTIGUOUS(a) || (p.written && !PyArray_ISWRITEABLE(a)))
+                    return false;
+                Descriptor &d = desc[k];
+                d.allocated = d.aligned = PyArray_DATA(a);
+                d.offset = 0;
+                const npy_intp *shape = PyArray_DIMS(a);
+                int64_t stride = 1;
+                for (int r = p.rank - 1; r >= 0; --r) {   // row-major, as abi.py's strides
+                    d.sizes_strides[r] = shape[r];
+                    d.sizes_strides[p.rank + r] = stride;
+                    stride *= shape[r];
+                }
+                ptrs[k] = &d;
+            } else {
+                if (!scalar(obj, p, slots[k])) return false;
+                ptrs[k] = &slots[k];
+            }
+        }
+        for (size_t d = 0; k < np; ++k, ++d) {   // a kernel's extents: i64
+            slots[k].i64 = extents[d];
+            ptrs[k] = &slots[k];
+        }
+        if (s.debug != debug_setting()) return false;
+        int64_t cell = 0;
+        Descriptor cell_desc;
+        size_t last = np;
+        if (s.cell) {
+            cell_desc.allocated = cell_desc.aligned = &cell;
+            cell_desc.offset = 0;
+            cell_desc.sizes_strides[0] = 1;
+            cell_desc.sizes_strides[1] = 1;
+            ptrs[last++] = &cell_desc;
+        }
+        Slot result;
+        if (s.result != NONE) ptrs[last++] = &result;
+        {
+            nb::gil_scoped_release release;
+            s.packed(ptrs);
+        }
+        if (cell) {
+            s.after_call(cell);   // raises the check's error (nb::python_error)
+        }
+        out = result_object(s.result, result);
+        return true;
+    }
+
+    static nb::object result_object(int kind, const Slot &r) {
+        int type_num;
+        const void *value = &r;
+        switch (kind) {
+            case NONE: return nb::none();
+            case F32: type_num = NPY_FLOAT32; break;
+            case F64: type_num = NPY_FLOAT64; break;
+            case I32: type_num = NPY_INT32; break;
+            case I64: type_num = NPY_INT64; break;
+            case BOOL: type_num = NPY_BOOL; break;
+            default: return nb::none();
+        }
+        npy_bool b = r.b;
+        if (kind == BOOL) value = &b;
+        PyArray_Descr *descr = PyArray_DescrFromType(type_num);
+        PyObject *obj = PyArray_Scalar(const_cast<void *>(value), descr, nullptr);
+        Py_DECREF(descr);
+        if (!obj) throw nb::python_error();
+        return nb::steal(obj);
+    }
+
+    nb::object miss_;
+    std::vector<Spec> specs_;
+    std::vector<nb::object> types_;
+};
+
+}  // namespace
+
+NB_MODULE(_dispatch, m) {
+    if (_import_array() < 0) throw nb::python_error();
+    // Dispatchers live as long as the decorated functions, module globals that the
+    // interpreter does not always free at exit: not leaks worth a warning.
+    nb::set_leak_warnings(false);
+    m.doc() = "Calls of compiled CPU code without ctypes (runtime/native/dispatch.cpp).";
+    nb::class_<Dispatcher>(m, "Dispatcher")
+        .def(nb::init<nb::object>())
+        .def("add", &Dispatcher::add)
+        .def("clear", &Dispatcher::clear)
+        .def("__len__", &Dispatcher::size)
+        .def("__call__", &Dispatcher::call, nb::arg("args"), nb::arg("ndrange").none());
+    m.def("set_forked", [] { forked = true; },
+          "Every later call misses: a forked child without the async thread pool.");
+    m.attr("ARRAY") = (int)ARRAY;
+    m.attr("F32") = (int)F32;
+    m.attr("F64") = (int)F64;
+    m.attr("I32") = (int)I32;
+    m.attr("I64") = (int)I64;
+    m.attr("BOOL") = (int)BOOL;
+    m.attr("NONE") = (int)NONE;
+}

@@ -1,0 +1,25 @@
+"""The native extension `adjit.runtime._dispatch` (runtime/native/dispatch.cpp), built by
+`pip install` with nanobind, compiled from its sources here (no CMake: setuptools compiles
+nanobind's one-file build, nb_combined.cpp, beside ours). Everything else is in
+pyproject.toml."""
+import os
+
+import nanobind
+import numpy
+from setuptools import Extension, setup
+
+NB = os.path.dirname(nanobind.__file__)
+
+dispatch = Extension(
+    "adjit.runtime._dispatch",
+    sources=["runtime/native/dispatch.cpp", os.path.join(nanobind.source_dir(), "nb_combined.cpp")],
+    include_dirs=[nanobind.include_dir(), os.path.join(NB, "ext", "robin_map", "include"),
+                  numpy.get_include()],
+    define_macros=[("NDEBUG", None), ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    extra_compile_args=["-std=c++17", "-O2", "-fvisibility=hidden", "-fno-strict-aliasing",
+                        "-ffunction-sections", "-fdata-sections"],
+    extra_link_args=["-Wl,--gc-sections", "-Wl,-s"],
+    language="c++",
+)
+
+setup(ext_modules=[dispatch])

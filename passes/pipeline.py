@@ -117,6 +117,29 @@ def _privatize_non_entries(module: ir.Module) -> None:
         if (op.name == "func.func" and len(op.regions[0].blocks) > 0
                 and ENTRY_ATTR not in op.attributes and _C_INTERFACE_ATTR not in op.attributes):
             op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    _share_bodies_between_entries(module)
+
+
+def _share_bodies_between_entries(module: ir.Module) -> None:
+    # A derivative's entries (rev_all, aug, rev) all call its augmented and reverse bodies:
+    # inlined, each body would be optimised and compiled once per entry (the heat
+    # gradient's LLVM JIT 2.1 s). Called, not inlined, from each entry, it is compiled once.
+    entries = [op.operation for op in module.body.operations
+               if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)
+               and ENTRY_ATTR in op.operation.attributes]
+    callers: dict[str, set[str]] = {}
+    calls = []
+    for entry in entries:
+        name = ir.StringAttr(entry.attributes["sym_name"]).value
+        for block in entry.regions[0].blocks:
+            for op in block.operations:
+                if op.operation.name == "func.call":
+                    callee = ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value
+                    callers.setdefault(callee, set()).add(name)
+                    calls.append((callee, op.operation))
+    for callee, call in calls:
+        if len(callers[callee]) > 1:
+            call.attributes["no_inline"] = ir.UnitAttr.get()
 
 
 def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:

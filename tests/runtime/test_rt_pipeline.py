@@ -66,6 +66,43 @@ def test_lowering_stages(ctx):
     assert "adj.kernel" not in str(module)   # kernels are inlined, not compiled on their own
 
 
+SHARED = """
+func.func @body(%x: memref<?xf64>) -> f64 {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %x[%c0] : memref<?xf64>
+  %s = math.sin %v : f64
+  return %s : f64
+}
+func.func @first(%x: memref<?xf64>) -> f64 attributes {adj.entry, llvm.emit_c_interface} {
+  %r = func.call @body(%x) : (memref<?xf64>) -> f64
+  return %r : f64
+}
+func.func @second(%x: memref<?xf64>) -> f64 attributes {adj.entry, llvm.emit_c_interface} {
+  %r = func.call @body(%x) : (memref<?xf64>) -> f64
+  %d = arith.addf %r, %r : f64
+  return %d : f64
+}
+func.func @third(%x: memref<?xf64>) -> f64 attributes {adj.entry, llvm.emit_c_interface} {
+  %r = func.call @only_here(%x) : (memref<?xf64>) -> f64
+  return %r : f64
+}
+func.func @only_here(%x: memref<?xf64>) -> f64 {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %x[%c0] : memref<?xf64>
+  return %v : f64
+}
+"""
+
+
+def test_a_body_two_entries_call_is_compiled_once(ctx):
+    # A derivative's rev_all, aug and rev entries call its augmented and reverse bodies:
+    # called, not inlined into each entry (compiled once: the heat gradient's JIT 2.1 -> 1.1 s).
+    module = ir.Module.parse(SHARED, ctx)
+    text = llvm_dialect_text(module, num_threads=1)
+    assert "llvm.func @body(" in text and text.count("llvm.call @body(") == 2
+    assert "@only_here" not in text             # one caller: inlined as before
+
+
 def test_bool_memrefs_become_bytes(ctx):
     module = ir.Module.parse("""
 func.func @f(%x: memref<?xi1>, %v: i1) -> (i1, memref<?xi1>) {

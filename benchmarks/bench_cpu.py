@@ -8,18 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 import adjit
+from forward_kernels import saxpy, sum_squares, sum_squares_atomic, transcendental
 from timing import best_of
-
-
-@adjit.kernel
-def saxpy(a: adjit.f32, x, y):
-    i = adjit.index()
-    y[i] = a * x[i] + y[i]
-
-
-@adjit.jit
-def transcendental(x, z):
-    return adjit.sin(adjit.exp(x)) * z + 0.5 * x * x
 
 
 @adjit.kernel
@@ -51,18 +41,6 @@ def stencil_numpy(u0, steps):
                                + u[1:-1, :-2] + u[1:-1, 2:])
         u, v = v, u
     return u
-
-
-@adjit.jit
-def sum_squares(x):
-    return adjit.sum(x * x)
-
-
-@adjit.kernel
-def sum_squares_atomic(x, out):
-    # W4 of issue 11 as a kernel: every item adds into one element (passes/chunked_launch.py)
-    i = adjit.index()
-    adjit.atomic_add(out, 0, x[i] * x[i])
 
 
 @adjit.kernel

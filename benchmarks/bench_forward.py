@@ -39,6 +39,8 @@ NAMES = {"W1": "W1 saxpy 10M f32, in place (ms)", "W2": "W2 sin(exp(x))*z + 0.5x
 
 
 def _median(fn, repeat: int, warmup: int = 2) -> float:
+    # Not timing.median_of: that waits for adjit's builds, and the peers' processes run
+    # without adjit imported.
     for _ in range(warmup):
         fn()
     times = []

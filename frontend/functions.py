@@ -15,7 +15,6 @@ import numpy as np
 
 from ..runtime import native_dispatch
 from ..runtime.abi import FORK
-from ..runtime.native_dispatch import MISS
 from .compiled import Compiled, cached_build, source_key
 from .errors import CompilationError
 from .guard import compiling
@@ -129,6 +128,17 @@ def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> tuple | None:
         return None
 
 
+def _keywords(what: str, given: dict, defaults: dict) -> dict:
+    """`defaults` updated by the call's keyword arguments `given`; TypeError naming the
+    function for one it does not take (the call goes through native_dispatch's __call__,
+    whose Python half takes **kwargs)."""
+    extra = sorted(set(given) - set(defaults))
+    if extra:
+        raise TypeError(f"{what}() got an unexpected keyword argument {extra[0]!r} (it takes "
+                        f"{', '.join(f'{k}=' for k in defaults)})")
+    return {**defaults, **given}
+
+
 def _checked_device(device: str, what: str) -> str:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"{what}: device must be 'cpu' or 'cuda', got {device!r}")
@@ -194,6 +204,8 @@ class _Decorated:
 class Function(_Decorated):
     """`@adjit.func` (a device function, callable from kernels) and `@adjit.jit` (a host
     function: arrays, launches). Both can be called from Python."""
+    # f(*args, device=None): native dispatch, else _call_python
+    __call__ = native_dispatch.function_call
 
     def __init__(self, pyfn: Callable, kind: str, device: str = "cpu"):
         super().__init__(pyfn)
@@ -209,14 +221,12 @@ class Function(_Decorated):
                             "or function calling it runs, and takes no device=")
         return _checked_device(device, self.__name__)
 
-    def __call__(self, *args, device: str | None = None):
+    def _call_python(self, *args, **kwargs):
         """Runs the function; with device="cuda" its kernel launches run on the GPU
-        (cuda_jit.py)."""
+        (cuda_jit.py). `__call__` (native_dispatch.function_call) comes here for what the
+        native dispatcher does not take."""
+        device = _keywords(self.__name__, kwargs, {"device": None})["device"]
         if device is None:
-            if self._native is not None:
-                result = self._native(args, None)
-                if result is not MISS:
-                    return result
             fast = _fast_path(self._fast, self._cache, _signature(args), args)
             if fast is not None:
                 invoke, values = fast
@@ -289,14 +299,19 @@ def _workgroup_tuple(wgs, ndim: int, name: str) -> tuple[int, ...] | None:
 class Kernel(_Decorated):
     """`@adjit.kernel`: a function run once per point of an index space."""
     kind = "kernel"
+    # k(*args, ndrange=..., workgroupsize=None, device="cpu"): native dispatch, else
+    # _call_python
+    __call__ = native_dispatch.kernel_call
 
     def _check_device(self, device: str) -> str:
         return _checked_device(device, f"kernel {self.__name__}")
 
-    def __call__(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):
-        if device == "cpu" and self._native is not None and workgroupsize is None:
-            if self._native(args, ndrange) is not MISS:
-                return
+    def _call_python(self, *args, **kwargs):
+        """Launches the kernel (`__call__`, native_dispatch.kernel_call, comes here for what
+        the native dispatcher does not take)."""
+        kw = _keywords(f"kernel {self.__name__}", kwargs,
+                       {"ndrange": None, "workgroupsize": None, "device": "cpu"})
+        ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
         nd = _ndrange_tuple(ndrange, self.__name__)
         wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if device == "cpu":

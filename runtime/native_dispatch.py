@@ -23,6 +23,16 @@ _KIND = {} if _dispatch is None else {"f32": _dispatch.F32, "f64": _dispatch.F64
                                       "bool": _dispatch.BOOL}
 
 
+if _dispatch is not None:
+    kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
+else:
+    def kernel_call(self, *args, **kwargs):
+        return self._call_python(*args, **kwargs)
+
+    def function_call(self, *args, **kwargs):
+        return self._call_python(*args, **kwargs)
+
+
 def dispatcher():
     """A new Dispatcher, or None without the extension."""
     return None if _dispatch is None else _dispatch.Dispatcher(MISS)

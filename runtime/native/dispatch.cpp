@@ -166,6 +166,8 @@ public:
 
     void clear() { specs_.clear(); }
 
+    nb::handle miss() const { return miss_; }
+
     size_t size() const { return specs_.size(); }
 
     // The call's result, or the `miss` object where the Python path must take the call.
@@ -297,6 +299,46 @@ private:
     std::vector<nb::object> types_;
 };
 
+// `Kernel.__call__` and `Function.__call__` (frontend/functions.py) in native code: the
+// call's positional arguments go to self._native when the keywords allow the native path
+// (kernels: ndrange=, no workgroupsize=, device "cpu"; functions: no device=), and
+// otherwise, or on a miss, to self._call_python(*args, **kwargs), the Python path. Saves
+// the Python frame of a __call__ (~200 ns of a 0.4 us call).
+nb::object call_method(nb::handle self, nb::args args, nb::kwargs kwargs, bool kernel) {
+    static PyObject *name = PyUnicode_InternFromString("_native");
+    nb::object found = nb::steal(PyObject_GetAttr(self.ptr(), name));
+    if (!found.is_valid()) throw nb::python_error();
+    PyObject *native = found.ptr();
+    if (native != Py_None) {
+        nb::handle ndrange = nb::none();
+        bool plain = true;
+        for (auto [key, value] : kwargs) {
+            const char *k = PyUnicode_AsUTF8(key.ptr());
+            if (!k) {
+                PyErr_Clear();
+                plain = false;
+            } else if (kernel && std::strcmp(k, "ndrange") == 0) {
+                ndrange = value;
+            } else if (kernel && std::strcmp(k, "device") == 0) {
+                const char *d = PyUnicode_Check(value.ptr()) ? PyUnicode_AsUTF8(value.ptr()) : nullptr;
+                plain = plain && d && std::strcmp(d, "cpu") == 0;
+            } else if (kernel && std::strcmp(k, "workgroupsize") == 0) {
+                plain = plain && value.is_none();
+            } else if (!kernel && std::strcmp(k, "device") == 0) {
+                plain = plain && value.is_none();
+            } else {
+                plain = false;
+            }
+        }
+        if (plain && (!kernel || !ndrange.is_none())) {
+            Dispatcher &d = nb::cast<Dispatcher &>(nb::handle(native));
+            nb::object out = d.call(args, ndrange);
+            if (!out.is(d.miss())) return out;
+        }
+    }
+    return self.attr("_call_python")(*args, **kwargs);
+}
+
 }  // namespace
 
 NB_MODULE(_dispatch, m) {
@@ -311,6 +353,12 @@ NB_MODULE(_dispatch, m) {
         .def("clear", &Dispatcher::clear)
         .def("__len__", &Dispatcher::size)
         .def("__call__", &Dispatcher::call, nb::arg("args"), nb::arg("ndrange").none());
+    m.def("kernel_call", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+        return call_method(self, args, kwargs, true);
+    }, nb::is_method());
+    m.def("function_call", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+        return call_method(self, args, kwargs, false);
+    }, nb::is_method());
     m.def("set_forked", [] { forked = true; },
           "Every later call misses: a forked child without the async thread pool.");
     m.attr("ARRAY") = (int)ARRAY;

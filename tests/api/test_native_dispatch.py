@@ -158,3 +158,14 @@ def test_a_forked_child_calls_through_the_python_path():
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_keywords_a_call_does_not_take_are_named():
+    x = np.zeros(16, np.float32)
+    saxpy(np.float32(1.0), x, x.copy(), ndrange=16)
+    with pytest.raises(TypeError, match=r"kernel saxpy\(\) got an unexpected keyword argument "
+                                        r"'grid' \(it takes ndrange=, workgroupsize=, device=\)"):
+        saxpy(np.float32(1.0), x, x.copy(), grid=16)
+    with pytest.raises(TypeError, match=r"scaled_sum\(\) got an unexpected keyword argument "
+                                        r"'ndrange' \(it takes device=\)"):
+        scaled_sum(np.ones(3), 2, ndrange=3)

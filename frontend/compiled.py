@@ -71,7 +71,7 @@ def cached_build(target: Function | Kernel, skey: str, build: Callable[[], Compi
     if found is not None:
         module, meta = found
         try:
-            return Compiled.from_meta(module, meta, target, module._source)
+            return Compiled.from_meta(module, meta, target, module.source)
         except (KeyError, TypeError, ValueError):   # a record of another shape: compile
             pass
     compiled = build()
@@ -93,7 +93,7 @@ class LoadedDerivative:
         self.ret_activity = str(meta["ret_activity"])
         self.ndrange_bounds = tuple((int(p), int(d), int(k), str(m))
                                     for p, d, k, m in meta["ndrange_bounds"])
-        self.adj_text = module._source
+        self.adj_text = module.source
         self.calls = {e: module.function(e, ins, outs, self.written[e], f"{name} ({e})")
                       for e, (ins, outs) in self.entries.items()}
 

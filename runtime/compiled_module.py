@@ -27,6 +27,11 @@ class CompiledModule:
         self._opt_level, self.key = opt_level, key
         self._one_thread: CompiledModule | None = None
 
+    @property
+    def source(self) -> str:
+        """The adj-level text the module was compiled from."""
+        return self._source
+
     def _raise_reported_error(self, number: int, where: str = "compiled code") -> None:
         """Raises the error of check `number` (1, 2...) that a call's cell reported (an
         InternalCompilerError naming `where` for a number the table lacks: abi.check_error)."""

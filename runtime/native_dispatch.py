@@ -38,12 +38,6 @@ def dispatcher():
     return None if _dispatch is None else _dispatch.Dispatcher(MISS)
 
 
-def set_forked() -> None:
-    """Every later native call misses (a forked child without the async thread pool)."""
-    if _dispatch is not None:
-        _dispatch.set_forked()
-
-
 def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Sequence,
         tuple_result: bool, written, packed: int, has_cell: bool,
         after_call: Callable[[int], None], keep: object) -> bool:

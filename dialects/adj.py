@@ -42,6 +42,18 @@ def make_context() -> ir.Context:
     return ctx
 
 
+_SHARED: ir.Context | None = None
+
+
+def shared_context() -> ir.Context:
+    """The one context adjit builds and compiles IR in (making one costs ~7 ms): the
+    compiler's, and the engine's for a module it has only as text."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = make_context()
+    return _SHARED
+
+
 def _i64(v: int) -> ir.IntegerAttr:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 

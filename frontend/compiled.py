@@ -64,19 +64,26 @@ def source_key(target, variant: str, types, *options) -> str:
     return source_index.key(what)
 
 
+def _cached(skey: str, from_record: Callable, build: Callable, meta_of: Callable):
+    """What is recorded under `skey`, made by `from_record(module, meta)` without MLIR, or
+    `build()` compiled and recorded with `meta_of(built)`."""
+    found = from_source_key(skey)
+    if found is not None:
+        try:
+            return from_record(*found)
+        except (KeyError, TypeError, ValueError):   # a record of another shape: compile
+            pass
+    built = build()
+    source_index.record(skey, built.module.key, built.adj_text, meta_of(built))
+    return built
+
+
 def cached_build(target: Function | Kernel, skey: str, build: Callable[[], Compiled]) -> Compiled:
     """The specialisation recorded under `skey`, loaded without MLIR, or `build()` compiled
     and recorded."""
-    found = from_source_key(skey)
-    if found is not None:
-        module, meta = found
-        try:
-            return Compiled.from_meta(module, meta, target, module.source)
-        except (KeyError, TypeError, ValueError):   # a record of another shape: compile
-            pass
-    compiled = build()
-    source_index.record(skey, compiled.module.key, compiled.adj_text, compiled.meta)
-    return compiled
+    return _cached(skey, lambda module, meta: Compiled.from_meta(module, meta, target,
+                                                                 module.source),
+                   build, lambda c: c.meta)
 
 
 class LoadedDerivative:
@@ -110,13 +117,5 @@ def derivative_meta(d) -> dict:
 def cached_derivative(target, skey: str, build: Callable):
     """The derivative recorded under `skey`, loaded without MLIR, or `build()` (a compiled
     Derivative) compiled and recorded."""
-    found = from_source_key(skey)
-    if found is not None:
-        module, meta = found
-        try:
-            return LoadedDerivative(module, meta, target.__name__)
-        except (KeyError, TypeError, ValueError):   # a record of another shape: compile
-            pass
-    d = build()
-    source_index.record(skey, d.module.key, d.adj_text, derivative_meta(d))
-    return d
+    return _cached(skey, lambda module, meta: LoadedDerivative(module, meta, target.__name__),
+                   build, derivative_meta)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from mlir import ir
 from mlir.dialects import arith, func
 
-from ..dialects import adj, make_context
+from ..dialects import adj, shared_context
 from . import scalar_ops as S
 from .codegen import CodeGenerator
 from .compiled import Compiled
@@ -25,15 +25,9 @@ if TYPE_CHECKING:
     from ..runtime.kernel_cache import GpuKernel
     from .functions import Function, Kernel
 
-_CONTEXT: ir.Context | None = None
-
-
 def context() -> ir.Context:
-    """The one MLIR context adjit builds IR in (a context costs ~7 ms to make)."""
-    global _CONTEXT
-    if _CONTEXT is None:
-        _CONTEXT = make_context()
-    return _CONTEXT
+    """The one MLIR context adjit builds IR in (dialects.shared_context)."""
+    return shared_context()
 
 
 def _mangle(name: str, types: Sequence) -> str:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..runtime import host_program, kernel_cache
 from ..runtime.host_program import ENTRY
-from .cuda_launch import chip, compiler_fingerprint, device_value, is_compile_only
+from .cuda_launch import chip, device_value, is_compile_only
 from .functions import Lowered, debug_enabled, specialise
 from .guard import compiling
-from .source import fingerprint
+from .source import compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
     from .autodiff import Annotation, Mode

@@ -37,7 +37,7 @@ from ..runtime.tape_size import per_item_count
 from .autodiff import flat_positions
 from .functions import debug_enabled, specialise
 from .guard import compiling
-from .source import compiler_fingerprint, fingerprint  # noqa: F401 (cuda_jit)
+from .source import compiler_fingerprint, fingerprint
 from .types import ArrayType, f64
 
 if TYPE_CHECKING:

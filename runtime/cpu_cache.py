@@ -44,7 +44,6 @@ import os
 import queue
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -98,14 +97,8 @@ def host_target() -> tuple[str, str, str]:
 
 @cache
 def _llvm_dir() -> Path:
-    """The LLVM tools wheel's package folder (its bin/ and lib/), found without importing
-    anything of MLIR or LLVM where it lies on sys.path."""
-    for entry in sys.path:
-        folder = Path(entry or ".") / "llvm"
-        if (folder / "lib" / "libLLVM.so").is_file():
-            return folder
-    import llvm
-    return Path(list(llvm.__path__)[0])
+    """The LLVM tools wheel's package folder (its bin/ and lib/)."""
+    return loader.package_folder("llvm", "lib/libLLVM.so")
 
 
 @cache

@@ -20,7 +20,7 @@ import threading
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ..dialects import make_context
+from ..dialects import shared_context
 from ..passes.lower_cpu import error_table
 from ..passes.pipeline import llvm_ir_text, lower_to_llvm
 from .loader import default_num_threads
@@ -55,25 +55,15 @@ def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
     return _compiled(module.operation.get_asm(enable_debug_info=True), module.context, opt_level)
 
 
-_context: ir.Context | None = None
-
-
-def _own_context() -> ir.Context:
-    global _context
-    if _context is None:
-        _context = make_context()
-    return _context
-
-
 def compile_text(text: str, opt_level: int = 3) -> CompiledModule:
     """compile_module for the module's text (a module loaded from the disk cache by source
     key has no IR: this makes it, for a forked child's one-thread version)."""
-    return _compiled(text, _own_context(), opt_level)
+    return _compiled(text, shared_context(), opt_level)
 
 
 def llvm_text(source: str, num_threads: int) -> str:
     """The LLVM IR of the adj-level module `source`, as compiled for `num_threads`."""
-    return llvm_ir_text(ir.Module.parse(source, _own_context()), num_threads)
+    return llvm_ir_text(ir.Module.parse(source, shared_context()), num_threads)
 
 
 def _compiled(text: str, context: ir.Context, opt_level: int) -> CompiledModule:

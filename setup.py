@@ -1,7 +1,7 @@
-"""The native extension `adjit.runtime._dispatch` (runtime/native/dispatch.cpp), built by
-`pip install` with nanobind, compiled from its sources here (no CMake: setuptools compiles
-nanobind's one-file build, nb_combined.cpp, beside ours). Everything else is in
-pyproject.toml."""
+"""The native extension `adjit.runtime._native` (runtime/native/: the dispatcher and the
+counting allocator), built by `pip install` with nanobind, compiled from its sources here
+(no CMake: setuptools compiles nanobind's one-file build, nb_combined.cpp, beside ours).
+Everything else is in pyproject.toml."""
 import os
 
 import nanobind
@@ -10,9 +10,11 @@ from setuptools import Extension, setup
 
 NB = os.path.dirname(nanobind.__file__)
 
-dispatch = Extension(
-    "adjit.runtime._dispatch",
-    sources=["runtime/native/dispatch.cpp", os.path.join(nanobind.source_dir(), "nb_combined.cpp")],
+native = Extension(
+    "adjit.runtime._native",
+    sources=["runtime/native/dispatch.cpp", "runtime/native/allocator.cpp",
+             "runtime/native/memref_copy.cpp",
+             os.path.join(nanobind.source_dir(), "nb_combined.cpp")],
     include_dirs=[nanobind.include_dir(), os.path.join(NB, "ext", "robin_map", "include"),
                   numpy.get_include()],
     define_macros=[("NDEBUG", None), ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
@@ -22,4 +24,4 @@ dispatch = Extension(
     language="c++",
 )
 
-setup(ext_modules=[dispatch])
+setup(ext_modules=[native])

@@ -179,7 +179,7 @@ class _Decorated:
         self.annotations = annotations_of(pyfn, self.source)
         # call signature (_signature) -> (its key in _cache, the Compiled it ran): _fast_path
         self._fast: dict = {}
-        # Native calls of what _fast holds (runtime/native_dispatch.py; None without it)
+        # Native calls of what _fast holds (runtime/native_dispatch.py; None: the Python path)
         self._native = native_dispatch.dispatcher()
         self._cache = {}
 

@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 from . import loader, source_index
 from .abi import Type, check_error, exception_class, make_caller
-from .memory import Block, allocator_is_global
+from .memory import Block
 
 
 class CompiledModule:
@@ -88,10 +88,7 @@ class CompiledModule:
 
 def from_source_key(skey: str, opt_level: int = 3) -> tuple[CompiledModule, dict] | None:
     """The module recorded under source key `skey` (runtime/source_index.py), loaded and
-    ready to call, with the record's meta; None on a miss, or where the allocator is not in
-    the global scope (cached code calls it by name)."""
-    if not allocator_is_global():
-        return None
+    ready to call, with the record's meta; None on a miss."""
     found = source_index.load_entry(skey)
     if found is None:
         return None

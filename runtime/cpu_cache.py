@@ -26,8 +26,9 @@ wheels' versions, adjit's own lowering code (its source files), and the target t
 and CPU features that code is generated for.
 
 Everything a loaded entry refers to outside itself resolves from the process's global scope:
-libc and libm, the async runtime and c_runner_utils (loaded RTLD_GLOBAL by runtime/engine.py),
-and the counting allocator, itself an entry that runtime/memory.py loads RTLD_GLOBAL.
+libc and libm, the async runtime (loaded RTLD_GLOBAL by runtime/loader.py), and the counting
+allocator and memrefCopy, in the native extension that runtime/extension.py loads
+RTLD_GLOBAL.
 
 `ADJIT_DISK_CACHE=0`, or an empty `ADJIT_CACHE_DIR`, turns the cache off: nothing is read or
 written (files.cache_settings reads the settings for both caches).
@@ -125,8 +126,7 @@ def _lowering_sources() -> str:
                         for p in ("passes", "dialects"))
     files = [*sorted(passes.glob("*.py")), *sorted(dialects.glob("*.*")),
              *(Path(__file__).parent / name
-               for name in ("engine.py", "memory.py", "cpu_cache.py", "vector_math.py",
-                            "loader.py"))]
+               for name in ("engine.py", "cpu_cache.py", "vector_math.py", "loader.py"))]
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.read_bytes())
@@ -166,7 +166,7 @@ def _cpu_identity() -> str:
 class Entry:
     """A loaded entry: its shared object (never unloaded), the module's error table,
     (Python exception name, message) per `adj.check`, its key, and the runtime libraries
-    its code calls (loader.ASYNC, loader.C_RUNNER: `needs_of`)."""
+    its code calls (loader.ASYNC: `needs_of`)."""
     library: ctypes.CDLL
     errors: tuple[tuple[str, str], ...]
     key: str = ""
@@ -202,9 +202,7 @@ def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
 
 def needs_of(llvm_ir: str) -> tuple[str, ...]:
     """The runtime libraries (loader.py) code of this LLVM IR calls."""
-    return tuple(name for name, symbol in ((loader.ASYNC, "@mlirAsyncRuntime"),
-                                           (loader.C_RUNNER, "@memrefCopy"))
-                 if symbol in llvm_ir)
+    return (loader.ASYNC,) if "@mlirAsyncRuntime" in llvm_ir else ()
 
 
 def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, key: str,

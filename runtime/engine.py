@@ -27,11 +27,11 @@ from .loader import default_num_threads
 from . import cpu_cache, loader
 from .compiled_module import CompiledModule
 from .engine_lookup import lookup
-from .memory import allocator_is_global, runtime_symbols
+from .extension import runtime_symbols
 
 _log = logging.getLogger("adjit.cache")
-# Modules compiled here by an ExecutionEngine may call either runtime library.
-loader.require(loader.ASYNC, loader.C_RUNNER)
+# Modules compiled here by an ExecutionEngine may call the async runtime.
+loader.require(loader.ASYNC)
 
 
 def _after_fork_in_child() -> None:
@@ -83,9 +83,8 @@ def _compiled(text: str, context: ir.Context, opt_level: int) -> CompiledModule:
 def _load(key: str, source: str, context: ir.Context, num_threads: int,
           opt_level: int) -> CompiledModule | None:
     folder = cpu_cache.directory()
-    # ADJIT_DUMP_IR asks to see the lowering happen. Cached code calls the allocator by
-    # name, so it can be loaded only where the allocator is in the global scope.
-    if folder is None or os.environ.get("ADJIT_DUMP_IR") or not allocator_is_global():
+    # ADJIT_DUMP_IR asks to see the lowering happen.
+    if folder is None or os.environ.get("ADJIT_DUMP_IR"):
         return None
     entry = cpu_cache.load(folder, key)
     if entry is None:
@@ -102,8 +101,7 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
         print(f"// ----- adjit: LLVM dialect -----\n{module}")
     errors = error_table(module.operation)
     folder = cpu_cache.directory()
-    build_now = (_vectorizable_math(source) and allocator_is_global()
-                 and cpu_cache.can_store())
+    build_now = _vectorizable_math(source) and cpu_cache.can_store()
     llvm_ir = None
     if build_now or (folder is not None and cpu_cache.can_store()):
         # Translated here (a few ms) because the context is this thread's. (The import

@@ -6,10 +6,10 @@ the MLIR bindings (73 ms of imports) or builds IR: it loads shared objects and c
 (runtime/compiled_module.py). So this module imports nothing of MLIR; the compiler
 (runtime/engine.py) builds on it.
 
-The runtime libraries come from the MLIR wheel's `lib` folder, found on `sys.path` without
-importing the package, and are loaded RTLD_GLOBAL once, only when a module needs them: the
-async runtime (parallel launches; it links libLLVM, ~15 ms to load) and c_runner_utils
-(`memrefCopy`, for copies that are not one block; it links libMLIR, ~50 ms). Loaded
+The async runtime (parallel launches) comes from the MLIR wheel's `lib` folder, found on
+`sys.path` without importing the package, and is loaded RTLD_GLOBAL once, only when a module
+needs it (it links libLLVM, ~10 ms to load). (The rest of what compiled code calls, the
+allocator and memrefCopy, is in adjit's native extension: runtime/extension.py.) Loaded
 globally, so that every engine and shared object resolves them from the process: passing
 the async runtime in an engine's shared_libs instead makes that engine reset the runtime's
 global state when destroyed, and the next engine to use it crashes.
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from . import abi
 
-ASYNC, C_RUNNER = "async", "c_runner"
-_LIBRARIES = {ASYNC: "libmlir_async_runtime.so", C_RUNNER: "libmlir_c_runner_utils.so"}
+ASYNC = "async"
+_LIBRARIES = {ASYNC: "libmlir_async_runtime.so"}
 _loaded: dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 _async_pool_started = False
@@ -52,7 +52,7 @@ def mlir_lib_dir() -> Path:
 
 
 def require(*names: str) -> None:
-    """Loads the runtime libraries `names` (ASYNC, C_RUNNER) RTLD_GLOBAL, once each."""
+    """Loads the runtime libraries `names` (ASYNC) RTLD_GLOBAL, once each."""
     with _lock:
         for name in names:
             if name not in _loaded:
@@ -129,7 +129,7 @@ def _after_fork_in_child() -> None:
     if _async_pool_started:
         abi.FORK.child_without_pool = True
         limit_to_one_thread()
-        native = sys.modules.get("adjit.runtime._dispatch")
+        native = sys.modules.get("adjit.runtime._native")
         if native is not None:       # its calls miss: the Python path then takes FORK's
             native.set_forked()
 

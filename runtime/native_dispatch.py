@@ -1,9 +1,8 @@
 """The Python side of the native dispatcher (runtime/native/dispatch.cpp): a `Dispatcher`
 per decorated function, and the spec of a compiled specialisation it takes calls for.
 
-Built by `pip install` (setup.py). Where the extension is missing (the sources used without
-installing them), `dispatcher()` is None and every call takes the Python path, which is the
-reference: the native path only ever takes calls that path would run the same way."""
+The Python path is the reference: the native path only ever takes calls that path would run
+the same way, and returns MISS for any other."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -12,30 +11,18 @@ import numpy as np
 
 from ..frontend.types import ArrayType, ScalarType
 
-try:
-    from . import _dispatch
-except ImportError:      # not built: the Python path only
-    _dispatch = None
+from .extension import _native as _dispatch
 
 MISS = object()     # what a Dispatcher returns for a call the Python path must take
-_KIND = {} if _dispatch is None else {"f32": _dispatch.F32, "f64": _dispatch.F64,
-                                      "i32": _dispatch.I32, "i64": _dispatch.I64,
-                                      "bool": _dispatch.BOOL}
+_KIND = {"f32": _dispatch.F32, "f64": _dispatch.F64, "i32": _dispatch.I32,
+         "i64": _dispatch.I64, "bool": _dispatch.BOOL}
 
-
-if _dispatch is not None:
-    kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
-else:
-    def kernel_call(self, *args, **kwargs):
-        return self._call_python(*args, **kwargs)
-
-    def function_call(self, *args, **kwargs):
-        return self._call_python(*args, **kwargs)
+kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
 
 
 def dispatcher():
-    """A new Dispatcher, or None without the extension."""
-    return None if _dispatch is None else _dispatch.Dispatcher(MISS)
+    """A new Dispatcher."""
+    return _dispatch.Dispatcher(MISS)
 
 
 def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Sequence,

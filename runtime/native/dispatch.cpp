@@ -1,4 +1,4 @@
-// adjit.runtime._dispatch: calls of compiled CPU code from Python without ctypes.
+// Part of adjit.runtime._native (with allocator.cpp): calls of compiled CPU code from Python without ctypes.
 //
 // A `Dispatcher` belongs to one Function or Kernel (frontend/functions.py). The Python path
 // registers each specialisation it compiled (`add`): what the arguments of a call that takes
@@ -341,7 +341,7 @@ nb::object call_method(nb::handle self, nb::args args, nb::kwargs kwargs, bool k
 
 }  // namespace
 
-NB_MODULE(_dispatch, m) {
+NB_MODULE(_native, m) {
     if (_import_array() < 0) throw nb::python_error();
     // Dispatchers live as long as the decorated functions, module globals that the
     // interpreter does not always free at exit: not leaks worth a warning.

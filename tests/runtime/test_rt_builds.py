@@ -51,7 +51,7 @@ def test_wait_for_builds_returns_once_the_entry_is_stored(tmp_path):
     from pathlib import Path
     from adjit.runtime import cpu_cache
     folder = Path(os.environ["ADJIT_CACHE_DIR"], "cpu")
-    before = len(list(folder.glob("*.so")))            # the allocator's, built at once
+    before = len(list(folder.glob("*.so")))
     writer = cpu_cache._writer
     assert writer is not None and writer.jobs.unfinished_tasks, "no build queued"
     assert adjit.wait_for_builds() is True

@@ -22,8 +22,7 @@ from adjit.passes.pipeline import llvm_ir_text
 from adjit.runtime import cpu_cache, files, host_program, kernel_cache
 from adjit.runtime.kernel_cache import GpuKernel, KernelCacheError
 
-# A module with a check (an error table) and no allocation, so that its shared object loads
-# without the allocator.
+# A module with a check (an error table).
 MODULE = """
 func.func @safe_div(%a: i64, %b: i64) -> i64 attributes {adj.entry, llvm.emit_c_interface} {
   %zero = arith.constant 0 : i64

@@ -3,8 +3,7 @@ previous one wrote instead of lowering the module, with the same results, memory
 and errors; damaged entries are compiled again; a disabled cache reads and writes nothing;
 without a working `cc` there are no entries and no noise.
 
-Each case runs fresh Python processes (a process decides once where its allocator comes
-from), with a cache folder of its own."""
+Each case runs fresh Python processes, with a cache folder of its own."""
 from __future__ import annotations
 
 import hashlib
@@ -47,7 +46,7 @@ func.func @sines(%n: i64) -> memref<?xf64> attributes {adj.entry, llvm.emit_c_in
 """
 
 # Compiles MODULE, calls it, prints what it saw as JSON. With the argument `cached-only`,
-# lowering and ExecutionEngines (the module's and the allocator's) raise: the run succeeds
+# lowering and ExecutionEngines raise: the run succeeds
 # only if everything comes from the disk cache. The process waits at exit until the builds
 # it queued are done (a loaded machine may take more than the usual wait), or, with
 # `no-wait`, not at all. A second argument `cosines` compiles another module (cos for sin).
@@ -61,7 +60,7 @@ from adjit.runtime import cpu_cache, engine, memory
 if sys.argv[1] == "cached-only":
     def refuse(*args, **kwargs):
         raise AssertionError("compiled what the disk cache holds")
-    engine.lower_to_llvm = engine.ExecutionEngine = memory.ExecutionEngine = refuse
+    engine.lower_to_llvm = engine.ExecutionEngine = refuse
 cpu_cache.EXIT_WAIT_S = 0 if sys.argv[1] == "no-wait" else 100
 
 text = {MODULE!r}
@@ -116,8 +115,7 @@ def entries(cache: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory) -> tuple[Path, dict]:
-    """A cache one process filled (the allocator's entry and the module's), and what that
-    process computed."""
+    """A cache one process filled (the module's entry), and what that process computed."""
     cache = tmp_path_factory.mktemp("warm")
     return cache, results(run(cache))
 
@@ -125,7 +123,7 @@ def warm(tmp_path_factory) -> tuple[Path, dict]:
 def test_a_process_writes_an_entry_per_module(warm):
     cache, first = warm
     names = entries(cache)
-    assert len(names) == 4 and all(n.endswith((".so", ".json")) for n in names), names
+    assert len(names) == 2 and all(n.endswith((".so", ".json")) for n in names), names
     for meta in (cache / "cpu").glob("[!s]*.json"):
         so = meta.with_suffix(".so")
         record = json.loads(meta.read_text())["files"]["so"]
@@ -150,7 +148,7 @@ def test_processes_filling_one_cache_at_once_leave_whole_entries(tmp_path):
     for process in racing:
         _, stderr = process.communicate(timeout=120)
         assert process.returncode == 0, stderr
-    assert len(entries(cache)) == 4                    # no temporary files left behind
+    assert len(entries(cache)) == 2                    # no temporary files left behind
     results(run(cache, "cached-only"))
 
 
@@ -172,7 +170,7 @@ def copy_of(warm, tmp_path) -> Path:
 
 
 def module_entry(cache: Path) -> Path:
-    """The .so of MODULE (the allocator's entry, the other one, has no error table)."""
+    """The .so of MODULE."""
     [meta] = [p for p in (cache / "cpu").glob("[!s]*.json")
               if json.loads(p.read_text())["errors"]]
     return meta.with_suffix(".so")

@@ -102,7 +102,7 @@ def _records(cache: Path) -> list[Path]:
 
 def test_a_hit_runs_functions_kernels_and_gradients_without_mlir(tmp_path, filled):
     cache, first = filled
-    assert len(_records(cache)) >= 4     # the kernel, loss's derivative, stepped, allocator
+    assert len(_records(cache)) >= 3     # the kernel, loss's derivative, stepped
     again = run(tmp_path, cache, PROGRAM, block_mlir=True)
     assert not again["mlir"]
     assert {**again, "mlir": True} == first

@@ -13,7 +13,7 @@ NB = os.path.dirname(nanobind.__file__)
 native = Extension(
     "adjit.runtime._native",
     sources=["runtime/native/dispatch.cpp", "runtime/native/allocator.cpp",
-             "runtime/native/memref_copy.cpp",
+             "runtime/native/memref_copy.cpp", "runtime/native/parallel.cpp",
              os.path.join(nanobind.source_dir(), "nb_combined.cpp")],
     include_dirs=[nanobind.include_dir(), os.path.join(NB, "ext", "robin_map", "include"),
                   numpy.get_include()],

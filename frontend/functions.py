@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..runtime import native_dispatch
-from ..runtime.abi import FORK
 from .compiled import Compiled, cached_build, source_key
 from .errors import CompilationError
 from .guard import compiling
@@ -111,13 +110,12 @@ def _signature(args: tuple) -> tuple:
 def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> tuple | None:
     """(the invoker of the compiled specialisation a call with this `signature` got before,
     `args` converted by it); None where there is none, it is no longer the one `cache` holds for
-    its key (the cache was cleared), ADJIT_DEBUG changed, a forked child runs without the
-    thread pool, or the conversion refuses an argument: the full path then specialises (and
-    gives the messages of record: a non-contiguous array, a value that does not fit),
-    before anything has run. Saves specialise's per-argument checks (~2 us of an 8 us
+    its key (the cache was cleared), ADJIT_DEBUG changed, or the conversion refuses an
+    argument: the full path then specialises (and gives the messages of record: a
+    non-contiguous array, a value that does not fit), before anything has run. Saves specialise's per-argument checks (~2 us of an 8 us
     kernel call)."""
     hit = memo.get(signature)
-    if hit is None or FORK.child_without_pool:
+    if hit is None:
         return None
     key, compiled = hit
     if key[-1] != debug_enabled() or cache.get(key) is not compiled:

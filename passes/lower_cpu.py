@@ -2,8 +2,9 @@
 
 Each `adj.launch` becomes an `scf.parallel` over its ndrange whose body calls the kernel
 with the work item's ids and the sizes (a launch returning item sums, or whose kernel adds
-into one element atomically: over chunks of items, each summing as it goes, chunked_launch.py); `async-parallel-for` (in the LLVM pipeline) then
-spreads that loop over MLIR's async runtime thread pool, so no scheduler of ours exists.
+into one element atomically: over chunks of items, each summing as it goes,
+chunked_launch.py); `--adj-parallel-for` (parallel_for.py, in the LLVM pipeline) then hands
+that loop to adjit's thread pool (runtime/native/parallel.cpp).
 Launches block on the CPU, so `adj.sync` has nothing to wait for and is dropped.
 `adj.check` becomes a store of the check's number into the call's error cell, which the
 runtime reads after each call (a trap would kill the Python process).
@@ -13,8 +14,8 @@ The error cell is per call, not a module global: a module with checks (a non-emp
 `memref<1xi64>`, and every call of a defined function passes its caller's cell
 on; the runtime passes a cell of its own to each call of an entry (runtime/abi.py). So calls
 of one module from several threads each get their own errors, and the workers of a parallel
-launch (MLIR's async runtime threads) write into the cell of the call that launched them,
-which `async-parallel-for` captures like any other value the loop body uses. A module without
+launch (the pool's threads) write into the cell of the call that launched them, which
+`--adj-parallel-for` passes to the loop's body like any other value it uses. A module without
 checks keeps its signatures.
 """
 from __future__ import annotations

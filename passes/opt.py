@@ -60,6 +60,7 @@ PASSES: dict[str, Pass] = {
     "adj-expand-item-sums": _lazy("adjit.passes.autodiff.reduction", "expand_all_item_sums"),
     "adj-serialise-small-loops": _lazy("adjit.passes.small_loops", "serialise_small_loops"),
     "adj-split-interior": _lazy("adjit.passes.interior", "split_interior"),
+    "adj-parallel-for": _lazy("adjit.passes.parallel_for", "outline_parallel_loops"),
 }
 
 

@@ -9,12 +9,11 @@ provides so that it can count the bytes (runtime/memory.py).
 Booleans: this MLIR build aborts (an assertion) when lowering a load or store of an `i1`
 memref, so `widen_bool_memrefs` stores booleans as bytes, as NumPy does, before that.
 
-Threads: each `scf.parallel` (one per launch) is split by `async-parallel-for` into tasks
-for MLIR's async runtime thread pool; with one thread it stays a plain loop. `num-workers`
-sets how many tasks a loop is split into (8 per worker up to 4 workers, fewer beyond); the
-pool's size, which caps the threads, is set by the runtime (runtime/engine.py). Before
-that, a loop whose iterations' cost the IR bounds runs on the calling thread when it is small
-(small_loops.py: the hand-off to the pool costs more than such a loop's work).
+Threads: each outermost `scf.parallel` (one per launch) becomes a call of adjit's thread
+pool, one block of iterations per thread (parallel_for.py, runtime/native/parallel.cpp);
+with one thread it stays a plain loop. Before that, a loop whose iterations' cost the IR
+bounds runs on the calling thread when it is small (small_loops.py: the hand-off to the pool
+costs more than such a loop's work).
 """
 from __future__ import annotations
 
@@ -24,9 +23,10 @@ from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
 # Thread settings live with the runtime that starts the threads (and reads them without MLIR).
-from ..runtime.loader import default_num_threads, limit_to_one_thread  # noqa: F401
+from ..runtime.loader import default_num_threads
 from .interior import split_interior
 from .packed_entries import add_packed_entries
+from .parallel_for import define_launchers, outline_parallel_loops
 from .lower_cpu import lower_cpu, relax_atomics
 from .small_loops import serialise_small_loops
 from .walk import walk
@@ -36,12 +36,9 @@ _C_INTERFACE_ATTR = "llvm.emit_c_interface"
 _PREPARE = "inline,symbol-dce,canonicalize,cse"
 _DEALLOCATE = ("ownership-based-buffer-deallocation,canonicalize,buffer-deallocation-simplification,"
                "bufferization-lower-deallocations,cse,canonicalize,convert-bufferization-to-memref")
-_PARALLEL_FOR = "async-parallel-for{{async-dispatch=true num-workers={n}}}"
-# What async-parallel-for leaves, or with one thread every scf.parallel, as scf.for nests:
-# split_interior works on those.
+# What outline_parallel_loops leaves (nested loops, reductions), or with one thread every
+# scf.parallel, as scf.for nests: split_interior works on those.
 _NESTED_FORS = "func.func(scf-parallel-for-to-nested-fors)"
-_ASYNC = ("async-to-async-runtime,async-runtime-ref-counting,async-runtime-ref-counting-opt,"
-          "convert-async-to-llvm")
 # math-to-funcs implements integer powers; math-to-llvm takes the ops LLVM has intrinsics
 # for; math-to-libm calls libm for the rest.
 _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
@@ -50,22 +47,19 @@ _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,low
             "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")
 
 
-def _stages(num_threads: int | None) -> tuple[str, str, str]:
+def _stages() -> tuple[str, str, str]:
     # (before, loops, after): widen_bool_memrefs runs between the first two (after
-    # deallocation, whose lowering makes i1 memrefs of its own), split_interior between the
-    # last two (on the scf.for nests the loops stage leaves).
-    n = default_num_threads() if num_threads is None else num_threads
-    parallel = [_PARALLEL_FOR.format(n=n)] if n > 1 else []
-    return (",".join([_PREPARE, _DEALLOCATE]), ",".join(parallel + [_NESTED_FORS]),
-            ",".join(["canonicalize"] + ([_ASYNC] if n > 1 else []) + [_TO_LLVM]))
+    # deallocation, whose lowering makes i1 memrefs of its own), outline_parallel_loops
+    # before the second, split_interior between the last two (on the scf.for nests the
+    # loops stage leaves), define_launchers after the last.
+    return (",".join([_PREPARE, _DEALLOCATE]), _NESTED_FORS,
+            ",".join(["canonicalize", _TO_LLVM]))
 
 
-def cpu_pipeline(num_threads: int | None = None) -> str:
-    """The upstream pass pipeline that follows `lower_cpu` (num_threads None:
-    default_num_threads()). Alone it aborts on i1 memrefs: `run_cpu_pipeline` runs it with
-    `widen_bool_memrefs` between deallocation and async-parallel-for, and split_interior after
-    the loops are scf.for nests."""
-    return f"builtin.module({','.join(_stages(num_threads))})"
+def cpu_pipeline() -> str:
+    """The upstream passes that follow `lower_cpu`. Alone they abort on i1 memrefs, and run
+    every loop on one thread: `run_cpu_pipeline` runs them with adjit's passes between."""
+    return f"builtin.module({','.join(_stages())})"
 
 
 def _widened(t: ir.Type) -> ir.Type:
@@ -146,7 +140,7 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
     """Runs the passes after `lower_cpu` on a module it already lowered: `cpu_pipeline`
     with `widen_bool_memrefs` in place."""
     threads = default_num_threads() if num_threads is None else num_threads
-    before, loops, after = _stages(threads)
+    before, loops, after = _stages()
     with module.context, ir.Location.unknown():
         _privatize_non_entries(module)
         pm = PassManager()
@@ -154,10 +148,13 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
         pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
         if threads > 1:   # small loops stay on the calling thread (small_loops.py says why)
             pm.add(lambda op, _pass: serialise_small_loops(op), name="adj-serialise-small-loops")
+            pm.add(lambda op, _pass: outline_parallel_loops(op), name="adj-parallel-for")
         pm.add(loops)
         pm.add(lambda op, _pass: split_interior(op), name="adj-split-interior")
         pm.add(after)
         pm.add(lambda op, _pass: relax_atomics(op), name="adj-relax-atomics")
+        if threads > 1:
+            pm.add(lambda op, _pass: define_launchers(op, threads), name="adj-define-launchers")
         pm.run(module.operation)
 
 

@@ -189,15 +189,6 @@ def check_error(errors: Sequence[tuple], number: int, where: str) -> Exception:
     return (kind if isinstance(kind, type) else exception_class(kind))(message)
 
 
-class _Fork:
-    """Set in a forked child whose copy of the async runtime cannot run tasks
-    (runtime/engine.py): callers made for parallel code then call `in_forked_child`."""
-    child_without_pool = False
-
-
-FORK = _Fork()
-
-
 _pack_cell = struct.Struct("5q").pack
 
 
@@ -219,15 +210,14 @@ def new_error_cell() -> tuple[ctypes.c_int64, bytes]:
 def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types: Sequence[Type],
                 after_call: Callable[[int], None], owner: Callable[[int], object],
                 written: Sequence[int] = (), params: Sequence[str] = (),
-                error_cell: bool = False, in_forked_child: Callable | None = None) -> Callable:
+                error_cell: bool = False) -> Callable:
     """A Python callable for `_mlir_ciface_<name>` at `address`: converts and checks the
     arguments (those at indices `written` may be written, so read-only arrays are refused
     there), calls, runs `after_call(number)` (which raises the error of check `number`, 0 for
     none), and returns None, one value, or a tuple. With `error_cell` the entry takes the
     call's error cell as a last, hidden, argument (new_error_cell); without, `number` is 0. A
     returned array's memory block at address `a` is kept alive, and freed, by `owner(a)`.
-    Messages name the arguments by `params`, where given. With `in_forked_child`, once
-    FORK.child_without_pool is set, calls go to it instead (a one-thread version)."""
+    Messages name the arguments by `params`, where given."""
     arg_types, result_types = tuple(arg_types), tuple(result_types)
     where = [f"{name}(): argument {params[i]!r}" if i < len(params) else
              f"argument {i + 1} of {name}" for i in range(len(arg_types))]
@@ -269,7 +259,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
                     put(taken)
                 after_call(number)
                 return None if dtype is None else dtype.type(r)
-        return _entry(convert_all, invoke, in_forked_child)
+        return _entry(convert_all, invoke)
 
     fields = [f"r{i}" for i in range(len(result_types))]
     results = type(f"{name}_results", (ctypes.Structure,),
@@ -300,19 +290,15 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         after_call(number)
         return values[0] if single else tuple(values)
 
-    return _entry(convert_all, invoke, in_forked_child)
+    return _entry(convert_all, invoke)
 
 
-def _entry(convert_all: Callable, invoke: Callable, in_forked_child: Callable | None) -> Callable:
-    """The caller: converts, then invokes; in a forked child without the thread pool, the
-    one-thread version. `.convert_all` and `.invoke` are its two halves, for a caller that
-    converts first and, when conversion refuses the arguments, takes its own slower path
-    (functions.py: the canonical message for them) before anything has run."""
-    fork = FORK
+def _entry(convert_all: Callable, invoke: Callable) -> Callable:
+    """The caller: converts, then invokes. `.convert_all` and `.invoke` are its two halves,
+    for a caller that converts first and, when conversion refuses the arguments, takes its
+    own slower path (functions.py: the canonical message for them) before anything has run."""
 
     def call(*args):
-        if fork.child_without_pool and in_forked_child is not None:
-            return in_forked_child(*args)
         return invoke(convert_all(args))
     call.convert_all, call.invoke = convert_all, invoke
     return call

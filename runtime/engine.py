@@ -24,19 +24,16 @@ from ..dialects import shared_context
 from ..passes.lower_cpu import error_table
 from ..passes.pipeline import llvm_ir_text, lower_to_llvm
 from .loader import default_num_threads
-from . import cpu_cache, loader
+from . import cpu_cache
 from .compiled_module import CompiledModule
 from .engine_lookup import lookup
 from .extension import runtime_symbols
 
 _log = logging.getLogger("adjit.cache")
-# Modules compiled here by an ExecutionEngine may call the async runtime.
-loader.require(loader.ASYNC)
 
 
 def _after_fork_in_child() -> None:
-    # A forked child compiles for one thread (loader._after_fork_in_child says why). A lock
-    # another thread held at the fork would never be released in the child.
+    # A lock another thread held at the fork would never be released in the child.
     global _cache_lock
     _cache_lock = threading.Lock()
 
@@ -72,8 +69,6 @@ def _compiled(text: str, context: ir.Context, opt_level: int) -> CompiledModule:
     with _cache_lock:
         compiled = _cache.get(key)
         if compiled is None:
-            if num_threads > 1:
-                loader.start_async_pool(num_threads)
             compiled = (_load(key, text, context, num_threads, opt_level)
                         or _compile(key, text, context, opt_level, num_threads))
             _cache[key] = compiled
@@ -112,7 +107,7 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
         try:
             entry = cpu_cache.load_built(
                 cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
-                errors, folder, key, needs=cpu_cache.needs_of(llvm_ir))
+                errors, folder, key)
             return CompiledModule(entry.address, entry, errors, source, num_threads,
                                   opt_level, key)
         except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then

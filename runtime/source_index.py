@@ -99,7 +99,5 @@ def load_entry(skey: str) -> tuple[cpu_cache.Entry, str, dict] | None:
     threads = loader.default_num_threads()
     if meta.get("threads") != threads:
         return None
-    if threads > 1:
-        loader.start_async_pool(threads)
     entry = cpu_cache.load(folder, str(meta.get("module", "")))
     return None if entry is None else (entry, source, meta.get("meta", {}))

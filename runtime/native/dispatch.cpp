@@ -1,4 +1,4 @@
-// Part of adjit.runtime._native (with allocator.cpp): calls of compiled CPU code from Python without ctypes.
+// Part of adjit.runtime._native: calls of compiled CPU code from Python without ctypes.
 //
 // A `Dispatcher` belongs to one Function or Kernel (frontend/functions.py). The Python path
 // registers each specialisation it compiled (`add`): what the arguments of a call that takes
@@ -8,9 +8,9 @@
 // (void(void**), runtime/packed_entries.py). `call` matches a call against those in native
 // code, builds the descriptors on the stack, releases the GIL and calls. Anything it does not
 // take exactly as the Python path would (a read-only array where one is written, a
-// non-contiguous array, a subclass, an int that does not fit, a forked child without the
-// thread pool, ADJIT_DEBUG changed) returns the `miss` object, and the caller takes the
-// Python path, which converts, or refuses with the messages of record. A check that failed
+// non-contiguous array, a subclass, an int that does not fit, ADJIT_DEBUG changed) returns
+// the `miss` object, and the caller takes the Python path, which converts, or refuses with
+// the messages of record. A check that failed
 // in compiled code (its error cell) is raised by the Python `after_call` of the spec.
 #include <nanobind/nanobind.h>
 
@@ -32,8 +32,6 @@ namespace {
 enum Kind : int { ARRAY = 0, F32 = 1, F64 = 2, I32 = 3, I64 = 4, BOOL = 5, NONE = 6 };
 constexpr int MAX_RANK = 8;
 constexpr int MAX_ARGS = 64;
-
-bool forked = false;   // set in a forked child whose async thread pool cannot run tasks
 
 struct Param {
     int kind;          // Kind
@@ -172,7 +170,7 @@ public:
 
     // The call's result, or the `miss` object where the Python path must take the call.
     nb::object call(nb::handle args, nb::handle ndrange) {
-        if (forked || specs_.empty()) return miss_;
+        if (specs_.empty()) return miss_;
         PyObject *tuple = args.ptr();
         if (!PyTuple_Check(tuple)) return miss_;
         Py_ssize_t n = PyTuple_GET_SIZE(tuple);
@@ -359,8 +357,6 @@ NB_MODULE(_native, m) {
     m.def("function_call", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
         return call_method(self, args, kwargs, false);
     }, nb::is_method());
-    m.def("set_forked", [] { forked = true; },
-          "Every later call misses: a forked child without the async thread pool.");
     m.attr("ARRAY") = (int)ARRAY;
     m.attr("F32") = (int)F32;
     m.attr("F64") = (int)F64;

@@ -198,8 +198,10 @@ def vectorised_launch_loops(ll_text: str, tmp_path, cpu: str = "x86-64-v3") -> t
                     "-vector-library=LIBMVEC", str(ll), "-o", "/dev/null",
                     f"-pass-remarks-output={remarks}",
                     "-pass-remarks-filter=loop-vectorize|loop-idiom"], check=True)
-    loops = set(re.findall(r"define \w+ @(parallel_compute_fn\w*)\(", ll_text))
-    done = set(re.findall(r"Name:\s+(?:Vectorized|ProcessLoopStridedStore|"
-                          r"ProcessLoopStoreOfLoopLoad)\nFunction:\s+(\w+)",
-                          remarks.read_text()))
+    # Each launch loop is a body function (passes/parallel_for.py), which LLVM inlines into
+    # its thunk: a remark names either.
+    loops = set(re.findall(r"define internal void @__adj_thunk_(\w+)\(", ll_text))
+    done = {name.removeprefix("__adj_thunk_") for name in
+            re.findall(r"Name:\s+(?:Vectorized|ProcessLoopStridedStore|"
+                       r"ProcessLoopStoreOfLoopLoad)\nFunction:\s+(\w+)", remarks.read_text())}
     return loops, done & loops

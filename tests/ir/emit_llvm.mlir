@@ -1,9 +1,9 @@
 // --emit=llvm lowers adj IR as the runtime does and prints LLVM IR, from adj-level IR or
 // from IR that --adj-lower-cpu already lowered.
-// With more than one thread, the launch's loop is split into tasks for MLIR's async runtime.
-// RUN: ADJIT_NUM_THREADS=1 adjit-opt %s --emit=llvm | FileCheck %s --implicit-check-not=mlirAsync
-// RUN: ADJIT_NUM_THREADS=1 adjit-opt %s --adj-lower-cpu --emit=llvm | FileCheck %s --implicit-check-not=mlirAsync
-// RUN: ADJIT_NUM_THREADS=2 adjit-opt %s --emit=llvm | FileCheck %s --check-prefixes=CHECK,ASYNC
+// With more than one thread, the launch's loop goes to adjit's thread pool (parallel_for.py).
+// RUN: ADJIT_NUM_THREADS=1 adjit-opt %s --emit=llvm | FileCheck %s --implicit-check-not=adj_parallel_for
+// RUN: ADJIT_NUM_THREADS=1 adjit-opt %s --adj-lower-cpu --emit=llvm | FileCheck %s --implicit-check-not=adj_parallel_for
+// RUN: ADJIT_NUM_THREADS=2 adjit-opt %s --emit=llvm | FileCheck %s --check-prefixes=CHECK,POOL
 
 // The module has a check: no error global, but one more parameter, the call's error cell (a
 // memref<1xi64>: its 5 words in @saxpy, a descriptor pointer in the C interface).
@@ -11,7 +11,7 @@
 // CHECK-DAG: define void @saxpy(ptr %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, float %{{[0-9]+}}, ptr %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, ptr %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}})
 // CHECK-DAG: define void @_mlir_ciface_saxpy(ptr %{{[0-9]+}}, float %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, ptr %{{[0-9]+}})
 // CHECK-DAG: fmul float
-// ASYNC-DAG: call void @mlirAsyncRuntimeExecute(
+// POOL-DAG: call void @adj_parallel_for(ptr @__adj_thunk_saxpy_par0, ptr %{{.*}}, i64 %{{.*}}, i64 2)
 
 func.func @k(%x: memref<?xf32>, %a: f32, %y: memref<?xf32>) attributes {adj.kernel, adj.ndim = 1 : i64} {
   %i = "adj.index"() : () -> index

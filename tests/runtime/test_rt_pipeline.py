@@ -32,11 +32,14 @@ func.func @iota(%x: memref<?xi64>) attributes {adj.entry, llvm.emit_c_interface}
 """
 
 
-def test_thread_count_sets_async_workers(monkeypatch):
-    assert "async-parallel-for{async-dispatch=true num-workers=3}" in cpu_pipeline(3)
-    assert "async" not in cpu_pipeline(1)
+def test_thread_count_is_passed_to_the_pool(ctx, monkeypatch):
+    assert "async" not in cpu_pipeline()
+    for threads in (1, 3):
+        llvm_ir = llvm_ir_text(ir.Module.parse(MODULE, ctx), num_threads=threads)
+        assert (f"i64 {threads})" in llvm_ir) == (threads > 1)
+        assert ("@adj_parallel_for(" in llvm_ir) == (threads > 1)
     monkeypatch.setenv("ADJIT_NUM_THREADS", "5")
-    assert default_num_threads() == 5 and "num-workers=5" in cpu_pipeline()
+    assert default_num_threads() == 5
     monkeypatch.setenv("ADJIT_NUM_THREADS", "zero")
     with pytest.raises(ValueError, match="ADJIT_NUM_THREADS"):
         default_num_threads()
@@ -57,7 +60,7 @@ def test_lowering_stages(ctx):
     module = ir.Module.parse(MODULE, ctx)
     before = str(module)
     llvm_ir = llvm_ir_text(module, num_threads=2)
-    assert "define void @_mlir_ciface_iota(ptr" in llvm_ir and "mlirAsyncRuntimeExecute" in llvm_ir
+    assert "define void @_mlir_ciface_iota(ptr" in llvm_ir and "@adj_parallel_for(" in llvm_ir
     assert "llvm.func @_mlir_ciface_iota" in llvm_dialect_text(module, num_threads=1)
     assert str(module) == before
     lower_to_llvm(module, num_threads=1)
@@ -153,7 +156,7 @@ print(len(os.listdir("/proc/self/task")) - before)
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
 def test_num_threads_caps_the_threads_a_launch_uses():
-    # A fresh process: the async runtime's pool is sized once per process.
+    # A fresh process: the pool starts a worker per thread a launch uses, beyond the caller.
     threads = 2 if len(os.sched_getaffinity(0)) > 2 else 1
     out = subprocess.run([sys.executable, "-c", f"MODULE = {MODULE!r}\n{CAP_SCRIPT}"], check=True,
                          capture_output=True, text=True, env={**os.environ, "ADJIT_NUM_THREADS": str(threads)})

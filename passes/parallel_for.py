@@ -10,12 +10,15 @@ argument have a fixed list of scalar parts that a generic runtime can pass along
    which runs iterations [lo, hi) of the first dimension (and all of the others) as scf.for
    nests; `captures` are the values the body uses from outside (memrefs, scalars; constants
    are made again inside instead, so that they still fold). The loop becomes a call of a
-   declared launcher `__adj_launch_<func>_par<k>(n, captures)`.
+   declared launcher `__adj_launch_<func>_par<k>(n, serial, captures)`. Where small_loops.py
+   gave the loop a serial twin (`scf.if small {twin} else {loop}`), the call replaces both,
+   with `serial` the twin's condition: the runtime then runs the body on the calling
+   thread, and the module holds one copy of it instead of two (less work for LLVM).
 2. `define_launchers`, after the lowering to LLVM (where both signatures are the same
    flattened list of scalars): the launcher stores its arguments in a stack array and calls
    `adj_parallel_for` with the address of a thunk `(ctx, lo, hi)` that loads them again
-   and calls the body. Both are internal: LLVM inlines the launcher at the call site and
-   the body into the thunk.
+   and calls the body, with one thread where `serial` holds. Both are internal: LLVM
+   inlines the launcher at the call site and the body into the thunk.
 
 A loop that captures a value of another type (a vector, a tuple) is left to
 `scf-parallel-for-to-nested-fors`, serial, as loops with reductions are.
@@ -29,8 +32,9 @@ each.
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, func, scf
+from mlir.dialects import arith, func
 
+from .small_loops import SMALL_LOOP_ATTR, nest, outermost_parallel_loops
 from .walk import walk
 
 LAUNCHER_PREFIX = "__adj_launch_"
@@ -45,22 +49,9 @@ def outline_parallel_loops(module: ir.Operation) -> None:
                      and len(op.operation.regions[0].blocks) > 0]
         for f in functions:
             name = ir.StringAttr(f.attributes["sym_name"]).value
-            for k, loop in enumerate(_outermost_parallel_loops(f)):
+            loops = [op for op in outermost_parallel_loops(f) if len(op.results) == 0]
+            for k, loop in enumerate(loops):
                 _outline(module, loop, f"{name}_par{k}")
-
-
-def _outermost_parallel_loops(f: ir.Operation) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "scf.parallel":
-            if len(op.results) == 0:
-                found.append(op)
-            return ir.WalkResult.SKIP
-        return ir.WalkResult.ADVANCE
-
-    walk(f, visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def _op(o) -> ir.Operation:
@@ -123,7 +114,9 @@ def _outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
 
     with ir.InsertionPoint(module.regions[0].blocks[0]), op.location:
         body_fn = func.FuncOp(name, ([index, index, *(v.type for v in captures)], []))
-        launcher = func.FuncOp(LAUNCHER_PREFIX + name, ([index, *(v.type for v in captures)], []))
+        launcher = func.FuncOp(LAUNCHER_PREFIX + name,
+                               ([index, ir.IntegerType.get_signless(1),
+                                 *(v.type for v in captures)], []))
         launcher.attributes["sym_visibility"] = ir.StringAttr.get("private")
     entry = body_fn.add_entry_block()
     lo, hi, *cap_args = entry.arguments
@@ -141,15 +134,7 @@ def _outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
         lb0, s0 = inside(lbs[0]), inside(steps[0])
         loops = [(arith.addi(lb0, arith.muli(lo, s0)), arith.addi(lb0, arith.muli(hi, s0)), s0)]
         loops += [(inside(lbs[d]), inside(ubs[d]), inside(steps[d])) for d in range(1, rank)]
-        where = ir.InsertionPoint(entry)
-        ivs = []
-        for a, b, s in loops:
-            with where:
-                loop = scf.ForOp(a, b, s)
-            with ir.InsertionPoint(loop.body):
-                innermost_end = scf.YieldOp([])
-            ivs.append(loop.induction_variable)
-            where = ir.InsertionPoint(innermost_end)
+        ivs, innermost_end = nest(loops)
         func.ReturnOp([])
 
     for owner, number, v in uses:
@@ -159,12 +144,19 @@ def _outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
     for moved in list(block.operations)[:-1]:    # all but scf.reduce
         moved.operation.move_before(innermost_end)
 
-    # The loop becomes the launcher's call with its iteration count.
-    with ir.InsertionPoint(op), op.location:
+    # The loop (and its serial twin, if it has one) becomes the launcher's call with its
+    # iteration count.
+    parent = _op(op.parent) if op.parent is not None else None
+    twin = parent if (parent is not None and parent.name == "scf.if"
+                      and SMALL_LOOP_ATTR in parent.attributes) else None
+    replaced = twin if twin is not None else op
+    with ir.InsertionPoint(replaced), op.location:
         n = arith.maxsi(arith.ceildivsi(arith.subi(ubs[0], lbs[0]), steps[0]),
                         arith.constant(index, 0))
-        func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCHER_PREFIX + name), [n, *captures])
-    op.erase()
+        serial = twin.operands[0] if twin is not None else arith.constant(
+            ir.IntegerType.get_signless(1), 0)
+        func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCHER_PREFIX + name), [n, serial, *captures])
+    replaced.erase()
 
 
 # -- step 2, on the LLVM dialect -------------------------------------------------------------
@@ -207,7 +199,8 @@ def define_launchers(module: ir.Operation, num_threads: int) -> None:
     if not launchers:
         return
     text = [] if any(_name(f) == "adj_parallel_for" for f in functions) else [_RUNTIME]
-    types = {target: _param_types(declaration)[1:] for target, declaration in launchers.items()}
+    # After the iteration count and the serial flag: the captures.
+    types = {target: _param_types(declaration)[2:] for target, declaration in launchers.items()}
     for target, declaration in launchers.items():
         text.append(_launcher_text(target, types[target], num_threads))
         declaration.erase()
@@ -238,12 +231,13 @@ def _launcher_text(target: str, types: list[str], num_threads: int) -> str:
     arg_types = "".join(f", {t}" for t in types)
     nl = "\n"
     return f"""
-llvm.func internal @{LAUNCHER_PREFIX}{target}(%n: i64{params}) {{
+llvm.func internal @{LAUNCHER_PREFIX}{target}(%n: i64, %serial: i1{params}) {{
   %one = llvm.mlir.constant(1 : i64) : i64
   %ctx = llvm.alloca %one x {slots} {{alignment = 8 : i64}} : (i64) -> !llvm.ptr
 {nl.join(stores)}
   %f = llvm.mlir.addressof @__adj_thunk_{target} : !llvm.ptr
-  %threads = llvm.mlir.constant({num_threads} : i64) : i64
+  %all = llvm.mlir.constant({num_threads} : i64) : i64
+  %threads = llvm.select %serial, %one, %all : i1, i64
   llvm.call @adj_parallel_for(%f, %ctx, %n, %threads) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()
   llvm.return
 }}

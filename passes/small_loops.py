@@ -35,6 +35,7 @@ from mlir.dialects import arith, scf
 from .autodiff.ir_util import constant_int
 from .walk import walk
 
+SMALL_LOOP_ATTR = "adj.small_loop"   # on the scf.if choosing between the twin and the loop
 SERIAL_WORK = 1 << 23    # iterations x cost: ~30 us of vectorised work at most
 SERIAL_ITEMS = 1 << 17   # iterations: past a few L2-sized arrays, two cores' caches win
 COSTLY = 10
@@ -79,7 +80,8 @@ def op_cost(op: ir.Operation) -> int | None:
     return 1
 
 
-def _outermost_parallel_loops(module: ir.Operation) -> list[ir.Operation]:
+def outermost_parallel_loops(root: ir.Operation) -> list[ir.Operation]:
+    """The scf.parallel ops in `root` that no other scf.parallel encloses."""
     found: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -88,7 +90,7 @@ def _outermost_parallel_loops(module: ir.Operation) -> list[ir.Operation]:
             return ir.WalkResult.SKIP
         return ir.WalkResult.ADVANCE
 
-    walk(module, visit)
+    walk(root, visit, ir.WalkOrder.PRE_ORDER)
     return found
 
 
@@ -97,12 +99,12 @@ def serialise_small_loops(module: ir.Operation) -> None:
     run time when the loop's total cost is at most SERIAL_WORK (the module docstring)."""
     module = getattr(module, "operation", module)
     with module.context, module.location:
-        for loop in _outermost_parallel_loops(module):
+        for loop in outermost_parallel_loops(module):
             _serialise_if_known(loop)
 
 
 def _serialise_if_known(loop: ir.Operation) -> None:
-    if loop.results:     # reductions: not made by adjit, left to async-parallel-for
+    if loop.results:     # reductions: not made by adjit, left to scf-parallel-for-to-nested-fors
         return
     cost = block_cost(loop.regions[0].blocks[0])
     if cost is not None:
@@ -124,11 +126,13 @@ def _split(loop: ir.Operation, cost: int) -> None:
         small = arith.cmpi(arith.CmpIPredicate.ule, iterations,
                            arith.constant(idx, min(SERIAL_ITEMS, SERIAL_WORK // cost)))
         branch = scf.IfOp(small, [], has_else=True)
+        # parallel_for.py replaces the pair by one call, which runs on this thread when small.
+        branch.operation.attributes[SMALL_LOOP_ATTR] = ir.UnitAttr.get()
         with ir.InsertionPoint(branch.else_block):
             loop.clone()                       # the loop as it was, for large trip counts
             scf.YieldOp([])
         with ir.InsertionPoint(branch.then_block):
-            ivs, innermost = _nest(list(zip(lbs, ubs, steps)))
+            ivs, innermost = nest(list(zip(lbs, ubs, steps)))
             scf.YieldOp([])
     # The original body moves into the innermost scf.for (its terminator, scf.reduce, stays).
     body = loop.regions[0].blocks[0]
@@ -139,8 +143,8 @@ def _split(loop: ir.Operation, cost: int) -> None:
     loop.erase()
 
 
-def _nest(bounds: list[tuple[ir.Value, ir.Value, ir.Value]]) -> tuple[list[ir.Value],
-                                                                    ir.Operation]:
+def nest(bounds: list[tuple[ir.Value, ir.Value, ir.Value]]) -> tuple[list[ir.Value],
+                                                                   ir.Operation]:
     """scf.for loops nested in the order of `bounds` (lb, ub, step), at the insertion point;
     (their induction variables, the innermost body's terminator)."""
     lb, ub, step = bounds[0]
@@ -148,6 +152,6 @@ def _nest(bounds: list[tuple[ir.Value, ir.Value, ir.Value]]) -> tuple[list[ir.Va
     with ir.InsertionPoint(loop.body):
         if len(bounds) == 1:
             return [loop.induction_variable], scf.YieldOp([]).operation
-        ivs, innermost = _nest(bounds[1:])
+        ivs, innermost = nest(bounds[1:])
         scf.YieldOp([])
     return [loop.induction_variable] + ivs, innermost

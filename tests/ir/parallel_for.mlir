@@ -3,6 +3,7 @@
 // that the LLVM lowering defines to call adj_parallel_for (runtime/native/parallel.cpp).
 // RUN: adjit-opt %s --adj-parallel-for | FileCheck %s
 // RUN: env ADJIT_NUM_THREADS=4 adjit-opt %s --emit=llvm | FileCheck %s --check-prefix=LLVM
+// RUN: adjit-opt %s --adj-serialise-small-loops --adj-parallel-for | FileCheck %s --check-prefix=TWIN
 
 // A 2-D loop: the body function runs rows [lb0 + lo*s0, lb0 + hi*s0) and every column;
 // the memref, the scalar and the second dimension's bound are passed, the constants are
@@ -12,17 +13,20 @@
 // CHECK: %[[SPAN:.*]] = arith.subi %[[N]], %{{.*}} : index
 // CHECK: %[[COUNT:.*]] = arith.ceildivsi %[[SPAN]], %{{.*}} : index
 // CHECK: %[[ITEMS:.*]] = arith.maxsi %[[COUNT]], %{{.*}} : index
-// CHECK: call @__adj_launch_scale_par0(%[[ITEMS]], %[[X]], %[[A]], %[[M]]) : (index, memref<?x?xf32>, f32, index) -> ()
+// CHECK: %[[PARALLEL:.*]] = arith.constant false
+// CHECK: call @__adj_launch_scale_par0(%[[ITEMS]], %[[PARALLEL]], %[[X]], %[[A]], %[[M]]) : (index, i1, memref<?x?xf32>, f32, index) -> ()
 // CHECK-NOT: scf.parallel
 // CHECK: return
 
 // After the LLVM lowering with 4 threads: the launcher passes the flattened arguments
-// through a stack array to adj_parallel_for, whose thunk loads them and calls the body.
+// through a stack array to adj_parallel_for (1 thread where the serial flag holds), whose
+// thunk loads them and calls the body.
 // LLVM-LABEL: define void @scale(
 // LLVM: call void @__adj_launch_scale_par0(
 // LLVM: define internal void @scale_par0(i64 %{{.*}}, i64 %{{.*}}, ptr
-// LLVM: define internal void @__adj_launch_scale_par0(
-// LLVM: call void @adj_parallel_for(ptr @__adj_thunk_scale_par0, ptr %{{.*}}, i64 %0, i64 4)
+// LLVM: define internal void @__adj_launch_scale_par0(i64 %0, i1 %1,
+// LLVM: %[[THREADS:.*]] = select i1 %1, i64 1, i64 4
+// LLVM: call void @adj_parallel_for(ptr @__adj_thunk_scale_par0, ptr %{{.*}}, i64 %0, i64 %[[THREADS]])
 // LLVM: define internal void @__adj_thunk_scale_par0(ptr %0, i64 %1, i64 %2)
 // LLVM: load ptr, ptr
 // LLVM: call void @scale_par0(i64 %1, i64 %2,
@@ -104,8 +108,17 @@ func.func @vectors(%x: memref<?xvector<4xf32>>, %v: vector<4xf32>, %n: index) {
 // CHECK:     %[[P:.*]] = arith.mulf %[[V]], %[[BA]]
 // CHECK:     memref.store %[[P]], %[[BX]][%[[I]], %[[J]]]
 // CHECK: return
-// CHECK: func.func private @__adj_launch_scale_par0(index, memref<?x?xf32>, f32, index)
+// CHECK: func.func private @__adj_launch_scale_par0(index, i1, memref<?x?xf32>, f32, index)
 // CHECK-LABEL: func.func @nested_par0(
 // CHECK: scf.for
 // CHECK:   scf.parallel
-// CHECK: func.func private @__adj_launch_nested_par0(index, memref<?x?xf32>, index)
+// CHECK: func.func private @__adj_launch_nested_par0(index, i1, memref<?x?xf32>, index)
+
+// A loop small_loops.py gave a serial twin: one call replaces both, its serial flag the
+// twin's condition (the body exists once, in @scale_par0).
+// TWIN-LABEL: func.func @scale(
+// TWIN: %[[SMALL:.*]] = arith.cmpi ule,
+// TWIN-NOT: scf.if
+// TWIN: call @__adj_launch_scale_par0(%{{.*}}, %[[SMALL]],
+// TWIN-NOT: scf.for
+// TWIN: return

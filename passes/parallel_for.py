@@ -1,7 +1,7 @@
 """`--adj-parallel-for`: parallel loops (kernel launches) onto adjit's own thread pool.
 
 Each outermost `scf.parallel` without results becomes a call of the native runtime's
-`adj_parallel_for(body, ctx, n, threads)` (runtime/native/parallel.cpp), which splits the
+`adj_parallel_for(body, ctx, n, threads, size)` (runtime/native/parallel.cpp), which splits the
 n iterations of the loop's first dimension into one block per thread, the caller taking
 the first. In two steps, because only after lowering to the LLVM dialect does a memref
 argument have a fixed list of scalar parts that a generic runtime can pass along:
@@ -10,14 +10,15 @@ argument have a fixed list of scalar parts that a generic runtime can pass along
    which runs iterations [lo, hi) of the first dimension (and all of the others) as scf.for
    nests; `captures` are the values the body uses from outside (memrefs, scalars; constants
    are made again inside instead, so that they still fold). The loop becomes a call of a
-   declared launcher `__adj_launch_<func>_par<k>(n, serial, captures)`. Where small_loops.py
+   declared launcher `__adj_launch_<func>_par<k>(n, size, captures)`. Where small_loops.py
    gave the loop a serial twin (`scf.if small {twin} else {loop}`), the call replaces both,
-   with `serial` the twin's condition: the runtime then runs the body on the calling
-   thread, and the module holds one copy of it instead of two (less work for LLVM).
+   `size` saying at run time whether the loop is SMALL (the twin's condition) or TINY: the
+   runtime then runs the body on the calling thread unless its workers are awake (SMALL),
+   or always (TINY), and the module holds one copy of the body instead of two.
 2. `define_launchers`, after the lowering to LLVM (where both signatures are the same
    flattened list of scalars): the launcher stores its arguments in a stack array and calls
    `adj_parallel_for` with the address of a thunk `(ctx, lo, hi)` that loads them again
-   and calls the body, with one thread where `serial` holds. Both are internal: LLVM
+   and calls the body, with the size class. Both are internal: LLVM
    inlines the launcher at the call site and the body into the thunk.
 
 A loop that captures a value of another type (a vector, a tuple) is left to
@@ -34,10 +35,15 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func
 
-from .small_loops import SMALL_LOOP_ATTR, nest, outermost_parallel_loops
+from .small_loops import (SMALL_LOOP_ATTR, TINY_WORK, bounds, iterations_at_most, nest,
+                          outermost_parallel_loops)
 from .walk import walk
 
 LAUNCHER_PREFIX = "__adj_launch_"
+# A loop's size class, for adj_parallel_for (runtime/native/parallel.cpp spells them alike):
+# PARALLEL always goes to the pool; SMALL (small_loops.py's serial bound) only when its
+# workers are awake; TINY (below TINY_WORK, ~1 us) never.
+PARALLEL, SMALL, TINY = 0, 1, 2
 
 
 def outline_parallel_loops(module: ir.Operation) -> None:
@@ -100,11 +106,10 @@ def _is_constant(v: ir.Value) -> bool:
 def _outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
     block = op.regions[0].blocks[0]
     rank = len(block.arguments)
-    operands = list(op.operands)          # lower bounds, upper bounds, steps (no inits)
-    lbs, ubs, steps = operands[:rank], operands[rank:2 * rank], operands[2 * rank:3 * rank]
+    lbs, ubs, steps = bounds(op)
     used = _captures(op)
-    bounds = [*lbs, *steps, *lbs[1:], *ubs[1:], *steps[1:]]
-    captures = [v for v in dict.fromkeys([*used, *bounds]) if not _is_constant(v)]
+    loop_bounds = [*lbs, *steps, *lbs[1:], *ubs[1:], *steps[1:]]
+    captures = [v for v in dict.fromkeys([*used, *loop_bounds]) if not _is_constant(v)]
     if not all(_passable(v.type) for v in captures):
         return
     index = ir.IndexType.get()
@@ -115,7 +120,7 @@ def _outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
     with ir.InsertionPoint(module.regions[0].blocks[0]), op.location:
         body_fn = func.FuncOp(name, ([index, index, *(v.type for v in captures)], []))
         launcher = func.FuncOp(LAUNCHER_PREFIX + name,
-                               ([index, ir.IntegerType.get_signless(1),
+                               ([index, ir.IntegerType.get_signless(64),
                                  *(v.type for v in captures)], []))
         launcher.attributes["sym_visibility"] = ir.StringAttr.get("private")
     entry = body_fn.add_entry_block()
@@ -153,15 +158,20 @@ def _outline(module: ir.Operation, op: ir.Operation, name: str) -> None:
     with ir.InsertionPoint(replaced), op.location:
         n = arith.maxsi(arith.ceildivsi(arith.subi(ubs[0], lbs[0]), steps[0]),
                         arith.constant(index, 0))
-        serial = twin.operands[0] if twin is not None else arith.constant(
-            ir.IntegerType.get_signless(1), 0)
-        func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCHER_PREFIX + name), [n, serial, *captures])
+        i64 = ir.IntegerType.get_signless(64)
+        size = arith.constant(i64, PARALLEL)
+        if twin is not None:      # SMALL where the twin ran, TINY below ~1 us of work
+            cost = ir.IntegerAttr(twin.attributes[SMALL_LOOP_ATTR]).value
+            tiny = iterations_at_most(op, max(TINY_WORK // cost, 1))
+            size = arith.select(tiny, arith.constant(i64, TINY),
+                                arith.select(twin.operands[0], arith.constant(i64, SMALL), size))
+        func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCHER_PREFIX + name), [n, size, *captures])
     replaced.erase()
 
 
 # -- step 2, on the LLVM dialect -------------------------------------------------------------
 
-_RUNTIME = "llvm.func @adj_parallel_for(!llvm.ptr, !llvm.ptr, i64, i64)"
+_RUNTIME = "llvm.func @adj_parallel_for(!llvm.ptr, !llvm.ptr, i64, i64, i64)"
 
 
 def _name(op: ir.Operation) -> str:
@@ -199,7 +209,7 @@ def define_launchers(module: ir.Operation, num_threads: int) -> None:
     if not launchers:
         return
     text = [] if any(_name(f) == "adj_parallel_for" for f in functions) else [_RUNTIME]
-    # After the iteration count and the serial flag: the captures.
+    # After the iteration count and the size class: the captures.
     types = {target: _param_types(declaration)[2:] for target, declaration in launchers.items()}
     for target, declaration in launchers.items():
         text.append(_launcher_text(target, types[target], num_threads))
@@ -231,14 +241,14 @@ def _launcher_text(target: str, types: list[str], num_threads: int) -> str:
     arg_types = "".join(f", {t}" for t in types)
     nl = "\n"
     return f"""
-llvm.func internal @{LAUNCHER_PREFIX}{target}(%n: i64, %serial: i1{params}) {{
+llvm.func internal @{LAUNCHER_PREFIX}{target}(%n: i64, %size: i64{params}) {{
   %one = llvm.mlir.constant(1 : i64) : i64
   %ctx = llvm.alloca %one x {slots} {{alignment = 8 : i64}} : (i64) -> !llvm.ptr
 {nl.join(stores)}
   %f = llvm.mlir.addressof @__adj_thunk_{target} : !llvm.ptr
-  %all = llvm.mlir.constant({num_threads} : i64) : i64
-  %threads = llvm.select %serial, %one, %all : i1, i64
-  llvm.call @adj_parallel_for(%f, %ctx, %n, %threads) : (!llvm.ptr, !llvm.ptr, i64, i64) -> ()
+  %threads = llvm.mlir.constant({num_threads} : i64) : i64
+  llvm.call @adj_parallel_for(%f, %ctx, %n, %threads, %size)
+      : (!llvm.ptr, !llvm.ptr, i64, i64, i64) -> ()
   llvm.return
 }}
 llvm.func internal @__adj_thunk_{target}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{

@@ -1,31 +1,33 @@
-"""Loops too small to be worth the thread pool run on the calling thread.
+"""Loops too small to be worth waking the thread pool run on the calling thread.
 
-Handing a loop to MLIR's async runtime (waking its workers, then waiting for them) costs far
-more than the work of a small launch on these machines: a 256x256 heat-stencil step (about 30
-ops an item) takes 10 us on one core and 80-90 us split over two threads, so 50 steps ran in
-4.5 ms where one thread needs 0.5 ms, and a gradient, with three launches a step, paid the
-hand-off 150 times. So before `async-parallel-for` (passes/pipeline.py, with more than one
-thread), every outermost `scf.parallel` whose per-iteration cost is known statically becomes
+Waking the pool's sleeping workers (runtime/native/parallel.cpp), then waiting for them,
+costs far more than the work of a small launch on these machines (70-220 us, where a 256x256
+heat-stencil step, about 30 ops an item, takes 10 us on one core); handing a loop to workers
+that are awake, spinning since their last loop, costs ~0.25 us. So before
+`--adj-parallel-for` (passes/pipeline.py, with more than one thread), every outermost
+`scf.parallel` whose per-iteration cost is known statically becomes
 
     scf.if (iterations <= SERIAL_ITEMS and iterations * cost <= SERIAL_WORK)
         { its body in scf.for loops, on this thread }
     else { the scf.parallel as it was }
 
-decided at run time, since trip counts are run-time values. The cost of an iteration counts
-its ops (transcendental math COSTLY, division and remainder 4, the rest 1; an scf.if the
-dearer branch), an scf.for of constant trip count its body that many times. A loop whose trip
-count is known only at run time, an scf.while, a call that inlining left, or a nested
-scf.parallel make the cost unknown, and the loop stays parallel as before: per-item
-integration loops in kernels, the frontend's reduction chunks (a loop over 4096-element
-chunks), anything whose work the IR cannot bound.
+decided at run time, since trip counts are run-time values; the scf.if carries the cost
+(SMALL_LOOP_ATTR). parallel_for.py then replaces the pair by one call of the pool whose size
+class says SMALL where the twin would run: the pool takes such a loop only while its workers
+are awake (in a loop of launches), and TINY below TINY_WORK (about 1 us), never. The cost of
+an iteration counts its ops (transcendental math COSTLY, division and remainder 4, the rest
+1; an scf.if the dearer branch), an scf.for of constant trip count its body that many times.
+A loop whose trip count is known only at run time, an scf.while, a call that inlining left,
+or a nested scf.parallel make the cost unknown, and the loop stays parallel as before:
+per-item integration loops in kernels, the frontend's reduction chunks (a loop over
+4096-element chunks), anything whose work the IR cannot bound.
 
-The bounds were measured on a heat step (27 ops an item), one thread against two: 128^2 items
-3.7 against 86 us, 256^2 13 against 81 us, 512^2 228 against 78 us (its two arrays leave the
-L2 cache: the cores' caches and bandwidth win), 1024^2 829 against 239 us. So up to SERIAL_ITEMS
-(2^17) iterations, and SERIAL_WORK (2^23) cost units, about 30 us of vectorised work: the
-stencil's gather kernel (116 units an item, 30 us serial at 256^2) stays serial, a kernel of
-thousands of ops an item goes parallel from a few thousand items. Effect: G2's primal 4.5 ->
-0.56 ms, its gradient 14 -> 2.6 ms (benchmarks/bench_grad_workloads.py).
+The bounds were measured with MLIR's async runtime, whose workers were always asleep, on a
+heat step (27 ops an item), one thread against two: 128^2 items 3.7 against 86 us, 256^2 13
+against 81 us, 512^2 228 against 78 us (its two arrays leave the L2 cache: the cores' caches
+and bandwidth win), 1024^2 829 against 239 us. So up to SERIAL_ITEMS (2^17) iterations, and
+SERIAL_WORK (2^23) cost units, about 30 us of vectorised work. With the pool awake, 50 heat
+steps in a `@jit` loop: 128^2 2.9 -> 2.2 us a step, 256^2 8.9 -> 5.7 us (two threads).
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from .walk import walk
 
 SMALL_LOOP_ATTR = "adj.small_loop"   # on the scf.if choosing between the twin and the loop
 SERIAL_WORK = 1 << 23    # iterations x cost: ~30 us of vectorised work at most
+TINY_WORK = 1 << 18      # ~1 us: below it even awake workers are not worth a hand-off
 SERIAL_ITEMS = 1 << 17   # iterations: past a few L2-sized arrays, two cores' caches win
 COSTLY = 10
 _DIVISIONS = ("arith.divf", "arith.divsi", "arith.divui", "arith.remf", "arith.remsi",
@@ -111,23 +114,34 @@ def _serialise_if_known(loop: ir.Operation) -> None:
         _split(loop, max(cost, 1))
 
 
-def _split(loop: ir.Operation, cost: int) -> None:
+def bounds(loop: ir.Operation) -> tuple[list[ir.Value], list[ir.Value], list[ir.Value]]:
+    """An scf.parallel's lower bounds, upper bounds and steps."""
     n = len(loop.regions[0].blocks[0].arguments)
     operands = list(loop.operands)
-    lbs, ubs, steps = operands[:n], operands[n:2 * n], operands[2 * n:3 * n]
+    return operands[:n], operands[n:2 * n], operands[2 * n:3 * n]
+
+
+def iterations_at_most(loop: ir.Operation, limit: int) -> ir.Value:
+    """An i1, at the insertion point: whether scf.parallel `loop` runs at most `limit`
+    iterations in all."""
     idx = ir.IndexType.get()
+    iterations = arith.constant(idx, 1)
+    for lb, ub, step in zip(*bounds(loop)):
+        trips = arith.maxsi(arith.ceildivsi(arith.subi(ub, lb), step), arith.constant(idx, 0))
+        iterations = arith.muli(iterations, trips)
+    return arith.cmpi(arith.CmpIPredicate.ule, iterations, arith.constant(idx, limit))
+
+
+def _split(loop: ir.Operation, cost: int) -> None:
+    lbs, ubs, steps = bounds(loop)
     with ir.InsertionPoint(loop), loop.location:
-        iterations = arith.constant(idx, 1)
-        for lb, ub, step in zip(lbs, ubs, steps):
-            trips = arith.maxsi(arith.ceildivsi(arith.subi(ub, lb), step),
-                                arith.constant(idx, 0))
-            iterations = arith.muli(iterations, trips)
         # iterations * cost <= SERIAL_WORK, divided by cost: no overflow for any trip count.
-        small = arith.cmpi(arith.CmpIPredicate.ule, iterations,
-                           arith.constant(idx, min(SERIAL_ITEMS, SERIAL_WORK // cost)))
+        small = iterations_at_most(loop, min(SERIAL_ITEMS, SERIAL_WORK // cost))
         branch = scf.IfOp(small, [], has_else=True)
-        # parallel_for.py replaces the pair by one call, which runs on this thread when small.
-        branch.operation.attributes[SMALL_LOOP_ATTR] = ir.UnitAttr.get()
+        # parallel_for.py replaces the pair by one call, which runs on this thread when
+        # small (unless the pool is awake): it reads the cost here.
+        branch.operation.attributes[SMALL_LOOP_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), cost)
         with ir.InsertionPoint(branch.else_block):
             loop.clone()                       # the loop as it was, for large trip counts
             scf.YieldOp([])

@@ -60,6 +60,7 @@ struct alignas(64) Pool {
     alignas(64) std::atomic<uint64_t> generation{0};
     alignas(64) std::atomic<int> remaining{0};   // workers that have not finished the loop
     alignas(64) std::atomic<int> sleepers{0};
+    std::atomic<uint64_t> pokes{0};              // bumped to send sleeping workers spinning
     int workers = 0;                             // started (only the submitter changes it)
     std::mutex submit;                           // one loop at a time
     std::mutex sleep_lock;
@@ -83,6 +84,7 @@ void worker(int index, uint64_t seen) {
     for (;;) {
         uint64_t g = pool.generation.load(std::memory_order_acquire);
         if (g == seen) {
+            uint64_t poked = pool.pokes.load(std::memory_order_seq_cst);
             int64_t until = now_ns() + SPIN_NS;
             for (int i = 0; (g = pool.generation.load(std::memory_order_acquire)) == seen; ++i) {
                 cpu_relax();
@@ -91,9 +93,11 @@ void worker(int index, uint64_t seen) {
             if (g == seen) {
                 std::unique_lock<std::mutex> lock(pool.sleep_lock);
                 pool.sleepers.fetch_add(1, std::memory_order_seq_cst);
-                while ((g = pool.generation.load(std::memory_order_seq_cst)) == seen)
+                while ((g = pool.generation.load(std::memory_order_seq_cst)) == seen &&
+                       pool.pokes.load(std::memory_order_seq_cst) == poked)
                     pool.wake.wait(lock);
                 pool.sleepers.fetch_sub(1, std::memory_order_relaxed);
+                if (g == seen) continue;   // poked: spin again
             }
         }
         seen = g;
@@ -127,19 +131,43 @@ bool start_workers(int wanted) {
     return pool.workers > 0;
 }
 
+// Sends sleeping workers back to spinning, without a loop for them.
+void poke() {
+    pool.pokes.fetch_add(1, std::memory_order_seq_cst);
+    if (pool.sleepers.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard<std::mutex> lock(pool.sleep_lock); }
+        pool.wake.notify_all();
+    }
+}
+
 }  // namespace
 
+// Size classes of a loop (passes/parallel_for.py spells them alike).
+enum Size : int64_t { PARALLEL = 0, SMALL = 1, TINY = 2 };
+
 // Runs body(ctx, lo, hi) over [0, n) in up to `threads` contiguous blocks, one per thread,
-// and returns when all are done.
-ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t threads) {
+// and returns when all are done. A SMALL loop (small_loops.py: up to ~30 us of work) runs on
+// the caller alone unless the workers are awake: waking a sleeping one costs more (70-220 us
+// here) than such a loop's work, while handing a loop to spinning ones costs ~0.25 us; it
+// pokes them, so that the next launches of a loop of launches find them awake. A TINY loop
+// (under ~1 us) always runs on the caller, and wakes no one.
+ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t threads,
+                                 int64_t size) {
     if (n <= 0) return;
     int64_t parts = threads < n ? threads : n;
     if (parts > MAX_THREADS) parts = MAX_THREADS;
-    if (parts <= 1 || in_worker || !pool.submit.try_lock()) {
+    if (parts <= 1 || size == TINY || in_worker || !pool.submit.try_lock()) {
         body(ctx, 0, n);
         return;
     }
     std::lock_guard<std::mutex> hold(pool.submit, std::adopt_lock);
+    if (size == SMALL &&
+        (pool.workers < parts - 1 || pool.sleepers.load(std::memory_order_seq_cst))) {
+        start_workers(int(parts) - 1);
+        poke();
+        body(ctx, 0, n);
+        return;
+    }
     if (!start_workers(int(parts) - 1)) {
         body(ctx, 0, n);
         return;

@@ -13,20 +13,19 @@
 // CHECK: %[[SPAN:.*]] = arith.subi %[[N]], %{{.*}} : index
 // CHECK: %[[COUNT:.*]] = arith.ceildivsi %[[SPAN]], %{{.*}} : index
 // CHECK: %[[ITEMS:.*]] = arith.maxsi %[[COUNT]], %{{.*}} : index
-// CHECK: %[[PARALLEL:.*]] = arith.constant false
-// CHECK: call @__adj_launch_scale_par0(%[[ITEMS]], %[[PARALLEL]], %[[X]], %[[A]], %[[M]]) : (index, i1, memref<?x?xf32>, f32, index) -> ()
+// CHECK: %[[PARALLEL:.*]] = arith.constant 0 : i64
+// CHECK: call @__adj_launch_scale_par0(%[[ITEMS]], %[[PARALLEL]], %[[X]], %[[A]], %[[M]]) : (index, i64, memref<?x?xf32>, f32, index) -> ()
 // CHECK-NOT: scf.parallel
 // CHECK: return
 
 // After the LLVM lowering with 4 threads: the launcher passes the flattened arguments
-// through a stack array to adj_parallel_for (1 thread where the serial flag holds), whose
-// thunk loads them and calls the body.
+// through a stack array to adj_parallel_for (with the loop's size class), whose thunk
+// loads them and calls the body.
 // LLVM-LABEL: define void @scale(
 // LLVM: call void @__adj_launch_scale_par0(
 // LLVM: define internal void @scale_par0(i64 %{{.*}}, i64 %{{.*}}, ptr
-// LLVM: define internal void @__adj_launch_scale_par0(i64 %0, i1 %1,
-// LLVM: %[[THREADS:.*]] = select i1 %1, i64 1, i64 4
-// LLVM: call void @adj_parallel_for(ptr @__adj_thunk_scale_par0, ptr %{{.*}}, i64 %0, i64 %[[THREADS]])
+// LLVM: define internal void @__adj_launch_scale_par0(i64 %0, i64 %1,
+// LLVM: call void @adj_parallel_for(ptr @__adj_thunk_scale_par0, ptr %{{.*}}, i64 %0, i64 4, i64 %1)
 // LLVM: define internal void @__adj_thunk_scale_par0(ptr %0, i64 %1, i64 %2)
 // LLVM: load ptr, ptr
 // LLVM: call void @scale_par0(i64 %1, i64 %2,
@@ -108,17 +107,21 @@ func.func @vectors(%x: memref<?xvector<4xf32>>, %v: vector<4xf32>, %n: index) {
 // CHECK:     %[[P:.*]] = arith.mulf %[[V]], %[[BA]]
 // CHECK:     memref.store %[[P]], %[[BX]][%[[I]], %[[J]]]
 // CHECK: return
-// CHECK: func.func private @__adj_launch_scale_par0(index, i1, memref<?x?xf32>, f32, index)
+// CHECK: func.func private @__adj_launch_scale_par0(index, i64, memref<?x?xf32>, f32, index)
 // CHECK-LABEL: func.func @nested_par0(
 // CHECK: scf.for
 // CHECK:   scf.parallel
-// CHECK: func.func private @__adj_launch_nested_par0(index, i1, memref<?x?xf32>, index)
+// CHECK: func.func private @__adj_launch_nested_par0(index, i64, memref<?x?xf32>, index)
 
-// A loop small_loops.py gave a serial twin: one call replaces both, its serial flag the
-// twin's condition (the body exists once, in @scale_par0).
+// A loop small_loops.py gave a serial twin (its cost on the scf.if): one call replaces
+// both, its size class TINY (2) up to 2^18 / cost iterations, else SMALL (1) where the twin
+// would have run, else PARALLEL (0). The body exists once, in @scale_par0.
 // TWIN-LABEL: func.func @scale(
-// TWIN: %[[SMALL:.*]] = arith.cmpi ule,
+// TWIN: %[[SMALL:.*]] = arith.cmpi ule, %{{.*}}, %c131072 : index
 // TWIN-NOT: scf.if
-// TWIN: call @__adj_launch_scale_par0(%{{.*}}, %[[SMALL]],
+// TWIN: %[[TINY:.*]] = arith.cmpi ule, %{{.*}}, %c{{[0-9_]+}} : index
+// TWIN: %[[S1:.*]] = arith.select %[[SMALL]], %{{.*}}, %{{.*}} : i64
+// TWIN: %[[SIZE:.*]] = arith.select %[[TINY]], %{{.*}}, %[[S1]] : i64
+// TWIN: call @__adj_launch_scale_par0(%{{.*}}, %[[SIZE]],
 // TWIN-NOT: scf.for
 // TWIN: return

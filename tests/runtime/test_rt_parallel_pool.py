@@ -16,12 +16,12 @@ import pytest
 from adjit.runtime import extension
 
 BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-parallel_for = ctypes.CFUNCTYPE(None, BODY, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
-    extension.address("adj_parallel_for"))
+parallel_for = ctypes.CFUNCTYPE(None, BODY, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                ctypes.c_int64)(extension.address("adj_parallel_for"))
 workers = ctypes.CFUNCTYPE(ctypes.c_int)(extension.address("adj_parallel_workers"))
 
 
-def blocks_of(n: int, threads: int) -> list[tuple[int, int, int]]:
+def blocks_of(n: int, threads: int, small: bool = False) -> list[tuple[int, int, int]]:
     """The (lo, hi, thread id) blocks a loop of n iterations ran as."""
     seen, lock = [], threading.Lock()
 
@@ -29,7 +29,7 @@ def blocks_of(n: int, threads: int) -> list[tuple[int, int, int]]:
         with lock:
             seen.append((lo, hi, threading.get_ident()))
 
-    parallel_for(BODY(body), None, n, threads)
+    parallel_for(BODY(body), None, n, threads, small)
     return sorted(seen)
 
 
@@ -49,6 +49,38 @@ def test_blocks_cover_the_range_once_one_per_thread(n, threads):
     assert workers() >= min(n, threads) - 1
 
 
+SMALL_SCRIPT = """
+import ctypes, threading
+from adjit.runtime import extension
+BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+parallel_for = ctypes.CFUNCTYPE(None, BODY, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                ctypes.c_int64)(extension.address("adj_parallel_for"))
+seen = []
+def body(ctx, lo, hi):
+    seen.append((lo, hi, threading.get_ident() == threading.main_thread().ident))
+keep = BODY(body)
+parallel_for(keep, None, 1000, 4, 1)
+print(seen)
+"""
+
+
+def test_a_small_loop_runs_on_the_caller_while_the_workers_are_not_awake():
+    # A new process has no workers: the small loop runs whole on the calling thread (and
+    # starts them, for the next).
+    done = subprocess.run([sys.executable, "-c", SMALL_SCRIPT], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(0, 1000, True)]"
+
+
+@pytest.mark.parametrize("n", [1, 5, 1000])
+def test_a_small_loop_covers_the_range_once_either_way(n):
+    for _ in range(20):      # some of these find the workers awake, some not
+        blocks = blocks_of(n, 3, small=True)
+        ends = [hi for _, hi, _ in blocks]
+        assert [lo for lo, _, _ in blocks] == [0, *ends[:-1]] and ends[-1] == n
+
+
 def test_loops_from_two_threads_at_once_each_run_whole():
     results, errors = {}, []
 
@@ -64,7 +96,7 @@ def test_loops_from_two_threads_at_once_each_run_whole():
             keep = BODY(body)
             for _ in range(50):
                 total[0] = 0
-                parallel_for(keep, None, 10_000, 4)
+                parallel_for(keep, None, 10_000, 4, 0)
                 assert total[0] == sum(range(10_000))
             results[name] = True
         except BaseException as e:       # reported below

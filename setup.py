@@ -1,5 +1,5 @@
-"""The native extension `adjit.runtime._native` (runtime/native/: the dispatcher and the
-counting allocator), built by `pip install` with nanobind, compiled from its sources here
+"""The native extension `adjit.runtime._native` (adjit/runtime/native/: the dispatcher, the
+counting allocator, memrefCopy, the thread pool), built by `pip install` with nanobind, compiled from its sources here
 (no CMake: setuptools compiles nanobind's one-file build, nb_combined.cpp, beside ours).
 Everything else is in pyproject.toml."""
 import os
@@ -12,8 +12,8 @@ NB = os.path.dirname(nanobind.__file__)
 
 native = Extension(
     "adjit.runtime._native",
-    sources=["runtime/native/dispatch.cpp", "runtime/native/allocator.cpp",
-             "runtime/native/memref_copy.cpp", "runtime/native/parallel.cpp",
+    sources=["adjit/runtime/native/dispatch.cpp", "adjit/runtime/native/allocator.cpp",
+             "adjit/runtime/native/memref_copy.cpp", "adjit/runtime/native/parallel.cpp",
              os.path.join(nanobind.source_dir(), "nb_combined.cpp")],
     include_dirs=[nanobind.include_dir(), os.path.join(NB, "ext", "robin_map", "include"),
                   numpy.get_include()],

@@ -8,9 +8,9 @@ Importing adjit, decorating functions and launching kernels that the GPU kernel 
 need no MLIR: it is imported when something is compiled.
 """
 from .frontend.builtins import namespace as _ns
-from .frontend.errors import CompilationError, InternalCompilerError
+from .core.errors import CompilationError, InternalCompilerError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
-from .frontend.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
+from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
 from .frontend.autodiff import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
                                 ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
                                 ReverseWithPrimal, Tape, autodiff, autodiff_thunk, check_grad,

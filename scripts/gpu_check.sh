@@ -39,18 +39,17 @@ run)
     mkdir -p "$(dirname "$RESULTS")"
     [ -d "$WORK/kernels" ] && [ -d "$ADJIT_CACHE_DIR" ] || {
         echo "no compiled kernels in $WORK: run '$0 compile' first" >&2; exit 2; }
-    # The adjit package as `pip install -e .` maps it (pyproject.toml), without installing.
+    # The adjit package from the repository, without installing it.
     PKG=$WORK/pkg
     rm -rf "$PKG"
-    mkdir -p "$PKG/adjit" "$PKG/mlir"
-    ln -s "$REPO/adjit/__init__.py" "$PKG/adjit/__init__.py"
-    for sub in frontend dialects passes runtime; do ln -s "$REPO/$sub" "$PKG/adjit/$sub"; done
+    mkdir -p "$PKG/mlir"
+    ln -s "$REPO/adjit" "$PKG/adjit"
     # proves, wherever this runs, that nothing here needs MLIR
     echo 'raise ModuleNotFoundError("MLIR is not used on the GPU machine", name="mlir")' \
         >"$PKG/mlir/__init__.py"
     export PYTHONPATH="$PKG:$REPO/tests/gpu" ADJIT_GPU_TEST_KERNELS="$WORK/kernels"
-    # Run from $WORK: `python -m` puts the working directory first on sys.path, and the
-    # repository root's adjit/ (without its mapped subpackages) would shadow $PKG/adjit.
+    # Run from $WORK: `python -m` puts the working directory first on sys.path, and nothing
+    # there shadows $PKG.
     cd "$WORK"
     {
         echo "== $(date -u) $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || true)"

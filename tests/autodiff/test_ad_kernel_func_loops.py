@@ -7,7 +7,7 @@ import pytest
 
 import adjit
 from adjit import Const, Duplicated, Forward, Reverse
-from adjit.frontend.errors import CompilationError
+from adjit.core.errors import CompilationError
 
 
 @adjit.func

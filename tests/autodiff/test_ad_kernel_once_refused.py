@@ -7,8 +7,8 @@ import pytest
 import adjit
 from adjit import Const, Duplicated, Forward, Reverse
 from adjit.frontend.derivative import kernel_derivative_unit
-from adjit.frontend.types import ArrayType
-from adjit.runtime.tape_size import parse, per_item_count
+from adjit.core.types import ArrayType
+from adjit.core.tape_size import parse, per_item_count
 
 F64_1D = ArrayType(adjit.f64, 1)
 

@@ -6,7 +6,7 @@ import pytest
 
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
-from adjit.frontend.errors import CompilationError
+from adjit.core.errors import CompilationError
 # The same recurrence, unannotated (dt's type that of the argument: an np.float32 keeps it
 # all in f32), and its NumPy forward and hand-written reverse, from the GPU user cases.
 from user_kernels import integrate as integrate_any

@@ -1,7 +1,7 @@
 """Deep programs compile (issue 19.11): an expression of 1,000 chained operations and a chain
 of 150 nested @adjit.func calls raised a raw RecursionError without a source position. A
 compile that runs out of recursion depth is compiled again on a deep stack with a raised
-limit (frontend/guard.py, runtime/deep_stack.py); deeper still, it is a CompilationError at
+limit (frontend/guard.py, core/deep_stack.py); deeper still, it is a CompilationError at
 the user's line. Results are checked against Python and NumPy, derivatives against their
 analytic form and finite differences."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 
 import adjit
 from adjit.frontend import guard
-from adjit.runtime import deep_stack
+from adjit.core import deep_stack
 
 pytest.importorskip("mlir")
 
@@ -128,7 +128,7 @@ def test_shallow_programs_compile_on_the_callers_thread(monkeypatch):
     assert f(1.5) == 4.0 and calls == []
 
 
-# ---- runtime/deep_stack.py ------------------------------------------------------------------
+# ---- core/deep_stack.py ------------------------------------------------------------------
 
 def test_deep_stack_returns_raises_and_keeps_context_variables():
     var = contextvars.ContextVar("adjit_test_var", default="unset")

@@ -7,7 +7,7 @@ import pytest
 
 import adjit
 from adjit.frontend.compiler import CompileUnit
-from adjit.frontend.types import ArrayType, f64
+from adjit.core.types import ArrayType, f64
 
 
 def line_of(marker: str) -> int:

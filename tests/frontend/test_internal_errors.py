@@ -16,7 +16,7 @@ import pytest
 import adjit
 from adjit.frontend import cuda_launch, guard
 from adjit.frontend import scalar_ops as S
-from adjit.frontend.errors import InternalCompilerError, located
+from adjit.core.errors import InternalCompilerError, located
 
 pytest.importorskip("mlir")
 from mlir import ir  # noqa: E402

@@ -13,8 +13,8 @@ from mlir.dialects import func
 
 from adjit.dialects import adj
 from adjit.frontend.compiler import context
-from adjit.frontend.types import ArrayType, ScalarType, bool_, f32, f64, i32, i64, index
-from adjit.runtime.engine import compile_module
+from adjit.core.types import ArrayType, ScalarType, bool_, f32, f64, i32, i64, index
+from adjit.frontend.engine import compile_module
 from fake_driver import slots
 
 _SCALARS = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": index}

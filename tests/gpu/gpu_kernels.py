@@ -581,10 +581,15 @@ def kernel_dir() -> str | None:
 
 
 def get_kernel(name: str, chip: str = "sm_90"):
-    """The case's GpuKernel: from the test cache, compiling (MLIR) on a miss."""
+    """The case's GpuKernel: from the test cache, compiling (MLIR) on a miss where the
+    compiler is installed."""
     from adjit.runtime import kernel_cache
+    try:
+        from adjit.passes.lower_gpu import compile_text
+    except ImportError:          # a GPU machine: no MLIR, the kernels come from the cache
+        compile_text = None
     case = CASES[name]
-    return kernel_cache.get_or_compile(case.text, case.name, chip, kernel_dir())
+    return kernel_cache.get_or_compile(case.text, case.name, chip, kernel_dir(), compile_text)
 
 
 if __name__ == "__main__":     # python gpu_kernels.py DIR: compile every case into DIR

@@ -13,7 +13,7 @@ import pytest
 
 import adjit
 from adjit import Active, Duplicated, Reverse
-from adjit.frontend.types import ArrayType
+from adjit.core.types import ArrayType
 from fake_driver import install
 
 pytest.importorskip("mlir", reason="compiling derivative kernels needs MLIR")

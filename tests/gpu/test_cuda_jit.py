@@ -19,10 +19,10 @@ import pytest
 import adjit
 from adjit import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal
 from adjit.frontend.cuda_launch import compile_only
-from adjit.frontend.types import ArrayType
-from adjit.frontend.errors import CompilationError
+from adjit.core.types import ArrayType
+from adjit.core.errors import CompilationError
 from adjit.runtime import host_program
-from adjit.runtime.kernel_cache import KernelCacheError
+from adjit.core.kernel import KernelCacheError
 from cuda_jit_cases import KERNELS, divide_twice, scale, scale_often, scale_twice, simulate
 from fake_driver import error_cell, install
 from user_kernels import relaxed_energy

@@ -1,6 +1,6 @@
 """On the GPU launch path (the fake driver running the derivative kernels compiled for the
 CPU, cpu_device.py): a triangular loop's tape, whose per-item size is a sum over the outer
-loop that cuda_launch evaluates in Python (runtime/tape_size.py), and an integer counter that
+loop that cuda_launch evaluates in Python (core/tape_size.py), and an integer counter that
 runs once per item (issue 8.9, 8.10)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import adjit
 from adjit import Const, Duplicated, Reverse
 from adjit.frontend.derivative import kernel_derivative_unit
-from adjit.frontend.types import ArrayType
+from adjit.core.types import ArrayType
 from fake_driver import install
 
 pytest.importorskip("mlir", reason="compiling derivative kernels needs MLIR")

@@ -14,7 +14,7 @@ import adjit
 from adjit import Active, Const, Duplicated, Reverse
 from adjit.frontend import cuda_launch
 from adjit.frontend.derivative import kernel_derivative_unit
-from adjit.frontend.types import ArrayType
+from adjit.core.types import ArrayType
 from fake_driver import install
 from user_kernels import integrate
 

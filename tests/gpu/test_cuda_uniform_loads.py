@@ -17,7 +17,7 @@ import adjit
 from adjit import Const, Duplicated, Reverse
 from adjit.frontend import cuda_launch
 from adjit.frontend.derivative import kernel_derivative_to_gpu, kernel_derivative_unit
-from adjit.frontend.types import ArrayType
+from adjit.core.types import ArrayType
 from adjit.runtime.device_array import DeviceArray
 from fake_driver import install
 

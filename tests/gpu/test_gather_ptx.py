@@ -15,7 +15,7 @@ pytest.importorskip("mlir")
 
 import adjit                                                      # noqa: E402
 from adjit import Const, Duplicated, Reverse, ReverseWithPrimal  # noqa: E402
-from adjit.frontend.types import ArrayType                        # noqa: E402
+from adjit.core.types import ArrayType                        # noqa: E402
 from adjit.passes.lower_gpu import compile_text                   # noqa: E402
 from fake_driver import install                                   # noqa: E402
 from test_ptx import assemble                                     # noqa: E402

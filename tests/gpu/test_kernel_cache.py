@@ -18,23 +18,31 @@ from pathlib import Path
 import pytest
 
 from adjit.runtime import files, kernel_cache
-from adjit.runtime.kernel_cache import FORMAT_VERSION, GpuKernel, KernelCacheError, Param
+from adjit.core.kernel import FORMAT_VERSION, GpuKernel, KernelCacheError, Param
 from gpu_kernels import CASES
+
+try:
+    from adjit.passes.lower_gpu import compile_text     # the compiler (MLIR)
+except ImportError:
+    compile_text = None
 
 RUNTIME = Path(kernel_cache.__file__).parent
 NAME = "gather_checked_f32"          # has params of several kinds and a check
 
 
 def runtime_only_package(dest: Path) -> Path:
-    """adjit.runtime's GPU modules under an empty `adjit` package, as on a GPU machine
-    without MLIR, where the full package (whose frontend imports MLIR) cannot be imported."""
+    """adjit's contracts (core/) and runtime's GPU modules under an empty `adjit` package, as
+    on a GPU machine without MLIR, where the full package (whose frontend imports MLIR)
+    cannot be imported: what the GPU modules import must be there, and MLIR-free."""
     pkg = dest / "adjit" / "runtime"
     if pkg.exists():                 # made by an earlier run of this test
         return dest
     pkg.mkdir(parents=True)
     (dest / "adjit" / "__init__.py").write_text("")
+    shutil.copytree(RUNTIME.parent / "core", dest / "adjit" / "core",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "__init__.py").write_text("")
-    for name in ("cuda.py", "device_array.py", "kernel_cache.py", "files.py"):
+    for name in ("cuda.py", "device_array.py", "kernel_cache.py", "files.py", "abi.py"):
         shutil.copy(RUNTIME / name, pkg / name)
     return dest
 
@@ -53,7 +61,7 @@ def compiled(tmp_path_factory):
     pytest.importorskip("mlir")
     directory = tmp_path_factory.mktemp("kernels")
     case = CASES[NAME]
-    kernel = kernel_cache.get_or_compile(case.text, NAME, "sm_90", directory)
+    kernel = kernel_cache.get_or_compile(case.text, NAME, "sm_90", directory, compile_text)
     return directory, kernel_cache.cache_key(case.text, NAME, "sm_90"), kernel
 
 
@@ -141,7 +149,8 @@ def test_a_garbage_ptx_is_named_and_compiled_again(compiled, tmp_path):
     assert result.returncode == 0, result.stderr
     assert f"{ptx} is not the file" in result.stdout and "MLIR" in result.stdout
     # Where MLIR is, the entry is compiled again and replaced: the next load verifies.
-    assert kernel_cache.get_or_compile(CASES[NAME].text, NAME, "sm_90", directory) == kernel
+    assert kernel_cache.get_or_compile(CASES[NAME].text, NAME, "sm_90", directory,
+                                       compile_text) == kernel
     assert ptx.read_text() == kernel.ptx and kernel_cache.load(directory, key) == kernel
 
 
@@ -184,8 +193,8 @@ def test_a_read_only_cache_compiles_without_storing_and_warns_once(compiled, tmp
     text = CASES[NAME].text
     try:
         with pytest.warns(RuntimeWarning, match=f"{folder} cannot be written") as warned:
-            assert kernel_cache.get_or_compile(text, NAME) == compiled[2]
-            assert kernel_cache.get_or_compile(text, NAME) == compiled[2]
+            assert kernel_cache.get_or_compile(text, NAME, compile=compile_text) == compiled[2]
+            assert kernel_cache.get_or_compile(text, NAME, compile=compile_text) == compiled[2]
     finally:
         folder.chmod(0o755)
     assert len(warned) == 1 and not any(folder.iterdir())
@@ -203,7 +212,7 @@ def test_a_misplaced_cache_compiles_without_storing(compiled, tmp_path, monkeypa
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(root))
     monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
     with pytest.warns(RuntimeWarning, match="cannot be written"):
-        assert kernel_cache.get_or_compile(CASES[NAME].text, NAME) == compiled[2]
+        assert kernel_cache.get_or_compile(CASES[NAME].text, NAME, compile=compile_text) == compiled[2]
     assert (root / "gpu" if where == "gpu/ is a file" else root).read_text() == "not a folder"
 
 
@@ -227,11 +236,11 @@ def test_caches_off_reads_and_writes_nothing(compiled, tmp_path, monkeypatch):
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(root))
     monkeypatch.setenv("ADJIT_DISK_CACHE", "0")
     assert kernel_cache.default_cache_dir() is None
-    assert kernel_cache.get_or_compile(CASES[NAME].text, NAME) == compiled[2]   # not planted
+    assert kernel_cache.get_or_compile(CASES[NAME].text, NAME, compile=compile_text) == compiled[2]   # not planted
     monkeypatch.setenv("ADJIT_CACHE_DIR", "")
     monkeypatch.delenv("ADJIT_DISK_CACHE")
     assert kernel_cache.default_cache_dir() is None
-    assert kernel_cache.get_or_compile(CASES[NAME].text, NAME) == compiled[2]
+    assert kernel_cache.get_or_compile(CASES[NAME].text, NAME, compile=compile_text) == compiled[2]
     assert sorted(p.name for p in (root / "gpu").iterdir()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]       # no relative gpu/
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from adjit.runtime import cuda
-from adjit.runtime.kernel_cache import GpuKernel, Param
+from adjit.core.kernel import GpuKernel, Param
 from fake_driver import device_view, error_cell, install, slots
 
 DIVIDE = GpuKernel(name="divide", entry="divide", ptx="// fake divide", chip="sm_90",

@@ -8,7 +8,7 @@ import pytest
 
 from adjit.runtime import cuda, device_array
 from adjit.runtime.device_array import DeviceArray, as_device_array, dlpack_capsule, dlpack_view
-from adjit.runtime.kernel_cache import GpuKernel, Param
+from adjit.core.kernel import GpuKernel, Param
 from fake_driver import error_cell, install, saxpy
 
 

@@ -13,7 +13,7 @@ from mlir import ir                                               # noqa: E402
 from adjit.dialects import make_context                           # noqa: E402
 from adjit.dialects.adj import AdjError                           # noqa: E402
 from adjit.passes.lower_gpu import compile_text, emit_ptx, kernel_to_ptx, lower_gpu  # noqa: E402
-from adjit.runtime.kernel_cache import Param                     # noqa: E402
+from adjit.core.kernel import Param                             # noqa: E402
 from gpu_kernels import CASES, CHECK_MESSAGE, derivative_text     # noqa: E402
 
 PTXAS = shutil.which("ptxas")
@@ -108,7 +108,7 @@ def test_float_math_contracts_to_fma():
 
 
 def test_gpu_kernel_json_round_trip():
-    from adjit.runtime.kernel_cache import GpuKernel
+    from adjit.core.kernel import GpuKernel
     kernel = compile_case("gather_checked_f32")
     assert GpuKernel.from_dict(kernel.to_dict()) == kernel
 

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 
-from adjit.frontend.types import ArrayType, i64, index
+from adjit.core.types import ArrayType, i64, index
 from adjit.runtime import memory
 from adjit.runtime.memory import (CACHE_LIMIT_BYTES, CACHE_MIN_BYTES, CACHE_SLOTS, allocate,
                                   memory_stats, release_cached_memory, reset_peak_memory)

@@ -61,7 +61,8 @@ def test_a_cap_that_is_not_a_size_names_the_setting(monkeypatch, value):
 
 def test_stores_evict(tmp_path, monkeypatch):
     """A GPU kernel cache store past the cap removes the oldest entry."""
-    from adjit.runtime.kernel_cache import GpuKernel, Param, load, store
+    from adjit.core.kernel import GpuKernel, Param
+    from adjit.runtime.kernel_cache import load, store
     monkeypatch.setenv("ADJIT_CACHE_MAX_MB", str(3000 / 2**20))
     kernel = GpuKernel(name="k", entry="k", ptx="x" * 1000, chip="sm_90",
                        params=(Param("scalar", "f32"),), ndim=1)

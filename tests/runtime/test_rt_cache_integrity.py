@@ -18,9 +18,10 @@ from mlir import ir
 
 from adjit.dialects import make_context
 from adjit.passes.lower_cpu import error_table
+from adjit.passes.lower_gpu import compile_text
 from adjit.passes.pipeline import llvm_ir_text
 from adjit.runtime import cpu_cache, files, host_program, kernel_cache
-from adjit.runtime.kernel_cache import GpuKernel, KernelCacheError
+from adjit.core.kernel import GpuKernel, KernelCacheError
 
 # A module with a check (an error table).
 MODULE = """
@@ -154,7 +155,7 @@ def gpu_entry(tmp_path_factory) -> tuple[Path, str, GpuKernel]:
     from gpu_kernels import CASES
     case = CASES["gather_checked_f32"]          # params of several kinds, a check
     folder = tmp_path_factory.mktemp("gpu")
-    kernel = kernel_cache.get_or_compile(case.text, case.name, "sm_90", folder)
+    kernel = kernel_cache.get_or_compile(case.text, case.name, "sm_90", folder, compile_text)
     key = kernel_cache.cache_key(case.text, case.name, "sm_90")
     assert kernel.checks and kernel_cache.load(folder, key) == kernel
     return folder, key, kernel

@@ -4,7 +4,7 @@ import time
 import numpy as np
 import pytest
 
-from adjit.frontend.types import SCALARS, ArrayType, bool_, f32, f64, i32, i64
+from adjit.core.types import SCALARS, ArrayType, bool_, f32, f64, i32, i64
 from rt_helpers import MLIR_TYPES
 
 # `@next_T(a, b) -> (T)`: b + 1 (or `not b` for bool) and also checks `a` arrived intact.

@@ -54,8 +54,9 @@ SCRIPT = f"""
 import gc, json, sys
 from mlir import ir
 from adjit.dialects import make_context
-from adjit.frontend.types import ArrayType, f64, i64
-from adjit.runtime import cpu_cache, engine, memory
+from adjit.core.types import ArrayType, f64, i64
+from adjit.frontend import engine
+from adjit.runtime import cpu_cache, memory
 
 if sys.argv[1] == "cached-only":
     def refuse(*args, **kwargs):
@@ -311,7 +312,8 @@ def loss(a: float):
 
 RULED_SCRIPT = """
 import json, sys
-from adjit.runtime import cpu_cache, engine, memory
+from adjit.frontend import engine
+from adjit.runtime import cpu_cache, memory
 if sys.argv[1] == "cached-only":
     def refuse(*args, **kwargs):
         raise AssertionError("compiled what the disk cache holds")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from adjit.frontend.types import ArrayType, f64, i64
+from adjit.core.types import ArrayType, f64, i64
 from rt_helpers import bytes_in_use
 
 MODULE = """

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from adjit.frontend.types import SCALARS, ArrayType
+from adjit.core.types import SCALARS, ArrayType
 from rt_helpers import MLIR_TYPES, memref
 
 NDIMS = (1, 2, 3)

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from adjit.frontend.types import ArrayType, f32, f64, i32, i64
+from adjit.core.types import ArrayType, f32, f64, i32, i64
 from adjit.runtime.memory import allocate, memory_stats, reset_peak_memory
 from rt_helpers import bytes_in_use
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from mlir import ir
 
-from adjit.frontend.types import ArrayType, i64
+from adjit.core.types import ArrayType, i64
 from adjit.passes.pipeline import (cpu_pipeline, default_num_threads, llvm_dialect_text, llvm_ir_text,
                                    lower_to_llvm, widen_bool_memrefs)
 
@@ -144,8 +144,8 @@ CAP_SCRIPT = """
 import os, numpy as np
 from mlir import ir
 from adjit.dialects import make_context
-from adjit.frontend.types import ArrayType, i64
-from adjit.runtime.engine import compile_module
+from adjit.core.types import ArrayType, i64
+from adjit.frontend.engine import compile_module
 iota = compile_module(ir.Module.parse(MODULE, make_context())).function("iota", [ArrayType(i64, 1)], [])
 before = len(os.listdir("/proc/self/task"))
 for _ in range(20):
@@ -164,4 +164,6 @@ def test_num_threads_caps_the_threads_a_launch_uses():
 
 
 def test_compiled_module_gives_its_llvm_ir(compile_text):
-    assert "define void @_mlir_ciface_iota(ptr" in compile_text(MODULE).llvm_text()
+    from adjit.frontend.engine import llvm_text
+    module = compile_text(MODULE)
+    assert "define void @_mlir_ciface_iota(ptr" in llvm_text(module.source, module.num_threads)

@@ -9,7 +9,7 @@ import pytest
 
 import adjit
 from adjit.runtime import abi, cuda
-from adjit.runtime.kernel_cache import GpuKernel, Param
+from adjit.core.kernel import GpuKernel, Param
 
 
 @adjit.jit

@@ -1,0 +1,135 @@
+"""Errors raised while compiling user code, pointing at the user's source line."""
+from __future__ import annotations
+
+
+class CompilationError(Exception):
+    """Code adjit cannot compile: names the problem, the file, line and column, and shows
+    the source line with a caret, as Triton does. `.lineno`/`.filename` are kept for tools."""
+
+    def __init__(self, message: str, filename: str = "<unknown>", lineno: int = 0,
+                 col: int = 0, source_line: str | None = None):
+        self.message, self.filename, self.lineno, self.col = message, filename, lineno, col
+        self.source_line = source_line
+        text = f"{filename}:{lineno}:{col + 1}: {message}"
+        if source_line:
+            text += f"\n    {source_line.rstrip()}\n    {' ' * col}^"
+        super().__init__(text)
+
+    @classmethod
+    def at_location(cls, message: str, location: str) -> "CompilationError":
+        """An error at an MLIR location (`loc("file.py":12:5)`, as the frontend gives every
+        op), with the source line read back."""
+        import linecache
+        import re
+        m = re.search(r'"([^"]+)":(\d+):(\d+)', location)
+        if m is None:
+            return cls(message)
+        filename, line, col = m.group(1), int(m.group(2)), int(m.group(3)) - 1
+        return cls(message, filename, line, col, linecache.getline(filename, line) or None)
+
+
+class UserError(Exception):
+    """Raised by code generation helpers that do not know the AST node; the visitor turns it
+    into a CompilationError at the node being compiled."""
+
+
+class InternalCompilerError(CompilationError):
+    """A bug in adjit, met while compiling the user's code: an exception that no user error
+    explains (from a helper of the code generator, a pass, or the MLIR bindings), at the
+    user's line being compiled when it happened. The exception is chained (`__cause__`),
+    with the traceback a bug report needs."""
+
+    def __init__(self, cause: BaseException, filename: str = "<unknown>", lineno: int = 0,
+                 col: int = 0, source_line: str | None = None):
+        self.cause = cause
+        super().__init__(f"internal error in adjit while compiling this: "
+                         f"{type(cause).__name__}: {cause} (a bug in adjit, not in this "
+                         "code: please report it, with the traceback of the cause below)",
+                         filename, lineno, col, source_line)
+
+
+# Exception types adjit raises on purpose for what the user asked (a bad argument, a value
+# out of range, a missing tool): such an exception, raised by a `raise` statement of adjit's
+# own code, is a user error. From anywhere else (a failed attribute access, the MLIR
+# bindings, NumPy), or of another type (AttributeError, KeyError, AssertionError...), it is a
+# bug in adjit.
+_DELIBERATE = (TypeError, ValueError, ArithmeticError, RuntimeError)
+# Not the compiler's fault wherever they come from: a module that cannot be imported (MLIR
+# absent on a GPU machine, which cuda_launch turns into its own error), the file system.
+_ENVIRONMENT = (ImportError, OSError, MemoryError)
+
+def _package_folders() -> tuple[str, ...]:
+    import os
+    return (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)   # adjit/
+
+
+_ADJIT_FOLDERS = _package_folders()
+
+
+def _raised_by_adjit(e: BaseException) -> bool:
+    """Whether `e` was raised by a `raise` statement in adjit's source."""
+    import linecache
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename = tb.tb_frame.f_code.co_filename
+    return filename.startswith(_ADJIT_FOLDERS) and \
+        linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise")
+
+
+def interrupted(e: BaseException | None) -> bool:
+    """Whether `e` is a KeyboardInterrupt that the MLIR bindings turned into
+    RuntimeError("Exception raised in callback: ...") when it landed in a Python callback
+    (passes walk IR with them: passes/walk.py keeps the exception itself, this is for the
+    other callbacks), or an error caused by one."""
+    while e is not None:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        if isinstance(e, RuntimeError) and str(e).startswith("Exception raised in callback"):
+            if is_wrapped_interrupt(e):
+                return True
+        e = e.__cause__
+    return False
+
+
+def _is_adj_error(e: BaseException) -> bool:
+    """An AdjError (dialects/adj.py: what a pass refuses, at its op), without importing MLIR."""
+    return any(c.__name__ == "AdjError" and c.__module__.endswith("dialects.adj")
+               for c in type(e).__mro__)
+
+
+def located(e: Exception, where: CompilationError, checks_as_they_are: bool = False
+            ) -> BaseException:
+    """What `e`, raised while compiling the code at `where` (a CompilationError giving the
+    position), reaches the user as: itself if it is already a user-facing error; if adjit
+    raised it on purpose (TypeError from a type check, say), a CompilationError with its
+    message at `where`, or, with `checks_as_they_are`, itself (the TypeError the API
+    promises for an argument it refuses); else an InternalCompilerError chaining it. Raise
+    the result."""
+    if isinstance(e, (CompilationError, *_ENVIRONMENT)) or _is_adj_error(e):
+        return e
+    if interrupted(e):
+        out: BaseException = KeyboardInterrupt()
+        out.__cause__, out.__suppress_context__ = None, True
+        return out
+    at = (where.filename, where.lineno, where.col, where.source_line)
+    deliberate = isinstance(e, _DELIBERATE) and _raised_by_adjit(e)
+    if deliberate and checks_as_they_are:
+        return e
+    if isinstance(e, UserError) or deliberate:
+        out = CompilationError(str(e), *at)
+        out.__suppress_context__ = True
+        return out
+    out = InternalCompilerError(e, *at)
+    out.__cause__ = e
+    return out
+
+
+def is_wrapped_interrupt(e: BaseException) -> bool:
+    """Whether `e` is the RuntimeError the bindings made of a KeyboardInterrupt raised in a
+    callback (of a walk, a diagnostic handler...)."""
+    text = str(e) if isinstance(e, RuntimeError) else ""
+    return text.startswith("Exception raised in callback") and \
+        text.rstrip().rsplit("\n", 1)[-1].startswith("KeyboardInterrupt")

@@ -1,0 +1,91 @@
+"""The kernel descriptor: what passes/lower_gpu.py records about a kernel it compiled to PTX,
+the GPU kernel cache (runtime/kernel_cache.py) stores, and runtime/cuda.py launches from."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# 6: the metadata records its key, the PTX's hash and its own checksum (files.write_entry).
+# 7: a reverse kernel's `uniform_loads` (its extra per-item outputs).
+# 8: a kernel with checks takes its launch's error cell as a hidden last parameter (no
+#    module global `error_global`).
+FORMAT_VERSION = 8
+# The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
+# of prod(workgroupsize) threads, or of this many.
+DEFAULT_BLOCK = 256
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel argument: a scalar, or a memref (passed as allocated, aligned, offset,
+    sizes[rank], strides[rank])."""
+    kind: str            # "scalar" | "memref"
+    dtype: str           # "f32" "f64" "i32" "i64" "i1" "index", as MLIR spells them
+    rank: int = 0        # memrefs only
+
+
+@dataclass(frozen=True)
+class GpuKernel:
+    """A kernel compiled to PTX, with what a launcher needs to call it.
+
+    The entry's parameters are `params` expanded, then `ndim` index extents of the ndrange,
+    then, when it has `checks`, the launch's error cell (a hidden memref<1xi64>: allocated,
+    aligned, offset, size, stride), which the launcher provides (runtime/cuda.py).
+    `checks[i]` is the (Python error name, message) of `adj.check` number i+1, which the
+    kernel stores in the cell when it fails. An augmented kernel of
+    reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
+    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them: an int, or (since format
+    4) the text of an expression of the kernel's arguments (core/tape_size.py). `written`
+    are the indices of the array parameters the kernel may write; `ndrange_bounds` the (parameter,
+    dimension, ndrange dimension, message) of each index every work item takes with its id,
+    which the launcher checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
+    A reverse kernel's `uniform_loads` (since format 7) are the elements every work item
+    reads (passes/autodiff/uniform_loads.py): per element, the primal kernel argument and its
+    indices as expression texts of the kernel's arguments (core/tape_size.py); the kernel's
+    params end with one per-item output per element, after those of the Active scalars,
+    which the launcher sums and adds into the element of the argument's shadow.
+    """
+    name: str
+    entry: str
+    ptx: str
+    chip: str
+    params: tuple[Param, ...]
+    ndim: int
+    checks: tuple[tuple[str, str], ...] = ()
+    tape_per_item: tuple[int | str, ...] = ()
+    written: tuple[int, ...] = ()
+    ndrange_bounds: tuple[tuple[int, int, int, str], ...] = ()
+    uniform_loads: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    format: int = field(default=FORMAT_VERSION)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GpuKernel":
+        if data.get("format") != FORMAT_VERSION:
+            raise KernelCacheError(f"GPU kernel format {data.get('format')!r} is not the "
+                                   f"supported version {FORMAT_VERSION}; recompile it")
+        fields = dict(data)
+        fields["params"] = tuple(Param(**p) for p in data["params"])
+        fields["checks"] = tuple(tuple(c) for c in data.get("checks", ()))
+        fields["tape_per_item"] = tuple(data.get("tape_per_item", ()))
+        fields["written"] = tuple(data.get("written", ()))
+        fields["ndrange_bounds"] = tuple(tuple(b) for b in data.get("ndrange_bounds", ()))
+        fields["uniform_loads"] = tuple((int(arg), tuple(at))
+                                        for arg, at in data.get("uniform_loads", ()))
+        return cls(**fields)
+
+
+def check_ndrange_bounds(bounds: tuple[tuple[int, int, int, str], ...], args: list,
+                         extents: tuple[int, ...]) -> None:
+    """IndexError (the fact's message) when the ndrange is larger than an array that every
+    work item indexes with its id: `bounds` are GpuKernel.ndrange_bounds' facts about the
+    kernel's arguments `args` (arrays of any kind with a `shape`)."""
+    for param, dim, k, message in bounds:
+        shape = getattr(args[param], "shape", None)
+        if shape is not None and len(shape) > dim and extents[k] > shape[dim]:
+            raise IndexError(message)
+
+
+class KernelCacheError(RuntimeError):
+    """A cache entry that cannot be used: another format version, or damaged."""

@@ -1,0 +1,377 @@
+"""Arrays in compiled code: element access, fused element-wise expressions, reductions and
+array creation. Element-wise expressions stay lazy (values.ArrayExpr) until something needs
+memory, so a whole expression becomes one parallel loop over the flattened elements."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, math, memref, scf
+
+from ..dialects import adj
+from ..passes.autodiff.reduction import CHUNK, LANES as SUM_LANES, pairwise_sum
+from . import scalar_ops as S
+from ..core.errors import UserError
+from .lazy import consumed, created, element_scope
+from ..core.types import ArrayType, ScalarType, f32, f64, i64, index
+from .values import Array, ArrayExpr, Literal, Scalar
+
+# CHUNK elements per partial result, SUM_LANES accumulators per chunk: the launch rule's sums
+# of per-item adjoints (passes/autodiff/reduction.py) are built the same way. A chunk's sum is a loop over SUM_LANES accumulators whose adds
+# may be reassociated, so LLVM vectorises it (calls of vector math included) with more
+# accumulators of its own; SUM_LANES > 1 because the reverse pass gives each use site of an
+# Active scalar its own adjoint accumulator (4 sites: gradient/primal 2.6x on
+# sum((a*x+b-y)**2), 1 site: 5x). Max and min keep LANES accumulators, which LLVM packs into
+# vectors (it does not see NumPy's NaN-propagating select as a reduction of its own): 32
+# make 4 independent AVX-512 chains (max of 60,000 f64: 28 us with 8, 16 us with 32; the
+# gradient unchanged). Partial sums are then added pairwise (an error growing with log2 of
+# their number, as NumPy's pairwise sum), partial maxima in order.
+LANES = 32
+
+
+def idx(v: int) -> ir.Value:
+    return arith.constant(ir.IndexType.get(), v)
+
+
+def dims(a: Array) -> list[ir.Value]:
+    return [memref.dim(a.value, idx(d)) for d in range(a.type.ndim)]
+
+
+def numel(shape: Sequence[ir.Value]) -> ir.Value:
+    n = idx(1)
+    for d in shape:
+        n = arith.muli(n, d)
+    return n
+
+
+def flat(a: Array) -> ir.Value:
+    """A 1-D view of a C-contiguous array."""
+    if a.type.ndim == 1:
+        return a.value
+    t = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], a.type.dtype.mlir())
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get(
+        [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in range(a.type.ndim)])])
+    return memref.collapse_shape(t, a.value, reassoc)
+
+
+def load(a: Array, subs: list[ir.Value], debug: bool) -> Scalar:
+    if len(subs) != a.type.ndim:
+        raise UserError(f"indexing a {a.type.ndim}-D array with {len(subs)} indices "
+                        "(adjit reads single elements: give one index per dimension)")
+    if debug and subs:   # (a 0-d array's one element is always inside)
+        ok = _bounds_check(a, subs)
+        branch = scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([memref.load(a.value, subs)])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([S.as_scalar(Literal(0), a.type.dtype).value])
+        return Scalar(branch.result, a.type.dtype)
+    return Scalar(memref.load(a.value, subs), a.type.dtype)
+
+
+def store(a: Array, subs: list[ir.Value], v, debug: bool) -> None:
+    if len(subs) != a.type.ndim:
+        raise UserError(f"assigning into a {a.type.ndim}-D array with {len(subs)} indices "
+                        "(give one index per dimension)")
+    value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
+    if debug and subs:   # (a 0-d array's one element is always inside)
+        branch = scf.IfOp(_bounds_check(a, subs))
+        with ir.InsertionPoint(branch.then_block):
+            memref.store(value, a.value, subs)
+            scf.YieldOp([])
+        return
+    memref.store(value, a.value, subs)
+
+
+def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
+    """Adds `v` to the element atomically; the value is the element before."""
+    if len(subs) != a.type.ndim:
+        raise UserError(f"atomic_add into a {a.type.ndim}-D array with {len(subs)} indices")
+    t = a.type.dtype
+    if t.is_bool:
+        raise UserError("atomic_add needs a numeric array, not bool")
+    value = S.cast(S.as_scalar(v, t), t).value
+    kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0 if t.is_float else 1)
+    if debug and subs:   # (a 0-d array's one element is always inside)
+        branch = scf.IfOp(_bounds_check(a, subs), [t.mlir()], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([memref.atomic_rmw(kind, value, a.value, subs)])
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp([S.as_scalar(Literal(0), t).value])
+        return Scalar(branch.result, t)
+    return Scalar(memref.atomic_rmw(kind, value, a.value, subs), t)
+
+
+def _bounds_check(a: Array, subs: list[ir.Value]) -> ir.Value:
+    """Debug mode: whether every index is inside its dimension (unsigned, so negative ones
+    are out), reported as an IndexError naming the user's line when it is not."""
+    ok = None
+    for d, s in enumerate(subs):
+        inside = arith.cmpi(arith.CmpIPredicate.ult, s, memref.dim(a.value, idx(d)))
+        ok = inside if ok is None else arith.andi(ok, inside)
+    adj.check(ok, "IndexError", f"index out of bounds for a {a.type.ndim}-D array")
+    return ok
+
+
+# ---- element-wise expressions --------------------------------------------------------
+
+def as_expr(a: Array | ArrayExpr) -> ArrayExpr:
+    if isinstance(a, ArrayExpr):
+        return a
+    if a.type.ndim == 0:
+        # One element, with no index (collapse_shape cannot make a 1-D view of a 0-d
+        # memref): element i of it is the element, for any i.
+        return ArrayExpr(a.type.dtype, [], lambda i: Scalar(memref.load(a.value, []),
+                                                             a.type.dtype))
+    view = flat(a)
+    return ArrayExpr(a.type.dtype, dims(a),
+                     lambda i: Scalar(memref.load(view, [i]), a.type.dtype))
+
+
+def same_shape(x: ArrayExpr, y: ArrayExpr) -> list[ir.Value]:
+    """x's shape, with a runtime check that y has it too (shapes are dynamic)."""
+    if len(x.shape) != len(y.shape):
+        raise UserError(f"element-wise operation between a {len(x.shape)}-D and a "
+                        f"{len(y.shape)}-D array (adjit broadcasts scalars only)")
+    ok = None
+    for a, b in zip(x.shape, y.shape):
+        eq = arith.cmpi(arith.CmpIPredicate.eq, a, b)
+        ok = eq if ok is None else arith.andi(ok, eq)
+    adj.check(ok, "ValueError", "element-wise operation on arrays of different shapes")
+    # Iterate over the smaller of the two so a mismatch never reads out of bounds.
+    return [arith.minui(a, b) for a, b in zip(x.shape, y.shape)]
+
+
+def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExpr | Scalar:
+    """Lifts a scalar function over operands of which at least one is an array. 0-d arrays
+    broadcast as NumPy's do, like scalars; when every array operand is 0-d the result is a
+    scalar, as a NumPy ufunc's is (`np.array(2.0) * 3.0` is a float64)."""
+    consumed(*operands)   # (lazy.py: no longer pending on its own)
+    exprs = [as_expr(o) if isinstance(o, (Array, ArrayExpr)) else None for o in operands]
+    if all(e is None or not e.shape for e in exprs):
+        zero = idx(0)
+        with element_scope():
+            return S.as_scalar(fn(*[e.element(zero) if e is not None else o
+                                    for e, o in zip(exprs, operands)]))
+    first = next(e for e in exprs if e is not None and e.shape)
+    shape = first.shape
+    for e in exprs:
+        if e is not None and e is not first and e.shape:
+            shape = same_shape(ArrayExpr(first.dtype, shape, first.element), e)
+
+    def element(i: ir.Value):
+        # One scope per element: a lazy name read twice here (`r * r`) is emitted once.
+        with element_scope():
+            args = [e.element(i) if e is not None else o for e, o in zip(exprs, operands)]
+            return S.as_scalar(fn(*args))
+
+    return created(ArrayExpr(_result_dtype(fn, exprs, operands), shape, element))
+
+
+def _result_dtype(fn, exprs, operands) -> ScalarType:
+    """Result dtype of `fn` on one element, found by running it on typed placeholders in a
+    scratch block that is then discarded."""
+    region_op = scf.ExecuteRegionOp([])
+    block = region_op.regions[0].blocks.append()
+    with ir.InsertionPoint(block):
+        args = []
+        for e, o in zip(exprs, operands):
+            if e is None:
+                args.append(o)
+            else:
+                args.append(S.as_scalar(Literal(0), e.dtype))
+        out = S.as_scalar(fn(*args))
+    region_op.operation.erase()
+    return out.type
+
+
+def materialize(v) -> Array:
+    if isinstance(v, Array):
+        return v
+    consumed(v)
+    out = alloc(v.dtype, v.shape)
+    store_into(out, v)
+    return out
+
+
+def store_into(out: Array, e: ArrayExpr | Scalar) -> None:
+    """Writes expression `e` (of `out`'s shape) into `out`, element by element: in place is
+    safe, since element i of `e` reads only element i of its arrays. A 0-d `out` takes its
+    one element (`e` may then be a scalar: what an expression of 0-d arrays gives)."""
+    consumed(e)
+    if out.type.ndim == 0:
+        v = e if isinstance(e, Scalar) else e.element(idx(0))
+        memref.store(S.cast(v, out.type.dtype).value, out.value, [])
+        return
+    view = flat(out)
+    loop = scf.ParallelOp([], [idx(0)], [numel(e.shape)], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        i = body.arguments[0]
+        memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
+        scf.ReduceOp([], 0)
+
+
+def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
+    t = ArrayType(dtype, len(shape))
+    return Array(memref.alloc(t.mlir(), list(shape), []), t)
+
+
+def fill(a: Array, v) -> None:
+    value = S.convert(v, a.type.dtype).value
+    if a.type.ndim == 0:
+        memref.store(value, a.value, [])
+        return
+    view = flat(a)
+    loop = scf.ParallelOp([], [idx(0)], [numel(dims(a))], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        memref.store(value, view, [body.arguments[0]])
+        scf.ReduceOp([], 0)
+
+
+def arange(start, stop, step, dtype: ScalarType | None) -> ArrayExpr:
+    """NumPy's arange, lazily (`sum(arange(n) * x)` needs no array). As NumPy does: the length
+    is computed at the bounds' type (f64 if any is a float, else i64), which is the default
+    dtype; element i is first + i*delta in the result dtype, where first = start and
+    delta = (start + step) - start are converted to it first (so arange(0.5, 5, 1.5, dtype=int)
+    is [0, 2, 4], as NumPy's)."""
+    bounds_t = f64 if any(_is_float(v) for v in (start, stop, step)) else i64
+    dtype = dtype or bounds_t
+    if dtype.is_bool:
+        raise UserError("adjit.arange() cannot make a bool array (NumPy allows 2 elements at most)")
+    lo, hi, by = (S.convert(v, bounds_t) for v in (start, stop, step))
+    first = S.cast(lo, dtype)
+    delta = S.binary("-", S.cast(S.binary("+", lo, by), dtype), first)
+
+    def element(i: ir.Value) -> Scalar:
+        return S.binary("+", first, S.binary("*", S.cast(Scalar(i, index), dtype), delta))
+
+    return created(ArrayExpr(dtype, [_arange_length(lo, hi, by)], element))
+
+
+def _is_float(v) -> bool:
+    return isinstance(v.value, float) if isinstance(v, Literal) else v.type.is_float
+
+
+def _arange_length(lo: Scalar, hi: Scalar, by: Scalar) -> ir.Value:
+    """max(ceil((hi - lo) / by), 0) as an index; a zero step raises ZeroDivisionError and a
+    NaN, infinite or huge float length ValueError, as in NumPy."""
+    t = lo.type
+    zero = S.constant(0, t)
+    nonzero = S.compare("!=", by, zero)
+    adj.check(nonzero.value, "ZeroDivisionError", "adjit.arange(): the step is zero")
+    # The code after a failed check still runs: an integer division by zero would trap, and
+    # a float one would raise the wrong error below.
+    by = S.select(nonzero, by, Literal(1))
+    span = S.binary("-", hi, lo)
+    if t.is_float:
+        q = S.binary("/", span, by)
+        fits = S.compare("<", S.absolute(q), Literal(2.0 ** 62))
+        adj.check(fits.value, "ValueError", "adjit.arange(): cannot compute the length "
+                                            "(NaN, infinite or too large)")
+        q = S.select(fits, q, zero)     # fptosi of NaN or inf would be poison
+        n = S.cast(Scalar(math.ceil(q.value), t), i64)
+    else:
+        n = Scalar(arith.ceildivsi(span.value, by.value), t)
+    return S.to_index(S.extremum("maximum", n, Literal(0)))
+
+
+def copy(a: Array | ArrayExpr) -> Array:
+    if isinstance(a, ArrayExpr):
+        return materialize(a)
+    out = alloc(a.type.dtype, dims(a))
+    memref.copy(a.value, out.value)
+    return out
+
+
+# ---- reductions ----------------------------------------------------------------------
+
+def _accumulator_type(t: ScalarType, op: str) -> ScalarType:
+    if op != "sum":
+        return t
+    if t == f32:
+        return f64      # f32 sums accumulate in f64: more accurate than NumPy's pairwise sum
+    return t if t.is_float else i64
+
+
+def _combine(op: str, acc: Scalar, x: Scalar) -> Scalar:
+    if op == "sum":
+        return S.binary("+", acc, x)
+    # np.maximum's / np.minimum's: NaN-propagating, as np.max / np.min; bools by or / and
+    return S.extremum("maximum" if op == "max" else "minimum", acc, x)
+
+
+def _identity(op: str, t: ScalarType) -> Scalar:
+    if op == "sum":
+        return S.as_scalar(Literal(0), t)
+    if t.is_float:
+        return S.as_scalar(Literal(float("-inf") if op == "max" else float("inf")), t)
+    if t.is_bool:
+        return S.as_scalar(Literal(op != "max"), t)
+    big = (1 << (t.bits - 1)) - 1
+    return S.as_scalar(Literal(-big - 1 if op == "max" else big), t)
+
+
+def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
+    """sum / max / min over all elements: chunks reduced in parallel, then combined. A
+    scalar (an expression of 0-d arrays) is its own max and min, and its sum has the sum's
+    type (bools and integers sum as i64)."""
+    if isinstance(v, Scalar):
+        return v if op != "sum" or v.type.is_float else S.cast(v, _accumulator_type(v.type, op))
+    consumed(v)
+    e = as_expr(v)
+    acc_t = _accumulator_type(e.dtype, op)
+    n = numel(e.shape)
+    if op != "sum":
+        ok = arith.cmpi(arith.CmpIPredicate.ugt, n, idx(0))
+        adj.check(ok, "ValueError", f"{op}() of an empty array (no identity)")
+    chunks = arith.ceildivui(n, idx(CHUNK))
+    partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc_t.mlir()),
+                           [chunks], [])
+    loop = scf.ParallelOp([], [idx(0)], [chunks], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        c = body.arguments[0]
+        lo = arith.muli(c, idx(CHUNK))
+        hi = arith.minui(arith.addi(lo, idx(CHUNK)), n)
+        reassociable = op == "sum" and acc_t.is_float
+        lanes = SUM_LANES if reassociable else LANES
+        full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), idx(lanes)), idx(lanes)))
+        init = [_identity(op, acc_t).value] * lanes
+        chunk = scf.ForOp(lo, full, idx(lanes), init)
+        with ir.InsertionPoint(chunk.body):
+            j = chunk.induction_variable
+            accs = [_combine(op, Scalar(a, acc_t),
+                             S.cast(e.element(arith.addi(j, idx(k))), acc_t)).value
+                    for k, a in enumerate(chunk.inner_iter_args)]
+            if reassociable:
+                for a in accs:
+                    a.owner.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+            scf.YieldOp(accs)
+        total = Scalar(chunk.results[0], acc_t)
+        for k in range(1, lanes):
+            total = _combine(op, total, Scalar(chunk.results[k], acc_t))
+        tail = scf.ForOp(full, hi, idx(1), [total.value])
+        with ir.InsertionPoint(tail.body):
+            x = S.cast(e.element(tail.induction_variable), acc_t)
+            scf.YieldOp([_combine(op, Scalar(tail.inner_iter_args[0], acc_t), x).value])
+        memref.store(tail.results[0], partial, [c])
+        scf.ReduceOp([], 0)
+    result = (_pairwise_sum(partial, chunks, acc_t) if op == "sum"
+              else _in_order(op, partial, chunks, acc_t))
+    return S.cast(result, e.dtype) if e.dtype.is_float else result
+
+
+def _in_order(op: str, partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
+    final = scf.ForOp(idx(0), count, idx(1), [_identity(op, acc_t).value])
+    with ir.InsertionPoint(final.body):
+        x = Scalar(memref.load(partial, [final.induction_variable]), acc_t)
+        scf.YieldOp([_combine(op, Scalar(final.inner_iter_args[0], acc_t), x).value])
+    return Scalar(final.results[0], acc_t)
+
+
+def _pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
+    """The sum of partial[0:count], added pairwise (the launch rule's sums of per-item
+    adjoints use the same code)."""
+    return Scalar(pairwise_sum(partial, count, acc_t.mlir()), acc_t)

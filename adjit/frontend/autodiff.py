@@ -1,0 +1,531 @@
+"""Differentiation from Python, in Enzyme's terms: modes, activity annotations, `autodiff`,
+`autodiff_thunk`, and JAX-style conveniences on top.
+
+Each specialisation (mode, activities, argument types) compiles once, in derivative.py, which
+is imported (and MLIR with it) only then.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import numbers
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from ..runtime.device_array import DeviceArray
+from ..core.kernel import check_ndrange_bounds
+from . import autodiff_checks
+from .compiled import cached_derivative, source_key
+from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
+                        specialise)
+from .guard import compiling
+from ..core.types import ArrayType
+
+if TYPE_CHECKING:
+    from .derivative import Derivative
+
+
+# ---- modes -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    reverse: bool
+    with_primal: bool
+    split: bool = False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Forward = Mode("Forward", False, False)
+ForwardWithPrimal = Mode("ForwardWithPrimal", False, True)
+Reverse = Mode("Reverse", True, False)
+ReverseWithPrimal = Mode("ReverseWithPrimal", True, True)
+ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", True, True, split=True)
+
+
+# ---- activity annotations --------------------------------------------------------------
+class Annotation:
+    activity = ""
+
+    def __init__(self, val, dval=None):
+        self.val, self.dval = val, dval
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.val!r})"
+
+
+class Const(Annotation):
+    activity = "const"
+
+    def __init__(self, val):
+        super().__init__(val)
+
+
+class Active(Annotation):
+    activity = "active"
+
+    def __init__(self, val):
+        super().__init__(val)
+
+
+class Duplicated(Annotation):
+    activity = "dup"
+
+    def __init__(self, val, dval):
+        super().__init__(val, dval)
+
+
+class DuplicatedNoNeed(Duplicated):
+    activity = "dupnoneed"
+
+
+def _annotate(args: Sequence) -> list[Annotation]:
+    return [a if isinstance(a, Annotation) else Const(a) for a in args]
+
+
+def _check(name: str, params: list[str], anns: list[Annotation], types: list,
+           reverse: bool, device: str) -> None:
+    """Refuses activities that make no sense, with the argument named."""
+    for p, a, t in zip(params, anns, types):
+        where = f"{name}(): argument {p!r}"
+        if isinstance(a, Active):
+            if isinstance(t, ArrayType):
+                raise TypeError(f"{where} is an array marked Active: arrays are "
+                                "Duplicated(x, dx) (the shadow dx receives the derivative)")
+            if not t.is_float:
+                raise TypeError(f"{where} is an integer or bool ({t!r}) marked Active: only "
+                                "floating-point values have derivatives")
+            if not reverse:
+                raise TypeError(f"{where}: forward mode takes Duplicated(x, dx) (the tangent"
+                                " dx), not Active")
+        if isinstance(a, Duplicated):
+            if a.dval is None:
+                raise TypeError(f"{where} is Duplicated without a shadow: "
+                                "Duplicated(x, dx)")
+            if isinstance(t, ArrayType):
+                if not t.dtype.is_float:
+                    raise TypeError(f"{where} is an array of {t.dtype.np_dtype} marked "
+                                    f"{type(a).__name__}: integer and bool arrays are not "
+                                    "differentiable; pass it as Const(...) (a bare argument "
+                                    "is Const)")
+                d = a.dval
+                shadow_types = (np.ndarray, DeviceArray) if device == "cuda" else (np.ndarray,)
+                if not isinstance(d, shadow_types):
+                    raise TypeError(f"{where}: the shadow must be a NumPy array"
+                                    f"{' or a GPU array' if device == 'cuda' else ''}, got "
+                                    f"{type(d).__name__}")
+                if d.shape != a.val.shape or d.dtype != a.val.dtype:
+                    raise ValueError(f"{where}: the shadow has shape {d.shape} and dtype "
+                                     f"{d.dtype}; it must match the array: {a.val.shape} "
+                                     f"{a.val.dtype}")
+                if isinstance(d, np.ndarray) and not d.flags.c_contiguous:
+                    raise ValueError(f"{where}: the shadow must be C-contiguous")
+            else:
+                if not t.is_float:
+                    raise TypeError(f"{where} is an integer or bool ({t!r}) marked "
+                                    "Duplicated: only floating-point values have derivatives")
+                if reverse:
+                    raise TypeError(f"{where}: in reverse mode a scalar is Active(x) (its "
+                                    "derivative is returned), not Duplicated")
+                if isinstance(d := a.dval, np.ndarray) or not np.isscalar(d):
+                    raise TypeError(f"{where}: the tangent of a scalar must be a scalar")
+
+
+class Tape:
+    """The tape of a split reverse call: what the augmented forward pass recorded for the
+    reverse pass (arrays and scalars, laid out by the autodiff pass). Usable by several
+    reverse calls with the forward call's shapes and scalars (`recording`, which the reverse
+    half checks: autodiff_checks.check_tape); freed when dropped."""
+
+    def __init__(self, values: list, recording: autodiff_checks.Recording | None = None):
+        self.values = values
+        self.recording = recording
+
+    @property
+    def nbytes(self) -> int:
+        return sum(v.nbytes if isinstance(v, np.ndarray) else np.asarray(v).nbytes
+                   for v in self.values)
+
+    def __repr__(self) -> str:
+        return f"<adjit.Tape {len(self.values)} values, {self.nbytes} bytes>"
+
+
+def flat_positions(activity: Sequence[str]) -> list[int]:
+    """Where each argument stands among the generated functions' arguments (each followed by
+    its shadow when Duplicated, see _flatten_args); one more entry: their number."""
+    return list(itertools.accumulate((2 if a in ("dup", "dupnoneed") else 1 for a in activity),
+                                     initial=0))
+
+
+def _flatten_args(anns: list[Annotation], types: list, values: list, with_shadow: bool):
+    """Argument values and types as generated functions take them: each primal, followed
+    by its shadow when the argument is Duplicated (and, in forward mode, by its tangent)."""
+    out_v, out_t = [], []
+    for a, t, v in zip(anns, types, values):
+        out_v.append(v)
+        out_t.append(t)
+        if isinstance(a, Duplicated) and with_shadow:
+            out_v.append(a.dval if isinstance(t, ArrayType) else t.np_dtype.type(a.dval))
+            out_t.append(t)
+    return out_v, out_t
+
+
+# ---- entry points ------------------------------------------------------------------------
+def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: str = "cpu"):
+    if not isinstance(f, (Function, Kernel)):
+        raise TypeError(f"autodiff differentiates @adjit.jit, @adjit.func or @adjit.kernel "
+                        f"functions, got {f!r}")
+    anns = _annotate(args)
+    if device == "cuda":
+        if isinstance(f, Function) and f.kind != "jit":
+            raise TypeError(f"autodiff(..., device='cuda') differentiates kernel launches and "
+                            f"@adjit.jit functions; {f.__name__} is an @adjit.func, which runs "
+                            "where its caller runs")
+        from .cuda_launch import device_value, specialise_cuda
+        anns = [_with_values(a, device_value) for a in anns]
+        types, values = specialise_cuda(f, [a.val for a in anns])
+    elif device == "cpu":
+        types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
+    else:
+        raise ValueError(f"autodiff: device must be 'cpu' or 'cuda', got {device!r}")
+    _check(f.__name__, f.params, anns, types, reverse, device)
+    nd = wgs = None
+    if isinstance(f, Kernel):
+        nd = _ndrange_tuple(ndrange, f.__name__)
+        wgs = _workgroup_tuple(workgroupsize, len(nd), f.__name__)
+    elif ndrange is not None:
+        raise TypeError(f"{f.__name__} is not a kernel: ndrange= is for kernels")
+    return anns, types, values, nd, wgs
+
+
+def _with_values(a: Annotation, convert: Callable) -> Annotation:
+    """A copy of `a` whose value and shadow are converted (the user's annotation is kept)."""
+    out = copy.copy(a)
+    out.val, out.dval = convert(a.val), convert(a.dval)
+    return out
+
+
+def _derivative(f, mode: Mode, anns, types, nd, wgs, pullback: bool = False) -> Derivative:
+    key = (mode, tuple(a.activity for a in anns), tuple(types), nd and
+           len(nd), wgs, debug_enabled(), pullback)
+    cache = f.__dict__.setdefault("_derivatives", {})
+    d = cache.get(key)
+    if d is None:
+        def build() -> Derivative:
+            from .derivative import Derivative
+            return compiling(f, lambda: Derivative(f, mode, anns, types, nd, wgs,
+                                                   pullback).compile_cpu())
+        skey = source_key(f, f"cpu:derivative:{f.kind}", types, mode, key[1], key[3:])
+        d = cache[key] = cached_derivative(f, skey, build)
+    return d
+
+
+def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):
+    """Differentiates `f` at `args` (each Const/Active/Duplicated/DuplicatedNoNeed; bare
+    values are Const). See SPEC: Reverse returns one derivative per argument (None for
+    non-Active), Forward the result's tangent; ...WithPrimal adds the primal result.
+    `device="cuda"` differentiates a kernel launch on the GPU, or a function whose kernel
+    launches (their derivative kernels) then run on the GPU."""
+    if not isinstance(mode, Mode) or mode.split:
+        raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
+                        "ReverseWithPrimal (split mode is autodiff_thunk)")
+    anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
+                                            device)
+    flat, _ = _flatten_args(anns, types, values, True)
+    if device == "cuda" and isinstance(f, Kernel):   # no result: no tangent or primal
+        from .cuda_launch import derivative_kernels, is_compile_only, launch_derivative
+        if not is_compile_only():
+            activity = [a.activity for a in anns]
+            kernels = derivative_kernels(f, types, len(nd), "reverse" if mode.reverse else
+                                         "forward", activity)
+            written = {name: frozenset(k.written) for name, k in kernels.items()}
+            _guard(f, anns, mode.reverse, flat, written, tuple(written), len(nd))
+        active = launch_derivative(f, mode.reverse, [a.activity for a in anns], types, flat,
+                                   nd, wgs)
+        if not mode.reverse:
+            return None
+        grads = _per_argument(anns, active)
+        return (grads, None) if mode.with_primal else grads
+    if device == "cuda":
+        from .cuda_jit import derivative
+        d = derivative(f, mode, anns, types)
+        if d is None:        # compile_only(): compiled, nothing run; zeros, as for launches
+            if not mode.reverse:
+                return None
+            grads = _per_argument(anns, [t.np_dtype.type(0) for a, t in zip(anns, types)
+                                         if isinstance(a, Active)])
+            return (grads, None) if mode.with_primal else grads
+    else:
+        d = _derivative(f, mode, anns, types, nd, wgs)
+        check_ndrange_bounds(d.ndrange_bounds, values, nd)
+    flat += list(nd or ())
+    _guard(f, anns, mode.reverse, flat, d.written, ("rev_all",) if mode.reverse else ("fwd",),
+           len(nd or ()))
+    if not mode.reverse:
+        out = d.calls["fwd"](*flat)
+        if isinstance(f, Kernel):
+            return None
+        outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+        if mode.with_primal:
+            primal = outs[0] if d.results else None
+            tangent = outs[1] if d.ret_activity != "const" and len(outs) > 1 else None
+            return tangent, primal
+        return outs[0] if d.ret_activity != "const" and outs else None
+    dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == "active" else []
+    out = d.calls["rev_all"](*flat, *dret)
+    outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+    n_primal = len(d.results) if mode.with_primal else 0
+    grads = _per_argument(anns, outs[n_primal:])
+    if mode.with_primal:
+        return grads, (outs[0] if n_primal else None)
+    return grads
+
+
+def _guard(f, anns: list[Annotation], reverse: bool, flat: list, written: dict,
+           entries: Sequence[str], ndim: int, extra: tuple = ()) -> tuple:
+    """Refuses, before the derivative runs, read-only arrays it would write and overlapping
+    arrays where it writes one (autodiff_checks.check_arrays). `written`: each generated
+    entry's written argument positions (passes/written.py), of which this call runs
+    `entries`; `extra`: slots after the flat arguments (a pullback's cotangent). Returns
+    the slots' names."""
+    writes = frozenset().union(*(written.get(e, ()) for e in entries))
+    plan = autodiff_checks.plan(tuple(f.params), tuple(a.activity for a in anns), reverse,
+                                ndim, extra, writes, frozenset().union(*written.values()))
+    autodiff_checks.check_arrays(f.__name__, plan, flat)
+    return plan.names
+
+
+def _per_argument(anns: list[Annotation], active_grads: list) -> tuple:
+    it = iter(active_grads)
+    return tuple(next(it) if isinstance(a, Active) else None for a in anns)
+
+
+class _SplitHalf:
+    def __init__(self, f, kinds: tuple, forward: bool, ndrange, workgroupsize):
+        self.f, self.kinds, self.forward = f, kinds, forward
+        self.ndrange, self.workgroupsize = ndrange, workgroupsize
+
+    def _setup(self, args):
+        if len(args) != len(self.kinds):
+            raise TypeError(f"expected {len(self.kinds)} annotated arguments, got {len(args)}")
+        for a, k in zip(args, self.kinds):
+            if type(a) is not k:
+                raise TypeError(f"argument {a!r} does not match the thunk's activity "
+                                f"{k.__name__}")
+        anns, types, values, nd, wgs = _prepare(self.f, args, self.ndrange,
+                                                self.workgroupsize, True)
+        d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)
+        check_ndrange_bounds(d.ndrange_bounds, values, nd)
+        flat, _ = _flatten_args(anns, types, values, True)
+        flat += list(nd or ())
+        names = _guard(self.f, anns, True, flat, d.written,
+                       ("aug",) if self.forward else ("rev",), len(nd or ()))
+        return anns, types, d, flat, names
+
+    def __call__(self, *args):
+        if self.forward:
+            anns, types, d, flat, names = self._setup(args)
+            out = d.calls["aug"](*flat)
+            outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+            n_primal = len(d.results)
+            primal = outs[0] if n_primal else None
+            activity = tuple(a.activity for a in anns)
+            recording = autodiff_checks.Recording(d, self.f.__name__, tuple(types), activity,
+                                                  debug_enabled(), tuple(names),
+                                                  autodiff_checks.facts(flat))
+            return Tape(outs[n_primal:], recording), primal, None
+        if len(args) != len(self.kinds) + 2:
+            raise TypeError(f"the reverse half takes the {len(self.kinds)} annotated "
+                            f"arguments, the result's adjoint and the tape, got {len(args)} "
+                            "arguments")
+        *args, dret, tape = args
+        if not isinstance(tape, Tape) or tape.recording is None:
+            raise TypeError("the last argument of the reverse half is the Tape from the "
+                            f"forward half, got {type(tape).__name__}")
+        anns, types, d, flat, _ = self._setup(args)
+        autodiff_checks.check_tape(tape.recording, d, self.f.__name__, types,
+                                   [a.activity for a in anns], debug_enabled(), flat)
+        dr = [d.results[0].np_dtype.type(dret)] if d.ret_activity == "active" else []
+        out = d.calls["rev"](*flat, *dr, *tape.values)
+        outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+        return _per_argument(anns, outs)
+
+
+def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None):
+    """Split mode: returns (forward, reverse). `forward(*annotated)` runs the augmented
+    primal and returns (tape, primal, shadow); `reverse(*annotated, dret, tape)` returns the
+    derivatives (one per argument, None for non-Active)."""
+    if mode is not ReverseSplitWithPrimal:
+        raise TypeError("autodiff_thunk takes ReverseSplitWithPrimal")
+    kinds = tuple(activities)
+    for k in kinds:
+        if not (isinstance(k, type) and issubclass(k, Annotation)):
+            raise TypeError(f"autodiff_thunk takes activity types (Const, Active, "
+                            f"Duplicated, DuplicatedNoNeed), got {k!r}")
+    return (_SplitHalf(f, kinds, True, ndrange, workgroupsize),
+            _SplitHalf(f, kinds, False, ndrange, workgroupsize))
+
+
+# ---- JAX-style conveniences --------------------------------------------------------------
+def _argnums(argnums, n: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for k in nums:
+        if not -n <= k < n:
+            raise ValueError(f"argnums {k} out of range for {n} arguments")
+    return tuple(k % n for k in nums)
+
+
+def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dict]:
+    """Annotations for reverse mode with respect to the arguments `nums` (the others are
+    Const): arrays Duplicated with zeroed shadows (returned by position), scalars Active."""
+    anns, shadows = [], {}
+    for k, a in enumerate(args):
+        if k not in nums:
+            anns.append(Const(a))
+        elif isinstance(a, np.ndarray):
+            shadows[k] = np.zeros_like(a)
+            anns.append(Duplicated(a, shadows[k]))
+        else:
+            anns.append(Active(a))
+    return anns, shadows
+
+
+def _grad_call(f, argnums, args, with_value: bool):
+    nums = _argnums(argnums, len(args))
+    anns, shadows = _reverse_annotations(args, nums)
+    grads, value = autodiff(ReverseWithPrimal, f, *anns)
+    if value is None or not np.isscalar(value):
+        raise TypeError(f"grad of {f.__name__}: the function must return a float scalar")
+    out = tuple(shadows[k] if k in shadows else grads[k] for k in nums)
+    out = out[0] if isinstance(argnums, int) else out
+    return (value, out) if with_value else out
+
+
+def grad(f, argnums=0) -> Callable:
+    """JAX's grad: a function returning the gradient w.r.t. `argnums`."""
+    return lambda *args: _grad_call(f, argnums, args, False)
+
+
+def value_and_grad(f, argnums=0) -> Callable:
+    return lambda *args: _grad_call(f, argnums, args, True)
+
+
+def _like(what: str, v, like, of: str, convert: bool):
+    """`v`, a tangent or cotangent, checked to be shaped like `like` (the primal or output
+    `of` names), an array or a float scalar. Arrays must match in shape and dtype, as JAX
+    asks; a non-array `v` is converted to `like`'s dtype first when `convert`."""
+    if not isinstance(like, np.ndarray):
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            v = v[()]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{what} must be a real scalar, as {of} is, got {_describe(v)}")
+        return v
+    expected = f"shape {like.shape} and dtype {like.dtype}, those of {of}"
+    if convert and not isinstance(v, np.ndarray):
+        try:
+            v = np.asarray(v, dtype=like.dtype)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} must be an array of {expected}, got "
+                            f"{_describe(v)}") from None
+    if not isinstance(v, np.ndarray):
+        raise TypeError(f"{what} must be an array of {expected}, got {_describe(v)}")
+    if v.shape != like.shape:
+        raise ValueError(f"{what} has shape {v.shape}; expected {expected}")
+    if v.dtype != like.dtype:
+        raise TypeError(f"{what} has dtype {v.dtype}; expected {expected}")
+    return np.require(v, requirements=["C", "E"])   # (ascontiguousarray: 0-d to 1-D)
+
+
+def _describe(v) -> str:
+    if isinstance(v, np.ndarray):
+        return f"an array of shape {v.shape} and dtype {v.dtype}"
+    return f"{type(v).__name__} {v!r}"
+
+
+def jvp(f, primals: Sequence, tangents: Sequence):
+    """JAX's jvp: `(f(*primals), tangent of the result along tangents)`; the result may be a
+    float scalar or a float array (then so is its tangent). Each tangent has its primal's
+    shape and dtype."""
+    if len(primals) != len(tangents):
+        raise ValueError("jvp: primals and tangents must have the same length")
+    anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
+                                convert=True))
+            for k, (p, t) in enumerate(zip(primals, tangents))]
+    tangent, primal = autodiff(ForwardWithPrimal, f, *anns)
+    return primal, tangent
+
+
+def vjp(f, *primals):
+    """JAX's vjp: `(f(*primals), pullback)`. `pullback(cotangent)`, the cotangent shaped like
+    the result (a float scalar or array), returns one cotangent per primal: arrays for array
+    primals, scalars for scalar primals."""
+    value = f(*primals)
+    one_value = isinstance(value, np.ndarray) or np.isscalar(value)
+    if not (one_value and np.issubdtype(np.asarray(value).dtype, np.floating)):
+        raise TypeError(f"vjp of {f.__name__}: the function must return one float scalar or "
+                        f"float array, got {_describe(value)}")
+
+    def pullback(cotangent):
+        ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
+                   convert=False)
+        anns, shadows = _reverse_annotations(primals, range(len(primals)))
+        if isinstance(value, np.ndarray):
+            grads = _inner_product_grads(f, anns, ct)
+        else:
+            fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
+            tape, _, _ = fwd(*anns)
+            grads = rev(*anns, ct, tape)
+        return tuple(shadows[k] if k in shadows else grads[k] for k in range(len(primals)))
+
+    return value, pullback
+
+
+def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray) -> tuple:
+    """Reverse mode of `sum(f(*anns) * cotangent)` (derivative.py builds that function): the
+    vjp of array-valued `f`. Returns one derivative per argument (None for non-Active)."""
+    anns, types, values, _, _ = _prepare(f, anns, None, None, True)
+    d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
+    flat, _ = _flatten_args(anns, types, values, True)
+    _guard(f, anns, True, flat + [cotangent], d.written, ("rev_all",), 0,
+           (autodiff_checks.Slot("", "cotangent"),))
+    out = d.calls["rev_all"](*flat, cotangent, d.results[0].np_dtype.type(1.0))
+    outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
+    return _per_argument(anns, outs)
+
+
+def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
+    """Compares reverse- and forward-mode derivatives of scalar-valued `f` with central
+    finite differences along a random direction; returns the worst relative error."""
+    rng = np.random.default_rng(seed)
+    direction = [rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
+                 else rng.standard_normal() if isinstance(a, float) else None for a in args]
+
+    def shifted(h):
+        return [a + h * d if d is not None else a for a, d in zip(args, direction)]
+
+    def cast(v, like):
+        return v.astype(like.dtype) if isinstance(like, np.ndarray) else float(v)
+
+    fd = (f(*[cast(v, a) for v, a in zip(shifted(eps), args)]) -
+          f(*[cast(v, a) for v, a in zip(shifted(-eps), args)])) / (2 * eps)
+    rev_anns, shadows = [], {}
+    for k, (a, d) in enumerate(zip(args, direction)):
+        if d is None:
+            rev_anns.append(Const(a))
+        elif isinstance(a, np.ndarray):
+            shadows[k] = np.zeros_like(a)
+            rev_anns.append(Duplicated(a.copy(), shadows[k]))
+        else:
+            rev_anns.append(Active(a))
+    grads = autodiff(Reverse, f, *rev_anns)
+    rev = sum(float(np.sum(shadows[k] * d)) if k in shadows else
+              float(grads[k]) * d for k, d in enumerate(direction) if d is not None)
+    fwd_anns = [Const(a) if d is None else Duplicated(a.copy() if isinstance(a, np.ndarray)
+                                                      else a, cast(d, a))
+                for a, d in zip(args, direction)]
+    fwd = float(autodiff(Forward, f, *fwd_anns))
+    scale = max(abs(fd), 1e-12)
+    return max(abs(rev - fd) / scale, abs(fwd - fd) / scale)

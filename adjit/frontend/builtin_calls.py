@@ -1,0 +1,403 @@
+"""How calls compile when user code calls a builtin: adjit's own (builtins.py), the `math`
+module's, and Python's `abs min max float int bool len range`. `lookup` maps each Python
+object to the code that compiles a call of it; the code generator looks callees up there by
+identity.
+"""
+from __future__ import annotations
+
+import builtins as py
+import functools
+import math as pymath
+from typing import Callable
+
+from mlir import ir
+from mlir.dialects import memref
+
+from ..dialects import adj
+from . import arrays as A
+from . import scalar_ops as S
+from .builtins import PREDICATES, UNARY_MATH, namespace
+from ..core.errors import UserError
+from ..passes.autodiff.ir_util import for_each_index
+from ..core.types import ArrayType, ScalarType, as_scalar_type, bool_, f64, i64
+from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
+
+Handler = Callable[..., object]   # (gen, args, kwargs) -> value
+_HANDLERS: dict[int, tuple[object, Handler]] = {}
+
+
+def _register(objs, handler: Handler) -> None:
+    for o in objs:
+        _HANDLERS[id(o)] = (o, handler)
+
+
+def lookup(obj) -> Handler | None:
+    entry = _HANDLERS.get(id(obj))
+    return entry[1] if entry is not None and entry[0] is obj else None
+
+
+def _expect(args, n: int, name: str, kwargs=None) -> None:
+    if kwargs:
+        raise UserError(f"{name}() takes no keyword arguments here")
+    if len(args) != n:
+        raise UserError(f"{name}() takes {n} argument{'s' if n != 1 else ''}, got {len(args)}")
+
+
+def lift(fn: Callable, args: list):
+    """Applies a scalar function element-wise when any argument is an array."""
+    if any(isinstance(a, (Array, ArrayExpr)) for a in args):
+        return A.elementwise(fn, args)
+    return fn(*args)
+
+
+# ---- math --------------------------------------------------------------------------
+def _math(name: str, scalar_fn: Callable, arity: int, py_names=()) -> None:
+    def handler(gen, args, kwargs):
+        _expect(args, arity, name, kwargs)
+        return lift(scalar_fn, list(args))
+
+    _register([namespace[name], *[getattr(pymath, n) for n in py_names]], handler)
+
+
+for _n in UNARY_MATH:
+    _math(_n, functools.partial(S.math_unary, _n), 1,
+          [_n] if hasattr(pymath, _n) else [])
+_math("floor", lambda a: S.floor_ceil("floor", a), 1, ["floor"])
+_math("ceil", lambda a: S.floor_ceil("ceil", a), 1, ["ceil"])
+_math("abs", S.absolute, 1, ["fabs"])
+_math("pow", lambda a, b: S.binary("**", a, b), 2, ["pow"])
+_math("atan2", S.atan2, 2, ["atan2"])
+_math("copysign", S.copysign, 2, ["copysign"])
+_math("hypot", S.hypot, 2)
+for _n in PREDICATES:
+    _math(_n, functools.partial(S.classify, _n), 1, [_n])
+for _n in ("maximum", "minimum"):
+    _math(_n, functools.partial(S.extremum, _n), 2)
+
+
+def _math_hypot(gen, args, kwargs):
+    """math.hypot(*coordinates): the Euclidean norm, one scaled pair at a time (so it cannot
+    overflow either); hypot(x) is |x| as a float, hypot() is 0.0."""
+    if kwargs:
+        raise UserError("hypot() takes no keyword arguments")
+    coords = [Literal(0.0), *args] if len(args) < 2 else list(args)
+    out = coords[0]
+    for a in coords[1:]:
+        out = lift(S.hypot, [out, a])
+    return out
+
+
+_register([pymath.hypot], _math_hypot)
+_register([py.abs], lambda gen, args, kw: (_expect(args, 1, "abs", kw), lift(S.absolute, args))[1])
+
+
+def _minmax(name: str, python: bool):
+    """max/min of one array (a reduction) or of several values, left to right. adjit.max
+    and adjit.min are NumPy's (np.max, np.maximum: NaN propagates whatever its position);
+    Python's builtins keep Python's meaning on scalars (`max(nan, 1.0)` is nan,
+    `max(1.0, nan)` is 1.0, as in the interpreter) and NumPy's on arrays, where Python has
+    none."""
+    numpy_name = name + "imum"
+
+    def pair(x, y):
+        if python and not any(isinstance(v, (Array, ArrayExpr)) for v in (x, y)):
+            return S.minmax(name, x, y)
+        return lift(functools.partial(S.extremum, numpy_name), [x, y])
+
+    def handler(gen, args, kwargs):
+        if kwargs:
+            raise UserError(f"{name}() takes no keyword arguments here")
+        if len(args) == 1:
+            return reduce(name, args[0])
+        if len(args) < 2:
+            raise UserError(f"{name}() needs at least 1 argument")
+        out = args[0]
+        for a in args[1:]:
+            out = pair(out, a)
+        return out
+    return handler
+
+
+_register([py.min], _minmax("min", python=True))
+_register([py.max], _minmax("max", python=True))
+_register([namespace["min"]], _minmax("min", python=False))
+_register([namespace["max"]], _minmax("max", python=False))
+
+
+def _scalar_cast(to: ScalarType, name: str):
+    def handler(gen, args, kwargs):
+        _expect(args, 1, name, kwargs)
+        a = args[0]
+        if isinstance(a, Literal):
+            return Literal({"f64": float, "i64": int, "bool": py.bool}[to.name](a.value))
+        return lift(lambda x: S.cast(S.as_scalar(x), to), [a])
+    return handler
+
+
+_register([py.float], _scalar_cast(f64, "float"))
+_register([py.int], _scalar_cast(i64, "int"))
+_register([py.bool], _scalar_cast(bool_, "bool"))
+
+
+def _range(gen, args, kwargs):
+    if kwargs or not 1 <= len(args) <= 3:
+        raise UserError("range() takes 1 to 3 positional arguments")
+    for a in args:
+        if isinstance(a, Literal) and not isinstance(a.value, int):
+            raise UserError(f"range() bounds must be integers, got {a.value!r}")
+        if isinstance(a, Scalar) and a.type.is_float:
+            raise UserError(f"range() bounds must be integers, got a {a.type!r} value")
+    start, stop, step = ((Literal(0), args[0], Literal(1)) if len(args) == 1 else
+                         (args[0], args[1], Literal(1)) if len(args) == 2 else tuple(args))
+    return RangeValue(start, stop, step)
+
+
+_register([py.range], _range)
+
+
+def _len(gen, args, kwargs):
+    _expect(args, 1, "len", kwargs)
+    a = args[0]
+    if isinstance(a, (Array, ArrayExpr)):
+        if a.type.ndim == 0:
+            raise UserError("len() of a 0-d array")
+        d = A.dims(a)[0] if isinstance(a, Array) else a.shape[0]
+        return S.from_index(d)
+    if isinstance(a, (tuple, Shape)):
+        return Literal(len(a) if isinstance(a, tuple) else len(a.dims))
+    raise UserError(f"len() of {S.describe(a)}")
+
+
+_register([py.len], _len)
+
+
+# ---- work-item indices, atomics, sync ---------------------------------------------------
+def _index(gen, args, kwargs):
+    _expect(args, 0, "adjit.index", kwargs)
+    gen.require_kernel("adjit.index()")
+    return S.from_index(adj.index())
+
+
+def _index_nd(gen, args, kwargs):
+    _expect(args, 0, "adjit.index_nd", kwargs)
+    ndim = gen.require_kernel("adjit.index_nd()")
+    return tuple(S.from_index(adj.global_id(d)) for d in range(ndim))
+
+
+def _ndrange(gen, args, kwargs):
+    _expect(args, 0, "adjit.ndrange", kwargs)
+    ndim = gen.require_kernel("adjit.ndrange()")
+    return tuple(S.from_index(adj.global_size(d)) for d in range(ndim))
+
+
+def _atomic_add(gen, args, kwargs):
+    _expect(args, 3, "adjit.atomic_add", kwargs)
+    # a write: lazy names first (codegen.force_lazy), and a lazy `arr` becomes its array
+    arr, sub, v = gen.force_lazy(list(args), also=[gen._stmt or gen.src.tree])
+    if not isinstance(arr, Array):
+        raise UserError("adjit.atomic_add(arr, idx, v): arr must be an array")
+    return A.atomic_add(arr, gen.subscripts(arr, sub), v, gen.debug)
+
+
+def _sync(gen, args, kwargs):
+    _expect(args, 0, "adjit.synchronize", kwargs)
+    adj.sync()
+    return None
+
+
+# ---- arrays (compiled functions only) --------------------------------------------------
+def reduce(op: str, a):
+    """A reduction of an array, or of a scalar as NumPy's (np.sum of an int32 or a bool is
+    an int64)."""
+    if isinstance(a, (Array, ArrayExpr, Scalar)):
+        return A.reduce(op, a)
+    if isinstance(a, Literal):
+        return Literal(int(a.value)) if op == "sum" and isinstance(a.value, bool) else a
+    raise UserError(f"{op}() of {S.describe(a)}")
+
+
+def _reduction(op: str):
+    def handler(gen, args, kwargs):
+        _expect(args, 1, f"adjit.{op}", kwargs)
+        return reduce(op, args[0])
+    return handler
+
+
+def _dot(gen, args, kwargs):
+    _expect(args, 2, "adjit.dot", kwargs)
+    a, b = args
+    if not all(isinstance(x, (Array, ArrayExpr)) and x.type.ndim == 1 for x in (a, b)):
+        raise UserError("adjit.dot takes two 1-D arrays")
+    return A.reduce("sum", A.elementwise(lambda x, y: S.binary("*", x, y), [a, b]))
+
+
+def _shape_arg(gen, shape) -> list[ir.Value]:
+    if isinstance(shape, Shape):
+        return list(shape.dims)
+    if isinstance(shape, tuple):
+        return [S.to_index(s) for s in shape]
+    return [S.to_index(shape)]
+
+
+def _creation_args(signature: str, args: list, kwargs: dict, n: int, optional: int = 0):
+    """The arguments of a NumPy creation function `adjit.<signature>`: `n` positional ones
+    (and up to `optional` more), then the dtype, by position or by keyword. Returns
+    (arguments, dtype or None)."""
+    most = n + optional
+    kwargs = dict(kwargs)
+    if len(args) == most + 1:
+        if "dtype" in kwargs:
+            raise UserError(f"adjit.{signature} got dtype both by position and by keyword")
+        kwargs["dtype"] = args[most]
+        args = args[:most]
+    if not n <= len(args) <= most:
+        count = f"{n}" if not optional else f"{n} to {most}"
+        raise UserError(f"adjit.{signature} takes {count} argument{'s' if most != 1 else ''} "
+                        f"before dtype, got {len(args)}")
+    extra = sorted(set(kwargs) - {"dtype"})
+    if extra:
+        raise UserError(f"adjit.{signature} got unexpected keyword(s) {extra}")
+    return list(args), _dtype(kwargs.get("dtype"))
+
+
+def _dtype(d) -> ScalarType | None:
+    """A dtype= argument; None when absent or None (np.dtype(None) would be float64)."""
+    if d is None or isinstance(d, PyObj) and d.obj is None:
+        return None
+    if not isinstance(d, PyObj):
+        raise UserError(f"dtype=: expected a type such as adjit.f32, got {S.describe(d)}")
+    try:
+        return as_scalar_type(d.obj)
+    except TypeError as e:
+        raise UserError(f"dtype=: {e}") from None
+
+
+def _array_arg(signature: str, a) -> Array | ArrayExpr:
+    if not isinstance(a, (Array, ArrayExpr)):
+        raise UserError(f"adjit.{signature}: expected an array, got {S.describe(a)}")
+    return a
+
+
+def _fill_arg(signature: str, v) -> Scalar | Literal:
+    if not isinstance(v, (Scalar, Literal)):
+        raise UserError(f"adjit.{signature}: fill_value must be a scalar, got {S.describe(v)}")
+    return v
+
+
+def _new_array(dtype: ScalarType, shape: list[ir.Value], fill) -> Array:
+    out = A.alloc(dtype, shape)
+    if fill is not None:
+        A.fill(out, fill)
+    return out
+
+
+def _creator(name: str, fill_value):
+    """zeros, ones, empty: (shape, dtype=f64)."""
+    signature = f"{name}(shape, dtype=None)"
+
+    def handler(gen, args, kwargs):
+        if gen.kind == "kernel":
+            (shape,), dtype = _creation_args(signature, args, kwargs, 1)
+            return _local_array(gen, name, shape, dtype or f64, fill_value)
+        gen.require_host(f"adjit.{name}()")
+        (shape,), dtype = _creation_args(signature, args, kwargs, 1)
+        fill = None if fill_value is None else Literal(fill_value)
+        return _new_array(dtype or f64, _shape_arg(gen, shape), fill)
+    return handler
+
+
+LOCAL_LIMIT = 1024     # elements of one local array of a kernel (a work item's own memory)
+
+
+def _local_array(gen, name: str, shape, dtype: ScalarType, fill_value) -> Array:
+    """A kernel's local array (`buf = adjit.zeros(4)`): the work item's own memory, of a
+    shape known when the kernel is compiled, allocated once at the kernel's entry (an
+    alloca inside a loop would grow the stack every iteration); zeroes or ones are stored
+    where the call is."""
+    dims_ = shape if isinstance(shape, tuple) else (shape,)
+    if not all(isinstance(d, Literal) and isinstance(d.value, int) and not
+               isinstance(d.value, bool) and d.value >= 0 for d in dims_):
+        raise UserError(f"adjit.{name}() in a kernel makes a local array of the work item, "
+                        "whose shape must be integer constants (adjit.zeros(4), "
+                        "adjit.zeros((3, 3))): its memory is sized when the kernel compiles")
+    sizes = [d.value for d in dims_]
+    if pymath.prod(sizes) > LOCAL_LIMIT:
+        raise UserError(f"adjit.{name}() in a kernel: a local array of {pymath.prod(sizes)} "
+                        f"elements is over the {LOCAL_LIMIT} a work item may keep (each "
+                        "item's local arrays live in its registers or stack); pass a larger "
+                        "array as an argument")
+    t = ArrayType(dtype, len(sizes))
+    with ir.InsertionPoint.at_block_begin(gen.entry_block):
+        value = memref.alloca(t.mlir(), [A.idx(n) for n in sizes], [])
+    out = Array(value, t)
+    if fill_value is not None:
+        fill = S.convert(Literal(fill_value), dtype).value
+        for_each_index([A.idx(n) for n in sizes], lambda at: memref.store(fill, value, at))
+    return out
+
+
+def _like(name: str, fill_value):
+    """zeros_like, ones_like, empty_like: (a, dtype=a.dtype)."""
+    signature = f"{name}(a, dtype=None)"
+
+    def handler(gen, args, kwargs):
+        gen.require_host(f"adjit.{name}()")
+        (a,), dtype = _creation_args(signature, args, kwargs, 1)
+        a = _array_arg(signature, a)
+        fill = None if fill_value is None else Literal(fill_value)
+        return _new_array(dtype or a.type.dtype, _shape_of(a), fill)
+    return handler
+
+
+def _shape_of(a: Array | ArrayExpr) -> list[ir.Value]:
+    return A.dims(a) if isinstance(a, Array) else a.shape
+
+
+def _full(gen, args, kwargs):
+    """full(shape, fill_value, dtype=None): the dtype defaults to fill_value's, as NumPy's."""
+    gen.require_host("adjit.full()")
+    signature = "full(shape, fill_value, dtype=None)"
+    (shape, v), dtype = _creation_args(signature, args, kwargs, 2)
+    v = _fill_arg(signature, v)
+    default = S.literal_type(v.value) if isinstance(v, Literal) else v.type
+    return _new_array(dtype or default, _shape_arg(gen, shape), v)
+
+
+def _full_like(gen, args, kwargs):
+    gen.require_host("adjit.full_like()")
+    signature = "full_like(a, fill_value, dtype=None)"
+    (a, v), dtype = _creation_args(signature, args, kwargs, 2)
+    a = _array_arg(signature, a)
+    return _new_array(dtype or a.type.dtype, _shape_of(a), _fill_arg(signature, v))
+
+
+def _arange(gen, args, kwargs):
+    """arange(stop), arange(start, stop[, step]), dtype= (or a 4th positional): NumPy's."""
+    gen.require_host("adjit.arange()")
+    signature = "arange([start, ]stop[, step], dtype=None)"
+    args, dtype = _creation_args(signature, args, kwargs, 1, optional=2)
+    for a in args:
+        if not isinstance(a, (Scalar, Literal)):
+            raise UserError(f"adjit.arange() bounds must be scalars, got {S.describe(a)}")
+    start, stop, step = ((Literal(0), args[0], Literal(1)) if len(args) == 1 else
+                         (args[0], args[1], Literal(1)) if len(args) == 2 else args)
+    return A.arange(start, stop, step, dtype)
+
+
+def _copy(gen, args, kwargs):
+    gen.require_host("adjit.copy()")
+    _expect(args, 1, "adjit.copy", kwargs)
+    if not isinstance(args[0], (Array, ArrayExpr)):
+        raise UserError("adjit.copy() takes an array")
+    return A.copy(args[0])
+
+
+_NAMED_HANDLERS = {
+    "index": _index, "index_nd": _index_nd, "ndrange": _ndrange, "atomic_add": _atomic_add,
+    "synchronize": _sync, "sum": _reduction("sum"), "dot": _dot,
+    "zeros": _creator("zeros", 0), "ones": _creator("ones", 1), "empty": _creator("empty", None),
+    "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
+    "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
+    "full_like": _full_like, "arange": _arange}
+for _name, _h in _NAMED_HANDLERS.items():
+    _register([namespace[_name]], _h)

@@ -1,0 +1,1271 @@
+"""Python AST to `adj`-dialect MLIR: one visitor, one `visit_*` per Python construct.
+
+Python locals live in `self.vars` (name -> frontend value); structured control flow turns
+them into SSA: names assigned in an `if` become `scf.if` results, names assigned in a loop
+body and live before it become loop-carried values. `break`, `continue` and `return` inside
+structured control flow set flag variables ("%brk", "%cont", "%ret") and guard the
+statements after them, so every construct still lowers to scf.
+"""
+from __future__ import annotations
+
+import ast
+import builtins as py
+import contextlib
+import functools
+from typing import Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from ..dialects import adj
+from . import arrays as A
+from . import builtin_calls as B
+from . import lazy as L
+from . import scalar_ops as S
+from ..core.errors import CompilationError, UserError, located
+from .source import SourceInfo
+from ..core.types import ArrayType, ScalarType, as_scalar_type, bool_, index, promote
+from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
+
+BRK, CONT, RET = "%brk", "%cont", "%ret"
+
+
+def _assigned_names(stmts: Sequence[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for s in stmts:
+        for node in ast.walk(s):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def _jumps(stmts: Sequence[ast.stmt], loop_level: bool) -> set[str]:
+    """Which of break/continue/return can leave `stmts` (break/continue only if they belong
+    to the enclosing loop, i.e. are not inside a nested loop)."""
+    found: set[str] = set()
+
+    def walk(node: ast.AST, in_nested_loop: bool) -> None:
+        if isinstance(node, ast.Return):
+            found.add(RET)
+        elif isinstance(node, ast.Break) and not in_nested_loop and loop_level:
+            found.add(BRK)
+        elif isinstance(node, ast.Continue) and not in_nested_loop and loop_level:
+            found.add(CONT)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            walk(child, in_nested_loop or isinstance(node, (ast.For, ast.While)))
+
+    for s in stmts:
+        walk(s, False)
+    return found
+
+
+class CodeGenerator(ast.NodeVisitor):
+    """Compiles one Python function, specialised to argument types, into a func.func.
+
+    kind: "kernel" (runs per work item over an `ndim`-D ndrange, returns nothing), "func"
+    (a device function: callable from kernels) or "jit" (host code: may allocate arrays
+    and launch kernels)."""
+
+    def __init__(self, unit, pyfn: Callable, source: SourceInfo, kind: str,
+                 arg_types: Sequence, symbol: str, ndim: int = 0, debug: bool = False,
+                 bound: dict | None = None):
+        self.unit, self.pyfn, self.src, self.kind = unit, pyfn, source, kind
+        self.arg_types, self.symbol, self.ndim, self.debug = list(arg_types), symbol, ndim, debug
+        self.bound = bound or {}   # compile-time Python values bound to names (rules' config)
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state of one pass over the body."""
+        self.vars: dict[str, object] = {}
+        self._one_branch: dict[str, int] = {}   # variables an if bound on one branch only
+        self.result_types: list | None = None
+        self._loop_depth = 0
+        self._node: ast.AST | None = None
+        # Kernels: (argument, dimension, ndrange dimension, message) of each array index that
+        # every work item takes unconditionally with its own id: the launch checks that the
+        # ndrange fits the array (dialects/adj.py: BOUNDS_ATTR).
+        self.ndrange_bounds: set[tuple[int, int, int, str]] = set()
+        # Statements that may still run after the one being compiled (innermost last): a
+        # lazy name none of them reads is dead (lazy.py).
+        self._later: list[Sequence[ast.stmt]] = []
+        self._reads_memo: dict = {}
+        self._stmt: ast.stmt | None = None   # the statement being compiled
+
+    # ---- entry point ------------------------------------------------------------------
+    def compile(self) -> func.FuncOp:
+        body = self.src.tree.body
+        tail_only = bool(body) and isinstance(body[-1], ast.Return) and \
+            RET not in _jumps(body[:-1], False)
+        if tail_only or RET not in _jumps(body, False):
+            return self._compile_once(flagged=False)
+        # Returns inside control flow: the result types must be known before the body is
+        # compiled (the returned values are carried through loops and ifs), so a first pass
+        # finds them and is thrown away.
+        self._compile_once(flagged=True).operation.erase()
+        types = self.result_types or []
+        if any(isinstance(t, ArrayType) for t in types):
+            raise self.error(self.src.tree, "a function that returns an array must return "
+                                            "it once, at the end")
+        self._reset()
+        self.result_types = list(types)
+        return self._compile_once(flagged=True)
+
+    def _compile_once(self, flagged: bool) -> func.FuncOp:
+        tree = self.src.tree
+        with self._loc(tree):
+            inputs = [t.mlir() for t in self.arg_types]
+            fn = func.FuncOp(self.symbol, (inputs, []), visibility="private")
+            entry = fn.add_entry_block()
+        self.entry_block = entry      # where a kernel's local arrays are allocated
+        self.vars.update(self.bind_params(list(entry.arguments)))
+        self.vars.update(self.bound)
+        body = tree.body
+        with ir.InsertionPoint(entry):
+            if not flagged and body and isinstance(body[-1], ast.Return):
+                with self._then(body[-1:]):
+                    self.visit_block(body[:-1])
+                with self._loc(body[-1]), L.statement():
+                    try:
+                        self._final_return(body[-1])
+                    except UserError as e:
+                        raise self.error(body[-1], str(e)) from None
+            elif not flagged:
+                self.visit_block(body)
+                with self._loc(tree):
+                    self.result_types = []
+                    func.ReturnOp([])
+            else:
+                known = self.result_types or []
+                with self._loc(tree):
+                    self.vars[RET] = Literal(False)
+                    for k, t in enumerate(known):
+                        self.vars[f"%rv{k}"] = S.as_scalar(Literal(0), t)
+                self.visit_block(body)
+                with self._loc(tree):
+                    func.ReturnOp([self._coerce(self.vars.get(f"%rv{k}"), t).value
+                                   for k, t in enumerate(known)])
+        with self._loc(tree):
+            fn.operation.attributes["function_type"] = ir.TypeAttr.get(
+                ir.FunctionType.get(inputs, [t.mlir() for t in self.result_types or []]))
+        return fn
+
+    # ---- errors and locations ---------------------------------------------------------
+    def _loc(self, node: ast.AST) -> ir.Location:
+        line = self.src.first_line + getattr(node, "lineno", 1) - 1
+        return ir.Location.file(self.src.filename, line, self.src.column(node) + 1)
+
+    def error(self, node: ast.AST | None, message: str) -> CompilationError:
+        node = node or self._node or self.src.tree
+        rel = getattr(node, "lineno", 1)
+        col = self.src.column(node)
+        lines = self.src.lines
+        line = lines[rel - 1] if 0 < rel <= len(lines) else None
+        return CompilationError(message, self.src.filename, self.src.first_line + rel - 1,
+                                col, line)
+
+    def visit(self, node: ast.AST):
+        prev, self._node = self._node, node
+        try:
+            with self._loc(node):
+                return super().visit(node)
+        except CompilationError:
+            raise
+        except UserError as e:
+            raise self.error(node, str(e)) from None
+        except RecursionError as e:     # guard.compiling retries it on a deeper stack
+            if "adjit_where" not in e.__dict__:       # (no call: the stack is full)
+                e.adjit_where = (self.src, node)
+            raise
+        except Exception as e:          # a bug of adjit's, or a deliberate TypeError...
+            raise located(e, self.error(node, ""))
+        finally:
+            self._node = prev
+
+    def generic_visit(self, node: ast.AST):
+        raise self.error(node, f"unsupported Python construct: {type(node).__name__}"
+                               f" ({ast.unparse(node)[:60]!s})")
+
+    def require_kernel(self, what: str) -> int:
+        if self.kind != "kernel":
+            raise UserError(f"{what} is only available inside an @adjit.kernel")
+        return self.ndim
+
+    def require_host(self, what: str) -> None:
+        if self.kind == "kernel":
+            raise UserError(f"{what} allocates an array: only @adjit.jit functions may (a "
+                            "kernel may make local arrays of constant shapes, adjit.zeros(4), "
+                            "and otherwise writes into arrays it is given)")
+        if self.kind != "jit":
+            raise UserError(f"{what} allocates an array: only @adjit.jit functions may "
+                            "(kernels and device functions write into arrays they are given)")
+
+    # ---- statements ---------------------------------------------------------------------
+    def visit_block(self, stmts: Sequence[ast.stmt]) -> None:
+        """Visits statements; after one that may break/continue/return, the rest run under
+        `if not flag`."""
+        for k, s in enumerate(stmts):
+            if isinstance(s, (ast.Break, ast.Continue, ast.Return)):
+                with L.statement():
+                    self.visit(s)
+                return   # what follows is unreachable
+            rest = stmts[k + 1:]
+            outer, self._stmt = self._stmt, s
+            try:
+                with self._then(rest), L.statement():
+                    self.visit(s)
+            finally:
+                self._stmt = outer
+            flags = [f for f in (BRK, CONT, RET) if f in self.vars]
+            if rest and _jumps([s], self._loop_depth > 0) and flags:
+                with self._loc(rest[0]):
+                    go = self._not_any(flags)
+                    if isinstance(go, Literal):
+                        if go.value:
+                            continue
+                        return
+                    # The else side is the path that jumped: what the rest binds needs no
+                    # value there (every later use is guarded by the same flags).
+                    self._if(go.value, lambda: self.visit_block(rest), lambda: None, rest[0],
+                             jumped=(False, True))
+                return
+
+    @contextlib.contextmanager
+    def _then(self, later: Sequence[ast.stmt]):
+        self._later.append(later)
+        try:
+            yield
+        finally:
+            self._later.pop()
+
+    # ---- lazy names (lazy.py) -----------------------------------------------------------
+    def _readers(self, name: str, also: Sequence[ast.AST] = ()) -> int:
+        """In how many loops the statements that may still run (and `also`) read `name`
+        (lazy.reads: 0 when it is dead)."""
+        stmts = {id(s): s for seq in [*self._later, also] for s in seq}
+        return sum(L.reads(s, self._reads_memo).get(name, 0) for s in stmts.values())
+
+    def bind_lazy(self, name: str, value: ArrayExpr) -> ArrayExpr | Array:
+        """What `name = <element-wise expression>` binds: the expression, lazily (fused
+        into each loop that reads it), or an array (lazy.store_when_bound)."""
+        if isinstance(value, L.NamedExpr):
+            return value          # an alias of a lazy name: the same object
+        if L.store_when_bound(value, self._readers(name)):
+            return A.materialize(value)
+        return L.NamedExpr(value)
+
+    def force_lazy(self, values: Sequence = (), also: Sequence[ast.AST] = ()) -> list:
+        """Before a write to arrays, a call or control flow: the lazy names still read later
+        (or by `also`: the statement of a call, which may read them after it) are computed
+        into arrays now (every name bound to one expression gets the same array), as are
+        those among `values`, which come back with them replaced. Dead lazy names are left
+        as they are (never computed)."""
+        memo: dict[int, Array] = {}
+        for e in L.take_pending():
+            # An expression this statement made before the write and has not used yet
+            # (`x*2 + g(x)`): computed now; whoever holds it reads the array from here on.
+            memo[id(e)] = A.materialize(e)
+            e.element = A.as_expr(memo[id(e)]).element
+        lazy = [(n, v) for n, v in self.vars.items() if _lazy_in(v)]
+        if not lazy and not memo:
+            return list(values)
+        live = {id(e) for v in values for e in _lazy_in(v)}
+        for n, v in lazy:
+            if self._readers(n, also):
+                live.update(id(e) for e in _lazy_in(v))
+
+        def computed(v):
+            if isinstance(v, ArrayExpr) and id(v) in memo:
+                return memo[id(v)]
+            if isinstance(v, L.NamedExpr) and id(v) in live:
+                if id(v) not in memo:
+                    memo[id(v)] = A.materialize(v)
+                return memo[id(v)]
+            if isinstance(v, tuple):
+                return tuple(computed(x) for x in v)
+            return v
+
+        for n, v in lazy:
+            self.vars[n] = computed(v)
+        return [computed(v) for v in values]
+
+    def _compute_named(self, e: ArrayExpr) -> Array:
+        """Lazy name `e` computed into an array, which every name bound to it now holds
+        (indexing it twice computes it once)."""
+        out = A.materialize(e)
+        for n, v in list(self.vars.items()):
+            if v is e:
+                self.vars[n] = out
+        return out
+
+    def _not_any(self, flags: list[str]):
+        out = None
+        for f in flags:
+            v = self.vars[f]
+            out = v if out is None else S.binary("|", out, v)
+        return S.logical_not(out)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant):
+            return   # docstring or bare constant
+        self.visit(node.value)
+
+    def visit_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is None:
+            return
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "annotated assignment must target a plain name")
+        t = self._annotation(node.annotation)
+        value = self.visit(node.value)
+        if isinstance(t, ScalarType):
+            value = S.cast(S.as_scalar(value, t), t)
+        self.assign(node.target, value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        op = self._binop_symbol(node.op)
+        if isinstance(node.target, ast.Name):
+            current = self._lookup(node.target.id, node.target)
+            if isinstance(current, L.NamedExpr):
+                # In place, as on the array it stands for (aliases see the change).
+                current, = self.force_lazy([current])
+                self.vars[node.target.id] = current
+            new = self._binary(op, current, self.visit(node.value))
+            if isinstance(current, Array):
+                # `x += y` on an array updates it in place, as in NumPy (the caller sees it).
+                if not isinstance(new, ArrayExpr) and not (current.type.ndim == 0
+                                                           and isinstance(new, Scalar)):
+                    raise self.error(node, f"augmented assignment of {S.describe(new)} to "
+                                           "an array")
+                if isinstance(new, ArrayExpr) and new.type.ndim != current.type.ndim:
+                    # NumPy too: the result's shape must be the array's own
+                    raise self.error(node, f"augmented assignment of a {new.type.ndim}-D "
+                                           f"result to a {current.type.ndim}-D array")
+                self.force_lazy()   # lazy names that read the array keep its old values
+                A.store_into(current, new)
+                return
+            self.assign(node.target, new)
+        elif isinstance(node.target, ast.Subscript):
+            arr, subs = self._subscript_target(node.target)
+            current = A.load(arr, subs, self.debug)
+            new = self._binary(op, current, self.visit(node.value))
+            A.store(arr, subs, new, self.debug)
+        else:
+            raise self.error(node, "augmented assignment must target a name or an element")
+
+    def assign(self, target: ast.expr, value) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, ArrayExpr):
+                value = self.bind_lazy(target.id, value)
+            elif isinstance(value, tuple):
+                value = _named_items(value)   # (so that a write computes them first)
+            if value is None:
+                raise self.error(target, "this call returns nothing; there is no value to assign")
+            self.vars[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = self._unpack(value, len(target.elts), target)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v)
+        elif isinstance(target, ast.Subscript):
+            arr, subs = self._subscript_target(target)
+            if isinstance(value, (Array, ArrayExpr)):
+                raise self.error(target, "assigning an array into an element")
+            A.store(arr, subs, value, self.debug)
+        else:
+            raise self.error(target, f"cannot assign to {type(target).__name__}")
+
+    def _unpack(self, value, n: int, node: ast.AST) -> list:
+        if isinstance(value, Shape):
+            value = tuple(S.from_index(d) for d in value.dims)
+        if not isinstance(value, tuple):
+            raise self.error(node, f"cannot unpack {S.describe(value)} into {n} names")
+        if len(value) != n:
+            raise self.error(node, f"cannot unpack {len(value)} values into {n} names")
+        return list(value)
+
+    def _subscript_target(self, node: ast.Subscript) -> tuple[Array, list[ir.Value]]:
+        arr, = self.force_lazy([self.visit(node.value)])   # a write: lazy names first
+        if not isinstance(arr, Array):
+            raise self.error(node, f"cannot assign into an element of {S.describe(arr)}")
+        return arr, self.subscripts(arr, self.visit(node.slice))
+
+    def subscripts(self, arr: Array, sub) -> list[ir.Value]:
+        """The index values of element `arr[sub]`. A constant negative index counts from
+        the end, as in Python; a computed one is used as it is (checked in debug mode)."""
+        items = list(sub) if isinstance(sub, tuple) else \
+            [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
+        out = []
+        for d, s in enumerate(items):
+            if isinstance(s, (RangeValue, Array, ArrayExpr)) or s is None:
+                raise UserError("adjit indexes single elements: slices and fancy indexing "
+                                "are not supported")
+            if isinstance(s, Literal) and isinstance(s.value, int) and s.value < 0 \
+                    and d < arr.type.ndim:
+                out.append(arith.addi(memref.dim(arr.value, A.idx(d)), S.to_index(s)))
+            else:
+                out.append(S.to_index(s))
+        if self.kind == "kernel":
+            self._note_ndrange_bounds(arr, items)
+        return out
+
+    def _note_ndrange_bounds(self, arr: Array, items: list) -> None:
+        """Records the indices of a kernel parameter's elements that are a work item's id,
+        taken outside any if or loop: every item takes them, so the ndrange must fit."""
+        block = ir.InsertionPoint.current.block
+        value = arr.value
+        if block.owner.operation.name != "func.func" or not isinstance(value, ir.BlockArgument) \
+                or value.owner != block:
+            return
+        line = self.src.first_line + getattr(self._node, "lineno", 1) - 1
+        param = self.src.tree.args.args[value.arg_number].arg
+        for d, s in enumerate(items):
+            k = self._work_item_dim(s)
+            if k is not None:
+                self.ndrange_bounds.add((value.arg_number, d, k, (
+                    f"kernel {self.pyfn.__name__}: ndrange[{k}] is larger than dimension {d} "
+                    f"of argument {param!r}, which every work item indexes with its id "
+                    f"(line {line})")))
+
+    def _work_item_dim(self, s) -> int | None:
+        """The ndrange dimension whose id `s` is, or None when it is not a work-item id."""
+        if not isinstance(s, Scalar) or not isinstance(s.value, ir.OpResult):
+            return None
+        op = s.value.owner
+        if op.name == "arith.index_cast":
+            if not isinstance(op.operands[0], ir.OpResult):
+                return None
+            op = op.operands[0].owner
+        if op.name == "adj.global_id":
+            return ir.IntegerAttr(op.attributes["dim"]).value
+        if op.name == "adj.index" and self.ndim == 1:
+            return 0
+        return None
+
+    def visit_If(self, node: ast.If) -> None:
+        cond = self.visit(node.test)
+        if isinstance(cond, Literal) or isinstance(cond, PyObj):
+            # Decided at compile time (e.g. `if config.needs_primal:` in a rule).
+            taken = cond.value if isinstance(cond, Literal) else bool(cond.obj)
+            self.visit_block(node.body if taken else node.orelse)
+            return
+        self._if(S.truth(cond).value, lambda: self.visit_block(node.body),
+                 lambda: self.visit_block(node.orelse), node)
+
+    def _if(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST,
+            jumped: tuple[bool, bool] | None = None) -> None:
+        """scf.if whose results are the variables either branch (re)binds. `jumped[k]`:
+        branch k surely left by break/continue/return (found from the flags when not
+        given). A variable bound only on the other branch is still defined wherever it can
+        be used, as in Python (`if c: continue` / `else: t = ...`): the jumped branch
+        yields a placeholder for it."""
+        # The branches may write what a lazy name reads (node: the statement, which reads
+        # the names its branches do).
+        self.force_lazy(also=[node])
+        before = dict(self.vars)
+        probe = scf.IfOp(cond, [], has_else=True)
+        outs = []
+        for block, fn in ((probe.then_block, then_fn), (probe.else_block, else_fn)):
+            self.vars = dict(before)
+            with ir.InsertionPoint(block):
+                fn()
+            outs.append(self.vars)
+        if jumped is None:
+            jumped = tuple(self._surely_jumped(out) for out in outs)
+        names = [n for n in outs[0].keys() | outs[1].keys()
+                 if (outs[0].get(n) is not before.get(n) or outs[1].get(n) is not before.get(n))
+                 and not isinstance(outs[0].get(n, before.get(n)), PyObj)]
+        names.sort()
+        merged, types, kept = [], [], {}
+        for n in names:
+            a, b = outs[0].get(n), outs[1].get(n)
+            one = b if a is None else a if b is None else None
+            if one is not None and jumped[0 if a is None else 1] and (
+                    isinstance(one, Literal) or isinstance(one, (Scalar, Array))
+                    and not self._defined_inside(one.value, probe)):
+                # Bound on one branch, the other jumped away: every use sees this value,
+                # which needs no merging (a constant stays weakly typed).
+                kept[n] = one
+                continue
+            t = self._merge_type(n, a, b, node, jumped)
+            if t is None:
+                continue   # bound on one branch only: unusable after the if
+            merged.append(n)
+            types.append(t)
+        final = scf.IfOp(cond, [t.mlir() for t in types], has_else=True)
+        for k, (src, dst) in enumerate(((probe.then_block, final.then_block),
+                                        (probe.else_block, final.else_block))):
+            self._move_ops(src, dst)
+            with ir.InsertionPoint(dst), self._loc(node):
+                memo: dict[int, Array] = {}   # (aliases in a branch: one array)
+                scf.YieldOp([self._branch_value(_computed(outs[k].get(n), memo), t, node).value
+                             for n, t in zip(merged, types)])
+        probe.operation.erase()
+        self.vars = dict(before)
+        for n in names:
+            self.vars.pop(n, None)
+        for n, t, r in zip(merged, types, final.results):
+            self.vars[n] = Array(r, t) if isinstance(t, ArrayType) else Scalar(r, t)
+        self.vars.update(kept)
+
+    @staticmethod
+    def _move_ops(src: ir.Block, dst: ir.Block) -> None:
+        ip = ir.InsertionPoint(dst)
+        for op in list(src.operations):
+            op.detach_from_parent()
+            ip.insert(op)
+
+    @staticmethod
+    def _surely_jumped(out: dict) -> bool:
+        """Whether a branch ends with break, continue or return taken for certain (a flag
+        that is the constant True: the statements after the jump were not compiled)."""
+        return any(isinstance(out.get(f), Literal) and out[f].value is True
+                   for f in (BRK, CONT, RET))
+
+    def _branch_value(self, v, t, node: ast.AST):
+        """What a branch yields for a merged variable: its value, or a placeholder where
+        it left it unbound (a jumped branch; the flags keep the placeholder from being
+        read): zero, or an empty array of the right rank (an array made in the other
+        branch: only @jit code makes arrays)."""
+        if v is not None or not isinstance(t, ArrayType):
+            return self._coerce(v, t)
+        return A.alloc(t.dtype, [A.idx(0)] * t.ndim)
+
+    @staticmethod
+    def _defined_inside(value: ir.Value, region_op: scf.IfOp) -> bool:
+        owner = value.owner if isinstance(value, ir.OpResult) else value.owner.owner
+        op = owner.operation if owner is not None else None
+        while op is not None:
+            if op == region_op.operation:
+                return True
+            op = op.parent
+        return False
+
+    def _merge_type(self, name: str, a, b, node, jumped: tuple[bool, bool] = (False, False)):
+        if a is None or b is None:
+            one = a if a is not None else b
+            if (jumped[0] if a is None else jumped[1]) and isinstance(one, (Scalar, Literal,
+                                                                            Array, ArrayExpr)):
+                # Unbound only where the branch jumped away: defined on every path that
+                # reaches a use.
+                return self._type_of(one)
+            if not name.startswith("%"):
+                # A user variable bound on one branch only: using it after the `if` is an
+                # error (Python would raise UnboundLocalError when the other branch ran).
+                self._one_branch[name] = getattr(node, "lineno", 0) + self.src.first_line - 1
+                return None
+            # Flags and return values of the compiler's own are zero where not set.
+            if isinstance(one, (Scalar, Literal)):
+                return S.as_scalar(one).type if isinstance(one, Scalar) else S.literal_type(one.value)
+            return None
+        for v in (a, b):
+            if isinstance(v, (tuple, Shape, RangeValue, PyObj)):
+                raise self.error(node, f"variable {name!r} holds {S.describe(v)} and is "
+                                       "assigned under a runtime condition; adjit cannot merge it")
+        if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
+            # (a lazy name bound in a branch is computed into an array at its end)
+            if not (isinstance(a, (Array, ArrayExpr)) and isinstance(b, (Array, ArrayExpr))
+                    and a.type == b.type):
+                raise self.error(node, f"variable {name!r} is {S.describe(a)} on one branch "
+                                       f"and {S.describe(b)} on the other")
+            return a.type
+        if isinstance(a, Literal) and isinstance(b, Literal):
+            ta, tb = S.literal_type(a.value), S.literal_type(b.value)
+            return promote(ta, tb)
+        if isinstance(a, Literal):
+            return self._literal_meets(a, b.type)
+        if isinstance(b, Literal):
+            return self._literal_meets(b, a.type)
+        return promote(a.type, b.type)
+
+    @staticmethod
+    def _literal_meets(lit: Literal, t: ScalarType) -> ScalarType:
+        """The type a literal merged with a `t` value takes (weak typing, as in unify)."""
+        if isinstance(lit.value, float) and not t.is_float:
+            return promote(t, S.literal_type(lit.value))
+        if isinstance(lit.value, int) and not isinstance(lit.value, bool) and t.is_bool:
+            return promote(t, S.literal_type(lit.value))
+        return t
+
+    def _coerce(self, v, t):
+        """`v` as a value of type `t` (a placeholder zero if the branch left it undefined)."""
+        if isinstance(t, ArrayType):
+            return v
+        if v is None:
+            return S.as_scalar(Literal(0), t)
+        return S.cast(S.as_scalar(v, t), t)
+
+    # ---- loops ----------------------------------------------------------------------------
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(node, "for ... else is not supported")
+        # The body may write what a lazy name reads, and it repeats (after its last
+        # statement, the loop's first may run again).
+        with self._then([node]):
+            self.force_lazy()
+            self._visit_for(node)
+
+    def _visit_for(self, node: ast.For) -> None:
+        it = self.visit(node.iter)
+        if not isinstance(it, RangeValue):
+            raise self.error(node.iter, "adjit loops iterate over range(...) only")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a plain name")
+        jumps = _jumps(node.body, True)
+        if BRK in jumps or RET in jumps:
+            self._for_as_while(node, it, jumps)
+        else:
+            self._for(node, it, jumps)
+
+    def _trip(self, it: RangeValue) -> tuple[ir.Value, ir.Value, ir.Value, bool]:
+        """(start, stop, step) as index values and whether the step is a known positive."""
+        start, stop, step = (S.to_index(v) for v in (it.start, it.stop, it.step))
+        positive = isinstance(it.step, Literal) and it.step.value > 0
+        if isinstance(it.step, Literal) and it.step.value == 0:
+            raise UserError("range() step must not be zero")
+        return start, stop, step, positive
+
+    def _carried(self, body: Sequence[ast.stmt], extra: Sequence[str] = ()) -> list[str]:
+        extra = set(extra)
+        if RET in extra:   # returned values leave the loop with the return flag
+            extra |= {n for n in self.vars if n.startswith("%rv")}
+        names = sorted(n for n in _assigned_names(body) | extra
+                       if n in self.vars and not isinstance(self.vars[n], PyObj))
+        for n in names:
+            if isinstance(self.vars[n], ArrayExpr):
+                self.vars[n] = A.materialize(self.vars[n])
+            if isinstance(self.vars[n], (tuple, Shape, RangeValue)):
+                raise self.error(body[0], f"variable {n!r} holds {S.describe(self.vars[n])} "
+                                          "and is reassigned in a loop; adjit cannot carry it")
+        return names
+
+    def _initial(self, names: list[str], types: dict[str, object]) -> list:
+        out = []
+        for n in names:
+            v, t = self.vars[n], types.get(n)
+            out.append(v if isinstance(v, Array) else self._coerce(v, t or self._type_of(v)))
+        return out
+
+    @staticmethod
+    def _type_of(v):
+        return v.type if isinstance(v, (Scalar, Array, ArrayExpr)) else S.literal_type(v.value)
+
+    def _loop_with_retry(self, names: list[str], build: Callable[[dict], tuple]) -> None:
+        """Builds a loop; if a carried variable's type changes in the body (`s = 0` then
+        `s += x[i]`), rebuilds it with the promoted type, as Numba unifies them."""
+        types: dict[str, object] = {}
+        for _ in range(3):
+            before = dict(self.vars)
+            loop_op, result_vals, body_types = build(types)
+            changed = {}
+            for n in names:
+                init_t = types.get(n) or self._type_of(before[n])
+                bt = body_types.get(n)
+                if bt is not None and bt != init_t:   # scalars only (see _body_types)
+                    changed[n] = promote(init_t, bt)
+            if not changed:
+                self.vars = before
+                for n, r in zip(names, result_vals):
+                    self.vars[n] = r
+                return
+            loop_op.erase()
+            self.vars = before
+            types.update(changed)
+        raise UserError("cannot settle the types of loop variables "
+                        f"{sorted(changed)}: initialise them with the type they will hold")
+
+    def _typed(self, value: ir.Value, like) -> object:
+        return Array(value, like) if isinstance(like, ArrayType) else Scalar(value, like)
+
+    def _body_types(self, names: list[str], init_types: list) -> dict:
+        """The types the loop body leaves its carried variables with. A scalar may change
+        type (the loop is rebuilt with the promoted one); an array must stay the same."""
+        out = {}
+        memo: dict[int, Array] = {}
+        for n, t in zip(names, init_types):
+            v = self.vars.get(n)
+            if isinstance(v, ArrayExpr):
+                v = self.vars[n] = _computed(v, memo)
+            if v is None:
+                continue
+            bt = self._type_of(v) if isinstance(v, (Scalar, Array, Literal)) else None
+            if bt is None or isinstance(bt, ArrayType) != isinstance(t, ArrayType) or \
+                    (isinstance(t, ArrayType) and bt != t):
+                before = f"an array {t!r}" if isinstance(t, ArrayType) else f"a {t!r} value"
+                raise UserError(f"variable {n!r} holds {before} before the loop and "
+                                f"{S.describe(v)} inside it")
+            out[n] = bt
+        return out
+
+    def _for(self, node: ast.For, it: RangeValue, jumps: set[str]) -> None:
+        start, stop, step, positive = self._trip(it)
+        names = self._carried(node.body)
+        var = node.target.id
+
+        def build(types):
+            init = self._initial(names, types)
+            init_types = [self._type_of(v) for v in init]
+            if positive:
+                loop = scf.ForOp(start, stop, step, [v.value for v in init])
+            else:   # trip count of range(start, stop, step) for any step sign
+                n = self._range_count(start, stop, step)
+                loop = scf.ForOp(A.idx(0), n, A.idx(1), [v.value for v in init])
+            outer = dict(self.vars)
+            with ir.InsertionPoint(loop.body):
+                for n_, t, a in zip(names, init_types, loop.inner_iter_args):
+                    self.vars[n_] = self._typed(a, t)
+                iv = loop.induction_variable
+                if not positive:
+                    iv = arith.addi(start, arith.muli(iv, step))
+                self.vars[var] = S.from_index(iv)
+                if CONT in jumps:
+                    self.vars[CONT] = Literal(False)
+                self._loop_depth += 1
+                self.visit_block(node.body)
+                self._loop_depth -= 1
+                body_types = self._body_types(names, init_types)
+                scf.YieldOp([self._coerce(self.vars[n_], t).value
+                             for n_, t in zip(names, init_types)])
+            self.vars = outer
+            return loop, [self._typed(r, t) for r, t in zip(loop.results, init_types)], body_types
+
+        self._loop_with_retry(names, build)
+        if var not in names:
+            self._leave_loop_var(var, start, step, self._range_count(start, stop, step))
+
+    def _leave_loop_var(self, var: str, start, step, done: ir.Value) -> None:
+        """Python leaves a for loop's variable at its last value, or unchanged if the loop
+        did not run; `done` counts the iterations that started."""
+        last = S.from_index(arith.addi(start, arith.muli(arith.subi(done, A.idx(1)), step)))
+        prev = self.vars.get(var)
+        if isinstance(prev, (Scalar, Literal)):
+            ran = Scalar(arith.cmpi(arith.CmpIPredicate.sgt, done, A.idx(0)), bool_)
+            last = S.select(ran, last, prev)
+        self.vars[var] = last
+
+    @staticmethod
+    def _range_count(start, stop, step) -> ir.Value:
+        zero = A.idx(0)
+        nonzero = arith.cmpi(arith.CmpIPredicate.ne, step, zero)
+        adj.check(nonzero, "ValueError", "range() arg 3 must not be zero")
+        pos = arith.cmpi(arith.CmpIPredicate.sgt, step, zero)
+        span = arith.select(pos, arith.subi(stop, start), arith.subi(start, stop))
+        # A zero step divides by 1 instead (no trap); the check above raises after the call.
+        mag = arith.select(pos, step, arith.select(nonzero, arith.subi(zero, step), A.idx(1)))
+        count = arith.ceildivsi(span, mag)
+        return arith.select(nonzero, arith.maxsi(count, zero), zero)
+
+    def _for_as_while(self, node: ast.For, it: RangeValue, jumps: set[str]) -> None:
+        """A for loop that can break or return: scf.while over (counter, flags, vars)."""
+        start, stop, step, positive = self._trip(it)
+        count = self._range_count(start, stop, step) if not positive else None
+        outer_brk = self.vars.get(BRK)
+        self.vars[BRK] = Literal(False)
+        if RET in jumps and RET not in self.vars:
+            self.vars[RET] = Literal(False)
+        var = node.target.id
+        counter = f"%k{self._loop_depth}"   # one per nesting level
+        self.vars[counter] = Scalar(A.idx(0), index)
+        names = self._carried(node.body, extra=[BRK, counter] + ([RET] if RET in jumps else []))
+
+        def cond_fn():
+            k = self.vars[counter].value
+            if positive:
+                i = arith.addi(start, arith.muli(k, step))
+                more = arith.cmpi(arith.CmpIPredicate.slt, i, stop)
+            else:
+                more = arith.cmpi(arith.CmpIPredicate.slt, k, count)
+            flags = [f for f in (BRK, RET) if f in names]
+            return S.binary("&", Scalar(more, bool_), self._not_any(flags))
+
+        def body_fn():
+            k = self.vars[counter].value
+            self.vars[var] = S.from_index(arith.addi(start, arith.muli(k, step)))
+            if CONT in jumps:
+                self.vars[CONT] = Literal(False)
+            self.visit_block(node.body)
+            self.vars[counter] = Scalar(arith.addi(self.vars[counter].value, A.idx(1)), index)
+
+        self._while(names, cond_fn, body_fn, node)
+        if var not in names:
+            self._leave_loop_var(var, start, step, self.vars[counter].value)
+        self.vars.pop(counter, None)
+        self._restore_break_flag(outer_brk)
+
+    def _restore_break_flag(self, outer) -> None:
+        """After a loop, `break` means the enclosing loop's flag again (or none)."""
+        if outer is None:
+            self.vars.pop(BRK, None)
+        else:
+            self.vars[BRK] = outer
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error(node, "while ... else is not supported")
+        with self._then([node]):   # (as in visit_For)
+            self.force_lazy()
+            self._visit_while(node)
+
+    def _visit_while(self, node: ast.While) -> None:
+        jumps = _jumps(node.body, True)
+        outer_brk = self.vars.pop(BRK, None)
+        if BRK in jumps:
+            self.vars[BRK] = Literal(False)
+        if RET in jumps and RET not in self.vars:
+            self.vars[RET] = Literal(False)
+        extra = [f for f in (BRK, RET) if f in jumps]
+        names = self._carried(node.body, extra=extra)
+
+        def cond_fn():
+            c = self.visit(node.test)
+            if isinstance(c, (Array, ArrayExpr, tuple)):
+                raise self.error(node.test, "a while condition must be a scalar")
+            c = S.truth(c)
+            flags = [f for f in (BRK, RET) if f in names]
+            return S.binary("&", self._not_any(flags), c) if flags else c
+
+        def body_fn():
+            if CONT in jumps:
+                self.vars[CONT] = Literal(False)
+            self.visit_block(node.body)
+
+        self._while(names, cond_fn, body_fn, node)
+        self._restore_break_flag(outer_brk)
+
+    def _while(self, names: list[str], cond_fn: Callable, body_fn: Callable, node) -> None:
+        def build(types):
+            init = self._initial(names, types)
+            init_types = [self._type_of(v) for v in init]
+            mtypes = [t.mlir() for t in init_types]
+            loop = scf.WhileOp(mtypes, [v.value for v in init])
+            before = loop.regions[0].blocks.append(*mtypes)
+            after = loop.regions[1].blocks.append(*mtypes)
+            outer = dict(self.vars)
+            with ir.InsertionPoint(before):
+                for n, t, a in zip(names, init_types, before.arguments):
+                    self.vars[n] = self._typed(a, t)
+                c = cond_fn()
+                scf.ConditionOp(S.truth(c).value, list(before.arguments))
+            self.vars = dict(outer)
+            with ir.InsertionPoint(after):
+                for n, t, a in zip(names, init_types, after.arguments):
+                    self.vars[n] = self._typed(a, t)
+                self._loop_depth += 1
+                body_fn()
+                self._loop_depth -= 1
+                body_types = self._body_types(names, init_types)
+                scf.YieldOp([self._coerce(self.vars[n], t).value
+                             for n, t in zip(names, init_types)])
+            self.vars = outer
+            return loop, [self._typed(r, t) for r, t in zip(loop.results, init_types)], body_types
+
+        self._loop_with_retry(names, build)
+
+    def visit_Break(self, node: ast.Break) -> None:
+        if self._loop_depth == 0:
+            raise self.error(node, "'break' outside a loop")
+        self.vars[BRK] = Literal(True)
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        if self._loop_depth == 0:
+            raise self.error(node, "'continue' outside a loop")
+        self.vars[CONT] = Literal(True)
+
+    # ---- return -----------------------------------------------------------------------------
+    def visit_Return(self, node: ast.Return) -> None:
+        values = self._return_values(node)
+        self._note_result_types(values, node)
+        for k, v in enumerate(values):
+            self.vars[f"%rv{k}"] = v
+        self.vars[RET] = Literal(True)
+
+    def bind_params(self, args: list[ir.Value]) -> dict:
+        """Python parameter names -> values of the function's arguments (custom-rule
+        compilation overrides this to bind annotated arguments)."""
+        params = [a.arg for a in self.src.tree.args.args]
+        return {name: Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
+                for name, t, v in zip(params, self.arg_types, args)}
+
+    def returned_items(self, value, node: ast.Return) -> list:
+        """The returned Python value as a list of results (overridden for custom rules)."""
+        return list(value) if isinstance(value, tuple) else [value]
+
+    def _return_values(self, node: ast.Return) -> list:
+        if node.value is None:
+            return self.returned_items(PyObj(None), node) if self.kind == "rule" else []
+        v = self.visit(node.value)
+        if self.kind == "kernel":
+            raise self.error(node, "kernels return nothing: write results into an array")
+        items = self.returned_items(v, node)
+        out = []
+        memo: dict[int, Array] = {}   # (`return r, r` of a lazy r: one array, as in NumPy)
+        for item in items:
+            if isinstance(item, ArrayExpr):
+                item = _computed(item, memo)
+            if isinstance(item, Shape):
+                out.extend(S.from_index(d) for d in item.dims)
+                continue
+            if isinstance(item, Literal):
+                item = S.as_scalar(item)
+            if not isinstance(item, (Scalar, Array)):
+                raise self.error(node, f"cannot return {S.describe(item)}")
+            if isinstance(item, Array) and self.kind != "jit":
+                raise self.error(node, "device functions return scalars only")
+            out.append(item)
+        self.tuple_result = isinstance(v, (tuple, Shape))
+        return out
+
+    def _note_result_types(self, values: list, node: ast.AST) -> None:
+        types = [self._type_of(v) for v in values]
+        if self.result_types is None:
+            self.result_types = types
+        elif [str(t) for t in types] != [str(t) for t in self.result_types]:
+            if len(types) == len(self.result_types) and all(
+                    isinstance(a, ScalarType) and isinstance(b, ScalarType)
+                    for a, b in zip(types, self.result_types)):
+                    self.result_types = [promote(a, b) for a, b in zip(types, self.result_types)]
+            else:
+                raise self.error(node, f"this return gives {types}, an earlier one "
+                                       f"{self.result_types}")
+
+    def _final_return(self, node: ast.Return) -> None:
+        values = self._return_values(node)
+        self._note_result_types(values, node)
+        if RET in self.vars:   # earlier returns inside control flow: pick theirs if taken
+            with self._loc(node):
+                flag = S.truth(self.vars[RET]).value
+                for k, v in enumerate(values):
+                    t = self.result_types[k]
+                    earlier = self.vars.get(f"%rv{k}")
+                    if earlier is None or isinstance(t, ArrayType):
+                        raise self.error(node, "an array returned from inside an if or loop "
+                                               "must be the same on every return path")
+                    values[k] = Scalar(arith.select(flag, self._coerce(earlier, t).value,
+                                                    self._coerce(v, t).value), t)
+        with self._loc(node):
+            self._emit_return(values)
+
+    def _emit_return(self, values: list) -> None:
+        func.ReturnOp([self._coerce(v, t).value for v, t in zip(values, self.result_types)])
+
+    # ---- expressions ------------------------------------------------------------------------
+    def visit_Constant(self, node: ast.Constant):
+        if isinstance(node.value, (bool, int, float)):
+            return Literal(node.value)
+        if node.value is None:
+            return PyObj(None)
+        if isinstance(node.value, str):
+            return PyObj(node.value)
+        raise self.error(node, f"unsupported constant {node.value!r}")
+
+    def visit_Name(self, node: ast.Name):
+        return self._lookup(node.id, node)
+
+    def _lookup(self, name: str, node: ast.AST):
+        if name in self.vars:
+            return self.vars[name]
+        if name in self._one_branch:
+            raise self.error(node, f"variable {name!r} is assigned on only one branch of the "
+                                   f"if at line {self._one_branch[name]}: give it a value "
+                                   "before the if or on every branch")
+        fn = self.pyfn
+        closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        if name in closure:
+            try:
+                obj = closure[name].cell_contents
+            except ValueError:
+                raise self.error(node, f"name {name!r} is not defined yet") from None
+        elif name in fn.__globals__:
+            obj = fn.__globals__[name]
+        elif hasattr(py, name):
+            obj = getattr(py, name)
+        else:
+            raise self.error(node, f"name {name!r} is not defined (adjit only sees arguments,"
+                                   " local variables and globals)")
+        return self._from_python(obj, name, node)
+
+    def _from_python(self, obj, name: str, node: ast.AST):
+        if isinstance(obj, (Scalar, Array, Literal)):   # fields of rule arguments
+            return obj
+        if isinstance(obj, (bool, int, float)):
+            return Literal(obj)
+        import numpy as np
+        if isinstance(obj, np.generic) and not isinstance(obj, np.ndarray):
+            return S.as_scalar(Literal(obj.item()), as_scalar_type(obj.dtype))
+        if isinstance(obj, np.ndarray):
+            raise self.error(node, f"global array {name!r}: pass arrays as arguments")
+        return PyObj(obj)
+
+    def visit_Tuple(self, node: ast.Tuple):
+        return tuple(self.visit(e) for e in node.elts)
+
+    visit_List = visit_Tuple
+
+    def visit_Attribute(self, node: ast.Attribute):
+        base = self.visit(node.value)
+        attr = node.attr
+        if isinstance(base, PyObj):
+            try:
+                return self._from_python(getattr(base.obj, attr), attr, node)
+            except AttributeError:
+                raise self.error(node, f"{ast.unparse(node.value)} has no attribute {attr!r}") \
+                    from None
+        if isinstance(base, (Array, ArrayExpr)):
+            if attr == "shape":
+                return Shape(A.dims(base) if isinstance(base, Array) else list(base.shape))
+            if attr == "ndim":
+                return Literal(base.type.ndim)
+            if attr == "size":
+                shape = A.dims(base) if isinstance(base, Array) else base.shape
+                return S.from_index(A.numel(shape))
+            if attr == "dtype":
+                return PyObj(base.type.dtype)
+            if attr in ("copy", "sum", "max", "min"):
+                return PyObj(_Method(attr, base))
+        raise self.error(node, f"unsupported attribute .{attr} of {S.describe(base)}")
+
+    def visit_Subscript(self, node: ast.Subscript):
+        base = self.visit(node.value)
+        sub = self.visit(node.slice)
+        if isinstance(base, Shape):
+            if not (isinstance(sub, Literal) and isinstance(sub.value, int)):
+                raise self.error(node, "x.shape[k] needs a constant k")
+            k = sub.value
+            if not -len(base.dims) <= k < len(base.dims):
+                raise self.error(node, f"shape index {k} out of range for a "
+                                       f"{len(base.dims)}-D array")
+            return S.from_index(base.dims[k])
+        if isinstance(base, tuple):
+            if not (isinstance(sub, Literal) and isinstance(sub.value, int)):
+                raise self.error(node, "tuples are indexed with constants")
+            return base[sub.value]
+        if isinstance(base, L.NamedExpr):
+            base = self._compute_named(base)
+        elif isinstance(base, ArrayExpr):
+            base = A.materialize(base)
+        if isinstance(base, Array):
+            return A.load(base, self.subscripts(base, sub), self.debug)
+        if isinstance(base, PyObj) and isinstance(sub, (PyObj, Literal)):
+            # A compile-time Python object (a global tuple of constants, say).
+            key = sub.obj if isinstance(sub, PyObj) else sub.value
+            try:
+                return self._from_python(base.obj[key], "", node)
+            except (KeyError, IndexError, TypeError) as e:
+                raise self.error(node, f"cannot index {ast.unparse(node.value)}: {e}") from None
+        raise self.error(node, f"cannot index {S.describe(base)}")
+
+    @staticmethod
+    def _binop_symbol(op: ast.operator) -> str:
+        symbols = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/",
+                   ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&",
+                   ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+        if type(op) not in symbols:
+            raise UserError(f"unsupported operator {type(op).__name__}")
+        return symbols[type(op)]
+
+    def _binary(self, op: str, a, b):
+        for v in (a, b):
+            if not isinstance(v, (Scalar, Literal, Array, ArrayExpr)):
+                raise UserError(f"operator {op} on {S.describe(v)}")
+        if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
+            out = A.elementwise(lambda x, y: S.binary(op, x, y), [a, b])
+            if isinstance(out, ArrayExpr):   # (0-d arrays alone give a scalar: no memory)
+                self.require_host(f"array arithmetic ({op})")
+            return out
+        return S.binary(op, a, b)
+
+    def visit_BinOp(self, node: ast.BinOp):
+        return self._binary(self._binop_symbol(node.op), self.visit(node.left),
+                            self.visit(node.right))
+
+    def visit_UnaryOp(self, node: ast.UnaryOp):
+        v = self.visit(node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        fn = {ast.USub: S.negate, ast.Not: S.logical_not, ast.Invert: S.invert}[type(node.op)]
+        if isinstance(v, (Array, ArrayExpr)):
+            if isinstance(node.op, ast.Not):
+                if isinstance(v, Array) and v.type.ndim == 0:
+                    return fn(v)   # a 0-d array's truth is its element's, as in NumPy
+                raise self.error(node, "'not' of an array is ambiguous")
+            return A.elementwise(fn, [v])
+        if isinstance(v, PyObj) and isinstance(node.op, ast.Not):
+            return Literal(not v.obj)
+        return fn(v)
+
+    def visit_Compare(self, node: ast.Compare):
+        ops = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+               ast.NotEq: "!="}
+        left = self.visit(node.left)
+        result = None
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.visit(right_node)
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                # `x.dval is None` in rules: decided at compile time, so it compares only
+                # Python objects (None, modules, ...), never runtime values.
+                if not (isinstance(left, PyObj) or isinstance(right, PyObj)):
+                    raise self.error(node, "'is' compares compile-time Python objects such "
+                                           "as None; compare values with ==")
+                same = isinstance(left, PyObj) and isinstance(right, PyObj) and \
+                    left.obj is right.obj
+                r = Literal(same if isinstance(op, ast.Is) else not same)
+            elif type(op) not in ops:
+                raise self.error(node, f"unsupported comparison {type(op).__name__}")
+            elif isinstance(left, (Array, ArrayExpr)) or isinstance(right, (Array, ArrayExpr)):
+                sym = ops[type(op)]
+                r = A.elementwise(lambda x, y: S.compare(sym, x, y), [left, right])
+            else:
+                r = S.compare(ops[type(op)], left, right)
+            result = r if result is None else S.binary("&", S.truth(result), S.truth(r))
+            left = right
+        return result
+
+    def visit_BoolOp(self, node: ast.BoolOp):
+        """`and`/`or` with Python's meaning: the result is the operand that decided it (of
+        the operands' common type), and the right side runs only when needed (it may index
+        or divide)."""
+        is_and = isinstance(node.op, ast.And)
+        acc = self.visit(node.values[0])
+        for rhs in node.values[1:]:
+            if isinstance(acc, Literal):
+                if bool(acc.value) != is_and:
+                    return acc   # decided: False and ... / True or ...
+                acc = self.visit(rhs)
+                continue
+            left, rest = acc, functools.partial(self.visit, rhs)
+            acc = self._choose(S.truth(left).value, rest if is_and else lambda: left,
+                               (lambda: left) if is_and else rest, node)
+        return acc
+
+    def visit_IfExp(self, node: ast.IfExp):
+        cond = self.visit(node.test)
+        if isinstance(cond, Literal):
+            return self.visit(node.body if cond.value else node.orelse)
+        return self._choose(S.truth(cond).value, lambda: self.visit(node.body),
+                            lambda: self.visit(node.orelse), node)
+
+    def _choose(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST):
+        """The scalar `then_fn()` if `cond` else `else_fn()`, as an scf.if: only the chosen
+        side's code runs (it may read an element that exists only on that side)."""
+        if any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            # a call on one side may write what a lazy name reads
+            self.force_lazy(also=[self._stmt or node])
+        before = dict(self.vars)
+        probe = scf.IfOp(cond, [], has_else=True)
+        with ir.InsertionPoint(probe.then_block):
+            a = then_fn()
+        with ir.InsertionPoint(probe.else_block):
+            b = else_fn()
+        self.vars = before
+        for v in (a, b):
+            if not isinstance(v, (Scalar, Literal)):
+                raise self.error(node, f"{ast.unparse(node)[:40]!s} chooses between scalars "
+                                       f"only, not {S.describe(v)}")
+        t = self._merge_type("", a, b, node)
+        final = scf.IfOp(cond, [t.mlir()], has_else=True)
+        for src, dst, v in ((probe.then_block, final.then_block, a),
+                            (probe.else_block, final.else_block, b)):
+            self._move_ops(src, dst)
+            with ir.InsertionPoint(dst):
+                scf.YieldOp([self._coerce(v, t).value])
+        probe.operation.erase()
+        return Scalar(final.result, t)
+
+    # ---- calls ----------------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call):
+        callee = self.visit(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                v = self.visit(a.value)
+                if not isinstance(v, (tuple, Shape)):
+                    raise self.error(a, f"cannot unpack {S.describe(v)} with *")
+                args.extend(v if isinstance(v, tuple) else [S.from_index(d) for d in v.dims])
+            else:
+                args.append(self.visit(a))
+        kwargs = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise self.error(node, "**kwargs calls are not supported")
+            kwargs[kw.arg] = self.visit(kw.value)
+        if not isinstance(callee, PyObj):
+            raise self.error(node.func, f"{S.describe(callee)} is not callable")
+        obj = callee.obj
+        if isinstance(obj, _Method):
+            return obj.call(self, args, kwargs)
+        handler = B.lookup(obj)
+        if handler is not None:
+            return handler(self, args, kwargs)
+        if isinstance(obj, ScalarType):
+            if len(args) != 1 or kwargs:
+                raise self.error(node, f"{obj!r}(x) takes one argument")
+            return B.lift(lambda x: S.cast(S.as_scalar(x, obj), obj), args)
+        hook = getattr(obj, "_adjit_compile_call", None)
+        if hook is not None:
+            # A compiled function or a kernel may write any array it is given (or an alias
+            # of one): lazy names are computed first, and a lazy name passed is its array.
+            keys = list(kwargs)
+            forced = self.force_lazy(args + [kwargs[k] for k in keys],
+                                     also=[self._stmt or self.src.tree])
+            args, kwargs = forced[:len(args)], dict(zip(keys, forced[len(args):]))
+            return hook(self, args, kwargs)
+        name = getattr(obj, "__name__", repr(obj))
+        raise self.error(node.func, f"call to {name!r}, which adjit cannot compile (it calls "
+                                    "adjit/math builtins and @adjit.func/@adjit.jit functions)")
+
+    def _annotation(self, node: ast.expr):
+        v = self.visit(node)
+        if not isinstance(v, PyObj):
+            raise self.error(node, "an annotation must be a type")
+        try:
+            if isinstance(v.obj, ArrayType):
+                return v.obj
+            return as_scalar_type(v.obj)
+        except TypeError as e:
+            raise self.error(node, str(e)) from None
+
+
+def _lazy_in(v) -> list:
+    """The lazy names' expressions in a variable's value (a tuple may hold some)."""
+    if isinstance(v, L.NamedExpr):
+        return [v]
+    if isinstance(v, tuple):
+        return [e for x in v for e in _lazy_in(x)]
+    return []
+
+
+def _named_items(t: tuple) -> tuple:
+    """A tuple bound to a name, its expressions lazy names (codegen.force_lazy finds them)."""
+    return tuple(L.NamedExpr(v) if isinstance(v, ArrayExpr) and not isinstance(v, L.NamedExpr)
+                 else _named_items(v) if isinstance(v, tuple) else v for v in t)
+
+
+def _computed(v, memo: dict):
+    """`v`, an expression computed into an array (once per object in `memo`)."""
+    if not isinstance(v, ArrayExpr):
+        return v
+    if id(v) not in memo:
+        memo[id(v)] = (v, A.materialize(v))
+    return memo[id(v)][1]
+
+
+class _Method:
+    """A bound method of an array value (`x.copy()`, `x.sum()`)."""
+
+    def __init__(self, name: str, base):
+        self.name, self.base = name, base
+
+    def call(self, gen: CodeGenerator, args, kwargs):
+        if args or kwargs:
+            raise UserError(f".{self.name}() takes no arguments in adjit")
+        if self.name == "copy":
+            gen.require_host("x.copy()")
+            return A.copy(self.base)
+        return B.reduce(self.name, self.base)

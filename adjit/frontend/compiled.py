@@ -1,0 +1,121 @@
+"""`Compiled`: a compiled Function or Kernel specialisation, callable from Python, and how it
+is recorded in, and found again by its source in, the disk cache (runtime/source_index.py)
+without MLIR: a new process whose code is all cached never imports the compiler.
+
+`cached_build(target, what, build)` is the one path every specialisation takes on a miss of
+its in-memory cache: the source key of `what` (its variant, types and options) on top of
+the target's fingerprint; a record there gives the module and the meta to call it; else
+`build()` compiles (compiler.py), and the result is recorded for the next process.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from ..runtime import native_dispatch, source_index
+from ..runtime.compiled_module import CompiledModule, from_source_key
+from ..core.types import parse_type, type_code
+from .source import compiler_fingerprint, fingerprint
+
+if TYPE_CHECKING:
+    from .functions import Function, Kernel
+
+
+class Compiled:
+    """A compiled specialisation: its module (adj-level text in `adj_text`), and the call of
+    its entry in two halves for functions.py's fast path (`convert_all`, `invoke`)."""
+
+    def __init__(self, module: CompiledModule, entry: str, arg_types: list, result_types: list,
+                 tuple_result: bool, written, target: Function | Kernel, adj_text: str):
+        self.module, self.adj_text = module, adj_text
+        self._native_spec = (entry, arg_types, result_types, tuple_result, written,
+                             target.__name__)
+        self.meta = {"entry": entry, "args": [type_code(t) for t in arg_types],
+                     "results": [type_code(t) for t in result_types], "tuple": tuple_result,
+                     "written": sorted(written)}
+        call = module.function(entry, arg_types, result_types, written, target.__name__,
+                               target.params)
+        self.convert_all = call.convert_all
+        if tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
+            self.call = lambda *args: (call(*args),)
+            self.invoke = lambda values: (call.invoke(values),)
+        else:
+            self.call, self.invoke = call, call.invoke
+
+    def register_native(self, dispatcher, values: tuple, extents: int = 0) -> None:
+        """Lets `dispatcher` (runtime/native_dispatch.py) take calls like the one with
+        arguments `values` (and `extents` ndrange extents) natively."""
+        entry, arg_types, result_types, tuple_result, written, label = self._native_spec
+        packed, cell, after_call = self.module.packed(entry, label)
+        native_dispatch.add(dispatcher, values, extents, arg_types, result_types, tuple_result,
+                            written, packed, cell, after_call, self)
+
+    @classmethod
+    def from_meta(cls, module: CompiledModule, meta: dict, target: Function | Kernel,
+                  adj_text: str) -> Compiled:
+        return cls(module, meta["entry"], [parse_type(c) for c in meta["args"]],
+                   [parse_type(c) for c in meta["results"]], bool(meta["tuple"]),
+                   meta["written"], target, adj_text)
+
+
+def source_key(target, variant: str, types, *options) -> str:
+    """The source key (runtime/source_index.py) of `variant` of `target` for `types`."""
+    what = "\0".join([fingerprint(target), compiler_fingerprint(), variant,
+                      repr([type_code(t) for t in types]), *map(repr, options)])
+    return source_index.key(what)
+
+
+def _cached(skey: str, from_record: Callable, build: Callable, meta_of: Callable):
+    """What is recorded under `skey`, made by `from_record(module, meta)` without MLIR, or
+    `build()` compiled and recorded with `meta_of(built)`."""
+    found = from_source_key(skey)
+    if found is not None:
+        try:
+            return from_record(*found)
+        except (KeyError, TypeError, ValueError):   # a record of another shape: compile
+            pass
+    built = build()
+    source_index.record(skey, built.module.key, built.adj_text, meta_of(built))
+    return built
+
+
+def cached_build(target: Function | Kernel, skey: str, build: Callable[[], Compiled]) -> Compiled:
+    """The specialisation recorded under `skey`, loaded without MLIR, or `build()` compiled
+    and recorded."""
+    return _cached(skey, lambda module, meta: Compiled.from_meta(module, meta, target,
+                                                                 module.source),
+                   build, lambda c: c.meta)
+
+
+class LoadedDerivative:
+    """What autodiff calls of a Derivative (derivative.py), made from a source record
+    without MLIR: the module's entries (`calls`) and the facts about them."""
+
+    def __init__(self, module: CompiledModule, meta: dict, name: str):
+        self.module, self.name = module, name
+        self.entries = {e: ([parse_type(c) for c in ins], [parse_type(c) for c in outs])
+                        for e, (ins, outs) in meta["entries"].items()}
+        self.written = {e: frozenset(w) for e, w in meta["written"].items()}
+        self.results = [parse_type(c) for c in meta["results"]]
+        self.tuple_result = bool(meta["tuple"])
+        self.ret_activity = str(meta["ret_activity"])
+        self.ndrange_bounds = tuple((int(p), int(d), int(k), str(m))
+                                    for p, d, k, m in meta["ndrange_bounds"])
+        self.adj_text = module.source
+        self.calls = {e: module.function(e, ins, outs, self.written[e], f"{name} ({e})")
+                      for e, (ins, outs) in self.entries.items()}
+
+
+def derivative_meta(d) -> dict:
+    """The record of a compiled Derivative that LoadedDerivative reads back."""
+    return {"entries": {e: [[type_code(t) for t in ins], [type_code(t) for t in outs]]
+                        for e, (ins, outs) in d.entries.items()},
+            "written": {e: sorted(w) for e, w in d.written.items()},
+            "results": [type_code(t) for t in d.results], "tuple": bool(d.tuple_result),
+            "ret_activity": d.ret_activity, "ndrange_bounds": [list(b) for b in d.ndrange_bounds]}
+
+
+def cached_derivative(target, skey: str, build: Callable):
+    """The derivative recorded under `skey`, loaded without MLIR, or `build()` (a compiled
+    Derivative) compiled and recorded."""
+    return _cached(skey, lambda module, meta: LoadedDerivative(module, meta, target.__name__),
+                   build, derivative_meta)

@@ -1,0 +1,291 @@
+"""Compiling Function and Kernel specialisations: MLIR is imported here, and this module is
+imported only when something is compiled.
+
+A `CompileUnit` (one MLIR module) gets the called function and, recursively, everything it
+calls or launches, then an entry function that Python calls through the runtime.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from mlir import ir
+from mlir.dialects import arith, func
+
+from ..dialects import adj, shared_context
+from . import scalar_ops as S
+from .codegen import CodeGenerator
+from .compiled import Compiled
+from ..core.errors import UserError
+from ..core.types import ArrayType, ScalarType, i64
+from .values import Array, ArrayExpr, Literal, Scalar, Shape
+
+if TYPE_CHECKING:
+    from ..runtime.host_program import HostProgram
+    from ..core.kernel import GpuKernel
+    from .functions import Function, Kernel
+
+def context() -> ir.Context:
+    """The one MLIR context adjit builds IR in (dialects.shared_context)."""
+    return shared_context()
+
+
+def _mangle(name: str, types: Sequence) -> str:
+    parts = []
+    for t in types:
+        parts.append(f"a{t.ndim}{t.dtype.name}" if isinstance(t, ArrayType) else t.name)
+    return f"{name}__{'_'.join(parts)}" if parts else name
+
+
+class CompileUnit:
+    """One MLIR module under construction, with the functions already compiled into it."""
+
+    def __init__(self, debug: bool):
+        self.debug = debug
+        self.ctx = context()
+        with self.ctx, ir.Location.unknown():
+            self.module = ir.Module.create()
+        self.compiled: dict[tuple, tuple[str, list, bool]] = {}
+        self._active: set[tuple] = set()
+
+    def add(self, gen: CodeGenerator) -> func.FuncOp:
+        with ir.InsertionPoint(self.module.body):
+            return gen.compile()
+
+    def function(self, fn: "Function", arg_types: Sequence) -> tuple[str, list, bool]:
+        """(symbol, result types, whether the result is a tuple) of `fn` for `arg_types`."""
+        key = ("func", id(fn), tuple(arg_types))
+        if key in self.compiled:
+            return self.compiled[key]
+        if key in self._active:
+            raise UserError(f"{fn.__name__} calls itself: recursion is not supported")
+        self._active.add(key)
+        symbol = _mangle(fn.__name__, arg_types)
+        gen = CodeGenerator(self, fn.pyfn, fn.source, fn.kind, arg_types, symbol,
+                            debug=self.debug)
+        op = self.add(gen)
+        op.operation.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
+        self._active.discard(key)
+        out = (symbol, gen.result_types or [], getattr(gen, "tuple_result", False))
+        self.compiled[key] = out
+        return out
+
+    def kernel(self, k: "Kernel", arg_types: Sequence, ndim: int) -> str:
+        key = ("kernel", id(k), tuple(arg_types), ndim)
+        if key in self.compiled:
+            return self.compiled[key][0]
+        symbol = _mangle(k.__name__, arg_types) + f"__{ndim}d"
+        gen = CodeGenerator(self, k.pyfn, k.source, "kernel", arg_types, symbol, ndim=ndim,
+                            debug=self.debug)
+        op = self.add(gen)
+        op.operation.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
+        op.operation.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), ndim)
+        if gen.ndrange_bounds:
+            op.operation.attributes[adj.BOUNDS_ATTR] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(f"{p};{d};{k};{message}")
+                 for p, d, k, message in sorted(gen.ndrange_bounds)])
+        self.compiled[key] = (symbol, [], False)
+        return symbol
+
+    def symbol(self, name: str) -> ir.Operation:
+        """The top-level op of the module named `name`."""
+        for op in self.module.body.operations:
+            if "sym_name" in op.attributes and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == name:
+                return op
+        raise KeyError(name)
+
+    def entry(self, name: str, inputs: list, results: list, body: Callable) -> None:
+        """A public function Python calls: `body(args)` emits its code, returns values."""
+        with self.ctx, ir.Location.unknown(), ir.InsertionPoint(self.module.body):
+            fn = func.FuncOp(name, ([t.mlir() for t in inputs], [t.mlir() for t in results]))
+            fn.operation.attributes[adj.ENTRY_ATTR] = ir.UnitAttr.get()
+            fn.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                func.ReturnOp(body(list(block.arguments)))
+
+
+def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
+             tuple_result: bool, target: Function | Kernel) -> Compiled:
+    """The unit's module compiled (or loaded from the disk cache by its text), behind a
+    callable `entry`."""
+    from ..passes.written import written_arguments
+    from .engine import compile_module
+    adj_text = str(unit.module)
+    if os.environ.get("ADJIT_DUMP_IR"):
+        print(f"// ----- adjit: {entry} (adj) -----\n{adj_text}")
+    with unit.ctx, ir.Location.unknown():
+        written = written_arguments(unit.module, entry)
+        module = compile_module(unit.module)
+    return Compiled(module, entry, arg_types, result_types, tuple_result, written, target,
+                    adj_text)
+
+
+def function_unit(fn: "Function", types: list, debug: bool,
+                  entry: str = "entry") -> tuple[CompileUnit, list, bool]:
+    """A unit holding `fn` for argument `types` behind the entry function `entry`; with the
+    result types and whether the result is a tuple."""
+    unit = CompileUnit(debug)
+    with unit.ctx:
+        symbol, results, is_tuple = unit.function(fn, types)
+
+        def body(args):
+            call = func.CallOp([t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol),
+                               args)
+            return list(call.results)
+
+        unit.entry(entry, types, results, body)
+    return unit, results, is_tuple
+
+
+def build_function(fn: "Function", types: list, debug: bool) -> Compiled:
+    """`fn` for argument `types`, behind an entry Python calls."""
+    unit, results, is_tuple = function_unit(fn, types, debug)
+    return compiled(unit, "entry", types, results, is_tuple, fn)
+
+
+def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, list]],
+                 meta: dict, chip: str) -> tuple[str, "HostProgram"]:
+    """The module of `unit`, whose entry functions are `entries` (name: (argument types,
+    result types)), compiled for device="cuda" (passes/lower_cuda_host.py): (the host code's
+    LLVM IR, the host program). The module is rewritten."""
+    from ..passes.lower_cuda_host import compile_host
+    from ..passes.written import written_arguments
+    from ..runtime import cpu_cache
+    from ..core.types import type_code
+    from ..runtime.host_program import HostProgram
+    written = {entry: tuple(written_arguments(unit.module, entry)) for entry in entries}
+    llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
+    library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
+    codes = {entry: ([type_code(t) for t in args], [type_code(t) for t in results])
+             for entry, (args, results) in entries.items()}
+    return llvm_ir, HostProgram(name=name, entries=codes, written=written, kernels=tuple(kernels),
+                                errors=tuple(errors), hooks=tuple(hooks), library=library,
+                                meta=meta)
+
+
+def build_kernel(k: "Kernel", types: list, ndim: int, wgs: tuple[int, ...] | None,
+                 debug: bool) -> Compiled:
+    """An entry that launches `k` on the CPU: the kernel's arguments, then the extents."""
+    unit = CompileUnit(debug)
+    with unit.ctx:
+        symbol = unit.kernel(k, types, ndim)
+        ktype = function_type(unit, symbol)
+
+        def body(args):
+            n = len(types)
+            extents = [arith.index_cast(ir.IndexType.get(), a) for a in args[n:]]
+            adj.launch(symbol, ktype, args[:n], extents, wgs)
+            return []
+
+        unit.entry("entry", types + [i64] * ndim, [], body)
+    return compiled(unit, "entry", types + [i64] * ndim, [], False, k)
+
+
+def kernel_module(k: "Kernel", types: list, ndim: int, debug: bool) -> tuple[str, str]:
+    """(adj-level IR text of a module holding just `k` for `types`, the kernel's symbol)."""
+    unit = CompileUnit(debug)
+    with unit.ctx:
+        symbol = unit.kernel(k, types, ndim)
+    return str(unit.module), symbol
+
+
+def kernel_to_gpu(k: "Kernel", types: list, ndim: int, debug: bool, chip: str) -> "GpuKernel":
+    """`k` compiled to PTX for `chip`, from the same adj IR that the CPU lowering takes."""
+    from ..passes.lower_gpu import kernel_to_ptx
+    unit = CompileUnit(debug)
+    with unit.ctx:
+        return kernel_to_ptx(unit.module, unit.kernel(k, types, ndim), chip)
+
+
+def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):
+    """A call of `fn` from compiled code."""
+    if kwargs:
+        raise UserError(f"{fn.__name__}() called with keyword arguments; adjit passes "
+                        "arguments by position")
+    if fn.kind == "jit" and gen.kind != "jit":
+        raise UserError(f"{fn.__name__} is an @adjit.jit function: kernels and device "
+                        "functions call @adjit.func functions only")
+    if len(args) != len(fn.params):
+        raise UserError(f"{fn.__name__}() takes {len(fn.params)} arguments, got {len(args)}")
+    values, types = [], []
+    for p, ann, a in zip(fn.params, fn.annotations, args):
+        v = _operand(a, ann, f"{fn.__name__}(): argument {p!r}")
+        values.append(v)
+        types.append(v.type)
+    symbol, results, is_tuple = gen.unit.function(fn, types)
+    call = func.CallOp([t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol),
+                       [v.value for v in values])
+    outs = [Array(r, t) if isinstance(t, ArrayType) else Scalar(r, t)
+            for r, t in zip(call.results, results)]
+    if not results:
+        return None
+    return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
+
+
+def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> None:
+    """A launch of `k` inside an @adjit.jit function."""
+    gen.require_host(f"launching kernel {k.__name__}")
+    kwargs = dict(kwargs)
+    ndrange = kwargs.pop("ndrange", None)
+    wgs = kwargs.pop("workgroupsize", None)
+    if "device" in kwargs:
+        raise UserError(f"launching kernel {k.__name__} with device= inside compiled code: "
+                        "launches run where the function runs; call it with device='cuda' "
+                        "to launch on the GPU")
+    if kwargs:
+        raise UserError(f"kernel launch got unexpected keyword(s) {sorted(kwargs)}")
+    if ndrange is None:
+        raise UserError(f"launching kernel {k.__name__} needs ndrange=")
+    extents = _ndrange_values(ndrange)
+    wg_static = None
+    if wgs is not None:
+        items = wgs if isinstance(wgs, tuple) else (wgs,)
+        if not all(isinstance(w, Literal) and isinstance(w.value, int) and w.value > 0
+                   for w in items):
+            raise UserError("workgroupsize= inside compiled code must be constant ints")
+        wg_static = tuple(w.value for w in items)
+    if len(args) != len(k.params):
+        raise UserError(f"kernel {k.__name__} takes {len(k.params)} arguments, "
+                        f"got {len(args)}")
+    values = [_operand(a, ann, f"kernel {k.__name__}: argument {p!r}")
+              for p, ann, a in zip(k.params, k.annotations, args)]
+    symbol = gen.unit.kernel(k, [v.type for v in values], len(extents))
+    adj.launch(symbol, function_type(gen.unit, symbol), [v.value for v in values],
+               extents, wg_static)
+
+
+def _operand(a, ann, what: str):
+    """A call argument as a typed value, converted to the parameter's annotation."""
+    from . import arrays as A
+    if isinstance(a, ArrayExpr):
+        a = A.materialize(a)
+    if isinstance(a, Array):
+        if isinstance(ann, ScalarType) or (isinstance(ann, ArrayType) and ann != a.type):
+            raise UserError(f"{what} must be {ann!r}, got {a.type!r}")
+        return a
+    if isinstance(a, (Scalar, Literal)):
+        if isinstance(ann, ArrayType):
+            raise UserError(f"{what} must be {ann!r}, got a scalar")
+        s = S.as_scalar(a, ann)
+        return S.cast(s, ann) if ann is not None else s
+    raise UserError(f"{what}: cannot pass {S.describe(a)}")
+
+
+def _ndrange_values(ndrange) -> list[ir.Value]:
+    if isinstance(ndrange, Shape):
+        return list(ndrange.dims)
+    items = ndrange if isinstance(ndrange, tuple) else (ndrange,)
+    out = []
+    for n in items:
+        if isinstance(n, Shape):
+            out.extend(n.dims)
+        else:
+            out.append(S.to_index(n))
+    return out
+
+
+def function_type(unit: CompileUnit, symbol: str) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(unit.symbol(symbol).attributes["function_type"]).value)

@@ -1,0 +1,329 @@
+"""Compiling derivatives (autodiff.py's API, cuda_launch.py and cuda_jit.py call this; MLIR
+is imported here). One module holding the primal function (or, for a kernel, a wrapper that
+launches it), an `adj.autodiff` request op, the autodiff pass (which replaces the request by
+generated functions, see passes/autodiff for their ABI), then entry functions Python calls;
+compiled for the CPU, or, for a function run with device="cuda", as a host program whose
+launches (the derivative kernels') run on the GPU. For a kernel launched with
+device="cuda", the kernel's derivative kernels, compiled to PTX.
+
+Forward mode differentiates a function returning a float array as it does one returning a
+scalar (the pass returns the result's shadow: its tangent). Reverse mode needs a scalar
+result, so the vjp of an array-valued function differentiates a generated function instead:
+the inner product of the result with a cotangent argument (`_inner_product`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from mlir import ir
+from mlir.dialects import arith, func
+
+from ..dialects import adj
+from .autodiff import Annotation, Duplicated, Mode, flat_positions
+from ..passes.kernel_abi import ndrange_bounds
+from .compiler import CompileUnit, function_type, host_program
+from ..core.errors import CompilationError
+from .functions import Function, Kernel, debug_enabled
+from .rule_compiler import make_rule_provider
+from ..core.types import ArrayType, bool_, f32, f64, i32, i64, index
+
+if TYPE_CHECKING:
+    from ..runtime.host_program import HostProgram
+    from ..core.kernel import GpuKernel
+
+
+def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
+             ret_activity: str, with_primal: bool, overwritten: bool = False,
+             sum_uniform: bool = False) -> None:
+    """An `adj.autodiff` request. `overwritten`: the caller may change the arrays between
+    the augmented and the reverse call (split mode from Python: the user's code runs in
+    between), so the pass must tape what it would otherwise reload (Enzyme's default).
+    `sum_uniform`: a kernel's reverse kernel outputs per item its adjoint of each element
+    every item reads (passes/autodiff/uniform_loads.py), for the caller to sum."""
+    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+        s = ir.StringAttr.get
+        attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol),
+                 "mode": s(mode), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
+                 "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)}
+        if overwritten:
+            attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(True)] * len(activity))
+        if sum_uniform:
+            from ..passes.autodiff.uniform_loads import SUM_UNIFORM_ATTR
+            attrs[SUM_UNIFORM_ATTR] = ir.UnitAttr.get()
+        ir.Operation.create("adj.autodiff", attributes=attrs)
+
+
+def run_pass(unit: CompileUnit) -> None:
+    """The autodiff pass over `unit`; what it refuses becomes an error at the user's line."""
+    from ..dialects.adj import AdjError
+    from ..passes.autodiff import run_autodiff
+    try:
+        run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+    except AdjError as e:
+        raise CompilationError.at_location(f"cannot differentiate this: {e}",
+                                           str(e.op.location)) from None
+
+
+def _generated(unit: CompileUnit, symbol: str) -> tuple[list, list]:
+    """Input and result MLIR types of a function the autodiff pass generated."""
+    ftype = function_type(unit, symbol)
+    return list(ftype.inputs), list(ftype.results)
+
+
+def _type_from_mlir(t: ir.Type):
+    """adjit type of a generated function's tape value (memref or scalar)."""
+    scalars = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": index}
+    if isinstance(t, ir.MemRefType):
+        m = t
+        return ArrayType(scalars[str(m.element_type)], m.rank)
+    return scalars[str(t)]
+
+
+def _dtype(t):
+    """The element type of an array type, or the scalar type itself."""
+    return t.dtype if isinstance(t, ArrayType) else t
+
+
+def _check_results(name: str, results: list, mode: Mode, pullback: bool) -> None:
+    """Forward mode takes one float scalar or array result (or none); reverse mode a scalar,
+    or an array through its inner product with a cotangent (`pullback`)."""
+    if len(results) > 1:
+        raise TypeError(f"{name}: autodiff differentiates functions that return one float "
+                        "scalar, one float array or nothing, not a tuple")
+    array = bool(results) and isinstance(results[0], ArrayType)
+    if pullback and not (array and results[0].dtype.is_float):
+        raise TypeError(f"{name}: a pullback of an array needs a function returning one float "
+                        "array")
+    if mode.reverse and array and not pullback:
+        raise TypeError(f"{name}: reverse mode differentiates functions that return one float "
+                        "scalar or nothing; for a function returning an array, adjit.vjp "
+                        "gives the vector-Jacobian product")
+
+
+def _inner_product(unit: CompileUnit, fn_symbol: str, types: list,
+                   result: ArrayType) -> tuple[str, list]:
+    """A function `s(args..., ct) = sum(fn(args...) * ct)` and its result types. Reverse mode
+    of `s` with `ct` Const gives the vjp of array-valued `fn` for the cotangent `ct`, with
+    the pass as it is (its reverse mode needs a scalar result): the call to `fn` is inlined
+    by the pass, and the sum is adjit.sum's (f32 accumulated in f64)."""
+    from .arrays import elementwise, reduce
+    from .scalar_ops import binary
+    from .values import Array
+    name = f"__adjit_inner_{fn_symbol}"
+    with ir.InsertionPoint(unit.module.body):
+        fn = func.FuncOp(name, ([t.mlir() for t in types] + [result.mlir()],
+                                [result.dtype.mlir()]), visibility="private")
+        block = fn.add_entry_block()
+        with ir.InsertionPoint(block):
+            *args, ct = block.arguments
+            y = func.CallOp([result.mlir()], ir.FlatSymbolRefAttr.get(fn_symbol), args).result
+            product = elementwise(lambda a, b: binary("*", a, b),
+                                  [Array(y, result), Array(ct, result)])
+            func.ReturnOp([reduce("sum", product).value])
+    return name, [result.dtype]
+
+
+class Derivative:
+    """The derivative of one (function, mode, activities, types) specialisation: the
+    module with its entry functions (`entries`: name -> (argument types, result types)),
+    then, once compiled for the CPU (`compile_cpu`), a callable per entry (`calls`)."""
+
+    def __init__(self, target: Function | Kernel, mode: Mode, anns: list[Annotation],
+                 types: list, ndrange: tuple | None, wgs, pullback: bool = False):
+        """`pullback`: differentiate, in reverse mode, the inner product of the function's
+        array result with a cotangent array that every entry takes after the arguments (the
+        vjp of an array-valued function; see `_inner_product`)."""
+        self.mode = mode
+        unit = CompileUnit(debug_enabled())
+        activity = [a.activity for a in anns]
+        with unit.ctx, ir.Location.unknown():
+            fn_symbol, results, self.tuple_result = self._primal(unit, target, types, ndrange, wgs)
+            # A launch's derivative runs the augmented kernel over the same items: the
+            # primal's index facts (adj.ndrange_bounds) guard it too (autodiff.py checks).
+            self.ndrange_bounds = tuple(ndrange_bounds(unit.symbol(
+                unit.kernel(target, types, len(ndrange))))) if isinstance(target, Kernel) else ()
+            _check_results(target.__name__, results, mode, pullback)
+            cotangent = results if pullback else []
+            if pullback:
+                fn_symbol, results = _inner_product(unit, fn_symbol, types, results[0])
+                activity = activity + ["const"]
+            self.results = results
+            ret = "active" if mode.reverse else "dup"
+            ret = ret if results and _dtype(results[0]).is_float else "const"
+            if isinstance(target, Kernel):
+                activity = activity + ["const"] * len(ndrange)
+            _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
+                     ret, mode.with_primal, overwritten=mode.split)
+            self.ret_activity = ret
+            run_pass(unit)
+            flat_t = self._flat_types(anns, types, ndrange) + cotangent
+            if mode.reverse:
+                self._reverse_entries(unit, flat_t, anns, types)
+            else:
+                self._forward_entry(unit, flat_t)
+            self.written = self._written(unit)
+            self.adj_text = str(unit.module)
+        self.name = target.__name__
+        self.unit = unit
+
+    def compile_cpu(self) -> Derivative:
+        from .engine import compile_module
+        self.module = compile_module(self.unit.module)
+        # `written` here too: an entry called directly refuses read-only arrays it writes.
+        self.calls = {name: self.module.function(name, ins, outs, self.written[name],
+                                                 f"{self.name} ({name})")
+                      for name, (ins, outs) in self.entries.items()}
+        return self
+
+    def host_program(self, name: str, chip: str) -> tuple[str, HostProgram]:
+        """The module compiled for device="cuda" (compiler.host_program); `meta` records
+        what autodiff needs to call it: the result types and the result's activity."""
+        from ..core.types import type_code
+        meta = {"results": [type_code(t) for t in self.results],
+                "ret_activity": self.ret_activity}
+        with self.unit.ctx:
+            # host_program analyses the entries as _written does (the same written sets).
+            return host_program(self.unit, name, self.entries, meta, chip)
+
+    def _written(self, unit: CompileUnit) -> dict[str, frozenset]:
+        """The array arguments each entry may write (primals the function writes, shadows
+        and tangents the derivative writes): autodiff refuses read-only arrays there, and
+        arrays overlapping them, before calling (autodiff_checks.py). The analysis of the
+        entries themselves: the tape arrays d_aug allocates and returns are no alias of the
+        arguments (passes/autodiff/memory.py, CallAliasClasses)."""
+        from ..passes.written import written_arguments
+        return {entry: frozenset(written_arguments(unit.module, entry))
+                for entry in self.entries}
+
+    @staticmethod
+    def _primal(unit: CompileUnit, target, types, ndrange, wgs):
+        if isinstance(target, Function):
+            return unit.function(target, types)
+        # A kernel is differentiated through a function that launches it: the autodiff
+        # pass's launch rule makes the forward, augmented and reverse kernels.
+        symbol = unit.kernel(target, types, len(ndrange))
+        ktype = function_type(unit, symbol)
+        wrapper = f"launch_{symbol}"
+        with ir.InsertionPoint(unit.module.body):
+            fn = func.FuncOp(wrapper, ([t.mlir() for t in types] + [i64.mlir()] * len(ndrange),
+                                       []), visibility="private")
+            block = fn.add_entry_block()
+            with ir.InsertionPoint(block):
+                n = len(types)
+                extents = [arith.index_cast(ir.IndexType.get(), a)
+                           for a in block.arguments[n:]]
+                adj.launch(symbol, ktype, list(block.arguments[:n]), extents, wgs)
+                func.ReturnOp([])
+        return wrapper, [], False
+
+    @staticmethod
+    def _flat_types(anns, types, ndrange) -> list:
+        flat = []
+        for a, t in zip(anns, types):
+            flat.append(t)
+            if isinstance(a, Duplicated):
+                flat.append(t)
+        return flat + [i64] * (len(ndrange) if ndrange else 0)
+
+    def _forward_entry(self, unit: CompileUnit, flat_t: list) -> None:
+        ins, outs = _generated(unit, "d")
+        out_types = [_type_from_mlir(t) for t in outs]
+        unit.entry("fwd", flat_t, out_types, lambda args: list(func.CallOp(
+            outs, ir.FlatSymbolRefAttr.get("d"), args).results))
+        self.entries = {"fwd": (flat_t, out_types)}
+
+    def _reverse_entries(self, unit: CompileUnit, flat_t: list, anns, types) -> None:
+        _, aug_outs = _generated(unit, "d_aug")
+        _, rev_outs = _generated(unit, "d_rev")
+        n_primal = len(self.results) if self.mode.with_primal else 0
+        tape_t = [_type_from_mlir(t) for t in aug_outs[n_primal:]]
+        primal_t = self.results[:n_primal]
+        grads_t = [_type_from_mlir(t) for t in rev_outs]
+        dret_t = [self.results[0]] if self.ret_activity == "active" else []
+
+        def combined(args):
+            # Augmented forward then reverse, in one call: the tape never leaves the machine.
+            n = len(flat_t)
+            aug = func.CallOp(aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args[:n])
+            tape = list(aug.results)[n_primal:]
+            rev = func.CallOp(rev_outs, ir.FlatSymbolRefAttr.get("d_rev"),
+                              args[:n] + args[n:] + tape)
+            return list(aug.results)[:n_primal] + list(rev.results)
+
+        unit.entry("rev_all", flat_t + dret_t, primal_t + grads_t, combined)
+        unit.entry("aug", flat_t, primal_t + tape_t, lambda args: list(func.CallOp(
+            aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args).results))
+        unit.entry("rev", flat_t + dret_t + tape_t, grads_t, lambda args: list(func.CallOp(
+            rev_outs, ir.FlatSymbolRefAttr.get("d_rev"), args).results))
+        self.entries = {"rev_all": (flat_t + dret_t, primal_t + grads_t),
+                        "aug": (flat_t, primal_t + tape_t),
+                        "rev": (flat_t + dret_t + tape_t, grads_t)}
+
+
+def kernel_derivative_unit(k: Kernel, types: list, ndim: int, mode: str,
+                           activity: tuple[str, ...], debug: bool) -> tuple[CompileUnit, str]:
+    """The unit holding `k`'s derivative kernels for a launch (after the autodiff pass), and
+    their name: NAME (forward), NAME_aug and NAME_rev (reverse). NAME_rev outputs, after the
+    per-item adjoints of Active scalars, those of the elements every item reads (in its
+    ELEMENTS_ATTR's order), which the launcher sums (cuda_launch.launch_derivative)."""
+    unit = CompileUnit(debug)
+    with unit.ctx, ir.Location.unknown():
+        symbol = unit.kernel(k, types, ndim)
+        name = f"{symbol}__{mode}"        # what profilers and errors show
+        _request(unit, name, symbol, mode, list(activity), "const", False,
+                 sum_uniform=mode == "reverse")
+        run_pass(unit)
+    return unit, name
+
+
+def _per_item(attr: ir.Attribute) -> int | str:
+    """An `adj.tape` field's per_item: an int, or the text of an expression."""
+    if isinstance(attr, ir.IntegerAttr):
+        return attr.value
+    return ir.StringAttr(attr).value
+
+
+def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
+                             activity: tuple[str, ...], debug: bool,
+                             chip: str) -> dict[str, GpuKernel]:
+    """The derivative kernels of a launch of `k` compiled to PTX: mode "forward" gives the
+    "forward" kernel; "reverse" the "aug"mented kernel (with its tapes' slots per item) and
+    the "rev"erse kernel (passes/autodiff has their ABI). Unlike `Derivative`, which
+    differentiates a host function launching `k`, this asks for the kernel's own derivative:
+    on the GPU, Python does what that function's derivative would (cuda_launch.py).
+
+    A tape's slots per item (`tape_per_item`) are an int, or, where loops around taped values
+    run a number of times given by the kernel's arguments, the text of an expression of them
+    (passes/autodiff/uniform.py) that cuda_launch evaluates from the launch's arguments."""
+    from ..passes.autodiff.reverse import TAPE_ATTR
+    from ..passes.autodiff.uniform_loads import ELEMENTS_ATTR, read_element_attr
+    from ..passes.lower_gpu import kernel_to_ptx
+    unit, name = kernel_derivative_unit(k, types, ndim, mode, activity, debug)
+    with unit.ctx, ir.Location.unknown():
+        # The derivative kernels run over the primal's items: its index facts, moved to
+        # where each argument stands among theirs, let the launcher check the ndrange.
+        at = flat_positions(activity)
+        bounds = tuple((at[p], d, i, message) for p, d, i, message in
+                       ndrange_bounds(unit.symbol(unit.kernel(k, types, ndim))))
+        if mode == "forward":
+            return {"forward": dataclasses.replace(kernel_to_ptx(unit.module, name, chip),
+                                                   ndrange_bounds=bounds)}
+        fields = [ir.DictAttr(f) for f in
+                  ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR])]
+        if any("dynamic" in f for f in fields):
+            raise CompilationError.at_location(
+                f"autodiff of kernel {k.__name__} on the GPU: a loop in it runs a different "
+                "number of times for different work items, and the GPU launcher of a kernel's "
+                "own derivative sizes tapes per item in advance: launch the kernel from an "
+                "@adjit.jit function and differentiate that with device=\"cuda\" (its tape is "
+                "sized on the GPU), or differentiate on the CPU",
+                str(unit.symbol(unit.kernel(k, types, ndim)).location))
+        per_item = tuple(_per_item(f["per_item"]) for f in fields)
+        aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
+        rev = unit.symbol(f"{name}_rev")
+        elements = read_element_attr(rev.attributes[ELEMENTS_ATTR]) \
+            if ELEMENTS_ATTR in rev.attributes else ()
+        return {"aug": dataclasses.replace(aug, tape_per_item=per_item, ndrange_bounds=bounds),
+                "rev": dataclasses.replace(kernel_to_ptx(unit.module, f"{name}_rev", chip),
+                                           uniform_loads=elements)}

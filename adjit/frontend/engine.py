@@ -1,0 +1,134 @@
+"""The CPU JIT: an adj-level module in, Python callables for its entry functions out.
+
+`compile_module` finds the module's shared object in the disk cache (runtime/cpu_cache.py)
+and loads it, or lowers a copy of the module (passes/pipeline.py), builds an MLIR
+ExecutionEngine, and has the cache build the shared object in the background for the next
+process. Compiled modules are also cached by key for the life of the process, and never
+destroyed or unloaded: after a launch returns, async-runtime workers may still be running the
+last instructions of their task in the module's code (measured: destroying the engine right
+after a parallel launch crashed 3 runs in 20).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import re
+import threading
+
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from ..dialects import shared_context
+from ..passes.lower_cpu import error_table
+from ..passes.pipeline import llvm_ir_text, lower_to_llvm
+from ..runtime import cpu_cache
+from ..runtime.compiled_module import CompiledModule
+from ..runtime.extension import runtime_symbols
+from ..core.threads import default_num_threads
+from .engine_lookup import lookup
+
+_log = logging.getLogger("adjit.cache")
+
+
+def _after_fork_in_child() -> None:
+    # A lock another thread held at the fork would never be released in the child.
+    global _cache_lock
+    _cache_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_cache: dict[str, CompiledModule] = {}
+_cache_lock = threading.Lock()
+
+
+def compile_module(module: ir.Module, *, opt_level: int = 3) -> CompiledModule:
+    """Compiles an adj-level module (left unchanged) for this CPU, or loads it from the disk
+    cache."""
+    # With locations: errors raised by compiled code (adj.check) name the user's line.
+    return _compiled(module.operation.get_asm(enable_debug_info=True), module.context, opt_level)
+
+
+def compile_text(text: str, opt_level: int = 3) -> CompiledModule:
+    """compile_module for the module's text (a module loaded from the disk cache by source
+    key has no IR: this makes it, for a forked child's one-thread version)."""
+    return _compiled(text, shared_context(), opt_level)
+
+
+def llvm_text(source: str, num_threads: int) -> str:
+    """The LLVM IR of the adj-level module `source`, as compiled for `num_threads`."""
+    return llvm_ir_text(ir.Module.parse(source, shared_context()), num_threads)
+
+
+def _compiled(text: str, context: ir.Context, opt_level: int) -> CompiledModule:
+    num_threads = default_num_threads()
+    key = cpu_cache.key(text, opt_level, num_threads)
+    with _cache_lock:
+        compiled = _cache.get(key)
+        if compiled is None:
+            compiled = (_load(key, text, context, num_threads, opt_level)
+                        or _compile(key, text, context, opt_level, num_threads))
+            _cache[key] = compiled
+    return compiled
+
+
+def _load(key: str, source: str, context: ir.Context, num_threads: int,
+          opt_level: int) -> CompiledModule | None:
+    folder = cpu_cache.directory()
+    # ADJIT_DUMP_IR asks to see the lowering happen.
+    if folder is None or os.environ.get("ADJIT_DUMP_IR"):
+        return None
+    entry = cpu_cache.load(folder, key)
+    if entry is None:
+        return None
+    return CompiledModule(entry.address, entry, entry.errors, source, num_threads, opt_level,
+                          key)
+
+
+def _compile(key: str, source: str, context: ir.Context, opt_level: int,
+             num_threads: int) -> CompiledModule:
+    module = ir.Module.parse(source, context)
+    lower_to_llvm(module, num_threads)
+    if os.environ.get("ADJIT_DUMP_IR"):
+        print(f"// ----- adjit: LLVM dialect -----\n{module}")
+    errors = error_table(module.operation)
+    folder = cpu_cache.directory()
+    build_now = _vectorizable_math(source) and cpu_cache.can_store()
+    llvm_ir = None
+    if build_now or (folder is not None and cpu_cache.can_store()):
+        # Translated here (a few ms) because the context is this thread's. (The import
+        # costs ~25 ms: only if needed.)
+        from mlir.dialects.llvm import translate_module_to_llvmir
+        llvm_ir = str(translate_module_to_llvmir(module.operation))
+    if build_now:
+        try:
+            entry = cpu_cache.load_built(
+                cpu_cache.build_shared_object(llvm_ir, opt_level, cpu_cache.host_target()),
+                errors, folder, key)
+            return CompiledModule(entry.address, entry, errors, source, num_threads,
+                                  opt_level, key)
+        except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then
+            _log.debug("building %s failed, compiling in-process: %s", key, e)
+    engine = ExecutionEngine(module, opt_level=opt_level)
+    for symbol, address in runtime_symbols().items():
+        engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
+    if folder is not None and llvm_ir is not None:   # for the next process, in the background
+        cpu_cache.store_later(folder, key, llvm_ir, opt_level, errors)
+    return CompiledModule(functools.partial(lookup, engine), engine, errors, source,
+                          num_threads, opt_level, key)
+
+
+# Math ops of the adj-level module that lower to libm calls or LLVM intrinsics libmvec has.
+_MATH_OP = re.compile(r"\bmath\.(?:sin|cos|tan|exp|exp2|expm1|log|log2|log10|log1p|powf|sinh|"
+                      r"cosh|tanh|asin|acos|atan|atan2|cbrt|erf)\b")
+
+
+def _vectorizable_math(source: str) -> bool:
+    """Whether the module (adj-level text) calls math functions that LLVM vectorises with
+    libmvec: those modules are compiled by `opt`/`llc` (cpu_cache.build_shared_object),
+    which the ExecutionEngine's optimiser does not do (its loops call sinf once a lane),
+    ~70 ms slower to compile, up to 7x faster to run."""
+    return bool(cpu_cache.vector_math()[0]) and _MATH_OP.search(source) is not None

@@ -1,0 +1,390 @@
+"""`@adjit.kernel`, `@adjit.func` and `@adjit.jit`: specialisation per argument types and the
+Python call path.
+
+A call computes the argument types (the specialisation key), finds or builds the compiled
+entry point for them, and calls it. Building one is compiler.py's work; it is imported (and
+MLIR with it) only then, so that decorating functions needs no MLIR.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from ..runtime import native_dispatch
+from .compiled import Compiled, cached_build, source_key
+from ..core.errors import CompilationError
+from .guard import compiling
+from .source import SourceInfo, parse_source
+from ..core.types import ArrayType, ScalarType, as_scalar_type, type_of_value
+
+if TYPE_CHECKING:
+    from .codegen import CodeGenerator
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("ADJIT_DEBUG", "") not in ("", "0")
+
+
+def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
+    """Per parameter: an adjit type from its annotation, or None. A parameter adjit cannot
+    take is a CompilationError at it in `source` (the parsed function)."""
+    try:   # string annotations (`from __future__ import annotations`) are evaluated
+        sig = inspect.signature(pyfn, eval_str=True)
+    except Exception as e:
+        raise TypeError(f"{pyfn.__qualname__}: cannot evaluate its annotations: {e}") from None
+    out = []
+    for p in sig.parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            message = (f"{pyfn.__qualname__}: parameter {p.name!r}: adjit takes plain "
+                       "positional parameters only")
+            if source is None:
+                raise CompilationError(message)
+            args = source.tree.args
+            node = next((a for a in [*args.posonlyargs, *args.args, args.vararg,
+                                     *args.kwonlyargs, args.kwarg]
+                         if a is not None and a.arg == p.name), None)
+            raise source.error(node, message)
+        ann = p.annotation
+        if ann is inspect.Parameter.empty:
+            out.append(None)
+        elif isinstance(ann, (ScalarType, ArrayType)):
+            out.append(ann)
+        else:
+            try:
+                out.append(as_scalar_type(ann))
+            except TypeError:
+                raise TypeError(f"{pyfn.__qualname__}: parameter {p.name!r} has annotation "
+                                f"{ann!r}, which is not an adjit type (adjit.f32, "
+                                "adjit.Array[adjit.f32, 2], float, int, ...)") from None
+    return out
+
+
+def specialise(name: str, params: list[str], anns: list, args: Sequence,
+               device: str = "cpu") -> tuple[list, list]:
+    """Argument types and converted argument values, checked against annotations."""
+    if len(args) != len(params):
+        raise TypeError(f"{name}() takes {len(params)} arguments ({', '.join(params)}), "
+                        f"got {len(args)}")
+    types, values = [], []
+    for p, ann, a in zip(params, anns, args):
+        try:
+            t = type_of_value(a, device)
+        except TypeError as e:
+            raise TypeError(f"{name}(): argument {p!r}: {e}") from None
+        if isinstance(t, ArrayType):
+            if isinstance(ann, ScalarType):
+                raise TypeError(f"{name}(): argument {p!r} is annotated {ann!r} but got an array")
+            if isinstance(ann, ArrayType) and ann != t:
+                raise TypeError(f"{name}(): argument {p!r} must be {ann!r}, got an array of "
+                                f"dtype {a.dtype} with ndim {a.ndim}")
+            # (GPU arrays come as DeviceArrays, which cuda_launch checked are contiguous)
+            if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+                raise ValueError(f"{name}(): argument {p!r} is a non-contiguous array view; "
+                                 "adjit takes C-contiguous arrays (use np.ascontiguousarray, "
+                                 "which copies)")
+        elif ann is not None:
+            if isinstance(ann, ArrayType):
+                raise TypeError(f"{name}(): argument {p!r} must be {ann!r}, got {type(a).__name__}")
+            t = ann
+            try:
+                a = ann.np_dtype.type(a)
+            except (OverflowError, ValueError, TypeError) as e:
+                raise type(e)(f"{name}(): argument {p!r}: cannot convert {a!r} to "
+                              f"{ann!r}: {e}") from None
+        elif isinstance(a, int) and not isinstance(a, bool) and not -2**63 <= a < 2**63:
+            raise OverflowError(f"{name}(): argument {p!r}: {a} does not fit in int64")
+        types.append(t)
+        values.append(a)
+    return types, values
+
+
+def _signature(args: tuple) -> tuple:
+    """What a call's specialisation depends on, cheaply: each array's dtype and rank, each
+    other argument's Python type (the annotation does the rest)."""
+    return tuple((a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
+
+
+def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> tuple | None:
+    """(the invoker of the compiled specialisation a call with this `signature` got before,
+    `args` converted by it); None where there is none, it is no longer the one `cache` holds for
+    its key (the cache was cleared), ADJIT_DEBUG changed, or the conversion refuses an
+    argument: the full path then specialises (and gives the messages of record: a
+    non-contiguous array, a value that does not fit), before anything has run. Saves specialise's per-argument checks (~2 us of an 8 us
+    kernel call)."""
+    hit = memo.get(signature)
+    if hit is None:
+        return None
+    key, compiled = hit
+    if key[-1] != debug_enabled() or cache.get(key) is not compiled:
+        return None
+    try:
+        return compiled.invoke, compiled.convert_all(args)
+    except Exception:
+        return None
+
+
+def _keywords(what: str, given: dict, defaults: dict) -> dict:
+    """`defaults` updated by the call's keyword arguments `given`; TypeError naming the
+    function for one it does not take (the call goes through native_dispatch's __call__,
+    whose Python half takes **kwargs)."""
+    extra = sorted(set(given) - set(defaults))
+    if extra:
+        raise TypeError(f"{what}() got an unexpected keyword argument {extra[0]!r} (it takes "
+                        f"{', '.join(f'{k}=' for k in defaults)})")
+    return {**defaults, **given}
+
+
+def _checked_device(device: str, what: str) -> str:
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"{what}: device must be 'cpu' or 'cuda', got {device!r}")
+    return device
+
+
+def _lowered(compiled) -> "Lowered":
+    """What `.lower()` shows of a compiled specialisation: its adj text, and its LLVM IR
+    made from that text when asked (engine.llvm_text, with MLIR)."""
+    def llvm_text() -> str:
+        from .engine import llvm_text as lower
+        return lower(compiled.adj_text, compiled.module.num_threads)
+    return Lowered(compiled.adj_text, llvm_text)
+
+
+class Lowered:
+    """What `f.lower(...)` returns: the IR of each stage, as text."""
+
+    def __init__(self, adj_text: str, llvm_text: Callable[[], str],
+                 ptx_text: Callable[[], str] | None = None):
+        self._adj, self._llvm, self._ptx = adj_text, llvm_text, ptx_text
+
+    def adj(self) -> str:
+        return self._adj
+
+    def llvm(self) -> str:
+        return self._llvm()
+
+    def ptx(self) -> str:
+        if self._ptx is None:
+            raise ValueError("PTX exists for device='cuda' only: lower(..., device='cuda')")
+        return self._ptx()
+
+
+class _Decorated:
+    """What every decorated function keeps: the Python function, its parsed source, its
+    parameters with their annotations, and its compiled specialisations."""
+    kind = ""
+
+    def __init__(self, pyfn: Callable):
+        self.pyfn = pyfn
+        self.__name__ = pyfn.__name__
+        self.__doc__ = pyfn.__doc__
+        self.__wrapped__ = pyfn
+        self.source = parse_source(pyfn)
+        self.params = list(inspect.signature(pyfn).parameters)
+        self.annotations = annotations_of(pyfn, self.source)
+        # call signature (_signature) -> (its key in _cache, the Compiled it ran): _fast_path
+        self._fast: dict = {}
+        # Native calls of what _fast holds (runtime/native_dispatch.py; None: the Python path)
+        self._native = native_dispatch.dispatcher()
+        self._cache = {}
+
+    @property
+    def _cache(self) -> dict:
+        """The compiled specialisations, by (types, ..., debug). Replacing the dict (as a
+        test does to compile again, as a new process would) forgets the calls recorded for
+        the fast paths too, which would otherwise go on running the old code."""
+        return self._specialisations
+
+    @_cache.setter
+    def _cache(self, value: dict) -> None:
+        self._specialisations = value
+        self._fast.clear()
+        if self._native is not None:
+            self._native.clear()
+
+    def __repr__(self) -> str:
+        return f"<adjit.{self.kind} {self.__name__}>"
+
+
+class Function(_Decorated):
+    """`@adjit.func` (a device function, callable from kernels) and `@adjit.jit` (a host
+    function: arrays, launches). Both can be called from Python."""
+    # f(*args, device=None): native dispatch, else _call_python
+    __call__ = native_dispatch.function_call
+
+    def __init__(self, pyfn: Callable, kind: str, device: str = "cpu"):
+        super().__init__(pyfn)
+        self.kind = kind
+        self.device = _checked_device(device, f"@adjit.{kind} {self.__name__}")
+        self.rules = {}    # custom derivative rules (adjit.rules), by kind
+
+    def _device(self, device: str | None) -> str:
+        if device is None:
+            return self.device
+        if self.kind != "jit":
+            raise TypeError(f"{self.__name__} is an @adjit.func: it runs where the kernel "
+                            "or function calling it runs, and takes no device=")
+        return _checked_device(device, self.__name__)
+
+    def _call_python(self, *args, **kwargs):
+        """Runs the function; with device="cuda" its kernel launches run on the GPU
+        (cuda_jit.py). `__call__` (native_dispatch.function_call) comes here for what the
+        native dispatcher does not take."""
+        device = _keywords(self.__name__, kwargs, {"device": None})["device"]
+        if device is None:
+            fast = _fast_path(self._fast, self._cache, _signature(args), args)
+            if fast is not None:
+                invoke, values = fast
+                return invoke(values)
+        if self._device(device) == "cuda":
+            from .cuda_jit import call
+            return call(self, args)
+        types, values = specialise(self.__name__, self.params, self.annotations, args)
+        key = (tuple(types), debug_enabled())
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._cache[key] = self._build(types, key[1])
+        result = compiled.call(*values)
+        if device is None:
+            signature = _signature(args)
+            if signature not in self._fast:
+                compiled.register_native(self._native, args)
+            self._fast[signature] = (key, compiled)
+        return result
+
+    def _build(self, types: list, debug: bool) -> Compiled:
+        def build() -> Compiled:
+            from .compiler import build_function
+            return compiling(self, lambda: build_function(self, types, debug))
+        return cached_build(self, source_key(self, f"cpu:{self.kind}", types, debug), build)
+
+    def lower(self, *args, device: str | None = None) -> Lowered:
+        if self._device(device) == "cuda":
+            from .cuda_jit import lower
+            return lower(self, args)
+        types, _ = specialise(self.__name__, self.params, self.annotations, args)
+        compiled = self._build(types, debug_enabled())
+        return _lowered(compiled)
+
+    # Called by the code generator when compiled code calls this function.
+    def _adjit_compile_call(self, gen: CodeGenerator, args: list, kwargs: dict):
+        from .compiler import call_function
+        return call_function(self, gen, args, kwargs)
+
+
+def _ndrange_tuple(ndrange, name: str) -> tuple[int, ...]:
+    if ndrange is None:
+        raise TypeError(f"launching kernel {name} needs ndrange= (an int or a tuple of ints)")
+    items = tuple(ndrange) if isinstance(ndrange, (tuple, list)) else (ndrange,)
+    if not items:
+        raise ValueError(f"kernel {name}: ndrange must have at least one dimension")
+    out = []
+    for n in items:
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            raise TypeError(f"kernel {name}: ndrange entries must be ints, got {n!r}")
+        if n < 0:
+            raise ValueError(f"kernel {name}: ndrange entries must be >= 0, got {n}")
+        out.append(int(n))
+    return tuple(out)
+
+
+def _workgroup_tuple(wgs, ndim: int, name: str) -> tuple[int, ...] | None:
+    if wgs is None:
+        return None
+    items = tuple(wgs) if isinstance(wgs, (tuple, list)) else (wgs,)
+    if not all(isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w > 0
+               for w in items):
+        raise ValueError(f"kernel {name}: workgroupsize must be positive ints, got {wgs!r}")
+    if len(items) not in (1, ndim):
+        raise ValueError(f"kernel {name}: workgroupsize has {len(items)} entries for a "
+                         f"{ndim}-D ndrange")
+    return tuple(int(w) for w in items)
+
+
+class Kernel(_Decorated):
+    """`@adjit.kernel`: a function run once per point of an index space."""
+    kind = "kernel"
+    # k(*args, ndrange=..., workgroupsize=None, device="cpu"): native dispatch, else
+    # _call_python
+    __call__ = native_dispatch.kernel_call
+
+    def _check_device(self, device: str) -> str:
+        return _checked_device(device, f"kernel {self.__name__}")
+
+    def _call_python(self, *args, **kwargs):
+        """Launches the kernel (`__call__`, native_dispatch.kernel_call, comes here for what
+        the native dispatcher does not take)."""
+        kw = _keywords(f"kernel {self.__name__}", kwargs,
+                       {"ndrange": None, "workgroupsize": None, "device": "cpu"})
+        ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
+        nd = _ndrange_tuple(ndrange, self.__name__)
+        wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
+        if device == "cpu":
+            fast = _fast_path(self._fast, self._cache, (_signature(args), len(nd), wgs),
+                              args + nd)
+            if fast is not None:
+                invoke, values = fast
+                invoke(values)
+                return
+        if self._check_device(device) == "cuda":
+            from .cuda_launch import launch
+            return launch(self, args, nd, wgs)
+        types, values = specialise(self.__name__, self.params, self.annotations, args)
+        key = (tuple(types), len(nd), wgs, debug_enabled())
+        compiled = self._cache.get(key)
+        if compiled is None:
+            compiled = self._cache[key] = self._build(types, len(nd), wgs, key[-1])
+        compiled.call(*values, *nd)
+        signature = (_signature(args), len(nd), wgs)
+        if signature not in self._fast and wgs is None:
+            compiled.register_native(self._native, args, len(nd))
+        self._fast[signature] = (key, compiled)
+
+    def _build(self, types: list, ndim: int, wgs: tuple[int, ...] | None,
+               debug: bool) -> Compiled:
+        def build() -> Compiled:
+            from .compiler import build_kernel
+            return compiling(self, lambda: build_kernel(self, types, ndim, wgs, debug))
+        return cached_build(self, source_key(self, "cpu:kernel", types, ndim, wgs, debug),
+                            build)
+
+    def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
+        nd = _ndrange_tuple(ndrange, self.__name__)
+        wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
+        if self._check_device(device) == "cuda":
+            from .compiler import kernel_module
+            from .cuda_launch import gpu_kernel, specialise_cuda
+            types, _ = specialise_cuda(self, args)
+            adj_text, _ = compiling(self, lambda: kernel_module(self, types, len(nd),
+                                                                debug_enabled()))
+            return Lowered(adj_text, _no_llvm, lambda: gpu_kernel(self, types, len(nd)).ptx)
+        types, _ = specialise(self.__name__, self.params, self.annotations, args)
+        compiled = self._build(types, len(nd), wgs, debug_enabled())
+        return _lowered(compiled)
+
+    # A launch inside an @adjit.jit function.
+    def _adjit_compile_call(self, gen: CodeGenerator, args: list, kwargs: dict) -> None:
+        from .compiler import launch_kernel
+        launch_kernel(self, gen, args, kwargs)
+
+
+def _no_llvm() -> str:
+    raise ValueError("lower(..., device='cuda') has .adj() and .ptx(); .llvm() is for the CPU")
+
+
+def kernel(pyfn: Callable) -> Kernel:
+    return Kernel(pyfn)
+
+
+def jit(pyfn: Callable | None = None, *, device: str = "cpu") -> Function | Callable:
+    """`@adjit.jit`, or `@adjit.jit(device="cuda")` to launch kernels on the GPU when called
+    from Python without device= (called from compiled code, it runs where its caller runs)."""
+    if pyfn is None:
+        return lambda f: Function(f, "jit", device)
+    return Function(pyfn, "jit", device)
+
+
+def device_function(pyfn: Callable) -> Function:
+    return Function(pyfn, "func")

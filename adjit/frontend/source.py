@@ -1,0 +1,245 @@
+"""A decorated function's Python source: parsed once when it is decorated, and digested for
+keys of the disk cache.
+
+Kept apart from the code generator so that decorating, and finding compiled code in the disk
+cache, need no MLIR (which is imported only to compile).
+"""
+from __future__ import annotations
+
+import ast
+import enum
+import functools
+import hashlib
+import importlib.util
+import inspect
+import linecache
+import textwrap
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..core.errors import CompilationError
+
+
+@dataclass
+class SourceInfo:
+    tree: ast.FunctionDef
+    filename: str
+    first_line: int
+    lines: list[str]
+    # The indentation textwrap.dedent removed before parsing (a method or a function defined
+    # inside another): the tree's columns are counted from the dedented text, the user's
+    # file from the real one.
+    indent: int = 0
+
+    def column(self, node: ast.AST | None) -> int:
+        """The 0-based column of `node` in the user's file."""
+        return getattr(node, "col_offset", 0) + self.indent
+
+    def error(self, node: ast.AST | None, message: str) -> CompilationError:
+        """A CompilationError at `node` of the tree (the `def` line if None), with its
+        source line."""
+        node = node or self.tree
+        rel = getattr(node, "lineno", 1)
+        line = self.lines[rel - 1] if 0 < rel <= len(self.lines) else None
+        return CompilationError(message, self.filename, self.first_line + rel - 1,
+                                self.column(node), line)
+
+
+def parse_source(pyfn: Callable) -> SourceInfo:
+    """The parsed `def` of `pyfn`; a CompilationError, at the function where Python knows
+    where it was defined, if adjit cannot compile it from its source."""
+    name = getattr(pyfn, "__qualname__", None) or repr(pyfn)
+    code = getattr(pyfn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        raise CompilationError(f"cannot compile {name}: adjit compiles Python functions "
+                               "(written with def) from their source, and this is a "
+                               f"{type(pyfn).__name__}")
+    where = (code.co_filename, code.co_firstlineno)
+    try:
+        lines, first = inspect.getsourcelines(pyfn)
+    except (OSError, TypeError) as e:
+        raise _no_source(name, *where, e) from None
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    except (SyntaxError, IndexError):
+        tree = None
+    if pyfn.__name__ == "<lambda>" or not isinstance(tree, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef)):
+        what = "not lambdas" if pyfn.__name__ == "<lambda>" else \
+            "and the source Python gives for it is not a def statement"
+        raise CompilationError(f"cannot compile {name}: adjit compiles functions written "
+                               f"with def, {what}", *where,
+                               source_line=linecache.getline(*where) or None)
+    indent = len(lines[0]) - len(lines[0].lstrip(" \t"))
+    info = SourceInfo(tree, inspect.getsourcefile(pyfn) or code.co_filename, first,
+                      [l.rstrip("\n") for l in lines], indent)
+    if isinstance(tree, ast.AsyncFunctionDef):
+        raise info.error(tree, f"{name} is an async def: adjit compiles plain def functions "
+                               "(coroutines have no meaning in compiled code)")
+    return info
+
+
+def _no_source(name: str, filename: str, line: int, e: Exception) -> CompilationError:
+    """Why the source of function `name`, defined at `filename`:`line`, cannot be read."""
+    if filename.startswith("<") and filename.endswith(">"):
+        why = (f"{name} was defined in {filename} (by exec() or compile(), `python -c`, or "
+               "at the interactive prompt), and Python keeps no source text for such "
+               "functions; adjit compiles a function from its source: define it in a .py "
+               "file (or a notebook cell) and import it")
+    else:
+        why = (f"its file {filename} cannot be read ({e}); adjit compiles a function from "
+               "its source: keep the .py file next to its compiled form")
+    return CompilationError(f"cannot read the source of {name}: {why}", filename, line)
+
+
+def fingerprint(obj: Any) -> str:
+    """A digest of what compiling `obj` (an adjit Function or Kernel) depends on, as far as
+    Python sees it without compiling: its source text and, transitively, that of the adjit
+    functions it names (and of their custom rules), and the values of the global constants
+    it reads, which compile in as constants. Editing any of them changes the digest, so a
+    disk cache keyed on it never serves code compiled from an older version. Where the code
+    lives (file, module name: `__main__` or not) does not change what it compiles to, and is
+    left out, so that the digest is the same on a machine with another checkout path."""
+    digest = hashlib.sha256()
+    _feed(obj, digest, set())
+    return digest.hexdigest()
+
+
+def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    sources = [(obj.pyfn, obj.source), *getattr(obj, "rules", {}).values()]
+    for pyfn, source in sources:
+        digest.update(b"\0" + "\n".join(source.lines).encode())
+        for name, value in _referenced(pyfn, source.tree):
+            digest.update(f"\0{name}=".encode())
+            _feed_value(value, digest, seen, {}, 0)
+
+
+# Deeper than this, a global is not something the code generator could reach by indexing
+# and attribute chains of a few levels: it is summarised by its type.
+_MAX_DEPTH = 32
+
+
+def _feed_value(value: Any, digest: Any, seen: set[int], fed: dict[int, int],
+                depth: int) -> None:
+    """Feeds what the code generator can compile in from `value`: every constant it holds,
+    through tuples, lists, dicts and attributes (`COEFFS[1]`, `cfg.coeffs[0]`, `cfg.N`), and
+    the source of the adjit functions among them. Only text that is the same in every
+    process goes in (no default `repr`, which shows an address; no set order, which follows
+    the string hash seed), or the GPU disk cache would miss in each new process. `fed`
+    numbers the containers already fed, which a second path to them (or a cycle) names by
+    that number, so that each is read once."""
+    def put(text: str) -> None:
+        digest.update(text.encode() + b"\1")
+
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        put(f"{type(value).__name__}:{value!r}")
+    elif isinstance(value, np.generic):
+        put(f"np:{value.dtype.str}:{value.item()!r}")
+    elif isinstance(value, np.dtype):
+        put(f"dtype:{value.str}")
+    elif isinstance(value, np.ndarray):        # refused by the code generator
+        put(f"ndarray:{value.dtype.str}:{value.shape}")
+    elif isinstance(_attr(value, "source"), SourceInfo):
+        put(f"adjit:{getattr(value, 'kind', '')}:{value.__name__}")
+        _feed(value, digest, seen)
+    elif isinstance(value, types.ModuleType):
+        put(f"module:{value.__name__}")       # the attributes read are fed by name
+    elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        put(f"{type(value).__name__}:{getattr(value, '__module__', None)}."
+            f"{getattr(value, '__qualname__', None)}")
+    elif id(value) in fed:
+        put(f"fed:{fed[id(value)]}")
+    elif depth >= _MAX_DEPTH:
+        put(f"...:{_type_name(value)}")
+    else:
+        fed[id(value)] = len(fed)
+        name = _attr(value, "__name__")                  # np.sin or np.cos (ufuncs)
+        put(f"{_type_name(value)}:{name if isinstance(name, str) else ''}[")
+        for item in _parts(value):
+            _feed_value(item, digest, seen, fed, depth + 1)
+        put("]")
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _parts(value: Any) -> list:
+    """The values a container or object holds, in an order that is the same in every
+    process: items of sequences, keys and values of mappings, attributes (by name) of
+    other objects."""
+    if isinstance(value, enum.Enum):
+        return [value.name, value.value]
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    if isinstance(value, dict):
+        return [part for k, v in value.items() for part in (k, v)]
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=_sort_key)
+    fields = dict(_attr(value, "__dict__") or {})
+    slots = _attr(type(value), "__slots__") or ()
+    for name in [slots] if isinstance(slots, str) else slots:
+        if isinstance(name, str) and name not in fields:
+            fields[name] = _attr(value, name)
+    return [part for k in sorted(fields) for part in (k, fields[k])]
+
+
+def _attr(value: Any, name: str) -> Any:
+    """getattr(value, name, None), None too where the object's own attribute code fails."""
+    try:
+        return getattr(value, name, None)
+    except Exception:
+        return None
+
+
+def _sort_key(value: Any) -> str:
+    digest = hashlib.sha256()
+    _feed_value(value, digest, set(), {}, 0)
+    return digest.hexdigest()
+
+
+def _referenced(pyfn: Callable, tree: ast.AST) -> Iterator[tuple[str, Any]]:
+    """(dotted name, value) of each name and attribute chain (`N`, `cfg.N`) that `tree`
+    reads, resolved as the code generator resolves them: closure, then globals."""
+    closure = dict(zip(pyfn.__code__.co_freevars, pyfn.__closure__ or ()))
+    for node in ast.walk(tree):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            continue
+        if node.id in closure:
+            try:
+                value = closure[node.id].cell_contents
+            except ValueError:          # not assigned yet
+                continue
+        elif node.id in pyfn.__globals__:
+            value = pyfn.__globals__[node.id]
+        else:
+            continue
+        for attr in reversed(chain):
+            value = getattr(value, attr, None)
+        yield ".".join([node.id, *reversed(chain)]), value
+
+
+@functools.cache
+def compiler_fingerprint() -> str:
+    """A digest of adjit's compiler (the frontend, dialect and passes sources): a cached
+    kernel is reused only by the compiler version that made it."""
+    digest = hashlib.sha256()
+    for package in ("adjit.frontend", "adjit.dialects", "adjit.passes"):
+        root = Path(importlib.util.find_spec(package).origin).parent
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".mlir"):
+                digest.update(f"\0{path.relative_to(root)}\0".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()

@@ -1,0 +1,188 @@
+"""`--adj-lower-cuda-host`: the host side of an `@adjit.jit` function run with
+`device="cuda"`, whose kernel launches go to the GPU while its own code runs on the CPU.
+
+Each `adj.launch` becomes a call of a launcher, a private function per kernel and block size,
+that calls `@__adjit_cuda_launch(slot, words, nwords, items, block)`:
+- `slot` numbers the launched kernel (lower_cuda_host returns them in slot order), which
+  was compiled to PTX (passes/lower_gpu.py) and which the runtime loaded;
+- `words` points at the kernel's parameters packed as 64-bit words, in the order and the
+  encoding of the PTX entry's parameters: a memref as (aligned, aligned, offset, sizes...,
+  strides...), a scalar's bits zero-extended (an f32 in the low half), then the ndrange
+  extents. So the runtime hands `words` to cuLaunchKernel as they are (runtime/host_program.py);
+- `items` is prod(ndrange) and `block` the threads per block (prod(workgroupsize) or 256).
+The words live in a stack slot of the launcher, which is marked `no_inline`: MLIR's inliner
+would put the slot in the caller's loop body, growing the stack on every iteration (LLVM's,
+should it inline the launcher later, hoists it to the caller's entry).
+
+`hook_runtime_calls` then makes the lowered (LLVM dialect) module call the runtime through
+function pointers that it holds in globals (`__adjit_hook_<symbol>`), which the runtime fills
+after loading the shared object: the allocator (which the runtime points at CUDA managed
+memory, so that the host code and the kernels reach the same arrays) and the launcher.
+The shared object then refers to nothing but the C and math libraries (libc, libm, libmvec),
+and loads on a GPU machine that has no MLIR (no async runtime either: host programs are
+compiled single-threaded).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, func, memref
+
+from ..core.symbols import ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX, LAUNCH_SYMBOL
+from ..core.kernel import GpuKernel
+from .kernel_abi import check_ndrange_bounds, guarded_at, launched
+from .autodiff.reduction import expand_item_sums
+from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
+from .lower_gpu import kernel_to_ptx, launch_block_size
+from .pipeline import run_cpu_pipeline
+
+# symbol -> (LLVM result type or None, LLVM parameter types) of each hooked runtime call
+HOOKS = {
+    ALLOC_SYMBOL: ("!llvm.ptr", ["i64"]),
+    FREE_SYMBOL: (None, ["!llvm.ptr"]),
+    LAUNCH_SYMBOL: (None, ["i64"] * 5),
+}
+
+
+def compile_host(module: ir.Module, chip: str) -> tuple[str, list[GpuKernel], list, list[str]]:
+    """Compiles an adj-level module (rewritten in place) into a host program's parts:
+    (LLVM IR, the launched kernels' PTX by slot, the (error, message) of each check, the
+    hook globals to fill)."""
+    from mlir.dialects.llvm import translate_module_to_llvmir
+    with module.context, ir.Location.unknown():
+        kernels = [kernel_to_ptx(module, name, chip) for name in lower_cuda_host(module.operation)]
+        lower_cpu(module.operation, threads=1)
+        errors = error_table(module.operation)
+        run_cpu_pipeline(module, num_threads=1)   # no async runtime on the GPU machine
+        hooks = hook_runtime_calls(module.operation)
+        return str(translate_module_to_llvmir(module.operation)), kernels, errors, hooks
+
+
+def lower_cuda_host(module: ir.Operation) -> list[str]:
+    """Replaces every adj.launch in `module` with a call of its launcher; returns the
+    launched kernels' symbols in slot order. The kernels stay in the module (their PTX is
+    compiled from it); the CPU pipeline drops them once nothing calls them."""
+    module = getattr(module, "operation", module)
+    with module.context, module.location:
+        slots: dict[str, int] = {}
+        launchers: dict[tuple[str, int], str] = {}
+        for launch in _ops_named(module, "adj.launch"):
+            # the kernels fill their per-item buffers on the GPU, and sum them there
+            expand_item_sums(launch, on_device=True)
+        symbols = _symbol_table(module)       # with the summing kernels
+        for launch in _ops_named(module, "adj.launch"):
+            _lower_launch(launch, symbols, slots, launchers, module)
+        if slots:
+            i64 = ir.IntegerType.get_signless(64)
+            with ir.InsertionPoint(module.regions[0].blocks[0]):
+                func.FuncOp(LAUNCH_SYMBOL, ([i64] * 5, []), visibility="private")
+    return list(slots)
+
+
+def _lower_launch(launch: ir.Operation, symbols: dict[str, ir.Operation],
+                  slots: dict[str, int], launchers: dict[tuple[str, int], str],
+                  module: ir.Operation) -> None:
+    call, name, ndrange = launched(launch, symbols)
+    block = launch_block_size(launch)
+    key = (name, block)
+    if key not in launchers:
+        launchers[key] = _launcher(module, name, slots.setdefault(name, len(slots)), block,
+                                   [o.type for o in call.operands], len(ndrange))
+    with ir.InsertionPoint(launch), launch.location:
+        fits = check_ndrange_bounds(symbols[name], list(call.operands), ndrange)
+    with guarded_at(launch, fits), launch.location:
+        func.CallOp([], ir.FlatSymbolRefAttr.get(launchers[key]), [*call.operands, *ndrange])
+    launch.erase()
+
+
+def _launcher(module: ir.Operation, kernel: str, slot: int, block: int,
+              inputs: list[ir.Type], ndim: int) -> str:
+    """A private, never inlined, function that launches `kernel` (slot `slot`, `block`
+    threads per block) on its arguments and ndrange: it packs the parameter words into a
+    stack slot of its own, which its return frees (an alloca inlined into a loop would
+    grow the stack on every iteration), and calls the launch hook."""
+    name = f"__adjit_launch__{kernel}__b{block}"
+    i64, idx = ir.IntegerType.get_signless(64), ir.IndexType.get()
+    with ir.InsertionPoint(module.regions[0].blocks[0]):
+        fn = func.FuncOp(name, (inputs + [idx] * ndim, []), visibility="private")
+        fn.operation.attributes["no_inline"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(fn.add_entry_block()):
+            args = list(fn.entry_block.arguments)
+            operands, ndrange = args[:len(inputs)], args[len(inputs):]
+            packed = [w for o in operands for w in _words(o)] + [_index_word(n) for n in ndrange]
+            words = memref.alloca(ir.MemRefType.get([len(packed)], i64), [], [])
+            for position, word in enumerate(packed):
+                memref.store(word, words, [arith.constant(idx, position)])
+            items = ndrange[0]
+            for n in ndrange[1:]:
+                items = arith.muli(items, n)
+            func.CallOp([], ir.FlatSymbolRefAttr.get(LAUNCH_SYMBOL), [
+                arith.constant(i64, slot),
+                _index_word(memref.extract_aligned_pointer_as_index(words)),
+                arith.constant(i64, len(packed)), _index_word(items), arith.constant(i64, block)])
+            func.ReturnOp([])
+    return name
+
+
+def _index_word(value: ir.Value) -> ir.Value:
+    return arith.index_cast(ir.IntegerType.get_signless(64), value)
+
+
+def _words(value: ir.Value) -> list[ir.Value]:
+    """One kernel argument as the 64-bit words of its PTX parameters."""
+    i64 = ir.IntegerType.get_signless(64)
+    t = value.type
+    if isinstance(t, ir.MemRefType):
+        aligned = _index_word(memref.extract_aligned_pointer_as_index(value))
+        meta = memref.ExtractStridedMetadataOp(value)
+        return [aligned, aligned, _index_word(meta.offset),
+                *(_index_word(s) for s in meta.sizes), *(_index_word(s) for s in meta.strides)]
+    if isinstance(t, ir.IndexType):
+        return [_index_word(value)]
+    if isinstance(t, ir.F64Type):
+        return [arith.bitcast(i64, value)]
+    if isinstance(t, ir.F32Type):
+        return [arith.extui(i64, arith.bitcast(ir.IntegerType.get_signless(32), value))]
+    if isinstance(t, ir.IntegerType) and t.width < 64:
+        return [arith.extui(i64, value)]   # the PTX parameter reads only its low bytes
+    return [value]
+
+
+def hook_runtime_calls(module: ir.Operation) -> list[str]:
+    """In a module lowered to the LLVM dialect, defines each runtime function of HOOKS that
+    the module declares as a call through the pointer in global `__adjit_hook_<symbol>`;
+    returns the globals' names, which the runtime must fill before calling the module."""
+    module = getattr(module, "operation", module)
+    globals_: list[str] = []
+    with module.context, module.location:
+        for op in list(module.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name != "llvm.func" or "sym_name" not in op.attributes:
+                continue
+            symbol = ir.StringAttr(op.attributes["sym_name"]).value
+            if symbol not in HOOKS or len(op.regions[0].blocks) > 0:
+                continue
+            with ir.InsertionPoint(op):
+                for defined in ir.Module.parse(_hook_text(symbol)).body.operations:
+                    defined.operation.clone()
+            op.erase()
+            globals_.append(HOOK_PREFIX + symbol)
+    return globals_
+
+
+def _hook_text(symbol: str) -> str:
+    result, params = HOOKS[symbol]
+    names = [f"%a{i}" for i in range(len(params))]
+    signature = ", ".join(f"{n}: {t}" for n, t in zip(names, params))
+    call = f"llvm.call %fn({', '.join(names)}) : !llvm.ptr, ({', '.join(params)}) -> {result or '()'}"
+    body = f"%r = {call}\n  llvm.return %r : {result}" if result else f"{call}\n  llvm.return"
+    return f"""
+llvm.mlir.global external @{HOOK_PREFIX}{symbol}() : !llvm.ptr {{
+  %null = llvm.mlir.zero : !llvm.ptr
+  llvm.return %null : !llvm.ptr
+}}
+llvm.func @{symbol}({signature}){' -> ' + result if result else ''} {{
+  %slot = llvm.mlir.addressof @{HOOK_PREFIX}{symbol} : !llvm.ptr
+  %fn = llvm.load %slot : !llvm.ptr -> !llvm.ptr
+  {body}
+}}
+"""

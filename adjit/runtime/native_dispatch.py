@@ -1,0 +1,51 @@
+"""The Python side of the native dispatcher (runtime/native/dispatch.cpp): a `Dispatcher`
+per decorated function, and the spec of a compiled specialisation it takes calls for.
+
+The Python path is the reference: the native path only ever takes calls that path would run
+the same way, and returns MISS for any other."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..core.types import ArrayType, ScalarType
+
+from .extension import _native as _dispatch
+
+MISS = object()     # what a Dispatcher returns for a call the Python path must take
+_KIND = {"f32": _dispatch.F32, "f64": _dispatch.F64, "i32": _dispatch.I32,
+         "i64": _dispatch.I64, "bool": _dispatch.BOOL}
+
+kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
+
+
+def dispatcher():
+    """A new Dispatcher."""
+    return _dispatch.Dispatcher(MISS)
+
+
+def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Sequence,
+        tuple_result: bool, written, packed: int, has_cell: bool,
+        after_call: Callable[[int], None], keep: object) -> bool:
+    """Registers with Dispatcher `d` the specialisation a call with argument `values` took
+    (`arg_types` its entry's parameters: the values' types, then `extents` i64 extents of a
+    kernel's ndrange); False where the native path cannot take such calls (an array result,
+    several results, `return (x,)`, no packed entry), which then stay on the Python path."""
+    if d is None or not packed or tuple_result or len(result_types) > 1:
+        return False
+    if result_types and not isinstance(result_types[0], ScalarType):
+        return False
+    params = []
+    for i, t in enumerate(arg_types):
+        if isinstance(t, ArrayType):
+            params.append((_dispatch.ARRAY, np.ndarray, t.dtype.np_dtype.num, t.ndim,
+                           i in written))
+        elif t.name in _KIND:
+            pytype = type(values[i]) if i < len(values) else int
+            params.append((_KIND[t.name], pytype, 0, 0, False))
+        else:
+            return False
+    result = _KIND[result_types[0].name] if result_types else _dispatch.NONE
+    d.add(params, len(values), extents, packed, result, has_cell, after_call, keep)
+    return True

@@ -31,6 +31,10 @@ compile)
     (cd "$REPO/tests/gpu" && "$PY" gpu_kernels.py "$WORK/kernels")
     "$PY" "$REPO/tests/gpu/user_kernels.py"
     "$PY" "$REPO/benchmarks/bench_gpu.py" --compile
+    # The GPU machine builds adjit's native extension (the allocator, the dispatcher) for its
+    # own Python, from nanobind's sources, which it cannot download: carried as a wheel.
+    "$PY" -m pip download -q --no-deps --only-binary=:all: -d "$WORK/wheels" nanobind==3.1.0 \
+        setuptools
     echo "now run 'scripts/gpu_check.sh run' on the GPU machine with build/gpu_check carried"
     ;;
 run)
@@ -39,6 +43,11 @@ run)
     mkdir -p "$(dirname "$RESULTS")"
     [ -d "$WORK/kernels" ] && [ -d "$ADJIT_CACHE_DIR" ] || {
         echo "no compiled kernels in $WORK: run '$0 compile' first" >&2; exit 2; }
+    # adjit's native extension, built here for this Python (setup.py, with g++; nanobind
+    # and setuptools come as the wheels `compile` fetched).
+    "$PY" -m pip install -q --no-index --no-deps --target "$WORK/site" "$WORK"/wheels/*.whl
+    (cd "$REPO" && PYTHONPATH="$WORK/site" "$PY" setup.py -q build_ext --inplace) >"$WORK/build_ext.log" 2>&1 || {
+        cat "$WORK/build_ext.log" >&2; echo "building adjit's native extension failed" >&2; exit 2; }
     # The adjit package from the repository, without installing it.
     PKG=$WORK/pkg
     rm -rf "$PKG"

@@ -32,6 +32,7 @@ from mlir.dialects import arith
 
 from .autodiff.ir_util import constant_int
 from .walk import walk
+from .registry import AdjPass
 
 MAX_OPS = 2000
 _LIMIT = 1 << 62
@@ -224,3 +225,11 @@ def _split(loop: ir.Operation) -> None:
     # Clones go after the loop, in order: the interior, then the last border.
     interior.move_after(loop)
     last.move_after(interior)
+
+
+class SplitInterior(AdjPass):
+    """--adj-split-interior: the module docstring."""
+    name = "adj-split-interior"
+
+    def apply(self, module: ir.Operation) -> None:
+        split_interior(module)

@@ -20,6 +20,8 @@ checks keeps its signatures.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from mlir import ir
 from mlir.dialects import arith, func, llvm, memref, scf
 
@@ -28,6 +30,8 @@ from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
                              lower_summing_launch)
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .walk import walk
+from ..core.threads import default_num_threads
+from .registry import AdjPass
 
 ERROR_TABLE_ATTR = "adj.error_table"
 
@@ -203,3 +207,21 @@ def _lower_cpu(module: ir.Operation, threads: int) -> None:
     for op in _ops_named(module, "adj.sync"):
         op.erase()
     lower_checks_per_call(module)
+
+
+@dataclasses.dataclass
+class LowerCpu(AdjPass):
+    """--adj-lower-cpu{threads=N}: lower_cpu."""
+    name = "adj-lower-cpu"
+    threads: int = dataclasses.field(default_factory=default_num_threads)
+
+    def apply(self, module: ir.Operation) -> None:
+        lower_cpu(module, self.threads)
+
+
+class RelaxAtomics(AdjPass):
+    """--adj-relax-atomics: relax_atomics, on the LLVM dialect."""
+    name = "adj-relax-atomics"
+
+    def apply(self, module: ir.Operation) -> None:
+        relax_atomics(module)

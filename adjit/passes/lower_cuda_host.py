@@ -34,6 +34,7 @@ from .autodiff.reduction import expand_item_sums
 from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
 from .lower_gpu import kernel_to_ptx, launch_block_size
 from .pipeline import run_cpu_pipeline
+from .registry import AdjPass
 
 # symbol -> (LLVM result type or None, LLVM parameter types) of each hooked runtime call
 HOOKS = {
@@ -186,3 +187,11 @@ llvm.func @{symbol}({signature}){' -> ' + result if result else ''} {{
   {body}
 }}
 """
+
+
+class LowerCudaHost(AdjPass):
+    """--adj-lower-cuda-host: lower_cuda_host."""
+    name = "adj-lower-cuda-host"
+
+    def apply(self, module: ir.Operation) -> None:
+        lower_cuda_host(module)

@@ -31,6 +31,7 @@ may not fuse, doubling the cost of polynomials.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from mlir import ir, passmanager
@@ -45,6 +46,7 @@ from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_tab
 from .math_approx import expand_math
 from .walk import walk
 from .written import WrittenArguments
+from .registry import AdjPass
 
 GPU_MODULE_SUFFIX = "__gpu"
 
@@ -304,3 +306,13 @@ def _lower_launch(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> Non
                              (block, one, one), list(call.operands) + ndrange)
             scf.YieldOp([])
     launch.erase()
+
+
+@dataclasses.dataclass
+class LowerGpu(AdjPass):
+    """--adj-lower-gpu{chip=sm_90}: lower_gpu."""
+    name = "adj-lower-gpu"
+    chip: str = "sm_90"
+
+    def apply(self, module: ir.Operation) -> None:
+        lower_gpu(module, self.chip)

@@ -27,6 +27,7 @@ from mlir.dialects import arith, llvm, scf
 
 from ..dialects.adj import AdjError
 from .walk import walk
+from .registry import AdjPass
 
 _F, _I = arith.CmpFPredicate, arith.CmpIPredicate
 
@@ -496,3 +497,11 @@ def expand_math(root: ir.Operation) -> None:
 
 def _is_f32_or_f64(t: ir.Type) -> bool:
     return isinstance(t, (ir.F32Type, ir.F64Type))
+
+
+class ExpandMath(AdjPass):
+    """--adj-expand-math: math ops into arith-only code (for the GPU: the module docstring)."""
+    name = "adj-expand-math"
+
+    def apply(self, module: ir.Operation) -> None:
+        expand_math(module)

@@ -12,135 +12,40 @@ Every user error (bad IR, a failed pass, a malformed adj op) is printed as an ML
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from mlir import ir, passmanager
+from mlir import ir
 
 from ..dialects import make_context
 from ..dialects.adj import AdjError
 from ..core import deep_stack
-from .lower_cpu import ERROR_TABLE_ATTR, lower_cpu
+from . import registry
+from .lower_cpu import ERROR_TABLE_ATTR
 from .walk import walk
 
-Pass = Callable[[ir.Module], None]   # rewrites the module in place
 
 
 class ToolError(Exception):
     """A problem that no IR location explains: a pass not written yet, a bad pipeline string."""
 
 
-def _lazy(module: str, name: str) -> Pass:
-    """A pass imported only when it runs (the tool starts without importing every pass);
-    keyword options go to its function."""
-    def run(m: ir.Module, **options: str) -> None:
-        getattr(importlib.import_module(module), name)(m, **options)
-    return run
-
-
-# Each entry becomes the flag --<name>; adding a pass is one line here.
-PASSES: dict[str, Pass] = {
-    "adj-autodiff": _lazy("adjit.passes.autodiff", "run_autodiff"),
-    "adj-lower-cpu": lambda m, **options: lower_cpu(m.operation, **options),
-    "adj-lower-gpu": _lazy("adjit.passes.lower_gpu", "lower_gpu"),
-    "adj-lower-cuda-host": _lazy("adjit.passes.lower_cuda_host", "lower_cuda_host"),
-    "adj-annotate-written": _lazy("adjit.passes.written", "annotate_written"),
-    "adj-expand-item-sums": _lazy("adjit.passes.autodiff.reduction", "expand_all_item_sums"),
-    "adj-serialise-small-loops": _lazy("adjit.passes.small_loops", "serialise_small_loops"),
-    "adj-split-interior": _lazy("adjit.passes.interior", "split_interior"),
-    "adj-parallel-for": _lazy("adjit.passes.parallel_for", "outline_parallel_loops"),
-}
-
-
 def run_pipeline(module: ir.Module, text: str, print_ir_after_all: bool = False) -> None:
-    """Runs a textual pipeline, `builtin.module(...)` of upstream passes and adjit's (with
-    options: `adj-lower-gpu{chip=sm_80}`), in order. Runs of upstream passes go to one
-    PassManager each, which prints its own IR dumps to stderr; adjit's passes run between
-    them (not inside a PassManager: some build IR in contexts of their own, or run upstream
-    pipelines, which a running PassManager's context forbids)."""
-    elements = _module_elements(text)
-    if elements is None or not any(_pass_name(e) in PASSES for e in elements):
-        _run_upstream(module, text, print_ir_after_all)
-        return
-    upstream: list[str] = []
-    for element in [*elements, None]:
-        name = None if element is None else _pass_name(element)
-        if element is not None and name not in PASSES:
-            upstream.append(element)
-            continue
-        if upstream:
-            _run_upstream(module, f"builtin.module({','.join(upstream)})", print_ir_after_all)
-            upstream = []
-        if element is not None:
-            run_pass(module, name, _options(element), print_ir_after_all)
-
-
-def run_pass(module: ir.Module, name: str, options: dict[str, str],
-             print_ir_after_all: bool = False) -> None:
-    """Runs adjit's pass `name` with keyword `options`; verifies the IR after it."""
+    """Runs a textual pipeline of upstream passes and adjit's (registry.py), in order."""
     try:
-        PASSES[name](module, **options)
-    except TypeError as e:
-        if "unexpected keyword argument" not in str(e):
-            raise
-        raise ToolError(f"{name} takes no option "
-                        f"{str(e).rsplit(' ', 1)[-1]}") from None
-    module.operation.verify()   # a pass that leaves invalid IR fails here, at the op it broke
-    if print_ir_after_all:
-        print(f"// -----// IR Dump After {name} //----- //\n{module.operation}\n",
-              file=sys.stderr)
-
-
-def _run_upstream(module: ir.Module, text: str, print_ir_after_all: bool) -> None:
-    try:
-        pm = passmanager.PassManager.parse(text)
+        registry.run_pipeline(module.operation, text, print_ir_after_all=print_ir_after_all,
+                              verify=True)
+    except registry.PassError as e:
+        raise ToolError(str(e)) from None
     except ValueError as e:   # the bindings report a bad pipeline string this way
         raise ToolError(f"invalid pass pipeline: {e}") from None
-    if print_ir_after_all:
-        pm.enable_ir_printing()
-    pm.run(module.operation)
-    module.operation.verify()
 
 
-def _module_elements(text: str) -> list[str] | None:
-    """The top-level elements of `builtin.module(a, b{x=1}, func.func(c))`, or None for
-    another form (left to MLIR's parser)."""
-    text = text.strip()
-    if not (text.startswith("builtin.module(") and text.endswith(")")):
-        return None
-    inner, elements, depth, start = text[len("builtin.module("):-1], [], 0, 0
-    for i, ch in enumerate(inner):
-        if ch in "({":
-            depth += 1
-        elif ch in ")}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            elements.append(inner[start:i].strip())
-            start = i + 1
-    elements.append(inner[start:].strip())
-    return [e for e in elements if e]
-
-
-def _pass_name(element: str) -> str:
-    return re.split(r"[({]", element, maxsplit=1)[0].strip()
-
-
-def _options(element: str) -> dict[str, str]:
-    """`{key=value key2=value2}` of a pipeline element, as keyword arguments."""
-    match = re.fullmatch(r"[\w.-]+\s*(?:\{(.*)\})?", element.strip(), re.S)
-    if match is None:
-        raise ToolError(f"invalid pass pipeline element {element!r}: adjit's passes take "
-                        "options in braces, {key=value ...}")
-    options = {}
-    for item in (match.group(1) or "").split():
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ToolError(f"invalid option {item!r} of {_pass_name(element)}: key=value")
-        options[key.replace("-", "_")] = value
-    return options
+def run_pass(module: ir.Module, name: str, print_ir_after_all: bool = False) -> None:
+    registry.run_pass(module.operation, registry.make_pass(name, {}),
+                      print_ir_after_all=print_ir_after_all, verify=True)
 
 
 def _ops(root: ir.Operation, keep: Callable[[ir.Operation], bool]) -> list[ir.Operation]:
@@ -177,7 +82,7 @@ def _emit_ptx(module: ir.Module) -> str:
     from mlir.dialects import gpu
     op = module.operation
     if not _ops(op, lambda o: o.name == "gpu.binary"):
-        PASSES["adj-lower-gpu"](module)
+        run_pass(module, "adj-lower-gpu")
     ptx = [gpu.ObjectAttr(obj).object.decode()
            for binary in _ops(op, lambda o: o.name == "gpu.binary")
            for obj in ir.ArrayAttr(binary.attributes["objects"])
@@ -227,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("input", nargs="?", default="-", help="input .mlir file, or - for stdin")
     p.add_argument("--pass-pipeline", dest="pass-pipeline", action=_Step, metavar="PIPELINE",
                    help="upstream passes, e.g. 'builtin.module(canonicalize)'")
-    for name in PASSES:
+    for name in registry.REGISTRY:
         p.add_argument(f"--{name}", dest=name, action=_Step, nargs=0, help=f"run {name}")
     p.add_argument("--emit", choices=["mlir", "llvm", "ptx"], default="mlir",
                    help="mlir: the IR after the passes; llvm: LLVM IR (CPU); ptx: GPU kernels")
@@ -280,7 +185,7 @@ def _run(args: argparse.Namespace) -> str:
         if pipeline is not None:
             run_pipeline(module, pipeline, args.mlir_print_ir_after_all)
         else:
-            run_pass(module, name, {}, args.mlir_print_ir_after_all)
+            run_pass(module, name, args.mlir_print_ir_after_all)
     if args.emit == "llvm":
         return _emit_llvm(module)
     if args.emit == "ptx":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from mlir import ir
+from .registry import AdjPass
 
 CIFACE = "_mlir_ciface_"
 PACKED = "_adj_packed_"
@@ -24,7 +25,7 @@ PACKED = "_adj_packed_"
 
 def add_packed_entries(module: ir.Module) -> None:
     """Adds `_adj_packed_<name>` beside every `_mlir_ciface_<name>` function defined."""
-    body = module.body
+    body = getattr(module, "operation", module).regions[0].blocks[0]
     cifaces = [op for op in body.operations if op.operation.name == "llvm.func"
                and ir.StringAttr(op.attributes["sym_name"]).value.startswith(CIFACE)
                and len(op.regions[0].blocks)]
@@ -69,3 +70,12 @@ def _wrapper(ciface: str, params: list[str], result: str | None) -> str:
         lines.append(f"  {call}")
     lines += ["  llvm.return", "}"]
     return "\n".join(lines)
+
+
+class PackedEntries(AdjPass):
+    """--adj-packed-entries: `_adj_packed_<entry>` for every C interface (the module
+    docstring), on the LLVM dialect."""
+    name = "adj-packed-entries"
+
+    def apply(self, module: ir.Operation) -> None:
+        add_packed_entries(module)

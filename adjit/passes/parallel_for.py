@@ -32,12 +32,16 @@ each.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from mlir import ir
 from mlir.dialects import arith, func
 
 from .small_loops import (SMALL_LOOP_ATTR, TINY_WORK, bounds, iterations_at_most, nest,
                           outermost_parallel_loops)
 from .walk import walk
+from ..core.threads import default_num_threads
+from .registry import AdjPass
 
 LAUNCHER_PREFIX = "__adj_launch_"
 # A loop's size class, for adj_parallel_for (runtime/native/parallel.cpp spells them alike):
@@ -257,3 +261,21 @@ llvm.func internal @__adj_thunk_{target}(%ctx: !llvm.ptr, %lo: i64, %hi: i64) {{
   llvm.return
 }}
 """
+
+
+class ParallelFor(AdjPass):
+    """--adj-parallel-for: step 1 (the module docstring)."""
+    name = "adj-parallel-for"
+
+    def apply(self, module: ir.Operation) -> None:
+        outline_parallel_loops(module)
+
+
+@dataclasses.dataclass
+class DefineLaunchers(AdjPass):
+    """--adj-define-launchers{threads=N}: step 2 (the module docstring), on the LLVM dialect."""
+    name = "adj-define-launchers"
+    threads: int = dataclasses.field(default_factory=default_num_threads)
+
+    def apply(self, module: ir.Operation) -> None:
+        define_launchers(module, self.threads)

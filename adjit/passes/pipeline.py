@@ -19,16 +19,11 @@ from __future__ import annotations
 
 from mlir import ir
 from mlir.dialects import arith
-from mlir.passmanager import PassManager
 
 from ..dialects.adj import ENTRY_ATTR
 # Thread settings live with the runtime that starts the threads (and reads them without MLIR).
 from ..core.threads import default_num_threads
-from .interior import split_interior
-from .packed_entries import add_packed_entries
-from .parallel_for import define_launchers, outline_parallel_loops
-from .lower_cpu import lower_cpu, relax_atomics
-from .small_loops import serialise_small_loops
+from .registry import AdjPass, run_pipeline
 from .walk import walk
 
 _C_INTERFACE_ATTR = "llvm.emit_c_interface"
@@ -45,21 +40,6 @@ _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,low
             "finalize-memref-to-llvm{use-generic-functions=true},"
             "convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
             "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")
-
-
-def _stages() -> tuple[str, str, str]:
-    # (before, loops, after): widen_bool_memrefs runs between the first two (after
-    # deallocation, whose lowering makes i1 memrefs of its own), outline_parallel_loops
-    # before the second, split_interior between the last two (on the scf.for nests the
-    # loops stage leaves), define_launchers after the last.
-    return (",".join([_PREPARE, _DEALLOCATE]), _NESTED_FORS,
-            ",".join(["canonicalize", _TO_LLVM]))
-
-
-def cpu_pipeline() -> str:
-    """The upstream passes that follow `lower_cpu`. Alone they abort on i1 memrefs, and run
-    every loop on one thread: `run_cpu_pipeline` runs them with adjit's passes between."""
-    return f"builtin.module({','.join(_stages())})"
 
 
 def _widened(t: ir.Type) -> ir.Type:
@@ -103,69 +83,74 @@ def widen_bool_memrefs(module: ir.Operation) -> None:
             op.operands[0] = arith.extui(i8, op.operands[0])
 
 
-def _privatize_non_entries(module: ir.Module) -> None:
-    # Only entries are called from outside; private kernels and helpers can be inlined and
-    # dropped (symbol-dce) instead of compiled on their own.
-    for op in module.body.operations:
-        op = op.operation
-        if (op.name == "func.func" and len(op.regions[0].blocks) > 0
-                and ENTRY_ATTR not in op.attributes and _C_INTERFACE_ATTR not in op.attributes):
-            op.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    _share_bodies_between_entries(module)
+class WidenBoolMemrefs(AdjPass):
+    """--adj-widen-bool-memrefs: widen_bool_memrefs."""
+    name = "adj-widen-bool-memrefs"
+
+    def apply(self, module: ir.Operation) -> None:
+        widen_bool_memrefs(module)
 
 
-def _share_bodies_between_entries(module: ir.Module) -> None:
-    # A derivative's entries (rev_all, aug, rev) all call its augmented and reverse bodies:
-    # inlined, each body would be optimised and compiled once per entry (the heat
-    # gradient's LLVM JIT 2.1 s). Called, not inlined, from each entry, it is compiled once.
-    entries = [op.operation for op in module.body.operations
-               if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)
-               and ENTRY_ATTR in op.operation.attributes]
-    callers: dict[str, set[str]] = {}
-    calls = []
-    for entry in entries:
-        name = ir.StringAttr(entry.attributes["sym_name"]).value
-        for block in entry.regions[0].blocks:
-            for op in block.operations:
-                if op.operation.name == "func.call":
-                    callee = ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value
-                    callers.setdefault(callee, set()).add(name)
-                    calls.append((callee, op.operation))
-    for callee, call in calls:
-        if len(callers[callee]) > 1:
-            call.attributes["no_inline"] = ir.UnitAttr.get()
+class PrivatizeHelpers(AdjPass):
+    """--adj-privatize-helpers: only entries are called from outside, so every other function
+    becomes private (inlined and dropped by symbol-dce instead of compiled on its own), and a
+    call of a function that several entries call is kept (`no_inline`): a derivative's
+    entries (rev_all, aug, rev) all call its augmented and reverse bodies, which inlined
+    would be optimised and compiled once per entry (the heat gradient's LLVM JIT 2.1 s)."""
+    name = "adj-privatize-helpers"
+
+    def apply(self, module: ir.Operation) -> None:
+        body = module.regions[0].blocks[0]
+        functions = [op.operation for op in body.operations
+                     if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
+        entries = []
+        for op in functions:
+            if ENTRY_ATTR in op.attributes:
+                entries.append(op)
+            elif _C_INTERFACE_ATTR not in op.attributes:
+                op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        callers: dict[str, set[str]] = {}
+        calls = []
+        for entry in entries:
+            name = ir.StringAttr(entry.attributes["sym_name"]).value
+            for block in entry.regions[0].blocks:
+                for op in block.operations:
+                    if op.operation.name == "func.call":
+                        callee = ir.FlatSymbolRefAttr(op.operation.attributes["callee"]).value
+                        callers.setdefault(callee, set()).add(name)
+                        calls.append((callee, op.operation))
+        for callee, call in calls:
+            if len(callers[callee]) > 1:
+                call.attributes["no_inline"] = ir.UnitAttr.get()
+
+
+def cpu_passes(threads: int) -> list[str]:
+    """The pipeline elements after `adj-lower-cpu`, for a module compiled for `threads`."""
+    parallel = ["adj-serialise-small-loops", "adj-parallel-for"] if threads > 1 else []
+    launchers = [f"adj-define-launchers{{threads={threads}}}"] if threads > 1 else []
+    return ["adj-privatize-helpers", _PREPARE, _DEALLOCATE, "adj-widen-bool-memrefs", *parallel,
+            _NESTED_FORS, "adj-split-interior", "canonicalize", _TO_LLVM, "adj-relax-atomics",
+            *launchers]
+
+
+def cpu_pipeline(threads: int | None = None) -> str:
+    """The whole CPU lowering, adj IR to the LLVM dialect with packed entries for native
+    callers, as one pipeline (`adjit-opt --pass-pipeline` runs it as the runtime does)."""
+    threads = default_num_threads() if threads is None else threads
+    return (f"builtin.module(adj-lower-cpu{{threads={threads}}},"
+            f"{','.join(cpu_passes(threads))},adj-packed-entries)")
 
 
 def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
-    """Runs the passes after `lower_cpu` on a module it already lowered: `cpu_pipeline`
-    with `widen_bool_memrefs` in place."""
+    """Runs the passes after `lower_cpu` on a module it already lowered (no packed entries:
+    the host programs of lower_cuda_host.py)."""
     threads = default_num_threads() if num_threads is None else num_threads
-    before, loops, after = _stages()
-    with module.context, ir.Location.unknown():
-        _privatize_non_entries(module)
-        pm = PassManager()
-        pm.add(before)
-        pm.add(lambda op, _pass: widen_bool_memrefs(op), name="adj-widen-bool-memrefs")
-        if threads > 1:   # small loops stay on the calling thread (small_loops.py says why)
-            pm.add(lambda op, _pass: serialise_small_loops(op), name="adj-serialise-small-loops")
-            pm.add(lambda op, _pass: outline_parallel_loops(op), name="adj-parallel-for")
-        pm.add(loops)
-        pm.add(lambda op, _pass: split_interior(op), name="adj-split-interior")
-        pm.add(after)
-        pm.add(lambda op, _pass: relax_atomics(op), name="adj-relax-atomics")
-        if threads > 1:
-            pm.add(lambda op, _pass: define_launchers(op, threads), name="adj-define-launchers")
-        pm.run(module.operation)
+    run_pipeline(module.operation, f"builtin.module({','.join(cpu_passes(threads))})")
 
 
 def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
-    """Lowers an adj-level module to the LLVM dialect in place."""
-    threads = default_num_threads() if num_threads is None else num_threads
-    with module.context, ir.Location.unknown():
-        lower_cpu(module.operation, threads)
-    run_cpu_pipeline(module, threads)
-    with module.context, ir.Location.unknown():
-        add_packed_entries(module)    # for native callers (runtime/native/dispatch.cpp)
+    """Lowers an adj-level module to the LLVM dialect in place (cpu_pipeline)."""
+    run_pipeline(module.operation, cpu_pipeline(num_threads))
 
 
 def llvm_dialect_text(module: ir.Module, num_threads: int | None = None) -> str:

@@ -36,6 +36,7 @@ from mlir.dialects import arith, scf
 
 from .autodiff.ir_util import constant_int
 from .walk import walk
+from .registry import AdjPass
 
 SMALL_LOOP_ATTR = "adj.small_loop"   # on the scf.if choosing between the twin and the loop
 SERIAL_WORK = 1 << 23    # iterations x cost: ~30 us of vectorised work at most
@@ -169,3 +170,11 @@ def nest(bounds: list[tuple[ir.Value, ir.Value, ir.Value]]) -> tuple[list[ir.Val
         ivs, innermost = nest(bounds[1:])
         scf.YieldOp([])
     return [loop.induction_variable] + ivs, innermost
+
+
+class SerialiseSmallLoops(AdjPass):
+    """--adj-serialise-small-loops: the module docstring."""
+    name = "adj-serialise-small-loops"
+
+    def apply(self, module: ir.Operation) -> None:
+        serialise_small_loops(module)

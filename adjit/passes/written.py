@@ -10,6 +10,7 @@ from mlir import ir
 
 from .autodiff.memory import WrittenArguments
 from .lower_cpu import _symbol_table
+from .registry import AdjPass
 
 __all__ = ["WrittenArguments", "written_arguments"]
 
@@ -32,3 +33,11 @@ def annotate_written(module: ir.Module) -> None:
     for name, fn in symbols.items():
         if len(fn.regions[0].blocks):
             fn.attributes[WRITTEN_ATTR] = ir.DenseI64ArrayAttr.get(sorted(analysis(name)))
+
+
+class AnnotateWritten(AdjPass):
+    """--adj-annotate-written: the module docstring."""
+    name = "adj-annotate-written"
+
+    def apply(self, module: ir.Operation) -> None:
+        annotate_written(module)

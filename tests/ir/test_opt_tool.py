@@ -95,14 +95,15 @@ def test_bytecode_on_stdin(tmp_path):
 def test_ctrl_c_in_a_pass_callback_exits_130(tmp_path, monkeypatch, capsys):
     """A KeyboardInterrupt raised in a walk callback of a pass (as Ctrl-C would) stops the
     tool with status 130 and one line, not RuntimeError("Exception raised in callback")."""
+    from adjit.passes.lower_cpu import LowerCpu
     from adjit.passes.walk import walk
 
-    def interrupted_pass(module: ir.Module) -> None:
+    def interrupted_pass(self, module: ir.Operation) -> None:
         def visit(op):
             raise KeyboardInterrupt
-        walk(module.operation, visit)
+        walk(module, visit)
 
-    monkeypatch.setitem(opt.PASSES, "adj-lower-cpu", interrupted_pass)
+    monkeypatch.setattr(LowerCpu, "apply", interrupted_pass)
     path = tmp_path / "f.mlir"
     path.write_text("func.func @f() {\n  return\n}\n")
     assert opt.main([str(path), "--adj-lower-cpu"]) == 130

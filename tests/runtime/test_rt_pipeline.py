@@ -167,3 +167,18 @@ def test_compiled_module_gives_its_llvm_ir(compile_text):
     from adjit.frontend.engine import llvm_text
     module = compile_text(MODULE)
     assert "define void @_mlir_ciface_iota(ptr" in llvm_text(module.source, module.num_threads)
+
+
+def test_adjit_opt_runs_the_runtimes_pipeline_as_text(ctx, tmp_path, capsys):
+    # The CPU lowering is one pipeline string (adjit's passes among upstream ones): the tool
+    # given that string produces what the runtime compiles.
+    from adjit.passes import opt
+    from adjit.passes.pipeline import cpu_pipeline
+    path = tmp_path / "iota.mlir"
+    path.write_text(MODULE)
+    text = cpu_pipeline(2)
+    assert text.startswith("builtin.module(adj-lower-cpu{threads=2},")
+    assert "adj-parallel-for" in text and "adj-define-launchers{threads=2}" in text
+    assert opt.main([str(path), f"--pass-pipeline={text}"]) == 0
+    expected = llvm_dialect_text(ir.Module.parse(MODULE, ctx), num_threads=2)
+    assert capsys.readouterr().out.strip() == expected.strip()

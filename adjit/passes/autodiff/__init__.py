@@ -86,6 +86,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ..registry import AdjPass
 from .custom_rules import RuleProvider, default_provider
 from .driver import Differentiator
 
@@ -97,6 +98,14 @@ def run_autodiff(module: ir.Operation, rule_provider: RuleProvider | None = None
     """
     module = module.operation
     Differentiator(module, rule_provider or default_provider(module)).run()
+
+
+class AutodiffPass(AdjPass):
+    """--adj-autodiff: run_autodiff with the rules the module declares."""
+    name = "adj-autodiff"
+
+    def apply(self, module: ir.Operation) -> None:
+        run_autodiff(module)
 
 
 __all__ = ["run_autodiff", "default_provider", "RuleProvider"]

@@ -15,11 +15,14 @@ summation, far below float32's rounding of the result.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from ...dialects import adj
 from .ir_util import index, one_dimensional_kernel, walk
+from ..registry import AdjPass
 
 CHUNK = 4096
 LANES = 4
@@ -176,3 +179,13 @@ def expand_all_item_sums(module: ir.Module, on_device: bool = False) -> None:
     with op.context, op.location:
         for launch in launches:
             expand_item_sums(launch, on_device)
+
+
+@dataclasses.dataclass
+class ExpandItemSums(AdjPass):
+    """--adj-expand-item-sums{on_device=false}: expand_all_item_sums."""
+    name = "adj-expand-item-sums"
+    on_device: bool = False
+
+    def apply(self, module: ir.Operation) -> None:
+        expand_all_item_sums(module, self.on_device)

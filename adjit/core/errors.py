@@ -15,6 +15,20 @@ class CompilationError(Exception):
             text += f"\n    {source_line.rstrip()}\n    {' ' * col}^"
         super().__init__(text)
 
+    def __reduce__(self):
+        # Pickled (multiprocessing, a process pool) with its text and fields, not rebuilt from
+        # its text alone; a field that cannot be pickled (an internal error's cause) travels
+        # as its type and text.
+        import pickle
+        state = {}
+        for key, value in self.__dict__.items():
+            try:
+                pickle.dumps(value)
+            except Exception:
+                value = RuntimeError(f"{type(value).__name__}: {value}")
+            state[key] = value
+        return (_restore, (type(self), self.args, state))
+
     @classmethod
     def at_location(cls, message: str, location: str) -> "CompilationError":
         """An error at an MLIR location (`loc("file.py":12:5)`, as the frontend gives every
@@ -26,6 +40,13 @@ class CompilationError(Exception):
             return cls(message)
         filename, line, col = m.group(1), int(m.group(2)), int(m.group(3)) - 1
         return cls(message, filename, line, col, linecache.getline(filename, line) or None)
+
+
+def _restore(cls: type, args: tuple, state: dict) -> CompilationError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class UserError(Exception):
@@ -57,6 +78,7 @@ _DELIBERATE = (TypeError, ValueError, ArithmeticError, RuntimeError)
 # Not the compiler's fault wherever they come from: a module that cannot be imported (MLIR
 # absent on a GPU machine, which cuda_launch turns into its own error), the file system.
 _ENVIRONMENT = (ImportError, OSError, MemoryError)
+
 
 def _package_folders() -> tuple[str, ...]:
     import os

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Callable, Union
 
+
 def _divsi(a: int, b: int) -> int:
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q

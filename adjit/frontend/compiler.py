@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..core.kernel import GpuKernel
     from .functions import Function, Kernel
 
+
 def context() -> ir.Context:
     """The one MLIR context adjit builds IR in (dialects.shared_context)."""
     return shared_context()

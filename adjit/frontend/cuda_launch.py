@@ -249,5 +249,3 @@ def cache_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str,
     what = "\0".join([fingerprint(k), compiler_fingerprint(), variant, repr(list(types)),
                       str(ndim), "debug" if debug else "release"])
     return kernel_cache.cache_key(what, k.__name__, target)
-
-

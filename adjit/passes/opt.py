@@ -27,7 +27,6 @@ from .lower_cpu import ERROR_TABLE_ATTR
 from .walk import walk
 
 
-
 class ToolError(Exception):
     """A problem that no IR location explains: a pass not written yet, a bad pipeline string."""
 

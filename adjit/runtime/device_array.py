@@ -230,7 +230,6 @@ _DL_KIND = {"i": 0, "u": 1, "f": 2, "b": 6}          # kDLInt, kDLUInt, kDLFloat
 _NAME, _USED_NAME = b"dltensor", b"used_dltensor"    # module constants: capsules keep the pointer
 
 
-
 def _python_api(name: str, restype: Any, *argtypes: Any) -> Any:
     # A prototype per use: ctypes.pythonapi.<name> is one shared object with one argtypes.
     return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))

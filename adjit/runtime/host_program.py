@@ -300,4 +300,3 @@ def _stage_out(original: Any, view: np.ndarray) -> None:
 def _view(ptr: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
     n = int(np.prod(shape)) * dtype.itemsize
     return np.ndarray(tuple(shape), dtype, (ctypes.c_char * n).from_address(ptr))
-

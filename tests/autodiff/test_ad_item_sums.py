@@ -117,7 +117,6 @@ def test_ndrange_larger_than_the_arrays_is_refused():
                        ndrange=9)
 
 
-
 @adjit.jit
 def copied_scale(a: adjit.f32, x):
     y = (a * x).copy()            # an element-wise loop that stores: reversed in parallel

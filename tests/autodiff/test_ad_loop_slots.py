@@ -14,6 +14,7 @@ def _rev(g: GradCheck) -> str:
     """The text of the generated reverse function."""
     return str(g.c.module).split("func.func @rv_rev")[1].split("func.func")[0]
 
+
 # out = a * sum_i (a x_i + [i even] b): a at two sites (the lanes), b at one; a is also used
 # after the loop, so its adjoint so far is added to the slots' sum.
 LANES = f"""

@@ -164,4 +164,3 @@ def test_overwritten_flag_caches_argument_reads():
     flat[0][:] = 100.0   # the caller overwrites x
     safe.c("rv_rev", *flat, *tape)
     np.testing.assert_allclose(flat[1], 2 * x * w)
-

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from ad_helpers import ENTRY, GradCheck
 
+
 def erf_prime(x: float) -> float:
     return 2 / math.sqrt(math.pi) * math.exp(-x * x)
 

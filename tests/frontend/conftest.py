@@ -15,4 +15,3 @@ def _no_leaked_settings(monkeypatch):
     # Tests must not depend on the developer's environment.
     for var in ("ADJIT_DEBUG", "ADJIT_DUMP_IR"):
         monkeypatch.delenv(var, raising=False)
-

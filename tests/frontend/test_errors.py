@@ -620,3 +620,25 @@ def test_pass_errors_in_a_nested_kernel_name_the_column_in_the_file():
     with open(__file__) as src:
         text = src.read().splitlines()[e.lineno - 1]
     assert e.col >= text.index("a[i] < 9.0"), (e.col, text)
+
+
+def test_compilation_errors_pickle_with_their_fields():
+    # Raised in a worker process (multiprocessing, a process pool), an error arrives whole.
+    import pickle
+    from adjit.core.errors import CompilationError, InternalCompilerError
+    e = CompilationError("unsupported thing", "/x/model.py", 12, 4, "    y = thing(x)\n")
+    again = pickle.loads(pickle.dumps(e))
+    assert type(again) is CompilationError and str(again) == str(e)
+    assert (again.message, again.filename, again.lineno, again.col, again.source_line) == \
+        (e.message, e.filename, e.lineno, e.col, e.source_line)
+
+    class Unpicklable(Exception):
+        def __reduce__(self):
+            raise TypeError("no")
+
+    for cause in (KeyError("k"), Unpicklable("deep")):
+        ice = InternalCompilerError(cause, "/x/model.py", 3, 0, "z = 1")
+        back = pickle.loads(pickle.dumps(ice))
+        assert type(back) is InternalCompilerError and (back.filename, back.lineno) == \
+            ("/x/model.py", 3)
+        assert type(cause).__name__ in str(back) and str(back) == str(ice)

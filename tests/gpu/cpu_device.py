@@ -93,4 +93,3 @@ def _scalar(word: int, t: ScalarType):
     if t.name == "bool":
         return bool(word & 1)
     return int(raw.view(np.int64)[0])
-

@@ -149,7 +149,6 @@ def test_gpu_key_is_the_same_in_every_process(tmp_path):
     assert len(keys) == 1
 
 
-
 class Layer:
     __slots__ = ("w",)
 

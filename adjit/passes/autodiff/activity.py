@@ -72,7 +72,6 @@ class AliasClasses:
                 self.union(a, b)
 
 
-
 def carried_groups(op: ir.Operation) -> list[tuple[list[ir.Value], list[ir.Value]]]:
     """Control-flow joins of `op`: (values flowing in, values receiving them) per position.
 

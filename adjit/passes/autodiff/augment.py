@@ -285,7 +285,6 @@ class AugGen:
             self.stacks.values = rest
 
 
-
 def _runs_left(levels: list[tuple[ir.Value, ...]]) -> ir.Value:
     """AugGen.runs_left's count, from (iv, lb, ub, step) per loop, innermost first."""
     left, inner = None, None
@@ -301,6 +300,7 @@ def _runs_left(levels: list[tuple[ir.Value, ...]]) -> ir.Value:
             left = arith.addi(left, arith.muli(later, inner))
             inner = arith.muli(inner, n)
     return left
+
 
 # Ops whose effects the caller may see even when no result of theirs is used.
 EFFECTS = ("func.call", "adj.launch", "adj.sync", "adj.check", "memref.dealloc")

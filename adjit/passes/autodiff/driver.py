@@ -202,5 +202,3 @@ class Differentiator:
     def set_signature(self, fn: ir.Operation, inputs: list[ir.Type],
                       results: list[ir.Type]) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
-
-

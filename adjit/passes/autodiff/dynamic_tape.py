@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from .driver import Differentiator
 
 
-
 def is_dynamic(block: ir.Block, fn: ir.Operation) -> bool:
     """Whether `block` is inside a loop of `fn` that may run a different number of times
     for different work items: an scf.while, or an scf.for whose bounds are not uniform."""
@@ -323,4 +322,3 @@ def check_ends(cursors: list[ir.Value], ends: list[ir.Value]) -> None:
                   "tape was sized than when it was filled (a loop's count depends on "
                   "something that changed between the two passes); its gradient would be "
                   "wrong")
-

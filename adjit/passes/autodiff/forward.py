@@ -323,4 +323,3 @@ class ForwardGen:
                 elif is_float_memref(v.type):
                     values.append(self.derivative_of(v))
         func.ReturnOp(values)
-

@@ -123,8 +123,6 @@ def walk(op: ir.Operation) -> Iterator[ir.Operation]:
                 yield from walk(inner.operation)
 
 
-
-
 def is_ancestor(outer: ir.Operation, inner: ir.Operation) -> bool:
     """Whether `inner` is `outer` or nested inside it."""
     op = inner
@@ -135,8 +133,6 @@ def is_ancestor(outer: ir.Operation, inner: ir.Operation) -> bool:
         if parent is None:
             return False
         op = parent.operation
-
-
 
 
 def clone_op(op: ir.Operation, vmap: dict[ir.Value, ir.Value]) -> ir.Operation:
@@ -220,6 +216,7 @@ def zeroed_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Valu
     new = alloc_like(m, shape)
     fill_zero(new)
     return new
+
 
 def trip_count(lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value:
     """Iterations of scf.for(lb, ub, step): ceil((ub - lb) / step), at least 0."""

@@ -420,4 +420,3 @@ class KernelCountGen(KernelAugGen):
     def _writes_argument(self, op: ir.Operation) -> bool:
         target = op.operands[1]
         return isinstance(target, ir.BlockArgument) and target.owner == self.ctx.entry
-

@@ -126,6 +126,7 @@ def _rev_twice(gen, ctx: "ReverseContext", name: str, extra: dict[str, ir.Attrib
     second = gen(ctx, needed)
     return second.emit(name, extra, private), second
 
+
 def add_into(dst: ir.Value, src: ir.Value) -> None:
     """dst += src, element by element (two shadows of one array)."""
     def body(i: list[ir.Value]) -> None:
@@ -232,10 +233,6 @@ def outer_values(act: Activity, region_op: ir.Operation) -> list[ir.Value]:
                     and v not in found:
                 found.append(v)
     return found
-
-
-
-
 
 
 def _at(load: ir.Operation, iv: ir.Value) -> bool:
@@ -929,4 +926,3 @@ class _LazyPrimals:
 
     def __getitem__(self, i: int) -> ir.Value:
         return self.gen.primal(self.operands[i])
-

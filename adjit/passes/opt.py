@@ -1,13 +1,18 @@
 """`adjit-opt`: the mlir-opt of adjit, to run its passes on IR files and test them with FileCheck.
 
     adjit-opt [file.mlir|-] [--pass-pipeline='builtin.module(...)'] [--adj-autodiff]
-              [--adj-lower-cpu] [--adj-lower-gpu] [--adj-lower-cuda-host]
-              [--emit=mlir|llvm|ptx]
+              [--adj-lower-cpu] [--adj-lower-gpu] [--adj-lower-cuda-host] [--adj-...]
+              [--emit=mlir|llvm|ptx] [--split-input-file] [--verify-diagnostics]
               [--mlir-print-ir-after-all] [--mlir-print-debuginfo] [-o out]
 
-Passes run in command-line order; `--emit` then lowers what is left and prints the result.
-Every user error (bad IR, a failed pass, a malformed adj op) is printed as an MLIR diagnostic
-`file:line:col: error: message` with exit status 1, never as a Python traceback.
+Passes run in command-line order (flags, or adjit's passes with options inside
+--pass-pipeline: passes/registry.py); `--emit` then lowers what is left and prints the
+result. Every user error (bad IR, a failed pass, a malformed adj op) is printed as an MLIR
+diagnostic `file:line:col: error: message` with exit status 1, never as a Python traceback.
+As with mlir-opt, `--split-input-file` runs each part between `// -----` lines on its own
+(diagnostics keep the whole file's lines), and `--verify-diagnostics` checks the diagnostics
+against `// expected-error @+1 {{text}}` comments (-warning, -note, -remark; `@-N`, `@above`,
+`@below`) instead of printing them: status 0 when each is produced and nothing else.
 """
 from __future__ import annotations
 
@@ -104,9 +109,32 @@ def _where(loc: ir.Location) -> str | None:
     return None
 
 
+class _Sink:
+    """Where diagnostics go: printed as `file:line:col: severity: message` (`file` renamed from
+    `-` to `name`, for the parts of a split input), or, with `collect`, kept for
+    --verify-diagnostics as (line or None, severity, message, printed form)."""
+
+    def __init__(self, name: str = "-", collect: bool = False):
+        self.name, self.collect = name, collect
+        self.kept: list[tuple[int | None, str, str, str]] = []
+
+    def report(self, loc: ir.Location | None, severity: str, message: str) -> None:
+        where = _where(loc) if loc is not None else None
+        if where is not None and where.startswith("-:") and self.name != "-":
+            where = self.name + where[1:]
+        text = f"{where or 'adjit-opt'}: {severity}: {message}"
+        if self.collect:
+            line = int(where.rsplit(":", 2)[1]) if where and where.count(":") >= 2 else None
+            self.kept.append((line, severity, message, text))
+        else:
+            print(text, file=sys.stderr)
+
+
+_sink = _Sink()
+
+
 def _report(loc: ir.Location | None, severity: str, message: str) -> None:
-    where = _where(loc) if loc is not None else None
-    print(f"{where or 'adjit-opt'}: {severity}: {message}", file=sys.stderr)
+    _sink.report(loc, severity, message)
 
 
 def _report_diagnostic(diag: Any) -> None:
@@ -138,6 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mlir-print-ir-after-all", action="store_true",
                    help="print the IR to stderr after each pass")
     p.add_argument("--mlir-print-debuginfo", action="store_true", help="print locations")
+    p.add_argument("--split-input-file", action="store_true",
+                   help="run each part of the input between `// -----` lines on its own")
+    p.add_argument("--verify-diagnostics", action="store_true",
+                   help="check the diagnostics against the input's `// expected-error` "
+                        "(-warning, -note, -remark) comments instead of printing them")
     p.add_argument("-o", dest="output", default="-", help="output file (default: stdout)")
     p.set_defaults(steps=[])
     return p
@@ -163,22 +196,28 @@ def _nesting(data: bytes) -> int:
     return deepest
 
 
-def _parse(source: str) -> ir.Module:
+def _read(source: str) -> bytes:
+    return sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+
+
+def _parse(source: str, data: bytes | None = None) -> ir.Module:
     """The module in file `source` (`-`: stdin), read as bytes: text in any encoding, or
-    MLIR bytecode, is the parser's to judge, with a diagnostic at the offending character."""
-    data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    MLIR bytecode, is the parser's to judge, with a diagnostic at the offending character.
+    `data`: the text itself (a part of a split input, its locations named `-`)."""
+    whole = data is None
+    data = _read(source) if whole else data
     if not data.startswith(_BYTECODE_MAGIC):
         depth = _nesting(data)
         if depth > MAX_NESTING:
             raise ToolError(f"{source}: regions nest {depth} deep, more than adjit-opt's "
                             f"limit of {MAX_NESTING}")
-    if source != "-" and Path(source).is_file():
+    if whole and source != "-" and Path(source).is_file():
         return ir.Module.parseFile(source)   # locations then name the file
     return ir.Module.parse(data)             # (a pipe cannot be read twice)
 
 
-def _run(args: argparse.Namespace) -> str:
-    module = _parse(args.input)
+def _run(args: argparse.Namespace, data: bytes | None = None) -> str:
+    module = _parse(args.input, data)
     op = module.operation
     for name, pipeline in args.steps:
         if pipeline is not None:
@@ -205,7 +244,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _parts(data: bytes) -> list[bytes]:
+    """The parts of a split input, each padded with the empty lines before it, so that
+    their diagnostics give the lines of the whole file."""
+    lines = data.split(b"\n")
+    parts, start = [], 0
+    for i, line in enumerate(lines + [b"// -----"]):
+        if line.strip() == b"// -----":
+            parts.append(b"\n" * start + b"\n".join(lines[start:i]))
+            start = i + 1
+    return parts
+
+
 def _main(args: argparse.Namespace) -> int:
+    global _sink
+    if args.split_input_file or args.verify_diagnostics:
+        data = _read(args.input)
+        parts = _parts(data) if args.split_input_file else [data]
+        _sink = _Sink(args.input, collect=args.verify_diagnostics)
+    else:
+        parts = [None]
+    outputs, status = [], 0
+    for part in parts:
+        if args.verify_diagnostics:
+            _sink.kept = []
+        text, failed = _run_part(args, part)
+        if args.verify_diagnostics:
+            status |= _verify(args.input, part, _sink.kept)
+        elif failed:
+            status = 1
+        elif text is not None:
+            outputs.append(text)
+    if args.verify_diagnostics or status:
+        return status
+    text = "// -----\n".join(outputs)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+    return 0
+
+
+def _run_part(args: argparse.Namespace, data: bytes | None) -> tuple[str | None, bool]:
+    """(the output for one input or part of a split one, whether it failed)."""
     ctx = make_context()
     failed = False
 
@@ -219,26 +300,53 @@ def _main(args: argparse.Namespace) -> int:
     ctx.attach_diagnostic_handler(on_diagnostic)
     try:
         with ctx, ir.Location.unknown():
-            text = _run(args)
-        if failed:
-            return 1
-        if args.output == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.output).write_text(text)
+            text = _run(args, data)
+        return (None, True) if failed else (text, False)
     except ir.MLIRError as e:
         for diag in e.error_diagnostics:
             _report_diagnostic(diag)
         if not e.error_diagnostics:
             _report(None, "error", e.message)
-        return 1
     except AdjError as e:
         _report(e.op.location, "error", str(e))
-        return 1
     except (ToolError, OSError) as e:
         _report(None, "error", str(e))
-        return 1
-    return 0
+    return None, True
+
+
+_EXPECTED = re.compile(rb"//\s*expected-(error|warning|note|remark)\s*"
+                       rb"(?:@(above|below|[+-]\d+))?\s*\{\{(.*?)\}\}")
+
+
+def _verify(name: str, data: bytes, kept: list[tuple[int | None, str, str, str]]) -> int:
+    """--verify-diagnostics for one input (part): 0 if the diagnostics reported are exactly
+    those its `expected-*` comments ask for (each message containing the expected text, on
+    the line the comment names), else 1, printing each difference."""
+    expected = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        for m in _EXPECTED.finditer(line):
+            offset = m.group(2)
+            at = number + (-1 if offset == b"above" else 1 if offset == b"below"
+                           else int(offset) if offset else 0)
+            expected.append((at, m.group(1).decode(), m.group(3).decode(errors="replace")))
+    # MLIR attaches "see current operation" notes to verifier errors (mlir-opt turns them
+    # off when it verifies diagnostics; the bindings cannot): not the pass's diagnostics.
+    unmatched = [k for k in kept if not (k[1] == "note"
+                                         and k[2].startswith("see current operation"))]
+    status = 0
+    for at, severity, text in expected:
+        match = next((k for k in unmatched if k[0] == at and k[1] == severity and text in k[2]),
+                     None)
+        if match is None:
+            print(f"{name}:{at}: error: expected {severity} \"{text}\" was not produced",
+                  file=sys.stderr)
+            status = 1
+        else:
+            unmatched.remove(match)
+    for _, severity, _, printed in unmatched:
+        print(f"unexpected {severity}: {printed}", file=sys.stderr)
+        status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -121,3 +121,37 @@ def test_a_pipe_named_as_the_input_is_read_once():
     done = adjit_opt("/dev/stdin", stdin=b"func.func @f() {\n  return\n}\n")
     assert done.returncode == 0, done.stderr
     assert b"func.func @f()" in done.stdout
+
+
+def test_verify_diagnostics_fails_on_a_missing_or_an_unexpected_diagnostic(tmp_path, capsys):
+    path = tmp_path / "cases.mlir"
+    good = ("func.func @f(%x: i32) {\n"
+            "  // expected-error @+1 {{expected 'i1' but got 'i32'}}\n"
+            "  \"adj.check\"(%x) {error = \"IndexError\", message = \"m\"} : (i32) -> ()\n"
+            "  return\n}\n")
+    path.write_text(good)
+    assert opt.main([str(path), "--verify-diagnostics"]) == 0
+    # The expectation on the wrong line: one not produced, one unexpected.
+    path.write_text(good.replace("@+1", "@+2"))
+    assert opt.main([str(path), "--verify-diagnostics"]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:4: error: expected error \"expected 'i1' but got 'i32'\" was not produced" \
+        in err
+    assert f"unexpected error: {path}:3:3: error: expected 'i1' but got 'i32'" in err
+    # No diagnostic where one is expected.
+    path.write_text("// expected-error @+1 {{anything}}\nfunc.func @f() {\n  return\n}\n")
+    assert opt.main([str(path), "--verify-diagnostics"]) == 1
+    assert "was not produced" in capsys.readouterr().err
+
+
+def test_split_input_file_runs_each_part_and_keeps_the_lines(tmp_path, capsys):
+    path = tmp_path / "parts.mlir"
+    path.write_text("func.func @a() {\n  return\n}\n// -----\n"
+                    "func.func @b() {\n  return\n}\n// -----\n\n\n"
+                    "func.func @c() {\n  %i = = \"adj.index\"() : () -> index\n}\n")
+    assert opt.main([str(path), "--split-input-file"]) == 1
+    assert f"{path}:12:7: error:" in capsys.readouterr().err     # the whole file's line
+    path.write_text("func.func @a() {\n  return\n}\n// -----\nfunc.func @b() {\n  return\n}\n")
+    assert opt.main([str(path), "--split-input-file"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("// -----") == 1 and out.index("@a") < out.index("// -----") < out.index("@b")

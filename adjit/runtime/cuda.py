@@ -24,96 +24,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param, check_ndrange_bounds
 from . import device_array as _device_array
 from .abi import check_error, row_major_strides
-from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param, check_ndrange_bounds
+# The driver and device memory (cuda_driver.py); the memory functions are this module's
+# interface too (cuda.alloc, cuda.free, cuda.accounting...).
+from .cuda_driver import (accounting, alloc, alloc_managed, check, copy, driver,  # noqa: F401
+                          free, is_available, synchronize)
 
 MAX_BLOCK = 1024
 NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
                 "i1": np.bool_, "index": np.int64}
 
 
-@dataclass
-class _Driver:
-    api: Any          # the cuda.bindings.driver module
-    device: Any
-    context: Any
-
-
-_driver: _Driver | None = None
-_driver_error: RuntimeError | None = None
-_lock = threading.Lock()
-_current = threading.local()     # whether this thread has made the primary context current
-
-
-def _start() -> _Driver:
-    try:    # probe first: without libcuda, cuda-bindings raises its own, less clear, error
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        raise RuntimeError(f"no CUDA driver on this machine ({e})") from None
-    try:
-        from cuda.bindings import driver as api
-    except ImportError:
-        try:
-            from cuda import cuda as api          # cuda-python before 12.6
-        except ImportError:
-            raise RuntimeError("GPU launches need cuda-bindings: pip install cuda-bindings") from None
-    (err,) = api.cuInit(0)
-    _check(api, err, "cuInit (is there a GPU?)")
-    err, count = api.cuDeviceGetCount()
-    _check(api, err, "cuDeviceGetCount")
-    if count == 0:
-        raise RuntimeError("the CUDA driver sees no GPU")
-    err, device = api.cuDeviceGet(0)
-    _check(api, err, "cuDeviceGet")
-    err, context = api.cuDevicePrimaryCtxRetain(device)
-    _check(api, err, "cuDevicePrimaryCtxRetain")
-    return _Driver(api, device, context)
-
-
-def driver() -> _Driver:
-    """The initialised driver, its context current on this thread; RuntimeError without one."""
-    global _driver, _driver_error
-    if _driver is None:
-        with _lock:
-            if _driver is None and _driver_error is None:
-                try:
-                    _driver = _start()
-                except RuntimeError as e:
-                    _driver_error = e
-    if _driver is None:
-        raise RuntimeError(f"CUDA is not available: {_driver_error}")
-    if not getattr(_current, "done", False):
-        (err,) = _driver.api.cuCtxSetCurrent(_driver.context)
-        check(err, "cuCtxSetCurrent")
-        _current.done = True
-    return _driver
-
-
-def is_available() -> bool:
-    """True when a CUDA driver, cuda-bindings and at least one GPU are present."""
-    try:
-        driver()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _check(api: Any, err: Any, what: str) -> None:
-    if err != api.CUresult.CUDA_SUCCESS:
-        _, name = api.cuGetErrorName(err)
-        raise RuntimeError(f"{what} failed: {name.decode() if name else err}")
-
-
-def check(err: Any, what: str) -> None:
-    """Raises RuntimeError naming the CUDA error when `err` (from driver().api) is not success."""
-    _check(_driver.api, err, what)
-
-
-def synchronize() -> None:
-    """Waits for all work on the device (launches already do)."""
-    (err,) = driver().api.cuCtxSynchronize()
-    check(err, "cuCtxSynchronize")
+_load_lock = threading.Lock()
 
 
 @dataclass
@@ -135,7 +59,7 @@ def _load(kernel: GpuKernel) -> _Loaded:
     check(err, f"loading the PTX of kernel {kernel.name} (built for {kernel.chip})")
     err, function = api.cuModuleGetFunction(module, kernel.entry.encode())
     check(err, f"cuModuleGetFunction({kernel.entry})")
-    with _lock:
+    with _load_lock:
         return _loaded.setdefault(key, _Loaded(module, function))
 
 
@@ -297,64 +221,6 @@ def _run(gpu_kernel: GpuKernel, grid: int, block: int, kernel_params: int,
     (err,) = api.cuStreamSynchronize(0)
     check(err, f"kernel {gpu_kernel.name}")
     return loaded
-
-
-# CU_MEM_ATTACH_GLOBAL: managed memory any stream, and the CPU, may access.
-_ATTACH_GLOBAL = 1
-
-
-class _Accounting:
-    """Bytes of GPU memory adjit allocated (device arrays, tapes, managed memory of host
-    programs) and not yet freed, and the most at any time: memory_stats' device_* keys."""
-
-    def __init__(self) -> None:
-        self.sizes: dict[int, int] = {}
-        self.in_use = self.peak = 0
-        self.lock = threading.Lock()
-
-    def add(self, ptr: int, nbytes: int) -> None:
-        with self.lock:
-            self.sizes[ptr] = nbytes
-            self.in_use += nbytes
-            self.peak = max(self.peak, self.in_use)
-
-    def remove(self, ptr: int) -> None:
-        with self.lock:
-            self.in_use -= self.sizes.pop(ptr, 0)
-
-
-accounting = _Accounting()
-
-
-def alloc(nbytes: int) -> int:
-    """`nbytes` of device memory (at least one byte)."""
-    err, ptr = driver().api.cuMemAlloc(max(int(nbytes), 1))
-    check(err, f"allocating {nbytes} bytes on the GPU")
-    accounting.add(int(ptr), int(nbytes))
-    return int(ptr)
-
-
-def alloc_managed(nbytes: int) -> int:
-    """`nbytes` of CUDA managed memory (at least one byte), addressable by the CPU and the
-    GPU alike."""
-    err, ptr = driver().api.cuMemAllocManaged(max(int(nbytes), 1), _ATTACH_GLOBAL)
-    check(err, f"allocating {nbytes} bytes of managed memory")
-    accounting.add(int(ptr), int(nbytes))
-    return int(ptr)
-
-
-def free(ptr: int) -> None:
-    """Frees memory that alloc or alloc_managed gave."""
-    accounting.remove(ptr)
-    (err,) = driver().api.cuMemFree(ptr)
-    check(err, "cuMemFree")
-
-
-def copy(dst: int, src: int, nbytes: int) -> None:
-    """Copies `nbytes` between any two addresses the driver knows (unified addressing)."""
-    if nbytes:
-        (err,) = driver().api.cuMemcpy(dst, src, nbytes)
-        check(err, "cuMemcpy")
 
 
 def _extents(ndrange: int | Sequence[int]) -> tuple[int, ...]:

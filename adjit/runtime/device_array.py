@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import cuda as _cuda
+from . import cuda_driver
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_MANAGED = 1, 2, 13      # DLPack device types
 
@@ -35,7 +35,7 @@ class DeviceArray:
         elif self.nbytes == 0:
             self.ptr = 0
         else:
-            self.ptr = _cuda.alloc(self.nbytes)
+            self.ptr = cuda_driver.alloc(self.nbytes)
             weakref.finalize(self, _free, self.ptr)
 
     @property
@@ -75,8 +75,8 @@ class DeviceArray:
     def zeros(cls, shape: int | Sequence[int], dtype: Any = np.float64) -> "DeviceArray":
         array = cls(shape, dtype)
         if array.nbytes:
-            (err,) = _cuda.driver().api.cuMemsetD8(array.ptr, 0, array.nbytes)
-            _cuda.check(err, "cuMemsetD8")
+            (err,) = cuda_driver.driver().api.cuMemsetD8(array.ptr, 0, array.nbytes)
+            cuda_driver.check(err, "cuMemsetD8")
         return array
 
     @classmethod
@@ -91,8 +91,8 @@ class DeviceArray:
         if host.shape != self.shape:
             raise ValueError(f"cannot copy a {host.shape} array into a {self.shape} DeviceArray")
         if self.nbytes:
-            (err,) = _cuda.driver().api.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes)
-            _cuda.check(err, "copying to the GPU")
+            (err,) = cuda_driver.driver().api.cuMemcpyHtoD(self.ptr, host.ctypes.data, self.nbytes)
+            cuda_driver.check(err, "copying to the GPU")
 
     def copy_to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """A NumPy copy (into `out` when given: any layout of the same shape and dtype)."""
@@ -101,8 +101,8 @@ class DeviceArray:
             raise ValueError(f"cannot copy a {self.shape} {self.dtype} DeviceArray into a "
                              f"{host.shape} {host.dtype} array")
         if self.nbytes:
-            (err,) = _cuda.driver().api.cuMemcpyDtoH(host.ctypes.data, self.ptr, self.nbytes)
-            _cuda.check(err, "copying from the GPU")
+            (err,) = cuda_driver.driver().api.cuMemcpyDtoH(host.ctypes.data, self.ptr, self.nbytes)
+            cuda_driver.check(err, "copying from the GPU")
         if out is not None and out is not host:
             out[...] = host
             return out
@@ -160,8 +160,8 @@ def _from_interface(obj: Any, interface: dict) -> DeviceArray:
     _require_contiguous(shape, interface.get("strides"), dtype)
     stream = interface.get("stream")
     if stream not in (None, 1, 2):      # protocol v3: the consumer waits for the producer's stream
-        (err,) = _cuda.driver().api.cuStreamSynchronize(stream)
-        _cuda.check(err, "waiting for the array's stream")
+        (err,) = cuda_driver.driver().api.cuStreamSynchronize(stream)
+        cuda_driver.check(err, "waiting for the array's stream")
     return DeviceArray(shape, dtype, ptr=interface["data"][0], owner=obj)
 
 
@@ -192,12 +192,12 @@ def array_identity(a: Any) -> tuple:
 
 
 def _device_ordinal() -> int:
-    return int(_cuda.driver().device)
+    return int(cuda_driver.driver().device)
 
 
 def _free(ptr: int) -> None:
     try:
-        _cuda.free(ptr)
+        cuda_driver.free(ptr)
     except Exception:      # interpreter shutdown: the driver may be gone already
         pass
 

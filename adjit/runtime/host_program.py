@@ -37,7 +37,7 @@ import numpy as np
 from ..core.symbols import (ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX,
                             LAUNCH_SYMBOL)
 from ..core.types import ArrayType, parse_type
-from . import cuda
+from . import cuda, cuda_driver
 from .abi import check_error, make_caller
 from .device_array import DeviceArray, array_identity
 from .files import DamagedEntry, read_entry, write_entry
@@ -122,7 +122,7 @@ class _ManagedBlock:
 
     def __del__(self) -> None:
         try:
-            cuda.free(self.ptr)
+            cuda_driver.free(self.ptr)
         except Exception:       # interpreter shutdown: the driver may be gone already
             pass
 
@@ -195,7 +195,7 @@ class LoadedProgram:
             finally:
                 for original, view, ptr in copies.values():
                     _stage_out(original, view)
-                    cuda.free(ptr)
+                    cuda_driver.free(ptr)
                 self._local.interrupt = None
                 if interrupt is not None:
                     interrupt.stop()     # raises the KeyboardInterrupt of a Ctrl-C meanwhile
@@ -204,7 +204,7 @@ class LoadedProgram:
 
     def _alloc(self, nbytes: int) -> int:
         try:
-            return cuda.alloc_managed(nbytes)
+            return cuda_driver.alloc_managed(nbytes)
         except BaseException as e:     # noqa: BLE001 (no exception may cross into C)
             self._pending().append(e)
             return 0
@@ -212,7 +212,7 @@ class LoadedProgram:
     def _free(self, ptr: int | None) -> None:
         if ptr:
             try:
-                cuda.free(ptr)
+                cuda_driver.free(ptr)
             except BaseException as e:     # noqa: BLE001
                 self._pending().append(e)
 
@@ -280,10 +280,10 @@ def _stage_in(a: Any, t: ArrayType) -> tuple[np.ndarray, int]:
     """A copy of array argument `a` in managed memory: (a NumPy view of it, its address)."""
     dtype = t.dtype.np_dtype
     nbytes = int(np.prod(a.shape)) * dtype.itemsize
-    ptr = cuda.alloc_managed(nbytes)
+    ptr = cuda_driver.alloc_managed(nbytes)
     view = _view(ptr, a.shape, dtype)
     if isinstance(a, DeviceArray):
-        cuda.copy(ptr, a.ptr, nbytes)
+        cuda_driver.copy(ptr, a.ptr, nbytes)
     else:
         view[...] = a
     return view, ptr
@@ -292,7 +292,7 @@ def _stage_in(a: Any, t: ArrayType) -> tuple[np.ndarray, int]:
 def _stage_out(original: Any, view: np.ndarray) -> None:
     """Copies what the call left in `view` back into the argument it was copied from."""
     if isinstance(original, DeviceArray):
-        cuda.copy(original.ptr, view.ctypes.data, view.nbytes)
+        cuda_driver.copy(original.ptr, view.ctypes.data, view.nbytes)
     elif original.flags.writeable:
         original[...] = view
 

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ..core.types import ScalarType
-from . import cuda, extension
+from . import cuda_driver, extension
 from .abi import array_over
 
 # Blocks of CACHE_MIN_BYTES or more are kept when freed, for a later allocation to reuse:
@@ -77,8 +77,8 @@ def memory_stats() -> dict[str, int]:
     start or `reset_peak_memory()`: in the CPU's memory, and (`device_*`) the GPU's."""
     a = _get()
     return {"bytes_in_use": a.in_use.value, "peak_bytes": a.peak.value,
-            "device_bytes_in_use": cuda.accounting.in_use,
-            "device_peak_bytes": cuda.accounting.peak}
+            "device_bytes_in_use": cuda_driver.accounting.in_use,
+            "device_peak_bytes": cuda_driver.accounting.peak}
 
 
 def release_cached_memory() -> int:
@@ -92,8 +92,8 @@ def reset_peak_memory() -> None:
     """Sets the peaks to the bytes in use now."""
     a = _get()
     a.peak.value = a.in_use.value
-    with cuda.accounting.lock:
-        cuda.accounting.peak = cuda.accounting.in_use
+    with cuda_driver.accounting.lock:
+        cuda_driver.accounting.peak = cuda_driver.accounting.in_use
 
 
 class Block:

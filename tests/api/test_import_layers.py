@@ -29,7 +29,6 @@ KNOWN_CYCLES = [
      "passes.autodiff.custom_rules", "passes.autodiff.driver", "passes.autodiff.dynamic_tape",
      "passes.autodiff.forward", "passes.autodiff.inline_array_calls",
      "passes.autodiff.kernel_tape", "passes.autodiff.launch", "passes.autodiff.reverse"},
-    {"runtime.cuda", "runtime.device_array"},
 ]
 
 # What each layer may import from adjit (its own modules always).

@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from adjit.runtime import cuda
+from adjit.runtime import cuda, cuda_driver
 
 
 class FakeDriverAPI:
@@ -116,7 +116,7 @@ def install(monkeypatch: pytest.MonkeyPatch, kernels: dict) -> FakeDriverAPI:
     """Makes `cuda` use a FakeDriverAPI running `kernels` (entry name -> Python function of
     (api, params, grid, block)) for the rest of the test."""
     api = FakeDriverAPI(kernels)
-    monkeypatch.setattr(cuda, "_driver", cuda._Driver(api, 0, None))
+    monkeypatch.setattr(cuda_driver, "_driver", cuda_driver._Driver(api, 0, None))
     monkeypatch.setattr(cuda, "_loaded", {})
-    monkeypatch.setattr(cuda._current, "done", True, raising=False)
+    monkeypatch.setattr(cuda_driver._current, "done", True, raising=False)
     return api

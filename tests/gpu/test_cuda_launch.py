@@ -15,7 +15,7 @@ pytest.importorskip("mlir")
 
 import adjit                                          # noqa: E402
 from adjit.frontend import cuda_launch                # noqa: E402
-from adjit.runtime import cuda                        # noqa: E402
+from adjit.runtime import cuda, cuda_driver           # noqa: E402
 from fake_driver import as_f32, device_view, install, saxpy as fake_saxpy, slots  # noqa: E402
 
 SCALE = 2.0
@@ -158,8 +158,8 @@ def test_key_follows_what_the_kernel_depends_on(monkeypatch):
 
 
 def test_without_a_gpu_the_error_says_so(monkeypatch, cache_dir):
-    monkeypatch.setattr(cuda, "_driver", None)
-    monkeypatch.setattr(cuda, "_driver_error", RuntimeError("no CUDA driver on this machine"))
+    monkeypatch.setattr(cuda_driver, "_driver", None)
+    monkeypatch.setattr(cuda_driver, "_driver_error", RuntimeError("no CUDA driver on this machine"))
     x = np.ones(4, np.float32)
     with pytest.raises(RuntimeError, match="CUDA is not available: no CUDA driver"):
         saxpy(1.0, x, x, ndrange=4, device="cuda")
@@ -167,8 +167,8 @@ def test_without_a_gpu_the_error_says_so(monkeypatch, cache_dir):
 
 
 def test_compile_only_compiles_and_runs_nothing(monkeypatch, cache_dir):
-    monkeypatch.setattr(cuda, "_driver", None)
-    monkeypatch.setattr(cuda, "_driver_error", RuntimeError("no CUDA driver on this machine"))
+    monkeypatch.setattr(cuda_driver, "_driver", None)
+    monkeypatch.setattr(cuda_driver, "_driver_error", RuntimeError("no CUDA driver on this machine"))
     x = np.ones(4, np.float32)
     with cuda_launch.compile_only():
         saxpy(1.0, x, x, ndrange=4, device="cuda")

@@ -42,7 +42,8 @@ def runtime_only_package(dest: Path) -> Path:
     shutil.copytree(RUNTIME.parent / "core", dest / "adjit" / "core",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "__init__.py").write_text("")
-    for name in ("cuda.py", "device_array.py", "kernel_cache.py", "files.py", "abi.py"):
+    for name in ("cuda.py", "cuda_driver.py", "device_array.py", "kernel_cache.py", "files.py",
+                 "abi.py"):
         shutil.copy(RUNTIME / name, pkg / name)
     return dest
 

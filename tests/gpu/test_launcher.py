@@ -6,7 +6,7 @@ import gc
 import numpy as np
 import pytest
 
-from adjit.runtime import cuda, device_array
+from adjit.runtime import cuda, cuda_driver, device_array
 from adjit.runtime.device_array import DeviceArray, as_device_array, dlpack_capsule, dlpack_view
 from adjit.core.kernel import GpuKernel, Param
 from fake_driver import error_cell, install, saxpy
@@ -115,8 +115,8 @@ def test_argument_errors(fake):
 
 
 def test_no_driver_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(cuda, "_driver", None)
-    monkeypatch.setattr(cuda, "_driver_error", RuntimeError("no CUDA driver on this machine"))
+    monkeypatch.setattr(cuda_driver, "_driver", None)
+    monkeypatch.setattr(cuda_driver, "_driver_error", RuntimeError("no CUDA driver on this machine"))
     assert cuda.is_available() is False
     with pytest.raises(RuntimeError, match="CUDA is not available"):
         cuda.launch(SAXPY, [1.0, np.zeros(4, np.float32), np.zeros(4, np.float32)], 4)

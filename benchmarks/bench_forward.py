@@ -269,7 +269,10 @@ def first_calls(framework: str, runs: int) -> dict:
         with tempfile.TemporaryDirectory() as folder:
             script = Path(folder) / "first_call.py"
             script.write_text(FIRST[framework])
-            env = {**os.environ, "ADJIT_CACHE_DIR": str(Path(folder) / "cache"),
+            # Bytecode as an installed package has it (PYTHONDONTWRITEBYTECODE would make
+            # every new process compile the frameworks' Python sources again).
+            env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+                   "ADJIT_CACHE_DIR": str(Path(folder) / "cache"),
                    "NUMBA_CACHE_DIR": str(Path(folder) / "numba")}
             for into in (cold, hit):
                 done = subprocess.run([sys.executable, str(script)], capture_output=True,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from ..core.activity import Activity, SHADOWED
 from ..runtime.device_array import DeviceArray
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks
@@ -156,7 +157,7 @@ class Tape:
 def flat_positions(activity: Sequence[str]) -> list[int]:
     """Where each argument stands among the generated functions' arguments (each followed by
     its shadow when Duplicated, see _flatten_args); one more entry: their number."""
-    return list(itertools.accumulate((2 if a in ("dup", "dupnoneed") else 1 for a in activity),
+    return list(itertools.accumulate((2 if a in SHADOWED else 1 for a in activity),
                                      initial=0))
 
 
@@ -271,10 +272,10 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
         if mode.with_primal:
             primal = outs[0] if d.results else None
-            tangent = outs[1] if d.ret_activity != "const" and len(outs) > 1 else None
+            tangent = outs[1] if d.ret_activity != Activity.CONST and len(outs) > 1 else None
             return tangent, primal
-        return outs[0] if d.ret_activity != "const" and outs else None
-    dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == "active" else []
+        return outs[0] if d.ret_activity != Activity.CONST and outs else None
+    dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == Activity.ACTIVE else []
     out = d.calls["rev_all"](*flat, *dret)
     outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
     n_primal = len(d.results) if mode.with_primal else 0
@@ -348,7 +349,7 @@ class _SplitHalf:
         anns, types, d, flat, _ = self._setup(args)
         autodiff_checks.check_tape(tape.recording, d, self.f.__name__, types,
                                    [a.activity for a in anns], debug_enabled(), flat)
-        dr = [d.results[0].np_dtype.type(dret)] if d.ret_activity == "active" else []
+        dr = [d.results[0].np_dtype.type(dret)] if d.ret_activity == Activity.ACTIVE else []
         out = d.calls["rev"](*flat, *dr, *tape.values)
         outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
         return _per_argument(anns, outs)

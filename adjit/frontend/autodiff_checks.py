@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core.activity import SHADOWED
 from ..runtime.device_array import DeviceArray
 
 
@@ -52,7 +53,7 @@ def slots(params: Sequence[str], activity: Sequence[str], reverse: bool,
     out = []
     for p, a in zip(params, activity):
         out.append(Slot(p))
-        if a in ("dup", "dupnoneed"):
+        if a in SHADOWED:
             out.append(Slot(p, "shadow" if reverse else "tangent"))
     return out + [Slot(f"ndrange[{k}]", "ndrange") for k in range(ndim)]
 

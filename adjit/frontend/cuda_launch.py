@@ -30,6 +30,7 @@ import numpy as np
 # lazily, when the package is complete.
 import adjit
 
+from ..core.activity import Activity
 from ..runtime import cuda, kernel_cache
 from ..runtime.device_array import DeviceArray, as_device_array
 from ..core.kernel import GpuKernel, check_ndrange_bounds
@@ -120,7 +121,7 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     aug, rev = kernels["aug"], kernels["rev"]
     # Before the tapes are allocated: the launch would refuse it only after that.
     check_ndrange_bounds(aug.ndrange_bounds, args, tuple(ndrange))
-    active = [t for t, a in zip(types, activity) if a == "active"]
+    active = [t for t, a in zip(types, activity) if a == Activity.ACTIVE]
     # The element type of each element every item reads (uniform_loads.py): its array's.
     element_t = [types[arg].dtype for arg, _ in rev.uniform_loads]
     sums = {t: gpu_kernel(_sum_into, [ArrayType(t, 1), ArrayType(f64, 1)], 1)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func
 
+from ..core.activity import Activity
 from ..dialects import adj
 from .autodiff import Annotation, Duplicated, Mode, flat_positions
 from ..passes.kernel_abi import ndrange_bounds
@@ -147,12 +148,12 @@ class Derivative:
             cotangent = results if pullback else []
             if pullback:
                 fn_symbol, results = _inner_product(unit, fn_symbol, types, results[0])
-                activity = activity + ["const"]
+                activity = activity + [Activity.CONST]
             self.results = results
-            ret = "active" if mode.reverse else "dup"
-            ret = ret if results and _dtype(results[0]).is_float else "const"
+            ret = Activity.ACTIVE if mode.reverse else Activity.DUP
+            ret = ret if results and _dtype(results[0]).is_float else Activity.CONST
             if isinstance(target, Kernel):
-                activity = activity + ["const"] * len(ndrange)
+                activity = activity + [Activity.CONST] * len(ndrange)
             _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
                      ret, mode.with_primal, overwritten=mode.split)
             self.ret_activity = ret
@@ -240,7 +241,7 @@ class Derivative:
         tape_t = [_type_from_mlir(t) for t in aug_outs[n_primal:]]
         primal_t = self.results[:n_primal]
         grads_t = [_type_from_mlir(t) for t in rev_outs]
-        dret_t = [self.results[0]] if self.ret_activity == "active" else []
+        dret_t = [self.results[0]] if self.ret_activity == Activity.ACTIVE else []
 
         def combined(args):
             # Augmented forward then reverse, in one call: the tape never leaves the machine.

@@ -15,6 +15,7 @@ from typing import Callable
 
 from mlir import ir
 
+from ..core.activity import Activity, SHADOWED
 from . import scalar_ops as S
 from .codegen import CodeGenerator
 from .compiler import CompileUnit
@@ -44,8 +45,8 @@ class RuleCodeGenerator(CodeGenerator):
 
     def _has_shadow(self, act: str, t) -> bool:
         if self.rule_kind == "forward":
-            return act != "const"
-        return act in ("dup", "dupnoneed") and isinstance(t, ArrayType)
+            return act != Activity.CONST
+        return act in SHADOWED and isinstance(t, ArrayType)
 
     def _flat_inputs(self, arg_types: list) -> list:
         flat = []
@@ -54,7 +55,7 @@ class RuleCodeGenerator(CodeGenerator):
             if self._has_shadow(act, t):
                 flat.append(t)
         if self.rule_kind == "reverse":
-            if self.ret_activity == "active":
+            if self.ret_activity == Activity.ACTIVE:
                 flat.append(self.primal_type)
             flat.extend(self.tape_in[0] if self.tape_in else [])
         return flat
@@ -78,7 +79,7 @@ class RuleCodeGenerator(CodeGenerator):
             dval = value(*next(it)) if self._has_shadow(act, t) else None
             rule_args.append(RuleArg(val, dval, act))
         if self.rule_kind == "reverse":
-            dret = value(*next(it)) if self.ret_activity == "active" else None
+            dret = value(*next(it)) if self.ret_activity == Activity.ACTIVE else None
             bound[names[1]] = dret if dret is not None else PyObj(None)
             bound[names[2]] = self._rebuild_tape([value(*p) for p in it])
         for name, ra in zip(names[lead:], rule_args):
@@ -111,14 +112,14 @@ class RuleCodeGenerator(CodeGenerator):
         out = []
         for k, (act, t, g) in enumerate(zip(self.activity, self.primal_arg_types, items)):
             what = f"argument {k} ({names[k]})"
-            if act == "active":
+            if act == Activity.ACTIVE:
                 if _is_none(g):
                     raise UserError(f"a reverse rule gives the adjoint of {what}, which is "
                                     f"Active; this one gives None")
                 out.append(S.cast(self._scalar(g, f"the adjoint of {what}"), t))
             elif not _is_none(g):
                 why = (f"is an array: its adjoint goes into {names[k]}.dval"
-                       if act != "const" else "is Const")
+                       if act != Activity.CONST else "is Const")
                 raise UserError(f"a reverse rule gives None for {what}, which {why}; this "
                                 f"one gives {S.describe(g)}")
         return out
@@ -130,7 +131,7 @@ class RuleCodeGenerator(CodeGenerator):
                 raise UserError(f"{self.target} returns nothing, so its forward rule returns "
                                 f"None; this one returns {_describe(value)}")
             return []
-        has_tangent = self.ret_activity != "const"
+        has_tangent = self.ret_activity != Activity.CONST
         items = list(value) if isinstance(value, tuple) else [value]
         if len(items) == 2:
             primal, tangent = items
@@ -201,16 +202,13 @@ def _describe(value) -> str:
     return S.describe(value)
 
 
-_LETTER = {"const": "c", "active": "a", "dup": "d", "dupnoneed": "n"}
-
-
 def rule_symbol(fn_symbol: str, kind: str, activity: list[str], ret_activity: str,
                 cfg: Config) -> str:
     """The symbol of `fn_symbol`'s `kind` rule compiled for these activities and config:
     a spelling of all of them (so the same in every process, and one per configuration)."""
-    acts = "".join(_LETTER[a] for a in activity) or "0"
+    acts = "".join(Activity(a).letter for a in activity) or "0"
     flags = ("p" if cfg.needs_primal else "") + ("s" if cfg.needs_shadow else "")
-    name = f"{fn_symbol}__rule_{kind}_{acts}_{_LETTER[ret_activity]}{flags}"
+    name = f"{fn_symbol}__rule_{kind}_{acts}_{Activity(ret_activity).letter}{flags}"
     if any(cfg.overwritten):
         name += "_o" + "".join("1" if o else "0" for o in cfg.overwritten)
     if cfg.width != 1:

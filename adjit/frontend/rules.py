@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from ..core.activity import Activity
 from ..core.errors import UserError
 from .functions import Function
 from .source import parse_source
@@ -78,7 +79,7 @@ class RuleArg:
         self.val = val
         self.dval = dval
         self.activity = activity
-        self.is_const = activity == "const"
+        self.is_const = activity == Activity.CONST
 
 
 def _register(kind: str):

@@ -22,12 +22,10 @@ from typing import Callable, Iterable
 
 from mlir import ir
 
+from ...core.activity import Activity, SHADOWED
 from ...dialects.adj import launch_call
 from .ir_util import callee, is_float, is_float_memref, is_memref, walk
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
-
-SHADOWED_ARGS = ("dup", "dupnoneed")
-ACTIVE_ARGS = ("active", "dup", "dupnoneed")
 
 
 class AliasClasses:
@@ -112,7 +110,7 @@ def differentiable_operands(op: ir.Operation) -> list[ir.Value]:
     return [v for v, r in zip(op.operands, rules) if r is not None and is_float(v.type)]
 
 
-class Activity:
+class ActivityAnalysis:
     """Varied/useful analysis of one function for one activity signature."""
 
     def __init__(self, fn: ir.Operation, activity: list[str], ret_activity: str,
@@ -132,15 +130,15 @@ class Activity:
         self._dup_mem: set[ir.Value] = set()
         for arg, act in zip(entry.arguments, activity):
             if is_memref(arg.type):
-                if act in SHADOWED_ARGS:
+                if act in SHADOWED:
                     self._dup_mem.add(self.classes.find(arg))
-            elif is_float(arg.type) and act in ACTIVE_ARGS:
+            elif is_float(arg.type) and act != Activity.CONST:
                 self._varied.add(arg)
         self._varied_mem |= self._dup_mem
         self._useful_mem |= self._dup_mem
         self._ops = list(walk(fn))
         for op in self._ops:
-            if op.name == "func.return" and op.parent.operation == fn and ret_activity != "const":
+            if op.name == "func.return" and op.parent.operation == fn and ret_activity != Activity.CONST:
                 for v in op.operands:
                     if is_float(v.type):
                         self._useful.add(v)

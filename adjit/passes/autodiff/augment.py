@@ -10,6 +10,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from ...core.activity import SHADOWED
 from .activity import AliasClasses, terminator
 from .context import ReverseContext
 from .ir_util import (clone_op, func_type, index, is_memref, ops, parent_op, trip_count,
@@ -53,7 +54,7 @@ class AugGen:
         params = iter(entry.arguments)
         for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
             self.vmap[arg] = next(params)
-            if act in ("dup", "dupnoneed"):
+            if act in SHADOWED:
                 self.shadow_params[arg] = next(params)
         with ir.InsertionPoint(entry), ctx.fn.location:
             self.prologue(list(params))
@@ -148,7 +149,7 @@ class AugGen:
         args: list[ir.Value] = []
         for v, a in zip(op.operands, sig.activity):
             args.append(self.vmap[v])
-            if a in ("dup", "dupnoneed"):
+            if a in SHADOWED:
                 args.append(self.aug_shadow(v, d.aug, len(args)))
         primal = [r.type for r in op.results] if sig.with_primal else []
         call = func.CallOp(primal + list(d.tape), ir.FlatSymbolRefAttr.get(d.aug), args)

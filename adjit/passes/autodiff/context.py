@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
+from ...core.activity import Activity
 from ...dialects.adj import KERNEL_ATTR
-from .activity import Activity
+from .activity import ActivityAnalysis
 from .ir_util import VIEW_OPS, callee, is_float, is_memref, parent_op, primal_used, walk
 from .memory import Writes
 from .custom_rules import call_primal
@@ -32,7 +33,7 @@ class ReverseContext:
         self.sig = sig
         self.kernel = KERNEL_ATTR in fn.attributes
         self.entry = fn.regions[0].blocks[0]
-        self.act = Activity(fn, list(sig.activity), sig.ret_activity,
+        self.act = ActivityAnalysis(fn, list(sig.activity), sig.ret_activity,
                             lambda call: diff.has_rules(self.call_signature(call), call),
                             diff.callee_writes)
         self.writes = Writes(fn, self.act.classes, list(sig.overwritten), diff.callee_writes,
@@ -49,11 +50,11 @@ class ReverseContext:
         activity = []
         for v in operands:
             if is_float(v.type) and self.act.active(v):
-                activity.append("active")
+                activity.append(Activity.ACTIVE)
             elif is_memref(v.type) and self.act.shadowed(v):
-                activity.append("dup")
+                activity.append(Activity.DUP)
             else:
-                activity.append("const")
+                activity.append(Activity.CONST)
         overwritten = tuple(is_memref(v.type) and self.writes.written_after(at, v)
                             for v in operands)
         return tuple(activity), overwritten
@@ -63,7 +64,7 @@ class ReverseContext:
         activity, overwritten = self.operand_activity(op, op.operands)
         active_ret = any(self.act.active(r) for r in op.results)
         sig = Signature(fn=callee(op), mode="reverse", activity=activity,
-                        ret_activity="active" if active_ret else "const", with_primal=True,
+                        ret_activity=Activity.ACTIVE if active_ret else Activity.CONST, with_primal=True,
                         overwritten=overwritten)
         return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)
 

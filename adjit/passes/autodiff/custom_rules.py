@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mlir import ir
 
+from ...core.activity import SHADOWED
 from ...dialects.adj import AdjError
 from .ir_util import func_type, symbol_name, symbol_ref
 from .signature import (Derivative, Signature, adjoint_types, aug_inputs, dret_types,
@@ -85,7 +86,7 @@ def call_primal(diff: "Differentiator", sig: Signature, needed: bool,
 
 def rule_config(sig: Signature) -> dict:
     return {"needs_primal": sig.with_primal,
-            "needs_shadow": sig.ret_activity in ("dup", "dupnoneed"),
+            "needs_shadow": sig.ret_activity in SHADOWED,
             "overwritten": list(sig.overwritten)}
 
 

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from ...core.activity import Activity
 from ...dialects.adj import AdjError
-from .activity import Activity, terminator
+from .activity import ActivityAnalysis, terminator
 from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, fill_zero, func_type, is_float,
                       is_float_memref, is_memref, memref_type, ops, or_zero, primal_used,
                       view_of,
@@ -37,7 +38,7 @@ class ForwardGen:
         self.diff = diff
         self.fn = fn
         self.sig = sig
-        self.act = Activity(fn, list(sig.activity), sig.ret_activity,
+        self.act = ActivityAnalysis(fn, list(sig.activity), sig.ret_activity,
                             lambda call: diff.has_rules(self.call_signature(call), call),
                             diff.callee_writes)
         self.vmap: dict[ir.Value, ir.Value] = {}
@@ -54,7 +55,7 @@ class ForwardGen:
         with ir.InsertionPoint(entry):
             for arg, act in zip(old_entry.arguments, self.sig.activity):
                 self.vmap[arg] = next(params)
-                if act != "const":
+                if act != Activity.CONST:
                     self.tan[arg] = next(params)
             for arg in old_entry.arguments:
                 if is_memref(arg.type) and self.act.shadowed(arg) and arg not in self.tan:
@@ -192,10 +193,10 @@ class ForwardGen:
 
     # -- calls -------------------------------------------------------------------------------
     def call_signature(self, op: ir.Operation) -> Signature:
-        activity = tuple("dup" if self.carried(v) else "const" for v in op.operands)
+        activity = tuple(Activity.DUP if self.carried(v) else Activity.CONST for v in op.operands)
         active_ret = any(self.carried(r) for r in op.results)
         sig = Signature(fn=callee(op), mode="forward", activity=activity,
-                        ret_activity="dup" if active_ret else "const", with_primal=True,
+                        ret_activity=Activity.DUP if active_ret else Activity.CONST, with_primal=True,
                         overwritten=(False,) * len(activity))
         return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)
 
@@ -204,7 +205,7 @@ class ForwardGen:
         args: list[ir.Value] = []
         for v, a in zip(op.operands, sig.activity):
             args.append(self.vmap[v])
-            if a == "dup":
+            if a == Activity.DUP:
                 args.append(self.derivative_of(v))
         name = self.diff.derivative(sig, op).forward
         results = forward_abi(func_type(self.diff.symbols[callee(op)]), sig)[1]
@@ -213,7 +214,7 @@ class ForwardGen:
         if sig.with_primal:
             for r in op.results:
                 self.vmap[r] = outs.pop(0)
-        if sig.ret_activity != "const":
+        if sig.ret_activity != Activity.CONST:
             for r in op.results:
                 if is_float(r.type) or is_float_memref(r.type):
                     d = outs.pop(0)
@@ -316,7 +317,7 @@ class ForwardGen:
     # -- return ------------------------------------------------------------------------------
     def ret(self, op: ir.Operation) -> None:
         values = [self.vmap[v] for v in op.operands] if self.sig.with_primal else []
-        if self.sig.ret_activity != "const":
+        if self.sig.ret_activity != Activity.CONST:
             for v in op.operands:
                 if is_float(v.type):
                     values.append(self.tangent_or_zero(v))

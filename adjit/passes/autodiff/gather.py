@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from ...core.activity import SHADOWED
 from ...dialects import adj
 from .ir_util import ATOMIC_ADDF, clone_op, constant_int, func_type, index, is_memref, walk
 
@@ -203,7 +204,7 @@ def gathers(primal: ir.Operation, rev: ir.Operation, activity: tuple[str, ...],
     param = 0
     for k, act in enumerate(activity):
         param += 1
-        if act not in ("dup", "dupnoneed"):
+        if act not in SHADOWED:
             continue
         shadow, param = entry.arguments[param], param + 1
         t = ir.MemRefType(shadow.type)

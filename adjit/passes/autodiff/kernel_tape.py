@@ -30,6 +30,7 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from ...core.activity import SHADOWED
 from ...dialects import adj
 from .ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memref, or_zero,
                       parent_op, walk, zero)
@@ -174,7 +175,7 @@ class KernelRevGen(RevGen):
     def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset(),
                  sum_uniform: bool = False):
         super().__init__(ctx, taped)
-        shadowed = {k for k, a in enumerate(ctx.sig.activity) if a in ("dup", "dupnoneed")}
+        shadowed = {k for k, a in enumerate(ctx.sig.activity) if a in SHADOWED}
         self.uniform = uniform_loads(ctx.fn, ctx.act, shadowed) if sum_uniform else {}
         # One per element, in order of first load: the reverse kernel's extra per-item outputs.
         self.elements = list(dict.fromkeys(self.uniform.values()))

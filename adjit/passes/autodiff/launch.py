@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
+from ...core.activity import Activity, SHADOWED
 from ...dialects import adj
 from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, numel
@@ -42,12 +43,12 @@ def forward_launch(gen: "ForwardGen", op: ir.Operation) -> None:
     for v in call.operands:
         args.append(gen.vmap[v])
         if gen.carried(v):
-            activity.append("dup")
+            activity.append(Activity.DUP)
             args.append(gen.derivative_of(v))
         else:
-            activity.append("const")
+            activity.append(Activity.CONST)
     sig = Signature(fn=callee(call), mode="forward", activity=tuple(activity),
-                    ret_activity="const", with_primal=False,
+                    ret_activity=Activity.CONST, with_primal=False,
                     overwritten=(False,) * len(activity))
     name = gen.diff.derivative(sig, op).forward
     ktype = ir.FunctionType.get(forward_abi(func_type(gen.diff.symbols[sig.fn]), sig)[0], [])
@@ -58,7 +59,7 @@ def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature
     call = launch_call(op)
     activity, overwritten = ctx.operand_activity(op, call.operands)
     sig = Signature(fn=callee(call), mode="reverse", activity=activity,
-                    ret_activity="const", with_primal=False, overwritten=overwritten)
+                    ret_activity=Activity.CONST, with_primal=False, overwritten=overwritten)
     return sig, ctx.diff.derivative(sig, op)
 
 
@@ -71,7 +72,7 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
     args: list[ir.Value] = []
     for v, a in zip(call.operands, sig.activity):
         args.append(gen.vmap[v])
-        if a in ("dup", "dupnoneed"):
+        if a in SHADOWED:
             args.append(gen.aug_shadow(v, d.aug, len(args)))
     ndrange = [gen.vmap[v] for v in op.operands]
     items = numel(ndrange)
@@ -118,12 +119,12 @@ def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
     args: list[ir.Value] = []
     for v, a in zip(call.operands, sig.activity):
         args.append(gen.primal(v))
-        if a in ("dup", "dupnoneed"):
+        if a in SHADOWED:
             args.append(gen.shadow(v))
     args += [gen.materialize(("tape", op, k)) for k in range(len(d.tape))]
     ndrange = [gen.primal(v) for v in op.operands]
     items = numel(ndrange)
-    active = [v for v, a in zip(call.operands, sig.activity) if a == "active"]
+    active = [v for v, a in zip(call.operands, sig.activity) if a == Activity.ACTIVE]
     per_item = [v.type for v in active] + [e.type for e in d.uniform_loads]
     outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t), [items], [])
             for t in per_item]

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
+from ...core.activity import Activity, SHADOWED
 from ...dialects.adj import NDIM_ATTR, AdjError
-from .activity import Activity, terminator
+from .activity import ActivityAnalysis, terminator
 from .augment import AugGen, prune_unneeded
 from .context import ReverseContext, inputs
 from .ir_util import (ATOMIC_ADDF, VIEW_OPS, add, clone_op, defining_block, dims,
@@ -163,7 +164,7 @@ class LoopSlots:
     `sites`: in program order, (the op that RevGen.site names while the site is reversed,
     the ops reversed as that site)."""
 
-    def __init__(self, act: Activity, outer: list[ir.Value],
+    def __init__(self, act: ActivityAnalysis, outer: list[ir.Value],
                  sites: list[tuple[ir.Operation, list[ir.Operation]]]):
         used = [(key, {v for op in group if act.relevant(op) for inner in walk(op)
                        for v in inner.operands}) for key, group in sites]
@@ -223,7 +224,7 @@ def _placeholder(t: ir.Type) -> ir.Value:
     return ir.Operation.create("builtin.unrealized_conversion_cast", results=[t]).result
 
 
-def outer_values(act: Activity, region_op: ir.Operation) -> list[ir.Value]:
+def outer_values(act: ActivityAnalysis, region_op: ir.Operation) -> list[ir.Value]:
     """Active values defined outside `region_op` and used inside it: their adjoints are
     threaded through the reversed region."""
     found: list[ir.Value] = []
@@ -283,18 +284,18 @@ class RevGen:
             self.shadow_params: dict[ir.Value, ir.Value] = {}
             for arg, act in zip(ctx.entry.arguments, ctx.sig.activity):
                 top.values[arg] = next(params)
-                if act in ("dup", "dupnoneed"):
+                if act in SHADOWED:
                     self.shadow_params[arg] = next(params)
             self.prologue(top)
             ret = terminator(ctx.entry)
-            if ctx.sig.ret_activity == "active":
+            if ctx.sig.ret_activity == Activity.ACTIVE:
                 for v in ret.operands:
                     if is_float(v.type):
                         self.add_adj(v, next(params))
             self.reverse_block(ctx.entry)
             self.epilogue([or_zero(self.get_adj(a), a.type)
                            for a, act in zip(ctx.entry.arguments, ctx.sig.activity)
-                           if act == "active"])
+                           if act == Activity.ACTIVE])
         self.finish()
         return rev
 
@@ -622,9 +623,9 @@ class RevGen:
         args: list[ir.Value] = []
         for v, a in zip(op.operands, sig.activity):
             args.append(self.primal(v))
-            if a in ("dup", "dupnoneed"):
+            if a in SHADOWED:
                 args.append(self.shadow(v))
-        if sig.ret_activity == "active":
+        if sig.ret_activity == Activity.ACTIVE:
             args += [or_zero(self.get_adj(r) if self.act.active(r) else None, r.type)
                      for r in op.results if is_float(r.type)]
         args += [self.materialize(("tape", op, k)) for k in range(len(d.tape))]
@@ -632,7 +633,7 @@ class RevGen:
         call = func.CallOp(adjoint_types(ftype, sig), ir.FlatSymbolRefAttr.get(d.rev), args)
         grads = iter(call.results)
         for v, a in zip(op.operands, sig.activity):
-            if a == "active":
+            if a == Activity.ACTIVE:
                 self.add_adj(v, next(grads))
 
     def rev_adj_launch(self, op: ir.Operation) -> None:

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 
 from mlir import ir
 
+from ...core.activity import Activity, SHADOWED
 from ...dialects.adj import AdjError
 from .ir_util import func_type, is_float, is_float_memref, is_memref
 from ...core.tape_size import Expr, to_text
 
-ACTIVITIES = ("const", "active", "dup", "dupnoneed")
+ACTIVITIES = tuple(a.value for a in Activity)
 MODES = ("forward", "reverse")
-_LETTER = {"const": "c", "active": "a", "dup": "d", "dupnoneed": "n"}
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,9 @@ class Signature:
     overwritten: tuple[bool, ...]
 
     def mangled(self) -> str:
-        acts = "".join(_LETTER[a] for a in self.activity) or "0"
+        acts = "".join(Activity(a).letter for a in self.activity) or "0"
         name = f"__adj_{self.fn}_{'fwd' if self.mode == 'forward' else 'rev'}_{acts}_" \
-               f"{_LETTER[self.ret_activity]}{'p' if self.with_primal else ''}"
+               f"{Activity(self.ret_activity).letter}{'p' if self.with_primal else ''}"
         if any(self.overwritten):
             name += "_o" + "".join("1" if o else "0" for o in self.overwritten)
         return name
@@ -93,22 +93,22 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
         if act not in ACTIVITIES:
             raise AdjError(op, f"autodiff activity {act!r} of argument {k} is not one of "
                                f"{', '.join(ACTIVITIES)}")
-        if act == "const":
+        if act == Activity.CONST:
             continue
         if not (is_float(t) or is_float_memref(t)):
             raise AdjError(op, f"argument {k} of @{sig.fn} has type {t}, which is not "
                                f"differentiable: it must be \"const\", not {act!r}")
-        if sig.mode == "reverse" and act == "active" and is_memref(t):
+        if sig.mode == "reverse" and act == Activity.ACTIVE and is_memref(t):
             raise AdjError(op, f"argument {k} of @{sig.fn} is an array ({t}): in reverse mode "
                                f"it must be \"dup\", \"dupnoneed\" or \"const\", not \"active\"")
-        if sig.mode == "reverse" and act in ("dup", "dupnoneed") and not is_memref(t):
+        if sig.mode == "reverse" and act in SHADOWED and not is_memref(t):
             raise AdjError(op, f"argument {k} of @{sig.fn} is a scalar ({t}): in reverse mode "
                                f"it must be \"active\" or \"const\", not {act!r}")
     if sig.ret_activity not in ACTIVITIES:
         raise AdjError(op, f"autodiff ret_activity {sig.ret_activity!r} is not one of "
                            f"{', '.join(ACTIVITIES)}")
-    if sig.ret_activity != "const" and sig.mode == "reverse":
-        if sig.ret_activity != "active":
+    if sig.ret_activity != Activity.CONST and sig.mode == "reverse":
+        if sig.ret_activity != Activity.ACTIVE:
             raise AdjError(op, f"reverse-mode ret_activity of @{sig.fn} must be \"active\" or "
                                f"\"const\", not {sig.ret_activity!r}")
         if not any(is_float(t) for t in results):
@@ -123,10 +123,10 @@ def forward_abi(ftype: ir.FunctionType, sig: Signature) -> tuple[list[ir.Type], 
     inputs: list[ir.Type] = []
     for t, act in zip(ftype.inputs, sig.activity):
         inputs.append(t)
-        if act != "const":
+        if act != Activity.CONST:
             inputs.append(t)
     results = list(ftype.results) if sig.with_primal else []
-    if sig.ret_activity != "const":
+    if sig.ret_activity != Activity.CONST:
         results += [t for t in ftype.results if is_float(t) or is_float_memref(t)]
     return inputs, results
 
@@ -136,15 +136,15 @@ def aug_inputs(ftype: ir.FunctionType, sig: Signature) -> list[ir.Type]:
     inputs: list[ir.Type] = []
     for t, act in zip(ftype.inputs, sig.activity):
         inputs.append(t)
-        if act in ("dup", "dupnoneed"):
+        if act in SHADOWED:
             inputs.append(t)
     return inputs
 
 
 def dret_types(ftype: ir.FunctionType, sig: Signature) -> list[ir.Type]:
-    return [t for t in ftype.results if is_float(t)] if sig.ret_activity == "active" else []
+    return [t for t in ftype.results if is_float(t)] if sig.ret_activity == Activity.ACTIVE else []
 
 
 def adjoint_types(ftype: ir.FunctionType, sig: Signature) -> list[ir.Type]:
     """Results of a reverse function: one adjoint per active argument."""
-    return [t for t, act in zip(ftype.inputs, sig.activity) if act == "active"]
+    return [t for t, act in zip(ftype.inputs, sig.activity) if act == Activity.ACTIVE]

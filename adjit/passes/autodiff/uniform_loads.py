@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from ...core.tape_size import Expr, to_text
-from .activity import Activity
+from .activity import ActivityAnalysis
 from .ir_util import walk
 from .uniform import uniform
 
@@ -80,7 +80,7 @@ def read_element_attr(attr: ir.Attribute) -> tuple[tuple[int, tuple[str, ...]], 
     return tuple(out)
 
 
-def uniform_loads(fn: ir.Operation, act: Activity,
+def uniform_loads(fn: ir.Operation, act: ActivityAnalysis,
                   shadowed_args: set[int]) -> dict[ir.Operation, UniformLoad]:
     """The loads of `fn` (a kernel) whose adjoints can be summed over items: active results,
     from a shadowed argument array that `fn` only reads, at uniform indices."""

@@ -46,7 +46,7 @@ from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_tab
 from .math_approx import expand_math
 from .walk import walk
 from .written import WrittenArguments
-from .registry import AdjPass
+from .registry import AdjPass, PassError
 
 GPU_MODULE_SUFFIX = "__gpu"
 
@@ -313,6 +313,11 @@ class LowerGpu(AdjPass):
     """--adj-lower-gpu{chip=sm_90}: lower_gpu."""
     name = "adj-lower-gpu"
     chip: str = "sm_90"
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"sm_\d+a?", self.chip):
+            raise PassError(f"option chip of {self.name} must name an NVIDIA architecture "
+                            f"such as sm_90, got {self.chip!r}")
 
     def apply(self, module: ir.Operation) -> None:
         lower_gpu(module, self.chip)

@@ -7,6 +7,8 @@
 // RUN:   | FileCheck %s --check-prefix=PTX
 // RUN: not adjit-opt %s --pass-pipeline='builtin.module(adj-lower-gpu{color=red})' 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BAD
+// RUN: not adjit-opt %s --pass-pipeline='builtin.module(adj-lower-gpu{chip=foo})' 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=CHIP --implicit-check-not=Traceback
 
 // CHECK-LABEL: func.func @main(
 // CHECK: scf.parallel
@@ -19,7 +21,9 @@
 
 // PTX: .target sm_80
 
-// BAD: error: adj-lower-gpu takes no option 'color'
+// BAD: error: adj-lower-gpu takes no option 'color' (its options: chip)
+
+// CHIP: error: option chip of adj-lower-gpu must name an NVIDIA architecture such as sm_90, got 'foo'
 
 func.func @k(%x: memref<?xf32>) attributes {adj.kernel, adj.ndim = 1 : i64} {
   %i = "adj.index"() : () -> index

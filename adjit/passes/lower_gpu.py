@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from mlir import ir, passmanager
+from mlir import ir
 from mlir.dialects import arith, func, gpu, llvm, memref, scf
 
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
@@ -46,23 +46,17 @@ from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_tab
 from .math_approx import expand_math
 from .walk import walk
 from .written import WrittenArguments
-from .registry import AdjPass, PassError
+from .pipeline import gpu_binary_passes, gpu_pipeline
+from .registry import AdjPass, PassError, run_pipeline
 
 GPU_MODULE_SUFFIX = "__gpu"
-
-# Inside each gpu.module: inline the body into the entry, then to the NVVM/LLVM dialects.
-_TO_NVVM = ("gpu.module(inline,symbol-dce,canonicalize,arith-expand,convert-scf-to-cf,"
-            "convert-math-to-llvm,convert-gpu-to-nvvm,canonicalize,cse),"
-            "reconcile-unrealized-casts")
 
 
 def lower_gpu(module: ir.Operation, chip: str = "sm_90") -> None:
     """Rewrites `module` in place, down to gpu.binary ops holding PTX (format isa: no CUDA
     toolkit needed) and host code with gpu.launch_func. Raises AdjError (with the op) on
     malformed adj IR. An ir.Module is taken too."""
-    module = getattr(module, "operation", module)
-    _outline_kernels(module)
-    _to_binary(module, chip)
+    run_pipeline(getattr(module, "operation", module), gpu_pipeline(chip))
 
 
 def emit_ptx(module: ir.Operation) -> dict[str, str]:
@@ -128,18 +122,13 @@ def _outline_kernels(module: ir.Operation) -> None:
 
 
 def _to_binary(module: ir.Operation, chip: str) -> None:
-    target = f"nvvm-attach-target{{chip={chip} O=3 features={_ptx_features(chip)}}}"
-    passmanager.PassManager.parse(f"builtin.module({target},{_TO_NVVM})").run(module)
+    run_pipeline(module, f"builtin.module({','.join(gpu_binary_passes(chip))})")
+
+
+def _relax_atomics(module: ir.Operation) -> None:
     for op in _ops_named(module, "llvm.atomicrmw"):
         op.attributes["ordering"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                        int(llvm.AtomicOrdering.monotonic))
-    passmanager.PassManager.parse("builtin.module(gpu-module-to-binary{format=isa})").run(module)
-
-
-def _ptx_features(chip: str) -> str:
-    # LLVM's default PTX version for sm_90 is too old for it (and aborts); Blackwell needs 8.6.
-    number = int(re.match(r"sm_(\d+)", chip).group(1))
-    return "+ptx86" if number >= 100 else "+ptx80"
 
 
 def _inputs(fn: ir.Operation) -> list[ir.Type]:
@@ -321,3 +310,21 @@ class LowerGpu(AdjPass):
 
     def apply(self, module: ir.Operation) -> None:
         lower_gpu(module, self.chip)
+
+
+class OutlineKernels(AdjPass):
+    """--adj-outline-kernels: adj to the gpu dialect, a gpu.module per kernel and a
+    gpu.launch_func per launch (the first step of gpu_pipeline)."""
+    name = "adj-outline-kernels"
+
+    def apply(self, module: ir.Operation) -> None:
+        _outline_kernels(module)
+
+
+class RelaxGpuAtomics(AdjPass):
+    """--adj-relax-gpu-atomics: the kernels' atomic adds monotonic, as on the CPU
+    (lower_cpu.relax_atomics says why), on the NVVM-lowered gpu.modules."""
+    name = "adj-relax-gpu-atomics"
+
+    def apply(self, module: ir.Operation) -> None:
+        _relax_atomics(module)

@@ -17,6 +17,8 @@ costs more than such a loop's work).
 """
 from __future__ import annotations
 
+import re
+
 from mlir import ir
 from mlir.dialects import arith
 
@@ -166,3 +168,27 @@ def llvm_ir_text(module: ir.Module, num_threads: int | None = None) -> str:
     copy = ir.Module.parse(str(module), module.context)
     lower_to_llvm(copy, num_threads)
     return str(translate_module_to_llvmir(copy.operation))
+
+
+# Inside each gpu.module: inline the body into the entry, then to the NVVM/LLVM dialects.
+_TO_NVVM = ("gpu.module(inline,symbol-dce,canonicalize,arith-expand,convert-scf-to-cf,"
+            "convert-math-to-llvm,convert-gpu-to-nvvm,canonicalize,cse),"
+            "reconcile-unrealized-casts")
+
+
+def ptx_features(chip: str) -> str:
+    # LLVM's default PTX version for sm_90 is too old for it (and aborts); Blackwell needs 8.6.
+    number = int(re.match(r"sm_(\d+)", chip).group(1))
+    return "+ptx86" if number >= 100 else "+ptx80"
+
+
+def gpu_binary_passes(chip: str) -> list[str]:
+    """The pipeline elements from outlined gpu.modules to gpu.binary ops of PTX for `chip`."""
+    target = f"nvvm-attach-target{{chip={chip} O=3 features={ptx_features(chip)}}}"
+    return [target, _TO_NVVM, "adj-relax-gpu-atomics", "gpu-module-to-binary{format=isa}"]
+
+
+def gpu_pipeline(chip: str) -> str:
+    """The whole GPU lowering (lower_gpu.py), adj IR to gpu.binary ops holding PTX (format
+    isa: no CUDA toolkit needed) and host code with gpu.launch_func, as one pipeline."""
+    return f"builtin.module(adj-outline-kernels,{','.join(gpu_binary_passes(chip))})"

@@ -40,6 +40,8 @@ REGISTRY: dict[str, str] = {
     "adj-autodiff": "adjit.passes.autodiff:AutodiffPass",
     "adj-lower-cpu": "adjit.passes.lower_cpu:LowerCpu",
     "adj-lower-gpu": "adjit.passes.lower_gpu:LowerGpu",
+    "adj-outline-kernels": "adjit.passes.lower_gpu:OutlineKernels",
+    "adj-relax-gpu-atomics": "adjit.passes.lower_gpu:RelaxGpuAtomics",
     "adj-lower-cuda-host": "adjit.passes.lower_cuda_host:LowerCudaHost",
     "adj-annotate-written": "adjit.passes.written:AnnotateWritten",
     "adj-expand-item-sums": "adjit.passes.autodiff.reduction:ExpandItemSums",

@@ -155,3 +155,36 @@ def test_split_input_file_runs_each_part_and_keeps_the_lines(tmp_path, capsys):
     assert opt.main([str(path), "--split-input-file"]) == 0
     out = capsys.readouterr().out
     assert out.count("// -----") == 1 and out.index("@a") < out.index("// -----") < out.index("@b")
+
+
+def test_the_gpu_lowering_as_one_pipeline_string(tmp_path, capsys):
+    # pipeline.gpu_pipeline is what --adj-lower-gpu runs: the tool given the string makes the
+    # same PTX, for the chip it names.
+    from adjit.passes.pipeline import gpu_pipeline
+    path = tmp_path / "k.mlir"
+    path.write_text(KERNEL_AND_LAUNCH)
+    text = gpu_pipeline("sm_80")
+    assert text.startswith("builtin.module(adj-outline-kernels,nvvm-attach-target{chip=sm_80")
+    assert opt.main([str(path), f"--pass-pipeline={text}", "--emit=ptx"]) == 0
+    as_string = capsys.readouterr().out
+    assert opt.main([str(path), "--pass-pipeline=builtin.module(adj-lower-gpu{chip=sm_80})",
+                     "--emit=ptx"]) == 0
+    assert capsys.readouterr().out == as_string and ".target sm_80" in as_string
+
+
+KERNEL_AND_LAUNCH = """
+func.func @k(%x: memref<?xf32>) attributes {adj.kernel, adj.ndim = 1 : i64} {
+  %i = "adj.index"() : () -> index
+  %v = memref.load %x[%i] : memref<?xf32>
+  %w = arith.addf %v, %v : f32
+  memref.store %w, %x[%i] : memref<?xf32>
+  return
+}
+func.func @main(%x: memref<?xf32>, %n: index) attributes {adj.entry} {
+  "adj.launch"(%n) ({
+    func.call @k(%x) : (memref<?xf32>) -> ()
+    gpu.yield
+  }) {kernel = @k} : (index) -> ()
+  return
+}
+"""

@@ -35,7 +35,7 @@ import dataclasses
 import re
 
 from mlir import ir
-from mlir.dialects import arith, func, gpu, llvm, memref, scf
+from mlir.dialects import arith, func, gpu, llvm, scf
 
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param
@@ -46,7 +46,7 @@ from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_tab
 from .math_approx import expand_math
 from .walk import walk
 from .written import WrittenArguments
-from .pipeline import gpu_binary_passes, gpu_pipeline
+from .pipeline import gpu_binary_passes, gpu_pipeline, widen_bool_memrefs
 from .registry import AdjPass, PassError, run_pipeline
 
 GPU_MODULE_SUFFIX = "__gpu"
@@ -191,7 +191,7 @@ def _outline(kernel: ir.Operation, name: str, symbols: dict[str, ir.Operation]) 
                 args, sizes = list(block.arguments)[:len(inputs)], list(block.arguments)[len(inputs):]
                 _call_if_valid(name + ".body", args, sizes)
                 gpu.ReturnOp([])
-    _widen_bool_memrefs(module.operation)
+    widen_bool_memrefs(module.operation)
     _lower_checks(module.operation, entry.operation)
     expand_math(module.operation)
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
@@ -212,40 +212,6 @@ def _lower_checks(module: ir.Operation, entry: ir.Operation) -> None:
          or ir.WalkResult.ADVANCE)
     for call in calls:
         _pass_cell(call, cell)
-
-
-def _widen_bool_memrefs(root: ir.Operation) -> None:
-    """memref<...xi1> becomes memref<...xi8>, loads compare with 0 and stores zero-extend:
-    MemRefToLLVM asserts on (and aborts the process for) loads of i1. NumPy's bools are
-    bytes, so the launch ABI does not change."""
-    i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
-
-    def widen(t: ir.Type) -> ir.Type:
-        if isinstance(t, ir.MemRefType) and t.element_type == i1:
-            return ir.MemRefType.get(t.shape, i8, t.layout, t.memory_space)
-        return t
-
-    ops: list[ir.Operation] = []
-    walk(root, lambda op: ops.append(op) or ir.WalkResult.ADVANCE)
-    for op in ops:
-        values = list(op.results) + [a for r in op.regions for b in r.blocks for a in b.arguments]
-        for value in values:
-            value.set_type(widen(value.type))
-        if "function_type" in op.attributes:
-            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
-            op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-                [widen(t) for t in ftype.inputs], [widen(t) for t in ftype.results]))
-    for op in ops:
-        if op.name == "memref.load" and op.results[0].type == i1:
-            with ir.InsertionPoint(op), op.location:
-                byte = memref.load(op.operands[0], list(op.operands)[1:])
-                flag = arith.cmpi(arith.CmpIPredicate.ne, byte, arith.constant(i8, 0))
-            op.results[0].replace_all_uses_with(flag)
-            op.erase()
-        elif op.name == "memref.store" and op.operands[0].type == i1:
-            with ir.InsertionPoint(op), op.location:
-                memref.store(arith.extui(i8, op.operands[0]), op.operands[1], list(op.operands)[2:])
-            op.erase()
 
 
 def _call_if_valid(body: str, args: list[ir.Value], sizes: list[ir.Value]) -> None:

@@ -52,7 +52,9 @@ def _widened(t: ir.Type) -> ir.Type:
 
 def widen_bool_memrefs(module: ir.Operation) -> None:
     """Retypes every memref of i1 as a memref of i8 (the same bytes as NumPy's bools):
-    loads compare the byte with 0, stores zero-extend."""
+    loads compare the byte with 0, stores zero-extend. (MemRefToLLVM aborts the process on
+    loads of i1; NumPy's bools are bytes, so no calling convention changes.) The CPU and the
+    GPU lowerings both run it."""
     i1, i8 = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(8)
     loads: list[ir.Operation] = []
     stores: list[ir.Operation] = []
@@ -64,7 +66,7 @@ def widen_bool_memrefs(module: ir.Operation) -> None:
                     arg.set_type(_widened(arg.type))
         for result in op.results:
             result.set_type(_widened(result.type))
-        if op.name == "func.func":
+        if "function_type" in op.attributes:      # func.func, and gpu.func on the GPU
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
                 [_widened(t) for t in ftype.inputs], [_widened(t) for t in ftype.results]))

@@ -7,6 +7,7 @@ cache, need no MLIR (which is imported only to compile).
 from __future__ import annotations
 
 import ast
+import builtins
 import enum
 import functools
 import hashlib
@@ -206,10 +207,36 @@ def _sort_key(value: Any) -> str:
     return digest.hexdigest()
 
 
+class Name(enum.Enum):
+    """Where a free name of a compiled function was found (`resolve_name`)."""
+    CLOSURE = "closure"
+    GLOBAL = "global"
+    BUILTIN = "builtin"
+    UNASSIGNED = "unassigned"     # a closure variable not assigned yet
+    MISSING = "missing"
+
+
+def resolve_name(pyfn: Callable, name: str) -> tuple[Name, Any]:
+    """(where, value) of a name the body of `pyfn` reads and does not bind: its closure,
+    then its globals, then Python's builtins. The one rule both the code generator and the
+    cache key (`fingerprint`) use, so that what is compiled is what is digested."""
+    closure = pyfn.__code__.co_freevars
+    if name in closure:
+        cell = (pyfn.__closure__ or ())[closure.index(name)]
+        try:
+            return Name.CLOSURE, cell.cell_contents
+        except ValueError:
+            return Name.UNASSIGNED, None
+    if name in pyfn.__globals__:
+        return Name.GLOBAL, pyfn.__globals__[name]
+    if hasattr(builtins, name):
+        return Name.BUILTIN, getattr(builtins, name)
+    return Name.MISSING, None
+
+
 def _referenced(pyfn: Callable, tree: ast.AST) -> Iterator[tuple[str, Any]]:
     """(dotted name, value) of each name and attribute chain (`N`, `cfg.N`) that `tree`
-    reads, resolved as the code generator resolves them: closure, then globals."""
-    closure = dict(zip(pyfn.__code__.co_freevars, pyfn.__closure__ or ()))
+    reads from its closure or globals (builtins are part of Python, not of the key)."""
     for node in ast.walk(tree):
         chain = []
         while isinstance(node, ast.Attribute):
@@ -217,14 +244,8 @@ def _referenced(pyfn: Callable, tree: ast.AST) -> Iterator[tuple[str, Any]]:
             node = node.value
         if not isinstance(node, ast.Name):
             continue
-        if node.id in closure:
-            try:
-                value = closure[node.id].cell_contents
-            except ValueError:          # not assigned yet
-                continue
-        elif node.id in pyfn.__globals__:
-            value = pyfn.__globals__[node.id]
-        else:
+        where, value = resolve_name(pyfn, node.id)
+        if where not in (Name.CLOSURE, Name.GLOBAL):
             continue
         for attr in reversed(chain):
             value = getattr(value, attr, None)

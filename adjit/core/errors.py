@@ -10,10 +10,25 @@ class CompilationError(Exception):
                  col: int = 0, source_line: str | None = None):
         self.message, self.filename, self.lineno, self.col = message, filename, lineno, col
         self.source_line = source_line
-        text = f"{filename}:{lineno}:{col + 1}: {message}"
-        if source_line:
-            text += f"\n    {source_line.rstrip()}\n    {' ' * col}^"
-        super().__init__(text)
+        # The calls that led here when the error is in a compiled callee: (filename, lineno,
+        # col, source line), innermost first.
+        self.call_sites: list[tuple[str, int, int, str | None]] = []
+        super().__init__(f"{filename}:{lineno}:{col + 1}: {message}" +
+                         _caret(source_line, col))
+
+    def add_call_site(self, filename: str, lineno: int, col: int,
+                      source_line: str | None) -> None:
+        """Records the call (in the caller's code) through which the erroneous callee was
+        compiled: the message then names it under the error's own position."""
+        self.call_sites.append((filename, lineno, col, source_line))
+        self.args = (f"{self.args[0]}\n  called from {filename}:{lineno}:{col + 1}" +
+                     _caret(source_line, col),)
+
+    def in_lines(self, filename: str, first: int, last: int) -> bool:
+        """Whether the error, or a call that led to it, is at lines first..last of
+        `filename` (a function's own code)."""
+        return any(f == filename and first <= line <= last for f, line, *_ in
+                   [(self.filename, self.lineno), *self.call_sites])
 
     def __reduce__(self):
         # Pickled (multiprocessing, a process pool) with its text and fields, not rebuilt from
@@ -40,6 +55,11 @@ class CompilationError(Exception):
             return cls(message)
         filename, line, col = m.group(1), int(m.group(2)), int(m.group(3)) - 1
         return cls(message, filename, line, col, linecache.getline(filename, line) or None)
+
+
+def _caret(source_line: str | None, col: int) -> str:
+    """The source line and a caret under column `col`, as text under a position."""
+    return f"\n    {source_line.rstrip()}\n    {' ' * col}^" if source_line else ""
 
 
 def _restore(cls: type, args: tuple, state: dict) -> CompilationError:

@@ -135,7 +135,13 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         try:
             with self._loc(node):
                 return super().visit(node)
-        except CompilationError:
+        except CompilationError as e:
+            if isinstance(node, ast.Call) and not e.in_lines(
+                    self.src.filename, self.src.first_line,
+                    self.src.first_line + len(self.src.lines) - 1):
+                # An error in a callee compiled for this call: name the call too.
+                site = self.error(node, "")
+                e.add_call_site(site.filename, site.lineno, site.col, site.source_line)
             raise
         except UserError as e:
             raise self.error(node, str(e)) from None

@@ -325,9 +325,51 @@ def broken_kernel(x):
 def test_error_in_a_kernel_launched_from_a_jit_function_names_the_kernel_line():
     @adjit.jit
     def f(x):
-        broken_kernel(x, ndrange=len(x))
+        broken_kernel(x, ndrange=len(x))  # launch-of-broken
 
-    expect_compile_error(lambda: f(X), "broken-kernel", "undefined_thing")
+    e = expect_compile_error(lambda: f(X), "broken-kernel", "undefined_thing")
+    assert [site[1] for site in e.call_sites] == [line_of("launch-of-broken")]
+
+
+@adjit.func
+def broken_leaf(x):
+    return x + not_defined_anywhere  # broken-leaf  # noqa: F821
+
+
+@adjit.func
+def middle(x):
+    return 2.0 * broken_leaf(x)  # calls-leaf
+
+
+def test_error_in_a_callee_names_each_call_site_on_the_way():
+    # The error is where the callee is wrong; the message then lists the calls that led
+    # there, innermost first, each with its line and a caret, as a traceback would.
+    @adjit.jit
+    def top(x):
+        s = 0.0
+        for i in range(len(x)):
+            s += middle(x[i])  # calls-middle
+        return s
+
+    e = expect_compile_error(lambda: top(X), "broken-leaf", "not_defined_anywhere")
+    sites = [line_of("calls-leaf"), line_of("calls-middle")]
+    assert [(f, line) for f, line, *_ in e.call_sites] == [(__file__, n) for n in sites]
+    text = str(e)
+    assert text.index(f"called from {__file__}:{sites[0]}:") < \
+        text.index(f"called from {__file__}:{sites[1]}:")
+    assert "s += middle(x[i])" in text and "^" in text.splitlines()[-1]
+    import pickle
+    again = pickle.loads(pickle.dumps(e))
+    assert again.call_sites == e.call_sites and str(again) == text
+
+
+def test_error_inside_the_function_itself_names_no_call_site():
+    @adjit.jit
+    def own(x):
+        return x + nowhere_defined  # own-error  # noqa: F821
+
+    e = expect_compile_error(lambda: own(1.0), "own-error", "nowhere_defined")
+    assert e.call_sites == [] and "called from" not in str(e)
 
 
 # ---- launches ----------------------------------------------------------------------------

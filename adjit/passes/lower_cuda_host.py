@@ -31,10 +31,10 @@ from ..core.symbols import ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX, LAUNCH_SYMBOL
 from ..core.kernel import GpuKernel
 from .kernel_abi import check_ndrange_bounds, guarded_at, launched
 from .autodiff.reduction import expand_item_sums
-from .lower_cpu import _ops_named, _symbol_table, error_table, lower_cpu
+from .lower_cpu import _ops_named, _symbol_table, error_table
 from .lower_gpu import kernel_to_ptx, launch_block_size
-from .pipeline import run_cpu_pipeline
-from .registry import AdjPass
+from .pipeline import cuda_host_pipeline
+from .registry import AdjPass, run_pipeline
 
 # symbol -> (LLVM result type or None, LLVM parameter types) of each hooked runtime call
 HOOKS = {
@@ -44,18 +44,30 @@ HOOKS = {
 }
 
 
+# On the module: the launched kernels' symbols in slot order (adj-lower-cuda-host), and the
+# hook globals the runtime must fill (adj-hook-runtime-calls).
+SLOTS_ATTR = "adj.cuda_slots"
+HOOKS_ATTR = "adj.runtime_hooks"
+
+
 def compile_host(module: ir.Module, chip: str) -> tuple[str, list[GpuKernel], list, list[str]]:
     """Compiles an adj-level module (rewritten in place) into a host program's parts:
     (LLVM IR, the launched kernels' PTX by slot, the (error, message) of each check, the
-    hook globals to fill)."""
+    hook globals to fill): `cuda_host_pipeline`, with the kernels compiled to PTX
+    (`kernel_to_ptx`) between its launch and its host halves."""
     from mlir.dialects.llvm import translate_module_to_llvmir
+    launches, host = cuda_host_pipeline()
+    op = module.operation
     with module.context, ir.Location.unknown():
-        kernels = [kernel_to_ptx(module, name, chip) for name in lower_cuda_host(module.operation)]
-        lower_cpu(module.operation, threads=1)
-        errors = error_table(module.operation)
-        run_cpu_pipeline(module, num_threads=1)   # no async runtime on the GPU machine
-        hooks = hook_runtime_calls(module.operation)
-        return str(translate_module_to_llvmir(module.operation)), kernels, errors, hooks
+        run_pipeline(op, launches)
+        kernels = [kernel_to_ptx(module, name, chip) for name in _strings(op, SLOTS_ATTR)]
+        run_pipeline(op, host)
+        return (str(translate_module_to_llvmir(op)), kernels, error_table(op),
+                _strings(op, HOOKS_ATTR))
+
+
+def _strings(module: ir.Operation, attr: str) -> list[str]:
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(module.attributes[attr])]
 
 
 def lower_cuda_host(module: ir.Operation) -> list[str]:
@@ -190,8 +202,24 @@ llvm.func @{symbol}({signature}){' -> ' + result if result else ''} {{
 
 
 class LowerCudaHost(AdjPass):
-    """--adj-lower-cuda-host: lower_cuda_host."""
+    """--adj-lower-cuda-host: lower_cuda_host; the launched kernels' symbols, in slot order,
+    go on the module (SLOTS_ATTR) for the PTX compilation that follows."""
     name = "adj-lower-cuda-host"
 
     def apply(self, module: ir.Operation) -> None:
-        lower_cuda_host(module)
+        slots = lower_cuda_host(module)
+        with module.context:
+            module.attributes[SLOTS_ATTR] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(s) for s in slots])
+
+
+class HookRuntimeCalls(AdjPass):
+    """--adj-hook-runtime-calls: hook_runtime_calls; the globals to fill go on the module
+    (HOOKS_ATTR)."""
+    name = "adj-hook-runtime-calls"
+
+    def apply(self, module: ir.Operation) -> None:
+        hooks = hook_runtime_calls(module)
+        with module.context:
+            module.attributes[HOOKS_ATTR] = ir.ArrayAttr.get(
+                [ir.StringAttr.get(h) for h in hooks])

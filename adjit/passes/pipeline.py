@@ -152,6 +152,16 @@ def run_cpu_pipeline(module: ir.Module, num_threads: int | None = None) -> None:
     run_pipeline(module.operation, f"builtin.module({','.join(cpu_passes(threads))})")
 
 
+def cuda_host_pipeline() -> tuple[str, str]:
+    """The host program of an `@jit(device="cuda")` function (lower_cuda_host.py), as two
+    pipelines between which the launched kernels are compiled to PTX (gpu_pipeline): the
+    launches become launcher calls; then the host code is lowered as CPU code on one thread
+    (no async runtime on a GPU machine) and its runtime calls go through hooks."""
+    return ("builtin.module(adj-lower-cuda-host)",
+            f"builtin.module(adj-lower-cpu{{threads=1}},{','.join(cpu_passes(1))},"
+            "adj-hook-runtime-calls)")
+
+
 def lower_to_llvm(module: ir.Module, num_threads: int | None = None) -> None:
     """Lowers an adj-level module to the LLVM dialect in place (cpu_pipeline)."""
     run_pipeline(module.operation, cpu_pipeline(num_threads))

@@ -43,6 +43,7 @@ REGISTRY: dict[str, str] = {
     "adj-outline-kernels": "adjit.passes.lower_gpu:OutlineKernels",
     "adj-relax-gpu-atomics": "adjit.passes.lower_gpu:RelaxGpuAtomics",
     "adj-lower-cuda-host": "adjit.passes.lower_cuda_host:LowerCudaHost",
+    "adj-hook-runtime-calls": "adjit.passes.lower_cuda_host:HookRuntimeCalls",
     "adj-annotate-written": "adjit.passes.written:AnnotateWritten",
     "adj-expand-item-sums": "adjit.passes.autodiff.reduction:ExpandItemSums",
     "adj-expand-math": "adjit.passes.math_approx:ExpandMath",

@@ -4,6 +4,17 @@
 // f32 as its bits, zero-extended; then the ndrange), the number of words, the work items and
 // the block size.
 // RUN: adjit-opt %s --adj-lower-cuda-host | FileCheck %s --implicit-check-not='"adj.launch'
+// The whole host program's lowering (pipeline.cuda_host_pipeline, both halves, as the
+// runtime runs them around the kernels' PTX compilation): the runtime calls become hooks.
+// RUN: adjit-opt %s --pass-pipeline='builtin.module(adj-lower-cuda-host,adj-lower-cpu{threads=1},adj-privatize-helpers,inline,symbol-dce,canonicalize,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,convert-arith-to-llvm,convert-index-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,reconcile-unrealized-casts,adj-hook-runtime-calls)' \
+// RUN:   | FileCheck %s --check-prefix=HOST
+
+// The launched kernels, in slot order, for the PTX compilation that follows.
+// CHECK: module attributes {adj.cuda_slots = ["k", "one_d"]}
+// HOST: module attributes {{{.*}}adj.runtime_hooks = ["__adjit_hook___adjit_cuda_launch"]
+// HOST: llvm.mlir.global external @__adjit_hook___adjit_cuda_launch()
+// HOST: llvm.func @__adjit_cuda_launch(
+// HOST: llvm.load {{.*}} -> !llvm.ptr
 
 // The kernels stay: their PTX is compiled from this module.
 // CHECK-LABEL: func.func @k(

@@ -6,11 +6,11 @@ n iterations of the loop's first dimension into one block per thread, the caller
 the first. In two steps, because only after lowering to the LLVM dialect does a memref
 argument have a fixed list of scalar parts that a generic runtime can pass along:
 
-1. Here, on scf: the loop's body moves into a new function `<func>_par<k>(lo, hi, captures)`,
+1. Here, on scf: the loop's body moves into a new function `__adj_par_<func>_<k>(lo, hi, captures)`,
    which runs iterations [lo, hi) of the first dimension (and all of the others) as scf.for
    nests; `captures` are the values the body uses from outside (memrefs, scalars; constants
    are made again inside instead, so that they still fold). The loop becomes a call of a
-   declared launcher `__adj_launch_<func>_par<k>(n, size, captures)`. Where small_loops.py
+   declared launcher `__adj_launch___adj_par_<func>_<k>(n, size, captures)`. Where small_loops.py
    gave the loop a serial twin (`scf.if small {twin} else {loop}`), the call replaces both,
    `size` saying at run time whether the loop is SMALL (the twin's condition) or TINY: the
    runtime then runs the body on the calling thread unless its workers are awake (SMALL),
@@ -44,6 +44,9 @@ from ..core.threads import default_num_threads
 from .registry import AdjPass
 
 LAUNCHER_PREFIX = "__adj_launch_"
+# An outlined loop body: `__adj_par_<func>_<k>`, in adjit's reserved prefix, so that it cannot
+# clash with a function of the module (a user's `f_par0`).
+BODY_PREFIX = "__adj_par_"
 # A loop's size class, for adj_parallel_for (runtime/native/parallel.cpp spells them alike):
 # PARALLEL always goes to the pool; SMALL (small_loops.py's serial bound) only when its
 # workers are awake; TINY (below TINY_WORK, ~1 us) never.
@@ -61,7 +64,7 @@ def outline_parallel_loops(module: ir.Operation) -> None:
             name = ir.StringAttr(f.attributes["sym_name"]).value
             loops = [op for op in outermost_parallel_loops(f) if len(op.results) == 0]
             for k, loop in enumerate(loops):
-                _outline(module, loop, f"{name}_par{k}")
+                _outline(module, loop, f"{BODY_PREFIX}{name}_{k}")
 
 
 def _op(o) -> ir.Operation:

@@ -11,7 +11,7 @@
 // CHECK-DAG: define void @saxpy(ptr %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, float %{{[0-9]+}}, ptr %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, ptr %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}}, i64 %{{[0-9]+}})
 // CHECK-DAG: define void @_mlir_ciface_saxpy(ptr %{{[0-9]+}}, float %{{[0-9]+}}, ptr %{{[0-9]+}}, i64 %{{[0-9]+}}, ptr %{{[0-9]+}})
 // CHECK-DAG: fmul float
-// POOL-DAG: call void @adj_parallel_for(ptr @__adj_thunk_saxpy_par0, ptr %{{.*}}, i64 %{{.*}}, i64 2, i64 %{{.*}})
+// POOL-DAG: call void @adj_parallel_for(ptr @__adj_thunk___adj_par_saxpy_0, ptr %{{.*}}, i64 %{{.*}}, i64 2, i64 %{{.*}})
 
 func.func @k(%x: memref<?xf32>, %a: f32, %y: memref<?xf32>) attributes {adj.kernel, adj.ndim = 1 : i64} {
   %i = "adj.index"() : () -> index

@@ -14,7 +14,7 @@
 // CHECK: %[[COUNT:.*]] = arith.ceildivsi %[[SPAN]], %{{.*}} : index
 // CHECK: %[[ITEMS:.*]] = arith.maxsi %[[COUNT]], %{{.*}} : index
 // CHECK: %[[PARALLEL:.*]] = arith.constant 0 : i64
-// CHECK: call @__adj_launch_scale_par0(%[[ITEMS]], %[[PARALLEL]], %[[X]], %[[A]], %[[M]]) : (index, i64, memref<?x?xf32>, f32, index) -> ()
+// CHECK: call @__adj_launch___adj_par_scale_0(%[[ITEMS]], %[[PARALLEL]], %[[X]], %[[A]], %[[M]]) : (index, i64, memref<?x?xf32>, f32, index) -> ()
 // CHECK-NOT: scf.parallel
 // CHECK: return
 
@@ -22,13 +22,13 @@
 // through a stack array to adj_parallel_for (with the loop's size class), whose thunk
 // loads them and calls the body.
 // LLVM-LABEL: define void @scale(
-// LLVM: call void @__adj_launch_scale_par0(
-// LLVM: define internal void @scale_par0(i64 %{{.*}}, i64 %{{.*}}, ptr
-// LLVM: define internal void @__adj_launch_scale_par0(i64 %0, i64 %1,
-// LLVM: call void @adj_parallel_for(ptr @__adj_thunk_scale_par0, ptr %{{.*}}, i64 %0, i64 4, i64 %1)
-// LLVM: define internal void @__adj_thunk_scale_par0(ptr %0, i64 %1, i64 %2)
+// LLVM: call void @__adj_launch___adj_par_scale_0(
+// LLVM: define internal void @__adj_par_scale_0(i64 %{{.*}}, i64 %{{.*}}, ptr
+// LLVM: define internal void @__adj_launch___adj_par_scale_0(i64 %0, i64 %1,
+// LLVM: call void @adj_parallel_for(ptr @__adj_thunk___adj_par_scale_0, ptr %{{.*}}, i64 %0, i64 4, i64 %1)
+// LLVM: define internal void @__adj_thunk___adj_par_scale_0(ptr %0, i64 %1, i64 %2)
 // LLVM: load ptr, ptr
-// LLVM: call void @scale_par0(i64 %1, i64 %2,
+// LLVM: call void @__adj_par_scale_0(i64 %1, i64 %2,
 func.func @scale(%x: memref<?x?xf32>, %a: f32, %n: index, %m: index) attributes {adj.entry} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -62,7 +62,7 @@ func.func @total(%x: memref<?xf32>, %n: index) -> f32 {
 
 // Of nested loops only the outermost moves (the inner one with it).
 // CHECK-LABEL: func.func @nested(
-// CHECK: call @__adj_launch_nested_par0(
+// CHECK: call @__adj_launch___adj_par_nested_0(
 // CHECK-NOT: scf.parallel
 // CHECK: return
 func.func @nested(%x: memref<?x?xf32>, %n: index, %m: index) {
@@ -93,7 +93,7 @@ func.func @vectors(%x: memref<?xvector<4xf32>>, %v: vector<4xf32>, %n: index) {
 }
 
 // The body functions and the launchers' declarations follow the functions.
-// CHECK-LABEL: func.func @scale_par0(
+// CHECK-LABEL: func.func @__adj_par_scale_0(
 // CHECK-SAME: %[[LO:.*]]: index, %[[HI:.*]]: index, %[[BX:.*]]: memref<?x?xf32>, %[[BA:.*]]: f32, %[[BM:.*]]: index) {
 // CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG: %[[C1:.*]] = arith.constant 1 : index
@@ -107,21 +107,21 @@ func.func @vectors(%x: memref<?xvector<4xf32>>, %v: vector<4xf32>, %n: index) {
 // CHECK:     %[[P:.*]] = arith.mulf %[[V]], %[[BA]]
 // CHECK:     memref.store %[[P]], %[[BX]][%[[I]], %[[J]]]
 // CHECK: return
-// CHECK: func.func private @__adj_launch_scale_par0(index, i64, memref<?x?xf32>, f32, index)
-// CHECK-LABEL: func.func @nested_par0(
+// CHECK: func.func private @__adj_launch___adj_par_scale_0(index, i64, memref<?x?xf32>, f32, index)
+// CHECK-LABEL: func.func @__adj_par_nested_0(
 // CHECK: scf.for
 // CHECK:   scf.parallel
-// CHECK: func.func private @__adj_launch_nested_par0(index, i64, memref<?x?xf32>, index)
+// CHECK: func.func private @__adj_launch___adj_par_nested_0(index, i64, memref<?x?xf32>, index)
 
 // A loop small_loops.py gave a serial twin (its cost on the scf.if): one call replaces
 // both, its size class TINY (2) up to 2^18 / cost iterations, else SMALL (1) where the twin
-// would have run, else PARALLEL (0). The body exists once, in @scale_par0.
+// would have run, else PARALLEL (0). The body exists once, in @__adj_par_scale_0.
 // TWIN-LABEL: func.func @scale(
 // TWIN: %[[SMALL:.*]] = arith.cmpi ule, %{{.*}}, %c131072 : index
 // TWIN-NOT: scf.if
 // TWIN: %[[TINY:.*]] = arith.cmpi ule, %{{.*}}, %c{{[0-9_]+}} : index
 // TWIN: %[[S1:.*]] = arith.select %[[SMALL]], %{{.*}}, %{{.*}} : i64
 // TWIN: %[[SIZE:.*]] = arith.select %[[TINY]], %{{.*}}, %[[S1]] : i64
-// TWIN: call @__adj_launch_scale_par0(%{{.*}}, %[[SIZE]],
+// TWIN: call @__adj_launch___adj_par_scale_0(%{{.*}}, %[[SIZE]],
 // TWIN-NOT: scf.for
 // TWIN: return

@@ -17,7 +17,7 @@
 // ORDER: // -----// IR Dump After adj-lower-cpu //----- //
 // ORDER: // -----// IR Dump After Canonicalizer (canonicalize) //----- //
 // ORDER: // -----// IR Dump After adj-parallel-for //----- //
-// ORDER: call @__adj_launch_main_par0(
+// ORDER: call @__adj_launch___adj_par_main_0(
 
 // PTX: .target sm_80
 

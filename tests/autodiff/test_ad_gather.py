@@ -8,7 +8,7 @@ import pytest
 
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
-from adjit.passes.autodiff import gather
+from adjit.passes.autodiff import gather, kernel_tape
 from ad_helpers import differentiate, request, vectorised_launch_loops
 
 
@@ -24,7 +24,8 @@ def _spy():
         return real(diff, rev, g, name, ndim)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gather, "make_gather_kernel", spy)
+        # Where the kernel reverse mode calls it (kernel_tape.generate_kernel_reverse).
+        mp.setattr(kernel_tape, "make_gather_kernel", spy)
         yield
 
 

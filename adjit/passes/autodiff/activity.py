@@ -25,6 +25,7 @@ from mlir import ir
 from ...core.activity import Activity, SHADOWED
 from ...dialects.adj import launch_call
 from .ir_util import callee, is_float, is_float_memref, is_memref, walk
+from .op_facts import facts
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
 
 
@@ -56,14 +57,13 @@ class AliasClasses:
             group = sources + targets
             for a, b in zip(group, group[1:]):
                 self.union(a, b)
-        if op.name == "func.call":
+        aliases = facts(op.name).aliases
+        if aliases == "results":
             # A returned array may be any array argument; arguments stay distinct.
             for r in op.results:
                 for v in op.operands:
                     self.union(r, v)
-        elif op.name not in ("memref.alloc", "memref.alloca", "memref.copy", "memref.load",
-                             "memref.store", "memref.atomic_rmw", "memref.dim",
-                             "memref.dealloc") and op.results:
+        elif aliases == "all" and op.results:
             # Views and casts (subview, cast, select of arrays) alias their array operands.
             arrays = [v for v in list(op.operands) + list(op.results) if is_memref(v.type)]
             for a, b in zip(arrays, arrays[1:]):
@@ -173,8 +173,7 @@ class ActivityAnalysis:
             return True
         if any(self.active(v) for v in op.operands if op.name != "func.return"):
             return True
-        if op.name in ("memref.store", "memref.atomic_rmw", "memref.copy", "memref.alloc",
-                       "memref.alloca", "memref.load", "func.call", "adj.launch"):
+        if facts(op.name).mirrors:
             if any(self.shadowed(v) for v in list(op.operands) + list(op.results)
                    if is_memref(v.type)):
                 return True
@@ -227,31 +226,35 @@ class ActivityAnalysis:
             written = [ins[k] for k in sorted(self.callee_writes(callee(call))) if k < len(ins)]
         return written + [r for r in op.results if is_memref(r.type)]
 
+    def _ref(self, op: ir.Operation, ref: str) -> tuple[bool, ir.Value]:
+        """An end of one of op_facts.py's flows: (whether it is memory, the value)."""
+        k = int(ref[1:])
+        return ref[0] == "m", op.results[k] if ref[0] == "r" else op.operands[k]
+
+    def _holds(self, op: ir.Operation, ref: str, values: set, memory: set) -> bool:
+        is_mem, v = self._ref(op, ref)
+        return self._mem(v, memory) if is_mem else v in values
+
+    def _put(self, op: ir.Operation, ref: str, values: set, memory: set) -> bool:
+        is_mem, v = self._ref(op, ref)
+        return self._mark_mem(memory, [v]) if is_mem else self._mark(values, [v])
+
     def _propagate_varied(self) -> bool:
         changed = False
         V = self._varied
         for op in self._ops:
             name = op.name
+            row = facts(name)
             if name in RULES or name in CASTS:
                 if any(v in V for v in differentiable_operands(op)):
                     changed |= self._mark(V, op.results)
             elif name in ZERO_DERIVATIVE:
                 continue
-            elif name == "memref.load":
-                if self._mem(op.operands[0], self._varied_mem):
-                    changed |= self._mark(V, op.results)
-            elif name == "memref.store":
-                if op.operands[0] in V:
-                    changed |= self._mark_mem(self._varied_mem, [op.operands[1]])
-            elif name == "memref.atomic_rmw":
-                if op.operands[0] in V:
-                    changed |= self._mark_mem(self._varied_mem, [op.operands[1]])
-                if self._mem(op.operands[1], self._varied_mem):
-                    changed |= self._mark(V, op.results)
-            elif name == "memref.copy":
-                if self._mem(op.operands[0], self._varied_mem):
-                    changed |= self._mark_mem(self._varied_mem, [op.operands[1]])
-            elif name in ("func.call", "adj.launch"):
+            elif row.flows:
+                for source, target in row.flows:
+                    if self._holds(op, source, V, self._varied_mem):
+                        changed |= self._put(op, target, V, self._varied_mem)
+            elif row.calls:
                 ins = self._call_operands(op)
                 if any(v in V or (is_memref(v.type) and self._mem(v, self._varied_mem))
                        for v in ins):
@@ -272,26 +275,17 @@ class ActivityAnalysis:
         U = self._useful
         for op in reversed(self._ops):
             name = op.name
+            row = facts(name)
             if name in RULES or name in CASTS:
                 if any(r in U for r in op.results):
                     changed |= self._mark(U, differentiable_operands(op))
             elif name in ZERO_DERIVATIVE:
                 continue
-            elif name == "memref.load":
-                if op.results[0] in U:
-                    changed |= self._mark_mem(self._useful_mem, [op.operands[0]])
-            elif name == "memref.store":
-                if self._mem(op.operands[1], self._useful_mem):
-                    changed |= self._mark(U, [op.operands[0]])
-            elif name == "memref.atomic_rmw":
-                if self._mem(op.operands[1], self._useful_mem):
-                    changed |= self._mark(U, [op.operands[0]])
-                if op.results[0] in U:
-                    changed |= self._mark_mem(self._useful_mem, [op.operands[1]])
-            elif name == "memref.copy":
-                if self._mem(op.operands[1], self._useful_mem):
-                    changed |= self._mark_mem(self._useful_mem, [op.operands[0]])
-            elif name in ("func.call", "adj.launch"):
+            elif row.flows:
+                for source, target in row.flows:
+                    if self._holds(op, target, U, self._useful_mem):
+                        changed |= self._put(op, source, U, self._useful_mem)
+            elif row.calls:
                 ins = self._call_operands(op)
                 if any(r in U for r in op.results) or any(
                         is_memref(v.type) and self._mem(v, self._useful_mem) for v in ins):

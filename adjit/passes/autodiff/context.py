@@ -1,6 +1,7 @@
 """What the augmented and the reverse generator of one function share: its activity and
-memory analyses, the tape plan, the signatures of its call sites, and which primal values the
-reverse pass can recompute or find again instead of taping them.
+memory analyses, the tape plan, the signatures of its call sites, and which arrays a joined
+array can be. (Which primal values the reverse pass recomputes instead of taping them is
+recompute.py's.)
 """
 from __future__ import annotations
 
@@ -11,36 +12,34 @@ from mlir import ir
 from ...core.activity import Activity
 from ...dialects.adj import KERNEL_ATTR
 from .activity import ActivityAnalysis
-from .ir_util import VIEW_OPS, callee, is_float, is_memref, parent_op, primal_used, walk
+from .ir_util import callee, is_float, is_memref, parent_op, primal_used, walk
 from .memory import Writes
 from .custom_rules import call_primal
+from .op_facts import facts
 from .signature import Derivative, Signature
 from .tape import TapePlan
 
 if TYPE_CHECKING:
-    from .driver import Differentiator
-
-PURE_OPS = ("memref.dim", "adj.index", "adj.global_id", "adj.global_size") + VIEW_OPS
-PURE_DIALECTS = ("arith", "math", "index")
+    from .protocols import Host
 
 
 class ReverseContext:
-    """What the augmented and the reverse generators of one function share."""
+    """What the augmented and the reverse generators of one function share
+    (protocols.Shared)."""
 
-    def __init__(self, diff: "Differentiator", fn: ir.Operation, sig: Signature):
+    def __init__(self, diff: "Host", fn: ir.Operation, sig: Signature):
         self.diff = diff
         self.fn = fn
         self.sig = sig
         self.kernel = KERNEL_ATTR in fn.attributes
         self.entry = fn.regions[0].blocks[0]
-        self.act = ActivityAnalysis(fn, list(sig.activity), sig.ret_activity,
-                            lambda call: diff.has_rules(self.call_signature(call), call),
-                            diff.callee_writes)
+        self.act = ActivityAnalysis(
+            fn, list(sig.activity), sig.ret_activity,
+            lambda call: diff.has_rules(self.call_signature(call), call), diff.callee_writes)
         self.writes = Writes(fn, self.act.classes, list(sig.overwritten), diff.callee_writes,
                              self.kernel)
         self.plan = TapePlan(top=self.entry)
         self._calls: dict[ir.Operation, tuple[Signature, Derivative]] = {}
-        self._recomputable: dict[ir.Operation, bool] = {}
         self._roots: dict[ir.Value, list[ir.Value]] | None = None
 
     def operand_activity(self, at: ir.Operation,
@@ -96,7 +95,7 @@ class ReverseContext:
                                              for a in b.arguments]
                 for m in values:
                     if is_memref(m.type) and not self.joined(m) and not (
-                            isinstance(m, ir.OpResult) and op.name in VIEW_OPS):
+                            isinstance(m, ir.OpResult) and facts(op.name).view):
                         self._roots.setdefault(self.act.classes.find(m), []).append(m)
         before = _top_level_ancestor(v, self.entry)
         found = []
@@ -110,63 +109,6 @@ class ReverseContext:
             if _is_before(op, before):
                 found.append(m)
         return found
-
-    # -- what the reverse pass can recompute -------------------------------------------------
-    def cheap(self, v: ir.Value) -> bool:
-        """Whether the reverse pass has `v` without saving it per iteration."""
-        if isinstance(v, ir.BlockArgument):
-            owner = parent_op(v.owner)
-            return owner == self.fn or (owner.name == "scf.for" and v.arg_number == 0) or \
-                owner.name == "scf.parallel"
-        op = v.owner.operation
-        if op.name == "memref.alloc" and op.block == self.entry and not self.kernel:
-            return True   # one pointer on the tape, whatever reads it
-        return self.recomputable(op)
-
-    def pure(self, op: ir.Operation) -> bool:
-        """Whether running `op` again in the reverse pass gives the same value. An scf.if
-        with one result whose branches hold only pure ops is pure too: the frontend's
-        short-circuit `and`/`or` (`0 < i < n - 1 and 0 < j < m - 1`), whose i1 each work
-        item would otherwise tape although it follows from the ids and sizes."""
-        if len(op.results) != 1:
-            return False
-        if op.regions:
-            return op.name == "scf.if" and all(
-                inner.name == "scf.yield" or self.pure(inner)
-                for region in op.regions for block in region.blocks
-                for inner in (o.operation for o in block.operations))
-        if op.name == "memref.load":
-            return not self.writes.written_after(op, op.operands[0])
-        return op.name in PURE_OPS or op.name.split(".")[0] in PURE_DIALECTS
-
-    def recomputable(self, op: ir.Operation) -> bool:
-        """Pure, from values the reverse pass has for free."""
-        if op not in self._recomputable:
-            self._recomputable[op] = self.pure(op) and all(self.cheap(v) for v in inputs(op))
-        return self._recomputable[op]
-
-
-def inputs(op: ir.Operation) -> list[ir.Value]:
-    """The values `op` reads: its operands, and for an op with regions also the values
-    defined outside it that its nested ops read (what recomputing it needs)."""
-    found = list(op.operands)
-    if not op.regions:
-        return found
-    inside: set = set()
-
-    def visit(o: ir.Operation) -> None:
-        for region in o.regions:
-            for block in region.blocks:
-                inside.update(block.arguments)
-                for inner in block.operations:
-                    inner = inner.operation
-                    for v in inner.operands:
-                        if v not in inside and v not in found:
-                            found.append(v)
-                    visit(inner)
-                    inside.update(inner.results)
-    visit(op)
-    return found
 
 
 def _top_level_ancestor(v: ir.Value, entry: ir.Block) -> ir.Operation:

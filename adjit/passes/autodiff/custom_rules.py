@@ -35,7 +35,7 @@ from .signature import (Derivative, Signature, adjoint_types, aug_inputs, dret_t
                         forward_abi)
 
 if TYPE_CHECKING:
-    from .driver import Differentiator
+    from .protocols import Host
 
 RuleProvider = Callable[[str, str, list[str], str, dict], "str | None"]
 RULE_FOR = "adj.rule_for"
@@ -73,7 +73,7 @@ def default_provider(module: ir.Operation) -> RuleProvider:
     return provide
 
 
-def call_primal(diff: "Differentiator", sig: Signature, needed: bool,
+def call_primal(diff: "Host", sig: Signature, needed: bool,
                 at: ir.Operation) -> Signature:
     """`sig` (a call site's, with_primal true) without the primal where the caller does not
     need it and a rule of that ABI does the call: the rule sees config.needs_primal false
@@ -90,7 +90,7 @@ def rule_config(sig: Signature) -> dict:
             "overwritten": list(sig.overwritten)}
 
 
-def lookup_rules(diff: "Differentiator", sig: Signature, at: ir.Operation,
+def lookup_rules(diff: "Host", sig: Signature, at: ir.Operation,
                  strict: bool = True) -> Derivative | None:
     """The rule functions for `sig`, checked against the ABI they replace; None if no rule
     (or, not `strict`, if the rules have another ABI)."""
@@ -129,14 +129,14 @@ def lookup_rules(diff: "Differentiator", sig: Signature, at: ir.Operation,
     return Derivative(aug=aug, rev=rev, tape=tape)
 
 
-def _ftype(diff: "Differentiator", sig: Signature, at: ir.Operation) -> ir.FunctionType:
+def _ftype(diff: "Host", sig: Signature, at: ir.Operation) -> ir.FunctionType:
     fn = diff.symbols.get(sig.fn)
     if fn is None:
         raise AdjError(at, f"custom rules for @{sig.fn}, which is not defined")
     return func_type(fn)
 
 
-def _rule_function(diff: "Differentiator", name: str, at: ir.Operation) -> ir.Operation:
+def _rule_function(diff: "Host", name: str, at: ir.Operation) -> ir.Operation:
     rule = diff.symbols.get(name)
     if rule is None:   # a provider may compile the rule into the module when asked
         rule = next((op.operation for op in diff.body.operations

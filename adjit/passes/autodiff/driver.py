@@ -4,6 +4,11 @@ The Differentiator owns the module's symbol table and the cache of generated der
 (Signature -> Derivative), so that a callee reached from several call sites or requests with
 the same signature is generated once. Custom rules are looked up here, before any
 automatic differentiation, since a rule replaces the automatic derivative everywhere.
+The mode and the kind of function choose the generator: forward.py for forward mode,
+reverse.py for reverse mode, kernel_tape.py for the reverse mode of a kernel.
+
+The Differentiator is what the generators and rules call back (protocols.Host); only the
+package's __init__ imports this module.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
 from .inline_array_calls import inline_array_calls
 from .ir_util import func_type, symbol_name
+from .kernel_tape import generate_kernel_reverse
 from .memory import WrittenArguments
 from .reverse import generate_reverse
 from .signature import Derivative, Signature, check_signature
@@ -29,6 +35,8 @@ KEPT_MARKERS = (KERNEL_ATTR, NDIM_ATTR, FUNC_ATTR)
 
 
 class Differentiator:
+    """Generates the derivatives a module asks for (implements protocols.Host)."""
+
     def __init__(self, module: ir.Operation, rule_provider: RuleProvider):
         self.module = module
         self.body = module.regions[0].blocks[0]
@@ -133,7 +141,9 @@ class Differentiator:
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
         else:
             inline_array_calls(self, fn, sig)
-            result = generate_reverse(self, fn, sig, name, extra)
+            generate = generate_kernel_reverse if KERNEL_ATTR in fn.attributes \
+                else generate_reverse
+            result = generate(self, fn, sig, name, extra)
         self._in_progress.discard(sig)
         self.done[sig] = result
         return result

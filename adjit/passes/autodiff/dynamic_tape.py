@@ -38,7 +38,7 @@ from .tape import StackReader, TapePlan
 from .uniform import uniform
 
 if TYPE_CHECKING:
-    from .driver import Differentiator
+    from .protocols import Host
 
 
 def is_dynamic(block: ir.Block, fn: ir.Operation) -> bool:
@@ -233,7 +233,7 @@ class ItemStackReader(StackReader):
 SCAN_CHUNK = 1024      # counts per work item of the offsets' scan
 
 
-def emit_offsets(diff: "Differentiator", counts: ir.Value, items: ir.Value) -> ir.Value:
+def emit_offsets(diff: "Host", counts: ir.Value, items: ir.Value) -> ir.Value:
     """At the insertion point: offsets[0..items], the exclusive scan of counts[0..items)
     (offsets[i + 1] = offsets[i] + counts[i]), by three launches on the device that runs the
     kernels: each chunk of SCAN_CHUNK counts is summed, one item scans the chunk sums (and
@@ -252,7 +252,7 @@ def emit_offsets(diff: "Differentiator", counts: ir.Value, items: ir.Value) -> i
     return offsets
 
 
-def _scan_kernel(diff: "Differentiator", name: str, n_args: int, body) -> str:
+def _scan_kernel(diff: "Host", name: str, n_args: int, body) -> str:
     """A one-dimensional kernel @name of `n_args` index arrays (made once per module), whose
     body `body(args, item)` emits."""
     vec = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], ir.IndexType.get())
@@ -265,7 +265,7 @@ def _chunk_range(counts: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
     return lo, arith.minui(arith.addi(lo, index(SCAN_CHUNK)), memref.dim(counts, index(0)))
 
 
-def _chunk_sums(diff: "Differentiator") -> str:
+def _chunk_sums(diff: "Host") -> str:
     """sums[c] = counts[c * SCAN_CHUNK ...] summed over the chunk."""
     def body(args, c):
         counts, sums = args
@@ -278,7 +278,7 @@ def _chunk_sums(diff: "Differentiator") -> str:
     return _scan_kernel(diff, "__adj_tape_chunk_sums", 2, body)
 
 
-def _scan_chunks(diff: "Differentiator") -> str:
+def _scan_chunks(diff: "Host") -> str:
     """One item: sums[c] becomes the start of chunk c; offsets[items] the total."""
     def body(args, _):
         sums, offsets = args
@@ -296,7 +296,7 @@ def _scan_chunks(diff: "Differentiator") -> str:
     return _scan_kernel(diff, "__adj_tape_scan_chunks", 2, body)
 
 
-def _chunk_offsets(diff: "Differentiator") -> str:
+def _chunk_offsets(diff: "Host") -> str:
     """offsets[i] for the counts of chunk c, from the chunk's start."""
     def body(args, c):
         counts, sums, offsets = args

@@ -1,46 +1,51 @@
 """Forward mode: a function that computes the primal and, beside each active value, its tangent.
 
 One pass over the primal body in order. Every op is cloned; an op that touches active values
-also gets its tangent code right after it: table ops through rules.py, loads/stores mirrored on
-the shadow arrays, control flow with tangents (and shadow arrays) carried next to the primal
-values, calls to the forward derivative of the callee (or its custom forward rule).
+also gets its tangent code right after it: table ops through rules.py, the others through
+their family's forward rule (op_rules.py: loads/stores mirrored on the shadow arrays in
+memory_ops.py, control flow with tangents and shadows carried next to the primal values in
+control_flow.py, calls of the callee's forward derivative or its custom rule in calls.py,
+launches in launch.py).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import arith, func, memref, scf
+from mlir.dialects import arith, func
 
 from ...core.activity import Activity
 from ...dialects.adj import AdjError
-from .activity import ActivityAnalysis, terminator
-from .ir_util import (ATOMIC_ADDF, VIEW_OPS, callee, clone_op, fill_zero, func_type, is_float,
-                      is_float_memref, is_memref, memref_type, ops, or_zero, primal_used,
-                      view_of,
-                      zeroed_like)
-from .launch import forward_launch
+from .activity import ActivityAnalysis
+from .calls import forward_signature
+from .ir_util import clone_op, func_type, is_float, is_float_memref, is_memref, ops, or_zero, \
+    zeroed_like
+from .op_facts import facts
+from .op_rules import rule as op_rule
 from .rules import CASTS, RULES, ZERO_DERIVATIVE
-from .custom_rules import call_primal
 from .signature import Signature, forward_abi
 
 if TYPE_CHECKING:
-    from .driver import Differentiator
+    from .protocols import Host
 
 
-def generate_forward(diff: "Differentiator", fn: ir.Operation, sig: Signature, name: str,
+def generate_forward(diff: "Host", fn: ir.Operation, sig: Signature, name: str,
                      extra: dict[str, ir.Attribute]) -> ir.Operation:
     return ForwardGen(diff, fn, sig).emit(name, extra)
 
 
 class ForwardGen:
-    def __init__(self, diff: "Differentiator", fn: ir.Operation, sig: Signature):
+    """The forward generator (protocols.ForwardGenerator): the traversal, the value map and
+    the tangents; the rules of the ops are op_rules.py's and rules.py's."""
+
+    def __init__(self, diff: "Host", fn: ir.Operation, sig: Signature):
         self.diff = diff
         self.fn = fn
         self.sig = sig
         self.act = ActivityAnalysis(fn, list(sig.activity), sig.ret_activity,
-                            lambda call: diff.has_rules(self.call_signature(call), call),
-                            diff.callee_writes)
+                                    lambda call: diff.has_rules(forward_signature(self, call),
+                                                                call),
+                                    diff.callee_writes)
         self.vmap: dict[ir.Value, ir.Value] = {}
         # Tangent of each active float value; shadow buffer of each shadowed array.
         self.tan: dict[ir.Value, ir.Value] = {}
@@ -76,16 +81,13 @@ class ForwardGen:
                 self.ret(last)
 
     def op(self, op: ir.Operation) -> None:
-        handler = getattr(self, "op_" + op.name.replace(".", "_"), None)
-        if op.name in VIEW_OPS:
-            clone_op(op, self.vmap)
-            shadow = self.shadow(op.operands[0])
-            if shadow is not None:
-                self.tan[op.results[0]] = view_of(op, shadow, self.vmap)
+        handler = op_rule(op.name, "forward")
+        if facts(op.name).view:
+            handler(self, op)    # a view is never `relevant` itself, yet its shadow may be
         elif not self.act.relevant(op):
             clone_op(op, self.vmap)
         elif handler is not None:
-            handler(op)
+            handler(self, op)
         elif op.name in RULES or op.name in CASTS or op.name in ZERO_DERIVATIVE:
             self.arith(op)
         elif op.regions or any(self.act.active(r) for r in op.results):
@@ -137,182 +139,6 @@ class ForwardGen:
                 total = term if total is None else arith.addf(total, term)
         if total is not None:
             self.tan[result] = total
-
-    # -- memory ------------------------------------------------------------------------------
-    def op_memref_load(self, op: ir.Operation) -> None:
-        clone_op(op, self.vmap)
-        if self.act.active(op.results[0]):
-            shadow = self.shadow(op.operands[0])
-            indices = [self.vmap[i] for i in list(op.operands)[1:]]
-            self.tan[op.results[0]] = memref.load(shadow, indices)
-
-    def op_memref_store(self, op: ir.Operation) -> None:
-        clone_op(op, self.vmap)
-        shadow = self.shadow(op.operands[1])
-        if shadow is not None:
-            indices = [self.vmap[i] for i in list(op.operands)[2:]]
-            memref.store(self.tangent_or_zero(op.operands[0]), shadow, indices)
-
-    def op_memref_atomic_rmw(self, op: ir.Operation) -> None:
-        clone_op(op, self.vmap)
-        shadow = self.shadow(op.operands[1])
-        if shadow is None:
-            return
-        if ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF:
-            raise AdjError(op, "autodiff: of the float atomics only addf is differentiable")
-        indices = [self.vmap[i] for i in list(op.operands)[2:]]
-        t = memref.AtomicRMWOp(op.attributes["kind"], self.tangent_or_zero(op.operands[0]),
-                               shadow, indices).result
-        if self.act.active(op.results[0]):
-            self.tan[op.results[0]] = t
-
-    def op_memref_copy(self, op: ir.Operation) -> None:
-        clone_op(op, self.vmap)
-        src, dst = self.shadow(op.operands[0]), self.shadow(op.operands[1])
-        if dst is None:
-            return
-        if src is not None:
-            memref.copy(src, dst)
-        else:
-            fill_zero(dst)
-
-    def op_memref_alloc(self, op: ir.Operation) -> None:
-        clone_op(op, self.vmap)
-        if self.act.shadowed(op.results[0]):
-            new = self.vmap[op.results[0]]
-            self.tan[op.results[0]] = zeroed_like(new)
-
-    def op_memref_alloca(self, op: ir.Operation) -> None:
-        """A kernel's local array: its tangent is local too (an alloca beside it)."""
-        clone_op(op, self.vmap)
-        if self.act.shadowed(op.results[0]):
-            new = self.vmap[op.results[0]]
-            tangent = memref.alloca(memref_type(new.type), list(new.owner.operation.operands), [])
-            fill_zero(tangent)
-            self.tan[op.results[0]] = tangent
-
-    # -- calls -------------------------------------------------------------------------------
-    def call_signature(self, op: ir.Operation) -> Signature:
-        activity = tuple(Activity.DUP if self.carried(v) else Activity.CONST for v in op.operands)
-        active_ret = any(self.carried(r) for r in op.results)
-        sig = Signature(fn=callee(op), mode="forward", activity=activity,
-                        ret_activity=Activity.DUP if active_ret else Activity.CONST, with_primal=True,
-                        overwritten=(False,) * len(activity))
-        return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)
-
-    def op_func_call(self, op: ir.Operation) -> None:
-        sig = self.call_signature(op)
-        args: list[ir.Value] = []
-        for v, a in zip(op.operands, sig.activity):
-            args.append(self.vmap[v])
-            if a == Activity.DUP:
-                args.append(self.derivative_of(v))
-        name = self.diff.derivative(sig, op).forward
-        results = forward_abi(func_type(self.diff.symbols[callee(op)]), sig)[1]
-        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
-        outs = list(call.results)
-        if sig.with_primal:
-            for r in op.results:
-                self.vmap[r] = outs.pop(0)
-        if sig.ret_activity != Activity.CONST:
-            for r in op.results:
-                if is_float(r.type) or is_float_memref(r.type):
-                    d = outs.pop(0)
-                    if self.carried(r):
-                        self.tan[r] = d
-
-    def op_adj_launch(self, op: ir.Operation) -> None:
-        forward_launch(self, op)
-
-    # -- control flow ------------------------------------------------------------------------
-    # Control flow carries, after the primal values, one derivative (tangent or shadow) per
-    # carried position; a position is carried when any value joined there needs one.
-    def _positions(self, *groups: list[ir.Value]) -> list[int]:
-        return [k for k, vs in enumerate(zip(*groups)) if any(self.carried(v) for v in vs)]
-
-    def _extended(self, values: list[ir.Value], ks: list[int]) -> list[ir.Value]:
-        return [self.vmap[v] for v in values] + [self.derivative_of(values[k]) for k in ks]
-
-    def _types(self, values: list[ir.Value], ks: list[int]) -> list[ir.Type]:
-        return [v.type for v in values] + [values[k].type for k in ks]
-
-    def _bind(self, olds: list[ir.Value], news: list[ir.Value], ks: list[int]) -> None:
-        for v, n in zip(olds, news):
-            self.vmap[v] = n
-        for k, d in zip(ks, news[len(olds):]):
-            self.tan[olds[k]] = d
-
-    def op_scf_for(self, op: ir.Operation) -> None:
-        body = op.regions[0].blocks[0]
-        inits = list(op.operands)[3:]
-        args = list(body.arguments)[1:]
-        ks = self._positions(args, list(op.results))
-        lb, ub, step = (self.vmap[v] for v in list(op.operands)[:3])
-        loop = scf.ForOp(lb, ub, step, self._extended(inits, ks))
-        self.vmap[body.arguments[0]] = loop.body.arguments[0]
-        self._bind(args, list(loop.body.arguments)[1:], ks)
-        with ir.InsertionPoint(loop.body):
-            self.block(body)
-            scf.YieldOp(self._extended(list(terminator(body).operands), ks))
-        self._bind(list(op.results), list(loop.results), ks)
-
-    def op_scf_if(self, op: ir.Operation) -> None:
-        results = list(op.results)
-        ks = self._positions(results)
-        has_else = len(op.regions[1].blocks) > 0
-        new = scf.IfOp(self.vmap[op.operands[0]], self._types(results, ks), has_else=has_else)
-        branches = [(op.regions[0].blocks[0], new.then_block)]
-        if has_else:
-            branches.append((op.regions[1].blocks[0], new.else_block))
-        for old, block in branches:
-            with ir.InsertionPoint(block):
-                self.block(old)
-                scf.YieldOp(self._extended(list(terminator(old).operands), ks))
-        self._bind(results, list(new.results), ks)
-
-    def op_scf_while(self, op: ir.Operation) -> None:
-        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
-        b_args, a_args, results = list(before.arguments), list(after.arguments), list(op.results)
-        kb = self._positions(b_args)
-        ka = self._positions(a_args, results)
-        loop = scf.WhileOp(self._types(results, ka), self._extended(list(op.operands), kb))
-        new_before = loop.before.blocks.append(*self._types(b_args, kb))
-        new_after = loop.after.blocks.append(*self._types(a_args, ka))
-        self._bind(b_args, list(new_before.arguments), kb)
-        with ir.InsertionPoint(new_before):
-            self.block(before)
-            cond = terminator(before)
-            scf.ConditionOp(self.vmap[cond.operands[0]],
-                            self._extended(list(cond.operands)[1:], ka))
-        self._bind(a_args, list(new_after.arguments), ka)
-        with ir.InsertionPoint(new_after):
-            self.block(after)
-            scf.YieldOp(self._extended(list(terminator(after).operands), kb))
-        self._bind(results, list(loop.results), ka)
-
-    def op_scf_parallel(self, op: ir.Operation) -> None:
-        if op.results:
-            raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
-        body = op.regions[0].blocks[0]
-        bounds = [self.vmap[v] for v in op.operands]
-        n = len(body.arguments)
-        loop = scf.ParallelOp([], bounds[:n], bounds[n:2 * n], bounds[2 * n:], [])
-        block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
-        for a, b in zip(body.arguments, block.arguments):
-            self.vmap[a] = b
-        with ir.InsertionPoint(block):
-            self.block(body)
-            scf.ReduceOp([], 0)
-
-    def op_arith_select(self, op: ir.Operation) -> None:
-        if is_memref(op.results[0].type):
-            clone_op(op, self.vmap)
-            if self.carried(op.results[0]):
-                c = self.vmap[op.operands[0]]
-                self.tan[op.results[0]] = arith.select(
-                    c, self.derivative_of(op.operands[1]), self.derivative_of(op.operands[2]))
-        else:
-            self.arith(op)
 
     # -- return ------------------------------------------------------------------------------
     def ret(self, op: ir.Operation) -> None:

@@ -44,8 +44,8 @@ from mlir.dialects import arith, func, memref, scf
 from ...core.activity import SHADOWED
 from ...dialects import adj
 from .ir_util import ATOMIC_ADDF, clone_op, constant_int, func_type, index, is_memref, walk
+from .op_facts import facts
 
-_LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall")
 _SITE_ATTR = "adj.gather_site"
 
 
@@ -90,7 +90,7 @@ def affine(v: ir.Value, ndim: int) -> tuple[int, int] | None:
 def _in_loop(op: ir.Operation, fn: ir.Operation) -> bool:
     parent = op.parent
     while parent is not None and parent.operation != fn:
-        if parent.operation.name in _LOOPS:
+        if facts(parent.operation.name).loop:
             return True
         parent = parent.operation.parent
     return False

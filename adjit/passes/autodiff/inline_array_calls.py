@@ -35,15 +35,15 @@ from mlir import ir
 
 from ...dialects.adj import KERNEL_ATTR
 from .context import ReverseContext
-from .memory import LOOPS
+from .op_facts import LOOPS
 from .ir_util import callee, clone_op, is_memref, walk
 from .signature import Signature
 
 if TYPE_CHECKING:
-    from .driver import Differentiator
+    from .protocols import Host
 
 
-def inline_array_calls(diff: "Differentiator", fn: ir.Operation, sig: Signature) -> None:
+def inline_array_calls(diff: "Host", fn: ir.Operation, sig: Signature) -> None:
     """Inlines into `fn` (in place) the calls that return arrays (in a kernel, also those of
     functions with loops) and that may be inlined, until none is left: an inlined body may
     hold such calls itself."""
@@ -63,12 +63,12 @@ def inline_array_calls(diff: "Differentiator", fn: ir.Operation, sig: Signature)
             _inline(op, diff.lookup(callee(op)))
 
 
-def _runs_loops(diff: "Differentiator", name: str) -> bool:
+def _runs_loops(diff: "Host", name: str) -> bool:
     """Whether @name, or a function it calls, has a loop."""
     return any(op.name in LOOPS for op in _reachable_ops(diff, name))
 
 
-def _reachable_ops(diff: "Differentiator", name: str) -> Iterator[ir.Operation]:
+def _reachable_ops(diff: "Host", name: str) -> Iterator[ir.Operation]:
     """The ops of @name and of every function it calls, directly or not, each once."""
     seen = {name}
     todo = [name]
@@ -87,13 +87,13 @@ def _returns_array(op: ir.Operation) -> bool:
     return op.name == "func.call" and any(is_memref(r.type) for r in op.results)
 
 
-def _inlinable(diff: "Differentiator", call: ir.Operation) -> bool:
+def _inlinable(diff: "Host", call: ir.Operation) -> bool:
     target = diff.lookup(callee(call))
     return (target is not None and target.name == "func.func"
             and len(target.regions[0].blocks) == 1 and not _recursive(diff, callee(call)))
 
 
-def _recursive(diff: "Differentiator", name: str) -> bool:
+def _recursive(diff: "Host", name: str) -> bool:
     """Whether @name can reach itself through calls."""
     return any(op.name == "func.call" and callee(op) == name
                for op in _reachable_ops(diff, name))

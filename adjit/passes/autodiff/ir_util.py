@@ -12,11 +12,6 @@ from mlir.dialects import arith, func, memref, scf
 from ...dialects import adj
 
 
-# Ops whose memref result is a view of their first operand: the shadow of the view is the
-# same view of the operand's shadow.
-VIEW_OPS = ("memref.collapse_shape", "memref.expand_shape", "memref.cast", "memref.subview",
-            "memref.reinterpret_cast")
-
 # arith.atomic_rmw's `kind` enum value for addf (the only float atomic the frontend emits).
 ATOMIC_ADDF = 0
 

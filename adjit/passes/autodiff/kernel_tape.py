@@ -22,28 +22,43 @@ item is the iterations before the current one, likewise summed.
 Adjoints of active scalar arguments are per work item too: the reverse kernel stores its
 item's adjoint of each into an extra memref<?xT> parameter at [adj.index]; the caller sums
 (reduction.py), as it sums those of the elements every item reads (uniform_loads.py).
+
+`generate_kernel_reverse` (which the driver calls for a kernel, where it calls
+reverse.generate_reverse for other functions) builds the kernels from the generators here,
+subclasses of reverse.py's and augment.py's that put their own rules before op_rules.py's
+(`OWN_RULES`) for the ops a kernel treats differently.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ...core.activity import SHADOWED
 from ...dialects import adj
+from ...dialects.adj import NDIM_ATTR
+from .adjoints import Scope
+from .gather import gathers, make_gather_kernel, own_elements
 from .ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memref, or_zero,
                       parent_op, walk, zero)
 from .augment import AugGen
 from .context import ReverseContext
-from .reverse import RevGen, Scope
-from .signature import TapeField
+from .memory_ops import reverse_load
+from .protocols import Rule
+from .prune import prune_unneeded
+from .recompute import cheap
+from .reverse import RevGen, finish_pair, rev_twice
+from .signature import Derivative, Signature, TapeField
 from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_ends,
                            dynamic_blocks, dynamic_types, is_dynamic, refuse_array)
 from .tape import Key, TapePlan, describe, key_block
 from ...core.tape_size import Expr, add, mentions, summation, trip
 from .uniform import emit, uniform
-from .uniform_loads import uniform_loads
+from .uniform_loads import ELEMENTS_ATTR, SUM_UNIFORM_ATTR, element_attr, uniform_loads
+
+if TYPE_CHECKING:
+    from .protocols import Host
 
 Loop = tuple[ir.Operation, Expr, Expr, Expr]   # (scf.for, lb, ub, step)
 
@@ -184,14 +199,18 @@ class KernelRevGen(RevGen):
         inside = [u for load, u in self.uniform.items() if is_ancestor(region_op, load)]
         return super().outer(region_op) + list(dict.fromkeys(inside))
 
-    def rev_memref_load(self, op: ir.Operation) -> None:
+    def reverse_uniform_load(self, op: ir.Operation) -> None:
+        """A load of an element every item reads adds into that element's adjoint, a value
+        threaded like an Active scalar's (outer()), not into its shadow."""
         element = self.uniform.get(op)
         if element is None:
-            super().rev_memref_load(op)
+            reverse_load(self, op)
             return
         d = self.get_adj(op.results[0])
         if d is not None:
-            self.adj[-1].set(element, add_adjoint(self.get_adj(element), d), self.site)
+            self.set_adj(element, add_adjoint(self.get_adj(element), d))
+
+    OWN_RULES: dict[str, Rule] = {"memref.load": reverse_uniform_load}
 
     def prologue(self, top: Scope) -> None:
         with ir.InsertionPoint(top.marker):
@@ -374,8 +393,7 @@ def _outside(values: list[ir.Value], branch: ir.Operation) -> list[ir.Operation]
             return True
         if op in chain:
             return True
-        if not op.name.startswith("arith.") or op.regions or \
-                not all(visit(x) for x in op.operands):
+        if not cheap(op) or not all(visit(x) for x in op.operands):   # arith ops only
             return False
         chain.append(op)
         return True
@@ -410,14 +428,60 @@ class KernelCountGen(KernelAugGen):
         if block != self.ctx.entry and is_dynamic(block, self.ctx.fn):
             self.stacks.push([self.key_value(k) for k in reversed(self.ctx.plan.keys(block))])
 
-    def aug_memref_store(self, op: ir.Operation) -> None:
-        if not self._writes_argument(op):
-            clone_op(op, self.vmap)
-
-    def aug_memref_atomic_rmw(self, op: ir.Operation) -> None:
-        if not self._writes_argument(op):
-            clone_op(op, self.vmap)
-
-    def _writes_argument(self, op: ir.Operation) -> bool:
+    def unless_into_argument(self, op: ir.Operation) -> None:
+        """A store or atomic: dropped where it writes an array the kernel is given (its local
+        arrays it writes as the augmented kernel does)."""
         target = op.operands[1]
-        return isinstance(target, ir.BlockArgument) and target.owner == self.ctx.entry
+        if not (isinstance(target, ir.BlockArgument) and target.owner == self.ctx.entry):
+            clone_op(op, self.vmap)
+
+    OWN_RULES: dict[str, Rule] = {"memref.store": unless_into_argument,
+                                  "memref.atomic_rmw": unless_into_argument}
+
+
+def generate_kernel_reverse(diff: "Host", fn: ir.Operation, sig: Signature, name: str,
+                            extra: dict[str, ir.Attribute]) -> Derivative:
+    """Generates the reverse mode of kernel `fn`: `{name}_aug` and `{name}_rev`, kernels
+    (and `{name}_count` for dynamic loops, `{name}_gather<k>` for a launch rule's gathered
+    adjoints: gather.py); returns them as a Derivative."""
+    ctx = ReverseContext(diff, fn, sig)
+    private = name == sig.mangled()
+    # A private kernel derivative is a launch rule's, which sums the adjoints of the
+    # elements every item reads (uniform_loads.py); one requested by name keeps its ABI
+    # unless the request asks for them (the GPU launcher's).
+    summed = private or SUM_UNIFORM_ATTR in extra     # or a by-name request asking it
+    rev, gen = rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=summed), ctx,
+                         f"{name}_rev", extra, private)
+    elements = gen.elements
+    if summed:
+        rev.attributes[ELEMENTS_ATTR] = element_attr(elements)
+    fields = kernel_fields(ctx.plan)
+    aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
+    count = None
+    if any(f.dynamic for f in fields):
+        count = KernelCountGen(ctx).emit(f"{name}_count", {}, True, fields)
+        prune_unneeded(count)
+        count.move_before(aug)
+    # Plain adds into the items' own elements keep the ABI: any kernel derivative may
+    # have them. Only a launch rule's runs gather kernels before the reverse kernel.
+    ndim = ir.IntegerAttr(ctx.fn.attributes[NDIM_ATTR]).value
+    own_elements(rev, ndim)
+    gathered = _gather(ctx, rev, name, ndim) if private else []
+    finish_pair(aug, rev, fields)
+    return Derivative(aug=f"{name}_aug", rev=f"{name}_rev", tape=[f.type for f in fields],
+                      per_item=[f.per_item for f in fields], uniform_loads=elements,
+                      gathers=gathered, count=count and f"{name}_count",
+                      dynamic=[f.dynamic for f in fields])
+
+
+def _gather(ctx: ReverseContext, rev: ir.Operation, name: str,
+            ndim: int) -> list[tuple[str, int]]:
+    """Makes a gather kernel for each array whose adjoint can be gathered (gather.py) and
+    drops its atomic adds from `rev`; returns (gather kernel, primal argument) for each."""
+    found = gathers(ctx.fn, rev, ctx.sig.activity, ndim)
+    for k, g in enumerate(found):
+        make_gather_kernel(ctx.diff, rev, g, f"{name}_gather{k}", ndim)
+    for g in found:
+        for op, _ in g.sites:
+            op.erase()
+    return [(g.kernel, g.arg) for g in found]

@@ -24,11 +24,11 @@ from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 from .dynamic_tape import emit_offsets
+from .protocols import OpRules
 from .uniform import emit
 
 if TYPE_CHECKING:
-    from .forward import ForwardGen
-    from .reverse import AugGen, ReverseContext, RevGen
+    from .protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator, Shared
 
 
 def _workgroupsize(op: ir.Operation) -> list[int] | None:
@@ -37,7 +37,7 @@ def _workgroupsize(op: ir.Operation) -> list[int] | None:
     return None
 
 
-def forward_launch(gen: "ForwardGen", op: ir.Operation) -> None:
+def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
     call = launch_call(op)
     activity, args = [], []
     for v in call.operands:
@@ -55,7 +55,7 @@ def forward_launch(gen: "ForwardGen", op: ir.Operation) -> None:
     adj.launch(name, ktype, args, [gen.vmap[v] for v in op.operands], _workgroupsize(op))
 
 
-def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature, Derivative]:
+def launch_signature(ctx: "Shared", op: ir.Operation) -> tuple[Signature, Derivative]:
     call = launch_call(op)
     activity, overwritten = ctx.operand_activity(op, call.operands)
     sig = Signature(fn=callee(call), mode="reverse", activity=activity,
@@ -63,7 +63,7 @@ def launch_signature(ctx: "ReverseContext", op: ir.Operation) -> tuple[Signature
     return sig, ctx.diff.derivative(sig, op)
 
 
-def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
+def augmented_launch(gen: "AugmentedGenerator", op: ir.Operation) -> None:
     if not gen.ctx.act.relevant(op):
         clone_op(op, gen.vmap)
         return
@@ -93,8 +93,9 @@ def augmented_launch(gen: "AugGen", op: ir.Operation) -> None:
         adj.sync()
 
 
-def _packed_stacks(gen: "AugGen", d: Derivative, inputs: list[ir.Type], args: list[ir.Value],
-                   ndrange: list[ir.Value], items: ir.Value, wgs) -> list[ir.Value]:
+def _packed_stacks(gen: "AugmentedGenerator", d: Derivative, inputs: list[ir.Type],
+                   args: list[ir.Value], ndrange: list[ir.Value], items: ir.Value,
+                   wgs) -> list[ir.Value]:
     """For a kernel with dynamic loops: the counting launch, the offsets (an exclusive scan
     of the counts: dynamic_tape.emit_offsets), and the packed stacks sized by the last offsets;
     (stack, offsets) per element type, in the tape's order. [] for other kernels."""
@@ -113,7 +114,7 @@ def _packed_stacks(gen: "AugGen", d: Derivative, inputs: list[ir.Type], args: li
     return out
 
 
-def reverse_launch(gen: "RevGen", op: ir.Operation) -> None:
+def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
     sig, d = launch_signature(gen.ctx, op)
     call = launch_call(op)
     args: list[ir.Value] = []
@@ -166,3 +167,9 @@ def _add_to_element(shadow: ir.Value, at: list[ir.Value], total: ir.Value) -> No
     with ir.InsertionPoint(guard.then_block):
         memref.store(arith.addf(memref.load(shadow, at), total), shadow, at)
         scf.YieldOp([])
+
+
+RULES: dict[str, OpRules] = {
+    "adj.launch": OpRules(forward=forward_launch, augmented=augmented_launch,
+                          reverse=reverse_launch),
+}

@@ -16,8 +16,7 @@ from mlir import ir
 from ...dialects.adj import launch_call
 from .activity import AliasClasses
 from .ir_util import callee, func_type, is_memref, walk
-
-LOOPS = ("scf.for", "scf.while", "scf.parallel")
+from .op_facts import facts
 
 
 def _ancestors(op: ir.Operation, root: ir.Operation) -> list[ir.Operation]:
@@ -36,7 +35,7 @@ def may_run_after(later: ir.Operation, earlier: ir.Operation, root: ir.Operation
     a, b = _ancestors(earlier, root), _ancestors(later, root)
     k = 0
     while k < min(len(a), len(b)) and a[k] == b[k]:
-        if a[k].name in LOOPS:
+        if facts(a[k].name).loop:
             return True
         k += 1
     if k == len(a) or k == len(b):   # the same op (or one nested in the other)
@@ -79,18 +78,13 @@ class Writes:
 
 
 def written_arrays(op: ir.Operation, callee_writes: Callable[[str], set[int]]) -> list[ir.Value]:
-    """The memref operands that `op` may write (or free)."""
-    name = op.name
-    if name in ("memref.store", "memref.atomic_rmw", "memref.copy"):
-        return [op.operands[1]]
-    if name == "memref.dealloc":
-        return [op.operands[0]]
-    if name == "func.call":
-        return [op.operands[k] for k in sorted(callee_writes(callee(op)))]
-    if name == "adj.launch":
-        call = launch_call(op)
+    """The memref operands that `op` may write (or free): op_facts.py's, or for a call or a
+    launch those its callee may write."""
+    row = facts(op.name)
+    if row.calls:
+        call = launch_call(op) if op.name == "adj.launch" else op
         return [call.operands[k] for k in sorted(callee_writes(callee(call)))]
-    return []
+    return [op.operands[k] for k in row.writes]
 
 
 class CallAliasClasses(AliasClasses):

@@ -11,12 +11,18 @@ from .frontend.builtins import namespace as _ns
 from .core.errors import CompilationError, InternalCompilerError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
 from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
-from .frontend.autodiff import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
-                                ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
-                                ReverseWithPrimal, Tape, autodiff, autodiff_thunk, check_grad,
-                                grad, jvp, value_and_grad, vjp)
+from .frontend.modes import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
+                             ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
+                             ReverseWithPrimal)
+from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, jvp,
+                                value_and_grad, vjp)
 from .frontend import rules
+from .frontend.calls import ROUTES as _ROUTES
+from .frontend.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
+
+# Declarations know no compiler: their calls go through these routes (frontend/calls.py).
+_install(_ROUTES)
 
 globals().update(_ns)   # index, index_nd, sin, ..., atomic_add, zeros, sum, ...
 

@@ -1,86 +1,30 @@
-"""Differentiation from Python, in Enzyme's terms: modes, activity annotations, `autodiff`,
-`autodiff_thunk`, and JAX-style conveniences on top.
+"""Differentiation from Python, in Enzyme's terms: `autodiff`, `autodiff_thunk`, and JAX-style
+conveniences on top, for the modes and activity annotations of modes.py.
 
-Each specialisation (mode, activities, argument types) compiles once, in derivative.py, which
-is imported (and MLIR with it) only then.
+Each specialisation (mode, activities, argument types) is compiled once, through the compile
+service (service.py; derivative.py compiles, imported, and MLIR with it, only then).
 """
 from __future__ import annotations
 
 import copy
-import itertools
 import numbers
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from ..core.activity import Activity, SHADOWED
+from ..core.activity import Activity
 from ..runtime.device_array import DeviceArray
 from ..core.kernel import check_ndrange_bounds
-from . import autodiff_checks
-from .compiled import cached_derivative, source_key
+from . import autodiff_checks, service
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         specialise)
-from .guard import compiling
+from .modes import (Active, Annotation, Const, Duplicated, Forward,
+                    ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal)
 from ..core.types import ArrayType
 
 if TYPE_CHECKING:
+    from .compiled import LoadedDerivative
     from .derivative import Derivative
-
-
-# ---- modes -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Mode:
-    name: str
-    reverse: bool
-    with_primal: bool
-    split: bool = False
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-Forward = Mode("Forward", False, False)
-ForwardWithPrimal = Mode("ForwardWithPrimal", False, True)
-Reverse = Mode("Reverse", True, False)
-ReverseWithPrimal = Mode("ReverseWithPrimal", True, True)
-ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", True, True, split=True)
-
-
-# ---- activity annotations --------------------------------------------------------------
-class Annotation:
-    activity = ""
-
-    def __init__(self, val, dval=None):
-        self.val, self.dval = val, dval
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.val!r})"
-
-
-class Const(Annotation):
-    activity = "const"
-
-    def __init__(self, val):
-        super().__init__(val)
-
-
-class Active(Annotation):
-    activity = "active"
-
-    def __init__(self, val):
-        super().__init__(val)
-
-
-class Duplicated(Annotation):
-    activity = "dup"
-
-    def __init__(self, val, dval):
-        super().__init__(val, dval)
-
-
-class DuplicatedNoNeed(Duplicated):
-    activity = "dupnoneed"
 
 
 def _annotate(args: Sequence) -> list[Annotation]:
@@ -154,13 +98,6 @@ class Tape:
         return f"<adjit.Tape {len(self.values)} values, {self.nbytes} bytes>"
 
 
-def flat_positions(activity: Sequence[str]) -> list[int]:
-    """Where each argument stands among the generated functions' arguments (each followed by
-    its shadow when Duplicated, see _flatten_args); one more entry: their number."""
-    return list(itertools.accumulate((2 if a in SHADOWED else 1 for a in activity),
-                                     initial=0))
-
-
 def _flatten_args(anns: list[Annotation], types: list, values: list, with_shadow: bool):
     """Argument values and types as generated functions take them: each primal, followed
     by its shadow when the argument is Duplicated (and, in forward mode, by its tangent)."""
@@ -209,19 +146,9 @@ def _with_values(a: Annotation, convert: Callable) -> Annotation:
     return out
 
 
-def _derivative(f, mode: Mode, anns, types, nd, wgs, pullback: bool = False) -> Derivative:
-    key = (mode, tuple(a.activity for a in anns), tuple(types), nd and
-           len(nd), wgs, debug_enabled(), pullback)
-    cache = f.__dict__.setdefault("_derivatives", {})
-    d = cache.get(key)
-    if d is None:
-        def build() -> Derivative:
-            from .derivative import Derivative
-            return compiling(f, lambda: Derivative(f, mode, anns, types, nd, wgs,
-                                                   pullback).compile_cpu())
-        skey = source_key(f, f"cpu:derivative:{f.kind}", types, mode, key[1], key[3:])
-        d = cache[key] = cached_derivative(f, skey, build)
-    return d
+def _derivative(f, mode: Mode, anns, types, nd, wgs,
+                pullback: bool = False) -> Derivative | LoadedDerivative:
+    return service.derivative(f, mode, anns, types, nd, wgs, pullback)
 
 
 def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):

@@ -1,20 +1,15 @@
-"""`Compiled`: a compiled Function or Kernel specialisation, callable from Python, and how it
-is recorded in, and found again by its source in, the disk cache (runtime/source_index.py)
-without MLIR: a new process whose code is all cached never imports the compiler.
-
-`cached_build(target, what, build)` is the one path every specialisation takes on a miss of
-its in-memory cache: the source key of `what` (its variant, types and options) on top of
-the target's fingerprint; a record there gives the module and the meta to call it; else
-`build()` compiles (compiler.py), and the result is recorded for the next process.
+"""What compiled CPU code is to Python: `Compiled`, a Function or Kernel specialisation,
+callable; `LoadedDerivative`, a derivative's entries. Both are made from a compiled module
+and its meta, which the disk cache records (service.py's CPU disk, runtime/source_index.py)
+so that a new process whose code is all cached makes them without MLIR.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from ..runtime import native_dispatch, source_index
-from ..runtime.compiled_module import CompiledModule, from_source_key
+from ..runtime import native_dispatch
+from ..runtime.compiled_module import CompiledModule
 from ..core.types import parse_type, type_code
-from .source import compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
     from .functions import Function, Kernel
@@ -57,35 +52,6 @@ class Compiled:
                    meta["written"], target, adj_text)
 
 
-def source_key(target, variant: str, types, *options) -> str:
-    """The source key (runtime/source_index.py) of `variant` of `target` for `types`."""
-    what = "\0".join([fingerprint(target), compiler_fingerprint(), variant,
-                      repr([type_code(t) for t in types]), *map(repr, options)])
-    return source_index.key(what)
-
-
-def _cached(skey: str, from_record: Callable, build: Callable, meta_of: Callable):
-    """What is recorded under `skey`, made by `from_record(module, meta)` without MLIR, or
-    `build()` compiled and recorded with `meta_of(built)`."""
-    found = from_source_key(skey)
-    if found is not None:
-        try:
-            return from_record(*found)
-        except (KeyError, TypeError, ValueError):   # a record of another shape: compile
-            pass
-    built = build()
-    source_index.record(skey, built.module.key, built.adj_text, meta_of(built))
-    return built
-
-
-def cached_build(target: Function | Kernel, skey: str, build: Callable[[], Compiled]) -> Compiled:
-    """The specialisation recorded under `skey`, loaded without MLIR, or `build()` compiled
-    and recorded."""
-    return _cached(skey, lambda module, meta: Compiled.from_meta(module, meta, target,
-                                                                 module.source),
-                   build, lambda c: c.meta)
-
-
 class LoadedDerivative:
     """What autodiff calls of a Derivative (derivative.py), made from a source record
     without MLIR: the module's entries (`calls`) and the facts about them."""
@@ -112,10 +78,3 @@ def derivative_meta(d) -> dict:
             "written": {e: sorted(w) for e, w in d.written.items()},
             "results": [type_code(t) for t in d.results], "tuple": bool(d.tuple_result),
             "ret_activity": d.ret_activity, "ndrange_bounds": [list(b) for b in d.ndrange_bounds]}
-
-
-def cached_derivative(target, skey: str, build: Callable):
-    """The derivative recorded under `skey`, loaded without MLIR, or `build()` (a compiled
-    Derivative) compiled and recorded."""
-    return _cached(skey, lambda module, meta: LoadedDerivative(module, meta, target.__name__),
-                   build, derivative_meta)

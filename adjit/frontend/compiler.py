@@ -47,6 +47,9 @@ class CompileUnit:
         with self.ctx, ir.Location.unknown():
             self.module = ir.Module.create()
         self.compiled: dict[tuple, tuple[str, list, bool]] = {}
+        # symbol -> (the @adjit.func or @adjit.jit function, argument types, result types):
+        # what the autodiff pass's rule lookup (rule_compiler.FunctionRules) asks about.
+        self.functions: dict[str, tuple[Function, tuple, list]] = {}
         self._active: set[tuple] = set()
 
     def add(self, gen: CodeGenerator) -> func.FuncOp:
@@ -69,6 +72,7 @@ class CompileUnit:
         self._active.discard(key)
         out = (symbol, gen.result_types or [], getattr(gen, "tuple_result", False))
         self.compiled[key] = out
+        self.functions[symbol] = (fn, tuple(arg_types), out[1])
         return out
 
     def kernel(self, k: "Kernel", arg_types: Sequence, ndim: int) -> str:

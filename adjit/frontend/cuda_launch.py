@@ -1,6 +1,6 @@
 """Kernel launches with `device="cuda"`, derivatives included: specialise the arguments, find
-the compiled kernels in the disk cache (compiling them on a miss), launch them through the
-CUDA driver.
+the compiled kernels through the compile service (service.py: this process's memo, the disk
+cache, the compiler), launch them through the CUDA driver.
 
 Compile here, run there: the cache key is computed without MLIR, from the kernel's Python
 source (and that of what it calls, see source.fingerprint), the argument types, the ndrange's
@@ -17,61 +17,30 @@ dtypes and ranks) under compile_only().
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-# adjit's own kernels (_sum_into) are written as users write them; this module is imported
-# lazily, when the package is complete.
-import adjit
-
 from ..core.activity import Activity
-from ..runtime import cuda, kernel_cache
-from ..runtime.device_array import DeviceArray, as_device_array
 from ..core.kernel import GpuKernel, check_ndrange_bounds
 from ..core.tape_size import per_item_count
-from .autodiff import flat_positions
-from .functions import debug_enabled, specialise
-from .guard import compiling
-from .source import compiler_fingerprint, fingerprint
 from ..core.types import ArrayType, f64
+from ..runtime import cuda
+from ..runtime.device_array import DeviceArray, as_device_array
+from . import service
+from .builtins import namespace as _builtins
+from .functions import Kernel, kernel, specialise
+from .gpu_target import DEFAULT_CHIP, chip, compile_only, is_compile_only
+from .modes import Forward, Reverse, flat_positions
 
 if TYPE_CHECKING:
-    from .functions import Kernel
     from ..core.types import ScalarType
 
-# A compiling machine has no GPU to ask for its architecture: PTX for sm_90 runs on Hopper
-# and, JIT-compiled by the driver, on later GPUs.
-DEFAULT_CHIP = "sm_90"
-
-_compile_only = contextvars.ContextVar("adjit_cuda_compile_only", default=False)
-
-
-@contextlib.contextmanager
-def compile_only() -> Iterator[None]:
-    """Within it, `device="cuda"` launches (and autodiff of them) find or compile their
-    kernels, storing them in the disk cache, and return without running anything (autodiff
-    returns zeros): no GPU or driver is needed."""
-    token = _compile_only.set(True)
-    try:
-        yield
-    finally:
-        _compile_only.reset(token)
-
-
-def is_compile_only() -> bool:
-    """Whether this call is inside compile_only()."""
-    return _compile_only.get()
-
-
-def chip() -> str:
-    """The GPU architecture kernels compile for: ADJIT_CUDA_CHIP, or sm_90."""
-    return os.environ.get("ADJIT_CUDA_CHIP", DEFAULT_CHIP)
+# What this module's users import from it (the GPU target's settings live in gpu_target.py).
+__all__ = ["DEFAULT_CHIP", "cache_key", "chip", "compile_only", "derivative_kernels",
+           "device_value", "gpu_kernel", "is_compile_only", "launch", "launch_derivative",
+           "specialise_cuda"]
 
 
 def launch(k: Kernel, args: Sequence[Any], ndrange: tuple[int, ...],
@@ -79,7 +48,7 @@ def launch(k: Kernel, args: Sequence[Any], ndrange: tuple[int, ...],
     """`k(*args, ndrange=..., workgroupsize=..., device="cuda")`: blocks until done."""
     types, values = specialise_cuda(k, args)
     kernel = gpu_kernel(k, types, len(ndrange))
-    if not _compile_only.get():
+    if not is_compile_only():
         cuda.launch(kernel, values, ndrange, workgroupsize)
 
 
@@ -114,7 +83,7 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     if not reverse:
         kernel = derivative_kernels(k, types, ndim, "forward", activity)["forward"]
         check_ndrange_bounds(kernel.ndrange_bounds, args, tuple(ndrange))
-        if not _compile_only.get():
+        if not is_compile_only():
             cuda.launch(kernel, args, ndrange, workgroupsize)
         return []
     kernels = derivative_kernels(k, types, ndim, "reverse", activity)
@@ -126,7 +95,7 @@ def launch_derivative(k: Kernel, reverse: bool, activity: Sequence[str],
     element_t = [types[arg].dtype for arg, _ in rev.uniform_loads]
     sums = {t: gpu_kernel(_sum_into, [ArrayType(t, 1), ArrayType(f64, 1)], 1)
             for t in active + element_t}
-    if _compile_only.get():
+    if is_compile_only():
         return [t.np_dtype.type(0) for t in active]
     items = math.prod(ndrange)
     # Where loops around taped values run a number of times given by the kernel's arguments,
@@ -173,80 +142,40 @@ def _add_to_element(shadow: Any, index: tuple[int, ...], total: Any) -> None:
 _SUM_ITEMS = 1 << 16
 
 
-@adjit.kernel
+# The adjit builtins _sum_into calls (`adjit.index()`... in a user's kernel).
+_index, _ndrange, _atomic_add = (_builtins[n] for n in ("index", "ndrange", "atomic_add"))
+
+
+@kernel
 def _sum_into(x, total):
     """total[0] += sum(x) for ndrange <= len(x), total a float64 array: each work item adds up
     a strided part of x (consecutive items read consecutive elements), then adds that to
     total atomically, all in float64, as the CPU's launch rule sums (passes/autodiff/
     reduction.py): float32 adds stop growing at 2^24 and lose 1e-5 relative at 2^20 items."""
-    item = adjit.index()
-    stride = adjit.ndrange()[0]
+    item = _index()
+    stride = _ndrange()[0]
     part = float(x[item])
     k = item + stride
     while k < x.shape[0]:
         part += float(x[k])
         k += stride
-    adjit.atomic_add(total, 0, part)
+    _atomic_add(total, 0, part)
 
 
 def gpu_kernel(k: Kernel, types: Sequence, ndim: int) -> GpuKernel:
-    """`k` compiled for argument `types` and an `ndim`-D ndrange: from this process's memo,
-    the disk cache, or the compiler (which stores it in the disk cache)."""
-    def compile_kernel(debug: bool, target: str) -> dict[str, GpuKernel]:
-        from .compiler import kernel_to_gpu
-        return {"kernel": kernel_to_gpu(k, list(types), ndim, debug, target)}
-
-    return _compiled(k, types, ndim, "kernel", ("kernel",), compile_kernel)["kernel"]
+    """`k` compiled for argument `types` and an `ndim`-D ndrange (service.gpu_kernels)."""
+    return service.gpu_kernels(k, types, ndim)["kernel"]
 
 
 def derivative_kernels(k: Kernel, types: Sequence, ndim: int, mode: str,
                        activity: Sequence[str]) -> dict[str, GpuKernel]:
-    """The derivative kernels of a launch of `k` (derivative.kernel_derivative_to_gpu's),
-    as gpu_kernel finds them."""
-    def compile_derivative(debug: bool, target: str) -> dict[str, GpuKernel]:
-        from .derivative import kernel_derivative_to_gpu
-        return kernel_derivative_to_gpu(k, list(types), ndim, mode, tuple(activity), debug,
-                                        target)
-
-    names = ("forward",) if mode == "forward" else ("aug", "rev")
-    return _compiled(k, types, ndim, f"{mode}({','.join(activity)})", names,
-                     compile_derivative)
+    """The derivative kernels of a launch of `k` (derivative.kernel_derivative_to_gpu's) in
+    `mode`, "forward" or "reverse" (service.gpu_kernels)."""
+    return service.gpu_kernels(k, types, ndim, Reverse if mode == "reverse" else Forward,
+                               activity)
 
 
-def _compiled(k: Kernel, types: Sequence, ndim: int, variant: str, names: tuple[str, ...],
-              compile_all: Callable[[bool, str], dict[str, GpuKernel]]) -> dict[str, GpuKernel]:
-    """The kernels `names` of `variant` (what is compiled from `k`): from this process's
-    memo, else all from the disk cache, else from `compile_all`, then stored there."""
-    debug, target = debug_enabled(), chip()
-    memo = ("cuda", variant, tuple(types), ndim, debug, target)
-    memoised = k._cache.get(memo)
-    # compile_only() is asked to store, even what this process compiled with the caches off.
-    if memoised is not None and not is_compile_only():
-        return memoised
-    keys = {name: cache_key(k, types, ndim, debug, target, f"{variant}:{name}")
-            for name in names}
-
-    def load(folder: Path) -> dict[str, GpuKernel] | None:
-        found = {name: kernel_cache.load(folder, key) for name, key in keys.items()}
-        return None if None in found.values() else found
-
-    def store(folder: Path, kernels: dict[str, GpuKernel]) -> None:
-        for name, key in keys.items():
-            kernel_cache.store(folder, key, kernels[name])
-
-    # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
-    found, _ = kernel_cache.find_or_compile(
-        f"kernel {k.__name__} ({variant}) for {list(types)} ({ndim}-D)", load,
-        lambda: memoised or compiling(k, lambda: compile_all(debug, target)), store,
-        for_another_machine=is_compile_only())
-    k._cache[memo] = found
-    return found
-
-
-def cache_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str,
-              variant: str = "kernel:kernel") -> str:
-    """The disk-cache key of `variant` (what is compiled: the kernel, or which derivative
-    kernel) of `k` for `types`, `ndim`, `debug` and chip `target`, computed without MLIR."""
-    what = "\0".join([fingerprint(k), compiler_fingerprint(), variant, repr(list(types)),
-                      str(ndim), "debug" if debug else "release"])
-    return kernel_cache.cache_key(what, k.__name__, target)
+def cache_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str) -> str:
+    """The disk-cache key of `k`'s GPU kernel for `types`, `ndim`, `debug` and chip `target`,
+    computed without MLIR."""
+    return service.gpu_kernel_key(k, types, ndim, debug, target)

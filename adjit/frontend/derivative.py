@@ -21,12 +21,12 @@ from mlir.dialects import arith, func
 
 from ..core.activity import Activity
 from ..dialects import adj
-from .autodiff import Annotation, Duplicated, Mode, flat_positions
+from .modes import Annotation, Duplicated, Mode, flat_positions
 from ..passes.kernel_abi import ndrange_bounds
 from .compiler import CompileUnit, function_type, host_program
 from ..core.errors import CompilationError
 from .functions import Function, Kernel, debug_enabled
-from .rule_compiler import make_rule_provider
+from .rule_compiler import FunctionRules
 from ..core.types import ArrayType, bool_, f32, f64, i32, i64, index
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def run_pass(unit: CompileUnit) -> None:
     from ..dialects.adj import AdjError
     from ..passes.autodiff import run_autodiff
     try:
-        run_autodiff(unit.module.operation, rule_provider=make_rule_provider(unit))
+        run_autodiff(unit.module.operation, rule_provider=FunctionRules(unit))
     except AdjError as e:
         raise CompilationError.at_location(f"cannot differentiate this: {e}",
                                            str(e.op.location)) from None

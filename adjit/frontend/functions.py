@@ -1,27 +1,70 @@
-"""`@adjit.kernel`, `@adjit.func` and `@adjit.jit`: specialisation per argument types and the
-Python call path.
+"""`@adjit.kernel`, `@adjit.func` and `@adjit.jit`: the declarations, their argument types
+(`specialise`) and the Python call path.
 
-A call computes the argument types (the specialisation key), finds or builds the compiled
-entry point for them, and calls it. Building one is compiler.py's work; it is imported (and
-MLIR with it) only then, so that decorating functions needs no MLIR.
+A call computes the argument types, asks for the compiled specialisation for them, and calls
+it. Declarations know no compiler: what compiles, runs on the GPU or is compiled into a
+caller goes through the `Routes` that adjit/__init__.py installs (frontend/calls.py, over
+the compile service, service.py), so that decorating functions needs no MLIR.
 """
 from __future__ import annotations
 
 import inspect
 import os
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from ..runtime import native_dispatch
-from .compiled import Compiled, cached_build, source_key
 from ..core.errors import CompilationError
-from .guard import compiling
 from .source import SourceInfo, parse_source
 from ..core.types import ArrayType, ScalarType, as_scalar_type, type_of_value
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
+
+
+class Routes(Protocol):
+    """Where declarations' calls go: to the compile service and the launchers
+    (frontend/calls.py's, which adjit/__init__.py installs)."""
+
+    def specialisation(self, target: Function | Kernel, types: list, ndim: int | None,
+                       wgs: tuple[int, ...] | None) -> tuple[tuple, Any]:
+        """(the key, the compiled CPU specialisation of `target` for `types`; a kernel's for
+        an `ndim`-D ndrange and workgroup size `wgs`): compiled.Compiled, whose `call`,
+        `invoke`, `convert_all` and `register_native` the call path uses."""
+
+    def lower(self, target: Function | Kernel, types: list, ndim: int | None,
+              wgs: tuple[int, ...] | None) -> Lowered:
+        """`target.lower(...)` on the CPU, for argument `types`."""
+
+    def run_on_gpu(self, fn: Function, args: tuple) -> Any:
+        """`fn(*args, device="cuda")`."""
+
+    def launch_on_gpu(self, k: Kernel, args: tuple, ndrange: tuple[int, ...],
+                      wgs: tuple[int, ...] | None) -> None:
+        """`k(*args, ndrange=..., workgroupsize=..., device="cuda")`."""
+
+    def lower_on_gpu(self, target: Function | Kernel, args: tuple,
+                     ndim: int | None) -> Lowered:
+        """`target.lower(*args, device="cuda")`."""
+
+    def compile_call(self, target: Function | Kernel, gen: CodeGenerator, args: list,
+                     kwargs: dict) -> Any:
+        """A call of `target` (a launch, for a kernel) in the code `gen` generates."""
+
+
+_routes: list[Routes] = []
+
+
+def install(routes: Routes) -> None:
+    """Makes `routes` where declarations' calls go (adjit/__init__.py does, once)."""
+    _routes[:] = [routes]
+
+
+def routes() -> Routes:
+    if not _routes:
+        raise RuntimeError("adjit's compile service is not installed: import adjit")
+    return _routes[0]
 
 
 def debug_enabled() -> bool:
@@ -143,15 +186,6 @@ def _checked_device(device: str, what: str) -> str:
     return device
 
 
-def _lowered(compiled) -> "Lowered":
-    """What `.lower()` shows of a compiled specialisation: its adj text, and its LLVM IR
-    made from that text when asked (engine.llvm_text, with MLIR)."""
-    def llvm_text() -> str:
-        from .engine import llvm_text as lower
-        return lower(compiled.adj_text, compiled.module.num_threads)
-    return Lowered(compiled.adj_text, llvm_text)
-
-
 class Lowered:
     """What `f.lower(...)` returns: the IR of each stage, as text."""
 
@@ -239,13 +273,9 @@ class Function(_Decorated):
                 invoke, values = fast
                 return invoke(values)
         if self._device(device) == "cuda":
-            from .cuda_jit import call
-            return call(self, args)
+            return routes().run_on_gpu(self, args)
         types, values = specialise(self.__name__, self.params, self.annotations, args)
-        key = (tuple(types), debug_enabled())
-        compiled = self._cache.get(key)
-        if compiled is None:
-            compiled = self._cache[key] = self._build(types, key[1])
+        key, compiled = routes().specialisation(self, types, None, None)
         result = compiled.call(*values)
         if device is None:
             signature = _signature(args)
@@ -254,24 +284,15 @@ class Function(_Decorated):
             self._fast[signature] = (key, compiled)
         return result
 
-    def _build(self, types: list, debug: bool) -> Compiled:
-        def build() -> Compiled:
-            from .compiler import build_function
-            return compiling(self, lambda: build_function(self, types, debug))
-        return cached_build(self, source_key(self, f"cpu:{self.kind}", types, debug), build)
-
     def lower(self, *args, device: str | None = None) -> Lowered:
         if self._device(device) == "cuda":
-            from .cuda_jit import lower
-            return lower(self, args)
+            return routes().lower_on_gpu(self, args, None)
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
-        compiled = self._build(types, debug_enabled())
-        return _lowered(compiled)
+        return routes().lower(self, types, None, None)
 
     # Called by the code generator when compiled code calls this function.
     def _adjit_compile_call(self, gen: CodeGenerator, args: list, kwargs: dict):
-        from .compiler import call_function
-        return call_function(self, gen, args, kwargs)
+        return routes().compile_call(self, gen, args, kwargs)
 
 
 def _ndrange_tuple(ndrange, name: str) -> tuple[int, ...]:
@@ -329,49 +350,26 @@ class Kernel(_Decorated):
                 invoke(values)
                 return
         if self._check_device(device) == "cuda":
-            from .cuda_launch import launch
-            return launch(self, args, nd, wgs)
+            return routes().launch_on_gpu(self, args, nd, wgs)
         types, values = specialise(self.__name__, self.params, self.annotations, args)
-        key = (tuple(types), len(nd), wgs, debug_enabled())
-        compiled = self._cache.get(key)
-        if compiled is None:
-            compiled = self._cache[key] = self._build(types, len(nd), wgs, key[-1])
+        key, compiled = routes().specialisation(self, types, len(nd), wgs)
         compiled.call(*values, *nd)
         signature = (_signature(args), len(nd), wgs)
         if signature not in self._fast and wgs is None:
             compiled.register_native(self._native, args, len(nd))
         self._fast[signature] = (key, compiled)
 
-    def _build(self, types: list, ndim: int, wgs: tuple[int, ...] | None,
-               debug: bool) -> Compiled:
-        def build() -> Compiled:
-            from .compiler import build_kernel
-            return compiling(self, lambda: build_kernel(self, types, ndim, wgs, debug))
-        return cached_build(self, source_key(self, "cpu:kernel", types, ndim, wgs, debug),
-                            build)
-
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
         nd = _ndrange_tuple(ndrange, self.__name__)
         wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if self._check_device(device) == "cuda":
-            from .compiler import kernel_module
-            from .cuda_launch import gpu_kernel, specialise_cuda
-            types, _ = specialise_cuda(self, args)
-            adj_text, _ = compiling(self, lambda: kernel_module(self, types, len(nd),
-                                                                debug_enabled()))
-            return Lowered(adj_text, _no_llvm, lambda: gpu_kernel(self, types, len(nd)).ptx)
+            return routes().lower_on_gpu(self, args, len(nd))
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
-        compiled = self._build(types, len(nd), wgs, debug_enabled())
-        return _lowered(compiled)
+        return routes().lower(self, types, len(nd), wgs)
 
     # A launch inside an @adjit.jit function.
     def _adjit_compile_call(self, gen: CodeGenerator, args: list, kwargs: dict) -> None:
-        from .compiler import launch_kernel
-        launch_kernel(self, gen, args, kwargs)
-
-
-def _no_llvm() -> str:
-    raise ValueError("lower(..., device='cuda') has .adj() and .ptx(); .llvm() is for the CPU")
+        routes().compile_call(self, gen, args, kwargs)
 
 
 def kernel(pyfn: Callable) -> Kernel:

@@ -1,6 +1,7 @@
 """Compiling custom derivative rules (rules.py), once per activity configuration, for the
-autodiff pass, which asks for them through the provider made here (see rules.py for the ABI
-and for what a rule must return: what it returns is checked here, at the rule's `return`).
+autodiff pass, which asks for them through the rule provider here, `FunctionRules` (see
+rules.py for the ABI and for what a rule must return: what it returns is checked here, at the
+rule's `return`).
 
 A compiled rule's symbol spells out what it was compiled for (function symbol, kind,
 activities, config), so it is the same in every process (the disk cache keys on the module
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import warnings
-from typing import Callable
 
 from mlir import ir
 
@@ -20,7 +20,7 @@ from . import scalar_ops as S
 from .codegen import CodeGenerator
 from .compiler import CompileUnit
 from ..core.errors import UserError
-from .rules import FUNCTIONS_WITH_RULES, AugmentedReturn, Config, RuleArg
+from .rules import AugmentedReturn, Config, RuleArg
 from ..core.types import ArrayType
 from .values import Array, Literal, PyObj, Scalar
 
@@ -239,20 +239,24 @@ def _warn_automatic(target, kind: str) -> None:
                            src.first_line)
 
 
-def make_rule_provider(unit: CompileUnit) -> Callable | None:
-    """The autodiff pass's rule_provider for functions compiled into `unit`."""
-    tapes: dict[tuple, tuple] = {}
+class FunctionRules:
+    """The autodiff pass's rule provider (passes/autodiff/custom_rules.RuleProvider) for the
+    functions compiled into `unit`: the symbol of a function's `kind` rule compiled (into
+    `unit`, once per configuration) for the activities and config asked, or None where the
+    function has no such rule (it is differentiated automatically)."""
 
-    def provider(fn_symbol: str, kind: str, activity: list[str], ret_activity: str,
+    def __init__(self, unit: CompileUnit):
+        self.unit = unit
+        # An augmented rule's tape (types, structure), which its reverse rule takes.
+        self._tapes: dict[tuple, tuple] = {}
+
+    def __call__(self, fn_symbol: str, kind: str, activity: list[str], ret_activity: str,
                  config: dict) -> str | None:
-        for key, (symbol, results, _) in unit.compiled.items():
-            if key[0] == "func" and symbol == fn_symbol:
-                break
-        else:
+        unit = self.unit
+        found = unit.functions.get(fn_symbol)
+        if found is None:
             return None
-        target = FUNCTIONS_WITH_RULES.get(key[1])
-        if target is None:
-            return None
+        target, arg_types, results = found
         if kind not in target.rules:
             others = {"forward"} if kind != "forward" else {"augmented", "reverse"}
             if others & set(target.rules):
@@ -262,7 +266,6 @@ def make_rule_provider(unit: CompileUnit) -> Callable | None:
         cfg = Config(bool(config.get("needs_primal", True)),
                      bool(config.get("needs_shadow", False)),
                      tuple(config.get("overwritten", ())))
-        arg_types = list(key[2])
         ident = (fn_symbol, tuple(activity), ret_activity, cfg)
         rule_key = repr((kind, target.pyfn.__qualname__, ident))
         base = name = rule_symbol(fn_symbol, kind, activity, ret_activity, cfg)
@@ -277,13 +280,12 @@ def make_rule_provider(unit: CompileUnit) -> Callable | None:
             k += 1                     # a symbol of another origin: never reuse it
             name = f"{base}_{k}"
         primal_type = results[0] if results else None
-        gen = RuleCodeGenerator(unit, rule, source, kind, arg_types, activity, ret_activity,
-                                cfg, name, primal_type, tapes.get(ident), target.__name__)
+        gen = RuleCodeGenerator(unit, rule, source, kind, list(arg_types), activity,
+                                ret_activity, cfg, name, primal_type, self._tapes.get(ident),
+                                target.__name__)
         with unit.ctx:
             fn = unit.add(gen)
             fn.operation.attributes["adj.rule_key"] = ir.StringAttr.get(rule_key)
         if kind == "augmented":
-            tapes[ident] = gen.tape_out or ([], "none")
+            self._tapes[ident] = gen.tape_out or ([], "none")
         return name
-
-    return provider

@@ -2,10 +2,10 @@
 
 A rule is Python code compiled like any `@adjit.func`, once per activity configuration:
 `config` and the arguments' activities are compile-time facts (so `if config.needs_primal:`
-and `x.dval is None` are decided while compiling). The autodiff pass asks for a rule through
-the provider that rule_compiler.py makes, and calls it instead of differentiating the
-function, in every mode and for any activities, all-Const calls included (see
-shared/seeds/002).
+and `x.dval is None` are decided while compiling). A function's rules are its own
+(`Function.rules`, by kind). The autodiff pass asks for a rule through the provider that
+rule_compiler.py makes (FunctionRules), and calls it instead of differentiating the function,
+in every mode and for any activities, all-Const calls included (see shared/seeds/002).
 
 Compiled rules follow the ABI of the functions the pass generates (passes/autodiff):
 - forward:   (each arg's primal, its tangent if not const) -> (primal if needs_primal,
@@ -42,9 +42,6 @@ from .source import parse_source
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
-
-# Functions that have rules, by id (the compile unit records functions by id).
-FUNCTIONS_WITH_RULES: dict[int, Function] = {}
 
 
 @dataclass(frozen=True)
@@ -89,7 +86,6 @@ def _register(kind: str):
 
         def decorator(rule: Callable) -> Callable:
             fn.rules[kind] = (rule, parse_source(rule))
-            FUNCTIONS_WITH_RULES[id(fn)] = fn
             return rule
         return decorator
     return decorator_for

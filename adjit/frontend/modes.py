@@ -1,0 +1,73 @@
+"""Enzyme's modes and activity annotations (`adjit.Forward`, `adjit.Duplicated`, ...): what a
+derivative is asked for. Declarations of the API, MLIR-free: the autodiff entry points
+(autodiff.py), the derivative compiler (derivative.py) and the GPU launcher all read them.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..core.activity import SHADOWED
+
+
+# ---- modes -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    reverse: bool
+    with_primal: bool
+    split: bool = False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Forward = Mode("Forward", False, False)
+ForwardWithPrimal = Mode("ForwardWithPrimal", False, True)
+Reverse = Mode("Reverse", True, False)
+ReverseWithPrimal = Mode("ReverseWithPrimal", True, True)
+ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", True, True, split=True)
+
+
+# ---- activity annotations --------------------------------------------------------------
+class Annotation:
+    activity = ""
+
+    def __init__(self, val, dval=None):
+        self.val, self.dval = val, dval
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.val!r})"
+
+
+class Const(Annotation):
+    activity = "const"
+
+    def __init__(self, val):
+        super().__init__(val)
+
+
+class Active(Annotation):
+    activity = "active"
+
+    def __init__(self, val):
+        super().__init__(val)
+
+
+class Duplicated(Annotation):
+    activity = "dup"
+
+    def __init__(self, val, dval):
+        super().__init__(val, dval)
+
+
+class DuplicatedNoNeed(Duplicated):
+    activity = "dupnoneed"
+
+
+def flat_positions(activity: Sequence[str]) -> list[int]:
+    """Where each argument stands among the generated functions' arguments (each followed by
+    its shadow when Duplicated, see _flatten_args); one more entry: their number."""
+    return list(itertools.accumulate((2 if a in SHADOWED else 1 for a in activity),
+                                     initial=0))

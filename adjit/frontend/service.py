@@ -1,0 +1,295 @@
+"""The specialisation and compile service: every product compiled from a declaration (a
+`Function` or `Kernel`, functions.py) is named by one typed key (`Key`) and found along one
+path (`_product`): this process's memo on the declaration, else the disk cache, else the
+compiler, whose product the disk cache then stores for the next process.
+
+The products: a CPU specialisation (`cpu`: compiled.Compiled), a CPU derivative
+(`derivative`: derivative.Derivative, or compiled.LoadedDerivative read back), a kernel's GPU
+kernels (`gpu_kernels`: its own, or its derivative's; GpuKernels by name) and a host program
+(`host_program`: a device="cuda" function, or its derivative; runtime/host_program.py).
+
+Keys and loading need no MLIR: a process whose code is all cached never imports the compiler
+(compiler.py and derivative.py are imported on a miss only). A key's disk form hashes it on
+top of the declaration's fingerprint (its Python source, that of what it calls, the globals
+compiled in: source.fingerprint) and the compiler's. Two disks:
+- CPU products: runtime/source_index.py records, under the key, the compiled module (kept in
+  the CPU cache, runtime/cpu_cache.py) and the meta that calls it;
+- GPU products: runtime/kernel_cache.py keeps their files under the key and the chip, in the
+  folder its rule picks (find_or_compile), which compile_only() writes for another machine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+
+from ..core.types import type_code
+from ..runtime import source_index
+from ..runtime.compiled_module import from_source_key
+from .compiled import Compiled, LoadedDerivative, derivative_meta
+from .functions import Kernel, debug_enabled
+from .gpu_target import chip, is_compile_only
+from .guard import compiling
+from .modes import Forward, Mode, Reverse
+from .source import compiler_fingerprint, fingerprint
+
+if TYPE_CHECKING:
+    from ..core.kernel import GpuKernel
+    from ..runtime.host_program import HostProgram, LoadedProgram
+    from .derivative import Derivative
+    from .functions import Function
+    from .modes import Annotation
+
+
+class Key(NamedTuple):
+    """What one product of a declaration is compiled for: its memo's key, and on disk (`text`)
+    the key of its entries. A tuple, so that its fields read as `key.debug` or `key[-1]`."""
+    mode: Mode | None             # the derivative's mode; None: the declaration itself
+    activity: tuple[str, ...]     # the derivative's activities, one per argument
+    product: str                  # what is compiled: see _PRODUCTS
+    types: tuple                  # the argument types
+    ndim: int | None              # a kernel's ndrange rank; None for a function
+    wgs: tuple[int, ...] | None   # a CPU launch's workgroup size (a GPU kernel reads its own)
+    chip: str | None              # the GPU architecture; None on the CPU
+    debug: bool                   # ADJIT_DEBUG's checks compiled in
+
+    def text(self, target: Function | Kernel, part: str = "") -> str:
+        """What the disk key of this product of `target` (of its `part`, one of several
+        kernels) hashes: the key on the target's and the compiler's fingerprints."""
+        return "\0".join([fingerprint(target), compiler_fingerprint(), target.kind,
+                          *map(repr, (self.mode, self.activity, self.product,
+                                      [type_code(t) for t in self.types], self.ndim, self.wgs,
+                                      self.chip, self.debug)), part])
+
+    def describe(self, target: Function | Kernel) -> str:
+        """This product of `target`, as messages name it."""
+        what = "call" if self.mode is None and self.ndim is None else \
+            "kernel" if self.mode is None else f"{self.mode.name}({','.join(self.activity)})"
+        if self.product == "gpu-kernels":
+            return f"kernel {target.__name__} ({what}) for {list(self.types)} ({self.ndim}-D)"
+        device = "on device='cuda'" if self.chip else "on the CPU"
+        return f"{target.__name__} ({what}) for {list(self.types)} {device}"
+
+
+# The products, by Key.product.
+_PRODUCTS = ("cpu", "derivative", "pullback", "gpu-kernels", "host-program")
+
+
+# ---- the one path --------------------------------------------------------------------------
+def _product(target: Function | Kernel, key: Key, memo: dict, disk: _CpuDisk | _GpuDisk,
+             compile: Callable[[], Any]) -> Any:
+    """The product `key` of `target`: from `memo`, else `disk` (which loads it, or compiles it
+    with `compile()`, MLIR imported there, and stores it). Under compile_only() the GPU disk
+    is asked to store even what the memo holds (it may have been compiled with the caches
+    off); None where the disk gives nothing to run (a host program under compile_only())."""
+    assert key.product in _PRODUCTS, key.product
+    found = memo.get(key)
+    if found is not None and not disk.stores_memoised():
+        return found
+    value = disk.find_or_compile(target, key, found, lambda: compiling(target, compile))
+    if value is not None:
+        memo[key] = value
+    return value
+
+
+@dataclass(frozen=True)
+class _CpuDisk:
+    """CPU products in runtime/source_index.py: `from_record(target, module, meta)` makes one
+    from its record without MLIR, `meta_of(built)` is what is recorded of a compiled one."""
+    from_record: Callable[[Any, Any, dict], Any]
+    meta_of: Callable[[Any], dict]
+
+    @staticmethod
+    def stores_memoised() -> bool:
+        return False
+
+    def find_or_compile(self, target, key: Key, memoised, compile: Callable[[], Any]) -> Any:
+        skey = source_index.key(key.text(target))
+        found = from_source_key(skey)
+        if found is not None:
+            try:
+                return self.from_record(target, *found)
+            except (KeyError, TypeError, ValueError):   # a record of another shape: compile
+                pass
+        built = compile()
+        source_index.record(skey, built.module.key, built.adj_text, self.meta_of(built))
+        return built
+
+
+@dataclass(frozen=True)
+class _GpuDisk:
+    """GPU products in runtime/kernel_cache.py's folder, in files under keys of their parts
+    (`parts`: a kernel each; one, "", for a host program): `load(folder, keys)` reads the
+    stored form (None: a miss), `store(folder, keys, stored)` writes it, `ready(stored,
+    folder, keys)` makes what runs of it (None: nothing runs here), `stored_of(value)` is the
+    stored form of a memoised one. `keys` maps a part to its disk key."""
+    parts: tuple[str, ...]
+    load: Callable[[Path, dict[str, str]], Any]
+    store: Callable[[Path, dict[str, str], Any], None]
+    ready: Callable[[Any, Path | None, dict[str, str]], Any]
+    stored_of: Callable[[Any], Any]
+
+    @staticmethod
+    def stores_memoised() -> bool:
+        # compile_only() is asked to store, even what this process compiled with the caches off.
+        return is_compile_only()
+
+    def find_or_compile(self, target, key: Key, memoised, compile: Callable[[], Any]) -> Any:
+        from ..runtime import kernel_cache
+        keys = {part: kernel_cache.cache_key(key.text(target, part), target.__name__, key.chip)
+                for part in self.parts}
+        # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
+        stored, folder = kernel_cache.find_or_compile(
+            key.describe(target), lambda folder: self.load(folder, keys),
+            lambda: self.stored_of(memoised) if memoised is not None else compile(),
+            lambda folder, stored: self.store(folder, keys, stored),
+            for_another_machine=is_compile_only())
+        return self.ready(stored, folder, keys)
+
+
+# ---- CPU products --------------------------------------------------------------------------
+_COMPILED = _CpuDisk(lambda target, module, meta: Compiled.from_meta(module, meta, target,
+                                                                    module.source),
+                     lambda c: c.meta)
+_DERIVATIVES = _CpuDisk(lambda target, module, meta: LoadedDerivative(module, meta,
+                                                                      target.__name__),
+                        derivative_meta)
+
+
+def cpu(target: Function | Kernel, types: Sequence, ndim: int | None = None,
+        wgs: tuple[int, ...] | None = None) -> tuple[Key, Compiled]:
+    """(the key, the compiled CPU specialisation) of `target` for argument `types`: a
+    function's, or a kernel's launch over an `ndim`-D ndrange (workgroup size `wgs`)."""
+    key = Key(None, (), "cpu", tuple(types), ndim, wgs, None, debug_enabled())
+
+    def compile() -> Compiled:
+        from . import compiler
+        if isinstance(target, Kernel):
+            return compiler.build_kernel(target, list(types), ndim, wgs, key.debug)
+        return compiler.build_function(target, list(types), key.debug)
+
+    return key, _product(target, key, target._cache, _COMPILED, compile)
+
+
+def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation],
+               types: Sequence, ndrange: tuple[int, ...] | None, wgs: tuple[int, ...] | None,
+               pullback: bool = False) -> Derivative | LoadedDerivative:
+    """The CPU derivative of `target` in `mode` for annotations `anns` and argument `types`
+    (a kernel's: of its launch over `ndrange`); `pullback`: that of its inner product with a
+    cotangent (derivative.Derivative). Memoised in the declaration's `_derivatives`."""
+    key = Key(mode, tuple(a.activity for a in anns), "pullback" if pullback else "derivative",
+              tuple(types), None if ndrange is None else len(ndrange), wgs, None,
+              debug_enabled())
+
+    def compile() -> Derivative:
+        from .derivative import Derivative
+        return Derivative(target, mode, list(anns), list(types), ndrange, wgs,
+                          pullback).compile_cpu()
+
+    # (a dict of the instance's own, which a test may take away to see what compiles)
+    memo = target.__dict__.setdefault("_derivatives", {})
+    return _product(target, key, memo, _DERIVATIVES, compile)
+
+
+# ---- GPU products --------------------------------------------------------------------------
+def _kernel_files(names: tuple[str, ...]) -> _GpuDisk:
+    """The GPU disk of the kernels `names` (by name), each stored under its own key."""
+    from ..runtime import kernel_cache
+
+    def load(folder: Path, keys: dict[str, str]) -> dict[str, GpuKernel] | None:
+        found = {name: kernel_cache.load(folder, keys[name]) for name in names}
+        return None if None in found.values() else found
+
+    def store(folder: Path, keys: dict[str, str], kernels: dict[str, GpuKernel]) -> None:
+        for name in names:
+            kernel_cache.store(folder, keys[name], kernels[name])
+
+    return _GpuDisk(names, load, store, lambda kernels, folder, keys: kernels,
+                    lambda kernels: kernels)
+
+
+def gpu_key(k: Kernel, types: Sequence, ndim: int, mode: Mode | None = None,
+            activity: Sequence[str] = (), debug: bool | None = None,
+            target: str | None = None) -> Key:
+    """The key of `k`'s GPU kernels for `types` and `ndim` (its derivative's in `mode` for
+    `activity`; forward or reverse, a launch has no primal result to return)."""
+    if mode is not None:
+        mode = Reverse if mode.reverse else Forward
+    return Key(mode, tuple(activity), "gpu-kernels", tuple(types), ndim, None,
+               chip() if target is None else target,
+               debug_enabled() if debug is None else debug)
+
+
+def gpu_kernels(k: Kernel, types: Sequence, ndim: int, mode: Mode | None = None,
+                activity: Sequence[str] = ()) -> dict[str, GpuKernel]:
+    """`k`'s PTX kernels for argument `types` and an `ndim`-D ndrange, by name: its own
+    ("kernel"), or those of its derivative in `mode` for `activity` ("forward"; "aug" and
+    "rev": derivative.kernel_derivative_to_gpu)."""
+    key = gpu_key(k, types, ndim, mode, activity)
+    names = ("kernel",) if mode is None else ("forward",) if not mode.reverse else ("aug", "rev")
+
+    def compile() -> dict[str, GpuKernel]:
+        if key.mode is None:
+            from .compiler import kernel_to_gpu
+            return {"kernel": kernel_to_gpu(k, list(types), ndim, key.debug, key.chip)}
+        from .derivative import kernel_derivative_to_gpu
+        return kernel_derivative_to_gpu(k, list(types), ndim, "reverse" if mode.reverse else
+                                        "forward", tuple(activity), key.debug, key.chip)
+
+    return _product(k, key, k._cache, _kernel_files(names), compile)
+
+
+def gpu_kernel_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str) -> str:
+    """The disk-cache key of `k`'s own GPU kernel (gpu_kernels), computed without MLIR."""
+    from ..runtime import kernel_cache
+    key = gpu_key(k, types, ndim, debug=debug, target=target)
+    return kernel_cache.cache_key(key.text(k, "kernel"), k.__name__, target)
+
+
+def _host_programs() -> _GpuDisk:
+    """The GPU disk of host programs: one entry (a shared object and its meta) each."""
+    from ..runtime import host_program
+
+    def load(folder: Path, keys: dict[str, str]) -> HostProgram | None:
+        stored = host_program.load(folder, keys[""])
+        return None if stored is None else stored[0]
+
+    def ready(program: HostProgram, folder: Path | None,
+              keys: dict[str, str]) -> LoadedProgram | None:
+        if is_compile_only():          # stored for another machine; nothing runs here
+            return None
+        return host_program.LoadedProgram(program, None if folder is None else
+                                          folder / f"{keys['']}.so")
+
+    return _GpuDisk(("",), load, lambda folder, keys, program: host_program.store(
+        folder, keys[""], program), ready, lambda loaded: loaded.program)
+
+
+def compile_host_call(fn: Function, types: list, debug: bool,
+                      target: str) -> tuple[str, str, HostProgram]:
+    """`fn` for argument `types` compiled as a host program for chip `target`: (its adj text,
+    its host code's LLVM IR, the program)."""
+    from ..core.symbols import ENTRY
+    from .compiler import function_unit, host_program as compile_program
+    unit, results, is_tuple = function_unit(fn, types, debug, ENTRY)
+    adj_text = str(unit.module)
+    llvm_ir, program = compile_program(unit, fn.__name__, {ENTRY: (types, results)},
+                                       {"tuple_result": is_tuple}, target)
+    return adj_text, llvm_ir, program
+
+
+def host_program(fn: Function, types: Sequence, mode: Mode | None = None,
+                 anns: Sequence[Annotation] = ()) -> LoadedProgram | None:
+    """The host program of `fn` (its call, or its derivative in `mode` for `anns`) for
+    argument `types`, loaded; None under compile_only()."""
+    key = Key(mode, tuple(a.activity for a in anns), "host-program", tuple(types), None, None,
+              chip(), debug_enabled())
+
+    def compile() -> HostProgram:
+        if mode is None:
+            return compile_host_call(fn, list(types), key.debug, key.chip)[2]
+        from .derivative import Derivative
+        d = Derivative(fn, mode, list(anns), list(types), None, None)
+        return d.host_program(fn.__name__, key.chip)[1]
+
+    return _product(fn, key, fn._cache, _host_programs(), compile)

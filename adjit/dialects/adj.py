@@ -18,10 +18,17 @@ KERNEL_ATTR = "adj.kernel"       # on func.func: this function is a kernel body
 NDIM_ATTR = "adj.ndim"           # on kernels: rank of the ndrange it is launched over
 FUNC_ATTR = "adj.func"           # on func.func: a device function (@adjit.func)
 ENTRY_ATTR = "adj.entry"         # on func.func: called from Python
-# On kernels: ["param;dim;id;message", ...]: every work item indexes array argument `param` in
+# On kernels: [{arg, dim, id, message}, ...]: every work item indexes array argument `arg` in
 # dimension `dim` with its id in ndrange dimension `id`, so a launch whose extent `id` exceeds
-# that size would go out of bounds; the lowerings check it at each launch.
+# that size would go out of bounds; the lowerings check it at each launch. Computed from the
+# IR (passes/ndrange_bounds.py); the autodiff pass carries it onto the kernels it generates.
 BOUNDS_ATTR = "adj.ndrange_bounds"
+# On functions the frontend made: {name = "<Python name>", args = ["<parameter>", ...]}, the
+# user's names, for messages about the function.
+SOURCE_ATTR = "adj.source"
+# On an scf.if that only guards one element access against an out-of-bounds index (debug
+# mode's checks).
+GUARD_ATTR = "adj.bounds_guard"
 
 
 def load_adj(ctx: ir.Context) -> None:

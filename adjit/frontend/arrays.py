@@ -54,13 +54,20 @@ def flat(a: Array) -> ir.Value:
     return memref.collapse_shape(t, a.value, reassoc)
 
 
+def _guard(branch: scf.IfOp) -> scf.IfOp:
+    """Marks a debug-mode bounds check's if (passes/ndrange_bounds.py: its access still
+    counts as one every work item makes)."""
+    branch.operation.attributes[adj.GUARD_ATTR] = ir.UnitAttr.get()
+    return branch
+
+
 def load(a: Array, subs: list[ir.Value], debug: bool) -> Scalar:
     if len(subs) != a.type.ndim:
         raise UserError(f"indexing a {a.type.ndim}-D array with {len(subs)} indices "
                         "(adjit reads single elements: give one index per dimension)")
     if debug and subs:   # (a 0-d array's one element is always inside)
         ok = _bounds_check(a, subs)
-        branch = scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True)
+        branch = _guard(scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True))
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([memref.load(a.value, subs)])
         with ir.InsertionPoint(branch.else_block):
@@ -75,7 +82,7 @@ def store(a: Array, subs: list[ir.Value], v, debug: bool) -> None:
                         "(give one index per dimension)")
     value = S.cast(S.as_scalar(v, a.type.dtype), a.type.dtype).value
     if debug and subs:   # (a 0-d array's one element is always inside)
-        branch = scf.IfOp(_bounds_check(a, subs))
+        branch = _guard(scf.IfOp(_bounds_check(a, subs)))
         with ir.InsertionPoint(branch.then_block):
             memref.store(value, a.value, subs)
             scf.YieldOp([])
@@ -93,7 +100,7 @@ def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
     value = S.cast(S.as_scalar(v, t), t).value
     kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0 if t.is_float else 1)
     if debug and subs:   # (a 0-d array's one element is always inside)
-        branch = scf.IfOp(_bounds_check(a, subs), [t.mlir()], has_else=True)
+        branch = _guard(scf.IfOp(_bounds_check(a, subs), [t.mlir()], has_else=True))
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([memref.atomic_rmw(kind, value, a.value, subs)])
         with ir.InsertionPoint(branch.else_block):

@@ -20,6 +20,7 @@ from . import builtin_calls as B
 from . import lazy as L
 from . import scalar_ops as S
 from ..core.errors import CompilationError, UserError, located
+from ..dialects import adj
 from .source import Name, SourceInfo, resolve_name
 from ..core.types import ArrayType, ScalarType, as_scalar_type, promote
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
@@ -48,10 +49,6 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         self.result_types: list | None = None
         self._loop_depth = 0
         self._node: ast.AST | None = None
-        # Kernels: (argument, dimension, ndrange dimension, message) of each array index that
-        # every work item takes unconditionally with its own id: the launch checks that the
-        # ndrange fits the array (dialects/adj.py: BOUNDS_ATTR).
-        self.ndrange_bounds: set[tuple[int, int, int, str]] = set()
         # Statements that may still run after the one being compiled (innermost last): a
         # lazy name none of them reads is dead (lazy.py).
         self._later: list[Sequence[ast.stmt]] = []
@@ -83,6 +80,11 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             inputs = [t.mlir() for t in self.arg_types]
             fn = func.FuncOp(self.symbol, (inputs, []), visibility="private")
             entry = fn.add_entry_block()
+            # The user's names, for messages about this function (passes/ndrange_bounds.py).
+            fn.operation.attributes[adj.SOURCE_ATTR] = ir.DictAttr.get({
+                "name": ir.StringAttr.get(self.pyfn.__name__),
+                "args": ir.ArrayAttr.get([ir.StringAttr.get(a.arg)
+                                          for a in self.src.tree.args.args])})
         self.entry_block = entry      # where a kernel's local arrays are allocated
         self.vars.update(self.bind_params(list(entry.arguments)))
         self.vars.update(self.bound)
@@ -376,44 +378,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 out.append(arith.addi(memref.dim(arr.value, A.idx(d)), S.to_index(s)))
             else:
                 out.append(S.to_index(s))
-        if self.kind == "kernel":
-            self._note_ndrange_bounds(arr, items)
         return out
 
-    def _note_ndrange_bounds(self, arr: Array, items: list) -> None:
-        """Records the indices of a kernel parameter's elements that are a work item's id,
-        taken outside any if or loop: every item takes them, so the ndrange must fit."""
-        block = ir.InsertionPoint.current.block
-        value = arr.value
-        if block.owner.operation.name != "func.func" or not isinstance(value, ir.BlockArgument) \
-                or value.owner != block:
-            return
-        line = self.src.first_line + getattr(self._node, "lineno", 1) - 1
-        param = self.src.tree.args.args[value.arg_number].arg
-        for d, s in enumerate(items):
-            k = self._work_item_dim(s)
-            if k is not None:
-                self.ndrange_bounds.add((value.arg_number, d, k, (
-                    f"kernel {self.pyfn.__name__}: ndrange[{k}] is larger than dimension {d} "
-                    f"of argument {param!r}, which every work item indexes with its id "
-                    f"(line {line})")))
-
-    def _work_item_dim(self, s) -> int | None:
-        """The ndrange dimension whose id `s` is, or None when it is not a work-item id."""
-        if not isinstance(s, Scalar) or not isinstance(s.value, ir.OpResult):
-            return None
-        op = s.value.owner
-        if op.name == "arith.index_cast":
-            if not isinstance(op.operands[0], ir.OpResult):
-                return None
-            op = op.operands[0].owner
-        if op.name == "adj.global_id":
-            return ir.IntegerAttr(op.attributes["dim"]).value
-        if op.name == "adj.index" and self.ndim == 1:
-            return 0
-        return None
-
-    # ---- return -----------------------------------------------------------------------------
     def visit_Return(self, node: ast.Return) -> None:
         values = self._return_values(node)
         self._note_result_types(values, node)

@@ -15,6 +15,7 @@ from mlir.dialects import arith, func
 from ..dialects import adj, shared_context
 from . import scalar_ops as S
 from .codegen import CodeGenerator
+from ..passes.ndrange_bounds import annotate as annotate_ndrange_bounds
 from .compiled import Compiled
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, i64
@@ -86,10 +87,7 @@ class CompileUnit:
         op.operation.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
         op.operation.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(
             ir.IntegerType.get_signless(64), ndim)
-        if gen.ndrange_bounds:
-            op.operation.attributes[adj.BOUNDS_ATTR] = ir.ArrayAttr.get(
-                [ir.StringAttr.get(f"{p};{d};{k};{message}")
-                 for p, d, k, message in sorted(gen.ndrange_bounds)])
+        annotate_ndrange_bounds(op.operation)
         self.compiled[key] = (symbol, [], False)
         return symbol
 

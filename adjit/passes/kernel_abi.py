@@ -49,8 +49,9 @@ def ndrange_bounds(kernel: ir.Operation) -> list[tuple[int, int, int, str]]:
         return []
     out = []
     for a in ir.ArrayAttr(kernel.attributes[BOUNDS_ATTR]):
-        param, dim, k, message = ir.StringAttr(a).value.split(";", 3)
-        out.append((int(param), int(dim), int(k), message))
+        fact = ir.DictAttr(a)
+        out.append((*(ir.IntegerAttr(fact[key]).value for key in ("arg", "dim", "id")),
+                    ir.StringAttr(fact["message"]).value))
     return out
 
 

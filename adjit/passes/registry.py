@@ -45,6 +45,7 @@ REGISTRY: dict[str, str] = {
     "adj-lower-cuda-host": "adjit.passes.lower_cuda_host:LowerCudaHost",
     "adj-hook-runtime-calls": "adjit.passes.lower_cuda_host:HookRuntimeCalls",
     "adj-annotate-written": "adjit.passes.written:AnnotateWritten",
+    "adj-ndrange-bounds": "adjit.passes.ndrange_bounds:NdrangeBounds",
     "adj-expand-item-sums": "adjit.passes.autodiff.reduction:ExpandItemSums",
     "adj-expand-math": "adjit.passes.math_approx:ExpandMath",
     "adj-privatize-helpers": "adjit.passes.pipeline:PrivatizeHelpers",

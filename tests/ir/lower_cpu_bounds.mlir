@@ -1,10 +1,10 @@
 // --adj-lower-cpu and --adj-lower-cuda-host: a kernel whose work items all index an array
-// with their ids (adj.ndrange_bounds, recorded by the frontend) is launched only when the
+// with their ids (adj.ndrange_bounds, from --adj-ndrange-bounds) is launched only when the
 // ndrange fits that array: an IndexError check per fact, and the launch under an scf.if.
 // RUN: adjit-opt %s --adj-lower-cpu | FileCheck %s --check-prefixes=CHECK,CPU
 // RUN: adjit-opt %s --adj-lower-cuda-host | FileCheck %s --check-prefixes=CHECK,HOST
 
-func.func @k(%y: memref<?x?xf32>) attributes {adj.kernel, adj.ndim = 2 : i64, adj.ndrange_bounds = ["0;1;1;kernel k: ndrange[1] is larger than dimension 1 of argument 'y' (line 7)"]} {
+func.func @k(%y: memref<?x?xf32>) attributes {adj.kernel, adj.ndim = 2 : i64, adj.ndrange_bounds = [{arg = 0 : i64, dim = 1 : i64, id = 1 : i64, message = "kernel k: ndrange[1] is larger than dimension 1 of argument 'y' (line 7)"}]} {
   return
 }
 

@@ -1,6 +1,6 @@
-"""`@adjit.jit` functions called with `device="cuda"`: find the host program (the function's
-code for the CPU, and the kernels it launches for the GPU; runtime/host_program.py) in the
-disk cache, compiling it on a miss, and run it.
+"""`@adjit.jit` functions called with `device="cuda"`: get the host program (the function's
+code for the CPU, and the kernels it launches for the GPU; runtime/host_program.py) from the
+compile service (service.py: this process's memo, the disk cache, the compiler), and run it.
 
 As for kernel launches (cuda_launch.py), the key is computed without MLIR: from the
 function's Python source and that of everything it calls or launches (source.fingerprint),

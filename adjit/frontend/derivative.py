@@ -1,6 +1,6 @@
-"""Compiling derivatives (autodiff.py's API, cuda_launch.py and cuda_jit.py call this; MLIR
-is imported here). One module holding the primal function (or, for a kernel, a wrapper that
-launches it), an `adj.autodiff` request op, the autodiff pass (which replaces the request by
+"""Compiling derivatives, for the compile service (service.py; MLIR is imported here). One
+module holding the primal function (or, for a kernel, a wrapper that launches it), an
+`adj.autodiff` request op, the autodiff pass (which replaces the request by
 generated functions, see passes/autodiff for their ABI), then entry functions Python calls;
 compiled for the CPU, or, for a function run with device="cuda", as a host program whose
 launches (the derivative kernels') run on the GPU. For a kernel launched with

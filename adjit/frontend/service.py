@@ -63,10 +63,11 @@ class Key(NamedTuple):
 
     def describe(self, target: Function | Kernel) -> str:
         """This product of `target`, as messages name it."""
-        what = "call" if self.mode is None and self.ndim is None else \
-            "kernel" if self.mode is None else f"{self.mode.name}({','.join(self.activity)})"
         if self.product == "gpu-kernels":
+            what = "kernel" if self.mode is None else \
+                f"{self.mode.name.lower()}({','.join(self.activity)})"
             return f"kernel {target.__name__} ({what}) for {list(self.types)} ({self.ndim}-D)"
+        what = "call" if self.mode is None else f"{self.mode.name}({','.join(self.activity)})"
         device = "on device='cuda'" if self.chip else "on the CPU"
         return f"{target.__name__} ({what}) for {list(self.types)} {device}"
 

@@ -72,12 +72,22 @@ custom rules and calls of recursive callees stay, and their arrays' shadows are 
 The generated code frees nothing itself (the CPU pipeline's buffer deallocation does): the
 tape arrays an augmented function returns belong to its caller.
 
-Modules: activity.py (which values get derivatives), rules.py (the derivative table),
-forward.py, reverse.py + augment.py + context.py (split reverse mode), inline_array_calls.py
-(calls returning arrays, before reverse mode), tape.py and kernel_tape.py (where saved values
-live), memory.py (what may be overwritten), launch.py (adj.launch) + reduction.py (its sums over
-work items) + uniform_loads.py (elements every item reads), custom_rules.py, driver.py
-(requests, reuse, naming), signature.py (the ABI).
+Modules, top down (no module imports one above it; the callbacks upwards go through
+protocols.py's interfaces):
+- driver.py: requests, reuse, naming; picks the generator by mode and kind of function;
+- the generators, which keep the traversal, the value maps and the adjoints: forward.py;
+  reverse.py + augment.py + context.py (split reverse mode); kernel_tape.py (a kernel's
+  reverse mode, per-item tapes) + dynamic_tape.py + gather.py + uniform_loads.py;
+  inline_array_calls.py (calls returning arrays, before reverse mode); prune.py (what the
+  augmented function computes for nothing);
+- the per-op rules, forward, augmented and reverse side by side: rules.py (the derivative
+  table of scalar ops), memory_ops.py, calls.py, control_flow.py (+ loop_slots.py),
+  launch.py (adj.launch) + reduction.py (its sums over work items); op_rules.py (their
+  table);
+- the facts and analyses: op_facts.py (what each op reads, writes, aliases; pure or not),
+  activity.py (which values get derivatives), memory.py (what may be overwritten),
+  recompute.py (recompute or tape), tape.py (where saved values live), custom_rules.py,
+  signature.py (the ABI).
 
 Errors: malformed requests and what cannot be differentiated raise
 `adjit.dialects.adj.AdjError(op, message)` naming the op.

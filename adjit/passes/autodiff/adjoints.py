@@ -31,7 +31,7 @@ class NeedsTape(Exception):
 class Frame:
     """The adjoints collected while reversing one region. Those of values from outside it
     (`outer`) collect the region's contributions from zero and are added to what came in
-    (`carried`, one value per slot: see control_flow.LoopSlots) only once, at
+    (`carried`, one value per slot: see loop_slots.LoopSlots) only once, at
     RevGen.close_frame, so that in a loop one iteration's sum does not wait on the previous
     iteration's."""
 

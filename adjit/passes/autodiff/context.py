@@ -87,7 +87,7 @@ class ReverseContext:
         """The arrays a joined array can be: the arguments and top-level allocations in its
         alias class defined before it; None if it may also be an array made in a loop or
         branch, or returned by a call (then its shadow is threaded through the reversed
-        control flow instead, see _thread_shadows)."""
+        control flow instead, see control_flow._thread_shadows)."""
         if self._roots is None:
             self._roots = {}
             for op in walk(self.fn):

@@ -13,7 +13,7 @@ reverse:   control flow reversed structurally: an scf.if becomes an scf.if on th
            through the reversed region (loop-carried, or if results), as are the adjoints of
            loop-carried values and the shadows of arrays made inside the region. In a
            reversed loop, such an outer value's adjoint is split over one accumulator per
-           site that adds to it (up to MAX_SLOTS), summed after the loop: see LoopSlots.
+           site that adds to it, summed after the loop: see loop_slots.py.
 """
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from ...dialects.adj import AdjError
-from .activity import ActivityAnalysis, terminator
+from .activity import terminator
 from .adjoints import NeedsTape, Scope
-from .ir_util import add, index, is_float, is_memref, or_zero, ops, trip_count, unravel, walk
+from .ir_util import index, is_float, is_memref, or_zero, ops, trip_count, unravel, walk
+from .loop_slots import LoopSlots, carry_in, sum_slots
 from .memory_ops import add_into
 from .op_facts import facts
 from .protocols import OpRules
@@ -34,12 +35,6 @@ from .tape import key_block
 
 if TYPE_CHECKING:
     from .protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator
-
-# Most accumulators one outer value's adjoint gets in a reversed loop (LoopSlots): enough
-# independent chains to hide the latency of float adds, and for LLVM to make vectors of them;
-# few enough to stay in registers (8 measured slower where the body calls libm: every slot is
-# spilled around each call).
-MAX_SLOTS = 4
 
 
 # == forward ====================================================================================
@@ -260,38 +255,6 @@ def augmented_while(gen: "AugmentedGenerator", op: ir.Operation) -> None:
 
 
 # == reverse ====================================================================================
-class LoopSlots:
-    """How a reversed loop splits the adjoint of each outer value (from outside the loop, used
-    in its body) over loop-carried accumulators, "slots": one per site that may add to it, up
-    to MAX_SLOTS, dealt in program order (the k-th site gets slot k mod n), summed once after
-    the loop. One accumulator would make a chain of dependent float adds of each iteration's
-    contributions, which LLVM may not reassociate, and it leaves the body scalar. With a slot
-    each, the lanes of an unrolled reduction (frontend/arrays.py `reduce`) stay independent
-    in reverse as in the primal, and LLVM vectorises them as it does the primal's. The sum is
-    the same up to reassociation across independent partial sums, as the primal's lanes.
-
-    `sites`: in program order, (the op that RevGen.site names while the site is reversed,
-    the ops reversed as that site)."""
-
-    def __init__(self, act: ActivityAnalysis, outer: list[ir.Value],
-                 sites: list[tuple[ir.Operation, list[ir.Operation]]]):
-        used = [(key, {v for op in group if act.relevant(op) for inner in walk(op)
-                       for v in inner.operands}) for key, group in sites]
-        self.counts: list[int] = []
-        self.slot_of: dict[ir.Value, dict[ir.Operation, int]] = {}
-        for o in outer:
-            keys = [key for key, values in used if o in values]
-            n = min(max(len(keys), 1), MAX_SLOTS)
-            self.counts.append(n)
-            self.slot_of[o] = {key: k % n for k, key in enumerate(keys)}
-        self.total = sum(self.counts)
-
-    def split(self, values: list[ir.Value]) -> list[list[ir.Value]]:
-        """`values`, one per slot in order, grouped by outer value."""
-        it = iter(values)
-        return [[next(it) for _ in range(n)] for n in self.counts]
-
-
 def _open(gen: "ReverseGenerator", outer: list[ir.Value],
           carried: list[list[ir.Value | None]], slots: LoopSlots | None = None) -> None:
     """A new adjoint frame for a reversed region; `carried[k]`: outer[k]'s adjoint coming
@@ -303,28 +266,6 @@ def _set_outer(gen: "ReverseGenerator", outer: list[ir.Value],
                values: list[ir.Value | None]) -> None:
     for o, v in zip(outer, values):
         gen.set_adj(o, v)
-
-
-def _carry_in(gen: "ReverseGenerator", outer: list[ir.Value],
-              slots: LoopSlots) -> list[ir.Value]:
-    """The slots a reversed loop starts from. A single one starts from the adjoint so
-    far; several start from zero, alike, so that LLVM sees them as one vector."""
-    return [or_zero(gen.get_adj(o) if n == 1 else None, o.type)
-            for o, n in zip(outer, slots.counts) for _ in range(n)]
-
-
-def _sum_slots(gen: "ReverseGenerator", outer: list[ir.Value], slots: LoopSlots,
-               results: list[ir.Value]) -> None:
-    """After a reversed loop: each outer value's adjoint, from its slots. Several are
-    added to the adjoint so far one by one, that first: were the sum of the slots made
-    first, LLVM would fold it into a constant for a loop that does not run (the slots'
-    zeros), then pair the sums of different outer values, and their slots, in 2-wide
-    vectors that leave the body's lanes scalar."""
-    for o, values in zip(outer, slots.split(results)):
-        total = gen.get_adj(o) if len(values) > 1 else None
-        for v in values:
-            total = add(total, v)
-        gen.set_adj(o, total)
 
 
 def _at(load: ir.Operation, iv: ir.Value) -> bool:
@@ -373,7 +314,7 @@ def reverse_for(gen: "ReverseGenerator", op: ir.Operation) -> None:
     lb, ub, step = (gen.primal(v) for v in list(op.operands)[:3])
     n = trip_count(lb, ub, step)
     carried = [or_zero(gen.get_adj(op.results[k]), args[k].type) for k in ks] + \
-              _carry_in(gen, outer, slots) + [gen.shadow(op.results[k]) for k in ms]
+              carry_in(gen, outer, slots) + [gen.shadow(op.results[k]) for k in ms]
     zero_i, one_i = arith.constant(lb.type, 0), arith.constant(lb.type, 1)
     loop = scf.ForOp(zero_i, n, one_i, carried)
     with ir.InsertionPoint(loop.body):
@@ -395,7 +336,7 @@ def reverse_for(gen: "ReverseGenerator", op: ir.Operation) -> None:
         scf.YieldOp(out_args + [or_zero(v, c.type) for v, c in
                                 zip(out_outer, c[len(ks):len(ks) + m])] + out_shadows)
     res = list(loop.results)
-    _sum_slots(gen, outer, slots, res[len(ks):len(ks) + m])
+    sum_slots(gen, outer, slots, res[len(ks):len(ks) + m])
     for k, r in zip(ks, res):
         gen.add_adj(inits[k], r)
     for k, r in zip(ms, res[len(ks) + m:]):
@@ -510,7 +451,7 @@ def _reverse_sequential(gen: "ReverseGenerator", op: ir.Operation) -> None:
         total = arith.muli(total, c)
     outer = gen.outer(op)
     slots = LoopSlots(gen.act, outer, [(inner, [inner]) for inner in ops(body)[:-1]])
-    loop = scf.ForOp(index(0), total, index(1), _carry_in(gen, outer, slots))
+    loop = scf.ForOp(index(0), total, index(1), carry_in(gen, outer, slots))
     with ir.InsertionPoint(loop.body):
         scope = gen.enter(body)
         with ir.InsertionPoint(scope.marker):
@@ -523,7 +464,7 @@ def _reverse_sequential(gen: "ReverseGenerator", op: ir.Operation) -> None:
         gen.leave()
         out = gen.close_frame(outer)
         scf.YieldOp([or_zero(v, c.type) for v, c in zip(out, loop.inner_iter_args)])
-    _sum_slots(gen, outer, slots, list(loop.results))
+    sum_slots(gen, outer, slots, list(loop.results))
 
 
 def reverse_while(gen: "ReverseGenerator", op: ir.Operation) -> None:
@@ -544,7 +485,7 @@ def reverse_while(gen: "ReverseGenerator", op: ir.Operation) -> None:
     # The last run of the condition region, the one that exits.
     adj_b = _reverse_before(gen, op, outer, ka, [gen.get_adj(op.results[j]) for j in ka])
     carried = [or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] + \
-              _carry_in(gen, outer, slots)
+              carry_in(gen, outer, slots)
     loop = scf.ForOp(index(0), count, index(1), carried)
     with ir.InsertionPoint(loop.body):
         c = list(loop.body.arguments)[1:]
@@ -560,7 +501,7 @@ def reverse_while(gen: "ReverseGenerator", op: ir.Operation) -> None:
         scf.YieldOp([or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] +
                     [or_zero(v, s.type) for v, s in zip(out_outer, c[len(kb):])])
     res = list(loop.results)
-    _sum_slots(gen, outer, slots, res[len(kb):])
+    sum_slots(gen, outer, slots, res[len(kb):])
     inits = list(op.operands)
     for k, r in zip(kb, res):
         gen.add_adj(inits[k], r)

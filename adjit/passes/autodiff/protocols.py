@@ -145,6 +145,9 @@ class ReverseGenerator(Protocol):
 
     def set_adj(self, v: ir.Value, value: ir.Value | None) -> None: ...
 
+    def arith(self, op: ir.Operation) -> None:
+        """The adjoints of a table op's operands (rules.py)."""
+
     def accumulate(self, shadow: ir.Value, indices: list[ir.Value], d: ir.Value) -> None:
         """shadow[indices] += d (atomically in a kernel)."""
 

@@ -61,7 +61,7 @@ def _bits(t: ir.Type) -> int:
 
 class Policy:
     """The policy of one generation of a reverse function. `taped`: what an earlier
-    generation took from the tape (reverse._rev_twice); `materialized(v)`: whether the
+    generation took from the tape (reverse.rev_twice); `materialized(v)`: whether the
     reverse function has `v` already, in the scope of its block."""
 
     def __init__(self, ctx: "Shared", taped: frozenset,

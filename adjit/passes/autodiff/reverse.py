@@ -86,7 +86,12 @@ def rev_twice(gen, ctx: ReverseContext, name: str, extra: dict[str, ir.Attribute
 
 
 class RevGen:
-    """The reverse generator (protocols.ReverseGenerator)."""
+    """The reverse generator (protocols.ReverseGenerator): walks the primal body backwards
+    (reverse_block), materializes the primal values the rules ask for (primal, materialize,
+    shadow), keeps the adjoints in a stack of frames, one per reversed region (get_adj,
+    add_adj, set_adj, open_frame, close_frame), and collects the tape parameters it reads
+    (param, finish). The ops' rules are rules.py's and op_rules.py's; a subclass may put its
+    own first (OWN_RULES: kernel_tape.KernelRevGen)."""
 
     # Rules of this generator that take the place of op_rules.py's, by op name.
     OWN_RULES: dict[str, Rule] = {}
@@ -106,9 +111,9 @@ class RevGen:
     def emit(self, name: str, extra: dict[str, ir.Attribute], private: bool) -> ir.Operation:
         ctx = self.ctx
         ftype = func_type(ctx.fn)
-        inputs = aug_inputs(ftype, ctx.sig) + dret_types(ftype, ctx.sig)
+        params_in = aug_inputs(ftype, ctx.sig) + dret_types(ftype, ctx.sig)
         results = [] if ctx.kernel else adjoint_types(ftype, ctx.sig)
-        rev = ctx.diff.new_function(name, inputs, results, ctx.fn, extra, private)
+        rev = ctx.diff.new_function(name, params_in, results, ctx.fn, extra, private)
         self.rev = rev
         self.entry = rev.regions[0].blocks[0]
         params = iter(self.entry.arguments)
@@ -354,7 +359,7 @@ class RevGen:
     def open_frame(self, outer: list[ir.Value], carried: list[list[ir.Value | None]],
                    slot_of: dict | None = None) -> None:
         """A new Frame for a reversed region; `carried[k]`: outer[k]'s adjoint coming in, as
-        one value, or in a loop one per slot (`slot_of`: control_flow.LoopSlots)."""
+        one value, or in a loop one per slot (`slot_of`: loop_slots.LoopSlots)."""
         self.adj.append(Frame(outer, carried, slot_of))
 
     def close_frame(self, outer: list[ir.Value]) -> list[ir.Value | None]:

@@ -19,7 +19,8 @@ from . import autodiff_checks, service
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         specialise)
 from .modes import (Active, Annotation, Const, Duplicated, Forward,
-                    ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal)
+                    ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
+                    derivative_abi)
 from ..core.types import ArrayType
 
 if TYPE_CHECKING:
@@ -98,17 +99,12 @@ class Tape:
         return f"<adjit.Tape {len(self.values)} values, {self.nbytes} bytes>"
 
 
-def _flatten_args(anns: list[Annotation], types: list, values: list, with_shadow: bool):
-    """Argument values and types as generated functions take them: each primal, followed
-    by its shadow when the argument is Duplicated (and, in forward mode, by its tangent)."""
-    out_v, out_t = [], []
-    for a, t, v in zip(anns, types, values):
-        out_v.append(v)
-        out_t.append(t)
-        if isinstance(a, Duplicated) and with_shadow:
-            out_v.append(a.dval if isinstance(t, ArrayType) else t.np_dtype.type(a.dval))
-            out_t.append(t)
-    return out_v, out_t
+def _flatten_args(mode: Mode, anns: list[Annotation], types: list, values: list) -> list:
+    """Argument values as the generated functions take them (core/derivative_abi.py): each
+    primal, followed by its shadow (reverse) or tangent (forward) where it has one."""
+    shadows = [a.dval if isinstance(t, ArrayType) or a.dval is None else t.np_dtype.type(a.dval)
+               for a, t in zip(anns, types)]
+    return derivative_abi(mode, anns).flatten(values, shadows)
 
 
 # ---- entry points ------------------------------------------------------------------------
@@ -162,7 +158,7 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
                                             device)
-    flat, _ = _flatten_args(anns, types, values, True)
+    flat = _flatten_args(mode, anns, types, values)
     if device == "cuda" and isinstance(f, Kernel):   # no result: no tangent or primal
         from .cuda_launch import derivative_kernels, is_compile_only, launch_derivative
         if not is_compile_only():
@@ -247,7 +243,7 @@ class _SplitHalf:
                                                 self.workgroupsize, True)
         d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)
         check_ndrange_bounds(d.ndrange_bounds, values, nd)
-        flat, _ = _flatten_args(anns, types, values, True)
+        flat = _flatten_args(ReverseSplitWithPrimal, anns, types, values)
         flat += list(nd or ())
         names = _guard(self.f, anns, True, flat, d.written,
                        ("aug",) if self.forward else ("rev",), len(nd or ()))
@@ -416,7 +412,7 @@ def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray) -> tu
     vjp of array-valued `f`. Returns one derivative per argument (None for non-Active)."""
     anns, types, values, _, _ = _prepare(f, anns, None, None, True)
     d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
-    flat, _ = _flatten_args(anns, types, values, True)
+    flat = _flatten_args(Reverse, anns, types, values)
     _guard(f, anns, True, flat + [cotangent], d.written, ("rev_all",), 0,
            (autodiff_checks.Slot("", "cotangent"),))
     out = d.calls["rev_all"](*flat, cotangent, d.results[0].np_dtype.type(1.0))

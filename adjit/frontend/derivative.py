@@ -21,7 +21,7 @@ from mlir.dialects import arith, func
 
 from ..core.activity import Activity
 from ..dialects import adj
-from .modes import Annotation, Duplicated, Mode, flat_positions
+from .modes import Annotation, Mode, derivative_abi, flat_positions
 from ..passes.kernel_abi import ndrange_bounds
 from .compiler import CompileUnit, function_type, host_program
 from ..core.errors import CompilationError
@@ -158,7 +158,9 @@ class Derivative:
                      ret, mode.with_primal, overwritten=mode.split)
             self.ret_activity = ret
             run_pass(unit)
-            flat_t = self._flat_types(anns, types, ndrange) + cotangent
+            # the generated functions' parameters (core/derivative_abi.py), then the extents
+            flat_t = derivative_abi(mode, anns).inputs(types) + \
+                [i64] * len(ndrange or ()) + cotangent
             if mode.reverse:
                 self._reverse_entries(unit, flat_t, anns, types)
             else:
@@ -217,15 +219,6 @@ class Derivative:
                 adj.launch(symbol, ktype, list(block.arguments[:n]), extents, wgs)
                 func.ReturnOp([])
         return wrapper, [], False
-
-    @staticmethod
-    def _flat_types(anns, types, ndrange) -> list:
-        flat = []
-        for a, t in zip(anns, types):
-            flat.append(t)
-            if isinstance(a, Duplicated):
-                flat.append(t)
-        return flat + [i64] * (len(ndrange) if ndrange else 0)
 
     def _forward_entry(self, unit: CompileUnit, flat_t: list) -> None:
         ins, outs = _generated(unit, "d")

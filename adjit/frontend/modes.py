@@ -8,7 +8,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..core.activity import SHADOWED
+from ..core.activity import SHADOWED, Activity
+from ..core.derivative_abi import DerivativeABI, Mode as Kind
 
 
 # ---- modes -------------------------------------------------------------------------------
@@ -21,6 +22,11 @@ class Mode:
 
     def __repr__(self) -> str:
         return self.name
+
+    @property
+    def kind(self) -> Kind:
+        """The kind of derivative the pass generates for this mode (its `mode` attribute)."""
+        return Kind.REVERSE if self.reverse else Kind.FORWARD
 
 
 Forward = Mode("Forward", False, False)
@@ -71,3 +77,10 @@ def flat_positions(activity: Sequence[str]) -> list[int]:
     its shadow when Duplicated, see _flatten_args); one more entry: their number."""
     return list(itertools.accumulate((2 if a in SHADOWED else 1 for a in activity),
                                      initial=0))
+
+
+def derivative_abi(mode: Mode, anns: Sequence[Annotation], ret_activity: str = "const"
+                   ) -> DerivativeABI:
+    """The layout of the functions generated for `mode` and these annotations."""
+    return DerivativeABI(mode.kind, tuple(Activity(a.activity) for a in anns),
+                         Activity(ret_activity), mode.with_primal)

@@ -15,12 +15,13 @@ import warnings
 
 from mlir import ir
 
-from ..core.activity import Activity, SHADOWED
+from ..core.activity import Activity
 from . import scalar_ops as S
 from .codegen import CodeGenerator
 from .compiler import CompileUnit
 from ..core.errors import UserError
 from .rules import AugmentedReturn, Config, RuleArg
+from ..core.derivative_abi import DerivativeABI, Mode
 from ..core.types import ArrayType
 from .values import Array, Literal, PyObj, Scalar
 
@@ -43,17 +44,14 @@ class RuleCodeGenerator(CodeGenerator):
         flat = self._flat_inputs(arg_types)
         super().__init__(unit, rule, source, "rule", flat, symbol)
 
-    def _has_shadow(self, act: str, t) -> bool:
-        if self.rule_kind == "forward":
-            return act != Activity.CONST
-        return act in SHADOWED and isinstance(t, ArrayType)
+    def _abi(self) -> DerivativeABI:
+        """The layout of the derivative this rule implements (a forward rule's is forward
+        mode's; augmented and reverse rules take the reverse mode's)."""
+        return DerivativeABI(Mode.FORWARD if self.rule_kind == "forward" else Mode.REVERSE,
+                             tuple(self.activity), self.ret_activity)
 
     def _flat_inputs(self, arg_types: list) -> list:
-        flat = []
-        for act, t in zip(self.activity, arg_types):
-            flat.append(t)
-            if self._has_shadow(act, t):
-                flat.append(t)
+        flat = self._abi().inputs(arg_types)
         if self.rule_kind == "reverse":
             if self.ret_activity == Activity.ACTIVE:
                 flat.append(self.primal_type)
@@ -74,9 +72,10 @@ class RuleCodeGenerator(CodeGenerator):
         it = iter(zip(args, self.arg_types))
         bound = {names[0]: PyObj(self.config)}
         rule_args = []
-        for act, t in zip(self.activity, self.primal_arg_types):
+        abi = self._abi()
+        for k, act in enumerate(self.activity):
             val = value(*next(it))
-            dval = value(*next(it)) if self._has_shadow(act, t) else None
+            dval = value(*next(it)) if abi.has_shadow(k) else None
             rule_args.append(RuleArg(val, dval, act))
         if self.rule_kind == "reverse":
             dret = value(*next(it)) if self.ret_activity == Activity.ACTIVE else None

@@ -87,3 +87,28 @@ def test_derivatives_of_such_a_launch_are_refused_too(device):
                                   adjit.Duplicated, adjit.Duplicated, ndrange=11)
     with pytest.raises(IndexError, match=r"ndrange\[0\] is larger"):
         fwd(adjit.Active(2.0), adjit.Duplicated(x, dx), adjit.Duplicated(y, dy))
+
+
+@adjit.jit
+def axpy_loss(a, x, y, n: int):
+    axpy(a, x, y, ndrange=n)
+    return adjit.sum(y * y)
+
+
+def test_derivatives_of_a_compiled_function_check_their_launches_too():
+    """The autodiff pass carries a kernel's facts onto its derivative kernels (positions moved
+    past the shadows), so the launches inside a differentiated @jit function are checked: a
+    too-large ndrange raises instead of writing past the arrays."""
+    x, y = np.ones(10), np.ones(10)
+    dx, dy = np.zeros(10), np.zeros(10)
+    with pytest.raises(IndexError, match=r"kernel axpy: ndrange\[0\] is larger than "
+                                         r"dimension 0 of argument '[xy]'"):
+        adjit.autodiff(adjit.Reverse, axpy_loss, adjit.Active(2.0), adjit.Duplicated(x, dx),
+                       adjit.Duplicated(y, dy), 11)
+    np.testing.assert_array_equal(dx, np.zeros(10))
+    # the same call in bounds: d/dx sum((a x + y)^2) = 2 a (a x + y)
+    y, dy = np.ones(10), np.zeros(10)
+    da = adjit.autodiff(adjit.Reverse, axpy_loss, adjit.Active(2.0),
+                        adjit.Duplicated(x, dx), adjit.Duplicated(y, dy), 10)[0]
+    np.testing.assert_allclose(dx, 2 * 2.0 * (2.0 * 1 + 1) * np.ones(10))
+    np.testing.assert_allclose(da, np.sum(2 * (2.0 * 1 + 1) * np.ones(10)))

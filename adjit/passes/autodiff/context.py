@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
+from ...core.derivative_abi import Mode
 from ...core.activity import Activity
 from ...dialects.adj import KERNEL_ATTR
 from .activity import ActivityAnalysis
@@ -62,7 +63,7 @@ class ReverseContext:
         """The reverse-mode signature of a call site."""
         activity, overwritten = self.operand_activity(op, op.operands)
         active_ret = any(self.act.active(r) for r in op.results)
-        sig = Signature(fn=callee(op), mode="reverse", activity=activity,
+        sig = Signature(fn=callee(op), mode=Mode.REVERSE, activity=activity,
                         ret_activity=Activity.ACTIVE if active_ret else Activity.CONST, with_primal=True,
                         overwritten=overwritten)
         return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)

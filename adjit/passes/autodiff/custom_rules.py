@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from mlir import ir
 
+from ...core.derivative_abi import Mode
 from ...core.activity import SHADOWED
 from ...dialects.adj import AdjError
 from .ir_util import func_type, symbol_name, symbol_ref
@@ -97,7 +98,7 @@ def lookup_rules(diff: "Host", sig: Signature, at: ir.Operation,
     provider = diff.rule_provider
     config = rule_config(sig)
     args = (sig.fn, list(sig.activity), sig.ret_activity, config)
-    if sig.mode == "forward":
+    if sig.mode == Mode.FORWARD:
         name = provider(sig.fn, "forward", *args[1:])
         if name is None:
             return None

@@ -15,7 +15,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from ...dialects.adj import AdjError, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
+from ...core.derivative_abi import Mode
+from ...dialects.adj import AdjError, BOUNDS_ATTR, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
 from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
 from .inline_array_calls import inline_array_calls
@@ -23,7 +24,7 @@ from .ir_util import func_type, symbol_name
 from .kernel_tape import generate_kernel_reverse
 from .memory import WrittenArguments
 from .reverse import generate_reverse
-from .signature import Derivative, Signature, check_signature
+from .signature import Derivative, Signature, abi, check_signature
 
 REQUEST = "adj.autodiff"
 # Attributes of a request that are its own; any other is copied onto the generated functions
@@ -62,7 +63,7 @@ class Differentiator:
     def handle_request(self, op: ir.Operation) -> None:
         sig, name = self._parse(op)
         extra = {k: op.attributes[k] for k in op.attributes if k not in REQUEST_ATTRS}
-        names = [name] if sig.mode == "forward" else [f"{name}_aug", f"{name}_rev"]
+        names = [name] if sig.mode == Mode.FORWARD else [f"{name}_aug", f"{name}_rev"]
         for n in names:
             if n in self.symbols:
                 raise AdjError(op, f"autodiff request {name!r} would define @{n}, which exists")
@@ -137,16 +138,35 @@ class Differentiator:
             return ruled
         self._in_progress.add(sig)
         fn = self.symbols[sig.fn]
-        if sig.mode == "forward":
+        if sig.mode == Mode.FORWARD:
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
         else:
             inline_array_calls(self, fn, sig)
             generate = generate_kernel_reverse if KERNEL_ATTR in fn.attributes \
                 else generate_reverse
             result = generate(self, fn, sig, name, extra)
+        if BOUNDS_ATTR in fn.attributes:
+            self._carry_bounds(fn, sig, [result.forward, result.aug, result.rev])
         self._in_progress.discard(sig)
         self.done[sig] = result
         return result
+
+    def _carry_bounds(self, fn: ir.Operation, sig: Signature, names: list[str | None]) -> None:
+        """A kernel's derivative kernels index its arrays as it does, over the same items: they
+        get its ndrange facts (passes/ndrange_bounds.py), each argument's position moved to
+        where it stands among their parameters (core/derivative_abi.py), so that every launch
+        of them is checked too."""
+        position = abi(sig).primal_positions()
+        facts = []
+        for a in ir.ArrayAttr(fn.attributes[BOUNDS_ATTR]):
+            fact = ir.DictAttr(a)
+            entries = {key: fact[key] for key in ("dim", "id", "message")}
+            entries["arg"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                position[ir.IntegerAttr(fact["arg"]).value])
+            facts.append(ir.DictAttr.get(entries))
+        for name in names:
+            if name is not None:
+                self.lookup(name).attributes[BOUNDS_ATTR] = ir.ArrayAttr.get(facts)
 
     def rules(self, sig: Signature, at: ir.Operation) -> Derivative | None:
         """The custom rules for `sig`, if the provider has them (asked once per signature:
@@ -171,7 +191,7 @@ class Differentiator:
                extra: dict[str, ir.Attribute]) -> None:
         """Defines the requested names for already generated functions: thin wrappers (which
         inlining removes), or copies for kernels, which a launch must call directly."""
-        pairs = [(name, d.forward)] if sig.mode == "forward" else [
+        pairs = [(name, d.forward)] if sig.mode == Mode.FORWARD else [
             (f"{name}_aug", d.aug), (f"{name}_rev", d.rev)]
         for new, old in pairs:
             target = self.lookup(old)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
+from ...core.derivative_abi import Mode
 from ...core.activity import Activity, SHADOWED
 from ...dialects import adj
 from ...dialects.adj import launch_call
@@ -47,7 +48,7 @@ def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
             args.append(gen.derivative_of(v))
         else:
             activity.append(Activity.CONST)
-    sig = Signature(fn=callee(call), mode="forward", activity=tuple(activity),
+    sig = Signature(fn=callee(call), mode=Mode.FORWARD, activity=tuple(activity),
                     ret_activity=Activity.CONST, with_primal=False,
                     overwritten=(False,) * len(activity))
     name = gen.diff.derivative(sig, op).forward
@@ -58,7 +59,7 @@ def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
 def launch_signature(ctx: "Shared", op: ir.Operation) -> tuple[Signature, Derivative]:
     call = launch_call(op)
     activity, overwritten = ctx.operand_activity(op, call.operands)
-    sig = Signature(fn=callee(call), mode="reverse", activity=activity,
+    sig = Signature(fn=callee(call), mode=Mode.REVERSE, activity=activity,
                     ret_activity=Activity.CONST, with_primal=False, overwritten=overwritten)
     return sig, ctx.diff.derivative(sig, op)
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from mlir import ir
 
 from ...core.activity import Activity, SHADOWED
+from ...core.derivative_abi import DerivativeABI, Mode
 from ...dialects.adj import AdjError
 from .ir_util import func_type, is_float, is_float_memref, is_memref
 from ...core.tape_size import Expr, to_text
 
 ACTIVITIES = tuple(a.value for a in Activity)
-MODES = ("forward", "reverse")
+MODES = tuple(m.value for m in Mode)
 
 
 @dataclass(frozen=True)
@@ -98,16 +99,16 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
         if not (is_float(t) or is_float_memref(t)):
             raise AdjError(op, f"argument {k} of @{sig.fn} has type {t}, which is not "
                                f"differentiable: it must be \"const\", not {act!r}")
-        if sig.mode == "reverse" and act == Activity.ACTIVE and is_memref(t):
+        if sig.mode == Mode.REVERSE and act == Activity.ACTIVE and is_memref(t):
             raise AdjError(op, f"argument {k} of @{sig.fn} is an array ({t}): in reverse mode "
                                f"it must be \"dup\", \"dupnoneed\" or \"const\", not \"active\"")
-        if sig.mode == "reverse" and act in SHADOWED and not is_memref(t):
+        if sig.mode == Mode.REVERSE and act in SHADOWED and not is_memref(t):
             raise AdjError(op, f"argument {k} of @{sig.fn} is a scalar ({t}): in reverse mode "
                                f"it must be \"active\" or \"const\", not {act!r}")
     if sig.ret_activity not in ACTIVITIES:
         raise AdjError(op, f"autodiff ret_activity {sig.ret_activity!r} is not one of "
                            f"{', '.join(ACTIVITIES)}")
-    if sig.ret_activity != Activity.CONST and sig.mode == "reverse":
+    if sig.ret_activity != Activity.CONST and sig.mode == Mode.REVERSE:
         if sig.ret_activity != Activity.ACTIVE:
             raise AdjError(op, f"reverse-mode ret_activity of @{sig.fn} must be \"active\" or "
                                f"\"const\", not {sig.ret_activity!r}")
@@ -118,33 +119,29 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
                                f"in reverse mode")
 
 
+def abi(sig: Signature) -> DerivativeABI:
+    """The layout of the functions generated for `sig` (core/derivative_abi.py)."""
+    return DerivativeABI(sig.mode, sig.activity, sig.ret_activity, sig.with_primal)
+
+
 def forward_abi(ftype: ir.FunctionType, sig: Signature) -> tuple[list[ir.Type], list[ir.Type]]:
-    """(params, results) of a forward derivative: see the package docstring."""
-    inputs: list[ir.Type] = []
-    for t, act in zip(ftype.inputs, sig.activity):
-        inputs.append(t)
-        if act != Activity.CONST:
-            inputs.append(t)
-    results = list(ftype.results) if sig.with_primal else []
-    if sig.ret_activity != Activity.CONST:
-        results += [t for t in ftype.results if is_float(t) or is_float_memref(t)]
-    return inputs, results
+    """(params, results) of a forward derivative."""
+    layout = abi(sig)
+    return (layout.inputs(list(ftype.inputs)),
+            layout.forward_results(list(ftype.results),
+                                   lambda t: is_float(t) or is_float_memref(t)))
 
 
 def aug_inputs(ftype: ir.FunctionType, sig: Signature) -> list[ir.Type]:
     """Params of an augmented forward (and the leading params of its reverse)."""
-    inputs: list[ir.Type] = []
-    for t, act in zip(ftype.inputs, sig.activity):
-        inputs.append(t)
-        if act in SHADOWED:
-            inputs.append(t)
-    return inputs
+    return abi(sig).inputs(list(ftype.inputs))
 
 
 def dret_types(ftype: ir.FunctionType, sig: Signature) -> list[ir.Type]:
-    return [t for t in ftype.results if is_float(t)] if sig.ret_activity == Activity.ACTIVE else []
+    """The adjoints of the results that a reverse function takes."""
+    return abi(sig).dret(list(ftype.results), is_float)
 
 
 def adjoint_types(ftype: ir.FunctionType, sig: Signature) -> list[ir.Type]:
     """Results of a reverse function: one adjoint per active argument."""
-    return [t for t, act in zip(ftype.inputs, sig.activity) if act == Activity.ACTIVE]
+    return abi(sig).adjoints(list(ftype.inputs))

@@ -8,7 +8,8 @@ Request (a declaration, anywhere in the module body):
                       activity = ["const" | "active" | "dup" | "dupnoneed", ... one per arg],
                       ret_activity = "const" | "active" | "dup" | "dupnoneed",
                       with_primal = true | false,                  (default false)
-                      overwritten = [false, ...]}                  (optional, default all false)
+                      overwritten = [false, ...],                  (optional, default all false)
+                      combined}                                    (optional, reverse mode)
 `overwritten[k]`: the caller may change array argument k between the augmented and the reverse
 call (leave false for Reverse, which runs them back to back; set true for split mode if user
 code may write the arrays in between). Any other attribute of the request (`adj.entry`,
@@ -35,6 +36,9 @@ reverse, `@NAME_aug` then `@NAME_rev` (split mode):
              `dret` per float result of f; then the tape values.
     `@NAME_rev` results: one adjoint per "active" argument, in order. Shadow arrays receive
              accumulated adjoints (dx += ...); the adjoint of memory that f overwrote is zeroed.
+    `@NAME` (a `combined` request, not for kernels): params: aug's, then rev's `dret`;
+             results: f's results if with_primal, then the adjoints: aug then rev, the tape
+             between them (what compiled code calls for a gradient).
     Reverse mode accepts "active" for float scalars only and "dup"/"dupnoneed"/"const" for
     arrays; "active" ret_activity needs float scalar results.
 kernels (f marked `adj.kernel`, launched over an ndrange; they return nothing):

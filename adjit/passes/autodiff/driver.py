@@ -20,7 +20,7 @@ from ...dialects.adj import AdjError, BOUNDS_ATTR, FUNC_ATTR, KERNEL_ATTR, NDIM_
 from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
 from .inline_array_calls import inline_array_calls
-from .ir_util import func_type, symbol_name
+from .ir_util import func_type, is_float, symbol_name
 from .kernel_tape import generate_kernel_reverse
 from .memory import WrittenArguments
 from .reverse import generate_reverse
@@ -30,7 +30,7 @@ REQUEST = "adj.autodiff"
 # Attributes of a request that are its own; any other is copied onto the generated functions
 # (the frontend puts `adj.entry`, `llvm.emit_c_interface` there).
 REQUEST_ATTRS = {"sym_name", "fn", "mode", "activity", "ret_activity", "with_primal",
-                 "overwritten", "width"}
+                 "overwritten", "width", "combined"}
 # Markers of the differentiated function that its derivatives keep.
 KEPT_MARKERS = (KERNEL_ATTR, NDIM_ATTR, FUNC_ATTR)
 
@@ -63,7 +63,12 @@ class Differentiator:
     def handle_request(self, op: ir.Operation) -> None:
         sig, name = self._parse(op)
         extra = {k: op.attributes[k] for k in op.attributes if k not in REQUEST_ATTRS}
-        names = [name] if sig.mode == Mode.FORWARD else [f"{name}_aug", f"{name}_rev"]
+        combined = "combined" in op.attributes
+        if combined and (sig.mode != Mode.REVERSE or KERNEL_ATTR in self.symbols[sig.fn].attributes):
+            raise AdjError(op, "a combined request is of reverse mode, for a function that is not "
+                               "a kernel (a kernel's derivative is launched, per item)")
+        names = [name] if sig.mode == Mode.FORWARD else \
+            [f"{name}_aug", f"{name}_rev"] + ([name] if combined else [])
         for n in names:
             if n in self.symbols:
                 raise AdjError(op, f"autodiff request {name!r} would define @{n}, which exists")
@@ -76,6 +81,32 @@ class Differentiator:
                 self._alias(self.done[sig], sig, name, extra)
             else:
                 self.generate(sig, op, name, extra)
+            if combined:
+                self._combine(sig, name, extra)
+
+    def _combine(self, sig: Signature, name: str, extra: dict[str, ir.Attribute]) -> None:
+        """Defines @name(<aug's parameters>, <dret>) -> (<primal results if with_primal>,
+        <adjoints>): the augmented function, then the reverse one on its tape (Enzyme's
+        combined reverse mode), which compiled code calls for a gradient. The tape's memrefs
+        are the caller's to free (buffer deallocation does it, as for any allocation)."""
+        ftype = func_type(self.symbols[sig.fn])
+        inputs, results = list(ftype.inputs), list(ftype.results)
+        layout = abi(sig)
+        params = layout.inputs(inputs)
+        dret = layout.dret(results, is_float)
+        n_primal = len(results) if sig.with_primal else 0
+        aug, rev = self.lookup(f"{name}_aug"), self.lookup(f"{name}_rev")
+        fn = self.new_function(name, params + dret, results[:n_primal] + layout.adjoints(inputs),
+                               self.symbols[sig.fn], extra)
+        entry = fn.regions[0].blocks[0]
+        args = list(entry.arguments)
+        with ir.InsertionPoint(entry):
+            first = func.CallOp(list(func_type(aug).results), ir.FlatSymbolRefAttr.get(
+                f"{name}_aug"), args[:len(params)])
+            tape = list(first.results)[n_primal:]
+            second = func.CallOp(list(func_type(rev).results), ir.FlatSymbolRefAttr.get(
+                f"{name}_rev"), args + tape)
+            func.ReturnOp(list(first.results)[:n_primal] + list(second.results))
 
     def _parse(self, op: ir.Operation) -> tuple[Signature, str]:
         def get(key: str, kind: type, default=None):

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 # 7: a reverse kernel's `uniform_loads` (its extra per-item outputs).
 # 8: a kernel with checks takes its launch's error cell as a hidden last parameter (no
 #    module global `error_global`).
-FORMAT_VERSION = 8
+# 9: no `tape_per_item` nor `uniform_loads`: a launch's derivative is a host program, whose
+#    launch rule sizes tapes and sums per-item adjoints on the device.
+FORMAT_VERSION = 9
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -31,18 +33,10 @@ class GpuKernel:
     then, when it has `checks`, the launch's error cell (a hidden memref<1xi64>: allocated,
     aligned, offset, size, stride), which the launcher provides (runtime/cuda.py).
     `checks[i]` is the (Python error name, message) of `adj.check` number i+1, which the
-    kernel stores in the cell when it fails. An augmented kernel of
-    reverse mode (passes/autodiff) ends its params with per-item tapes: the caller allocates
-    prod(ndrange) * `tape_per_item[k]` elements for the k-th of them: an int, or (since format
-    4) the text of an expression of the kernel's arguments (core/tape_size.py). `written`
-    are the indices of the array parameters the kernel may write; `ndrange_bounds` the (parameter,
-    dimension, ndrange dimension, message) of each index every work item takes with its id,
-    which the launcher checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
-    A reverse kernel's `uniform_loads` (since format 7) are the elements every work item
-    reads (passes/autodiff/uniform_loads.py): per element, the primal kernel argument and its
-    indices as expression texts of the kernel's arguments (core/tape_size.py); the kernel's
-    params end with one per-item output per element, after those of the Active scalars,
-    which the launcher sums and adds into the element of the argument's shadow.
+    kernel stores in the cell when it fails. `written` are the indices of the array
+    parameters the kernel may write; `ndrange_bounds` the (parameter, dimension, ndrange
+    dimension, message) of each index every work item takes with its id, which the launcher
+    checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
     """
     name: str
     entry: str
@@ -51,10 +45,8 @@ class GpuKernel:
     params: tuple[Param, ...]
     ndim: int
     checks: tuple[tuple[str, str], ...] = ()
-    tape_per_item: tuple[int | str, ...] = ()
     written: tuple[int, ...] = ()
     ndrange_bounds: tuple[tuple[int, int, int, str], ...] = ()
-    uniform_loads: tuple[tuple[int, tuple[str, ...]], ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -68,11 +60,8 @@ class GpuKernel:
         fields = dict(data)
         fields["params"] = tuple(Param(**p) for p in data["params"])
         fields["checks"] = tuple(tuple(c) for c in data.get("checks", ()))
-        fields["tape_per_item"] = tuple(data.get("tape_per_item", ()))
         fields["written"] = tuple(data.get("written", ()))
         fields["ndrange_bounds"] = tuple(tuple(b) for b in data.get("ndrange_bounds", ()))
-        fields["uniform_loads"] = tuple((int(arg), tuple(at))
-                                        for arg, at in data.get("uniform_loads", ()))
         return cls(**fields)
 
 

@@ -1,9 +1,9 @@
 """Integer expressions of a kernel's arguments, in pure Python: the per-item tape sizes of
 reverse-mode kernels whose loops run a number of times given by the kernel's arguments.
 
-passes/autodiff/uniform.py builds them from IR and emits them as IR; this module folds,
-evaluates, prints and parses them, without MLIR, so that a GPU launch from the kernel cache
-(frontend/cuda_launch.py) sizes its tapes from the launch's arguments.
+passes/autodiff/uniform.py builds them from IR and emits them as IR (the kernels and the
+launch rule compute them from the launch's operands); this module builds them with folding,
+evaluates them (folding needs it) and prints them, without MLIR.
 
 An expression (`Expr`) is an int, or a tuple (op, operand...):
     ("arg", k)                 scalar argument k of the kernel, as an integer
@@ -18,8 +18,7 @@ An expression (`Expr`) is an int, or a tuple (op, operand...):
                                slots of a loop whose bounds depend on an enclosing loop's
                                variable (a triangular `for k2 in range(k, n)`)
 Operations on ints fold, so an expression without arguments is an int. Its text form is an
-s-expression, `(muli 2 (trip 0 (arg 2) 1))`, which `parse` reads back: the `adj.tape`
-attribute and the GPU kernel cache carry it.
+s-expression, `(muli 2 (trip 0 (arg 2) 1))`, which the `adj.tape` attribute shows.
 """
 from __future__ import annotations
 
@@ -168,29 +167,3 @@ def to_text(e: Expr) -> str:
     if isinstance(e, (int, str)):
         return str(e)
     return "(" + " ".join(to_text(o) for o in e) + ")"
-
-
-def parse(text: str) -> Expr:
-    """The expression `to_text` wrote."""
-    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
-    e, rest = _parse(tokens)
-    if rest:
-        raise ValueError(f"trailing text in expression {text!r}")
-    return e
-
-
-def _parse(tokens: list[str]) -> tuple[Expr, list[str]]:
-    head, rest = tokens[0], tokens[1:]
-    if head != "(":
-        return (int(head) if head.lstrip("-").isdigit() else head), rest
-    items: list = []
-    while rest[0] != ")":
-        item, rest = _parse(rest)
-        items.append(item)
-    return tuple(items), rest[1:]
-
-
-def per_item_count(per_item: int | str, scalar: Callable[[int], int],
-                   dim: Callable[[int, int], int]) -> int:
-    """A tape's slots per work item, as GpuKernel.tape_per_item holds it (int, or text)."""
-    return per_item if isinstance(per_item, int) else evaluate(parse(per_item), scalar, dim)

@@ -151,32 +151,21 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     """Differentiates `f` at `args` (each Const/Active/Duplicated/DuplicatedNoNeed; bare
     values are Const). See SPEC: Reverse returns one derivative per argument (None for
     non-Active), Forward the result's tangent; ...WithPrimal adds the primal result.
-    `device="cuda"` differentiates a kernel launch on the GPU, or a function whose kernel
-    launches (their derivative kernels) then run on the GPU."""
+    `device="cuda"` differentiates a kernel launch, or an @adjit.jit function, as a host
+    program whose launches (the derivative kernels) run on the GPU."""
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
                                             device)
     flat = _flatten_args(mode, anns, types, values)
-    if device == "cuda" and isinstance(f, Kernel):   # no result: no tangent or primal
-        from .cuda_launch import derivative_kernels, is_compile_only, launch_derivative
-        if not is_compile_only():
-            activity = [a.activity for a in anns]
-            kernels = derivative_kernels(f, types, len(nd), "reverse" if mode.reverse else
-                                         "forward", activity)
-            written = {name: frozenset(k.written) for name, k in kernels.items()}
-            _guard(f, anns, mode.reverse, flat, written, tuple(written), len(nd))
-        active = launch_derivative(f, mode.reverse, [a.activity for a in anns], types, flat,
-                                   nd, wgs)
-        if not mode.reverse:
-            return None
-        grads = _per_argument(anns, active)
-        return (grads, None) if mode.with_primal else grads
     if device == "cuda":
+        # A host program, whose launches (a kernel's own, or a function's) are the launch
+        # rule's, as on the CPU: the derivative kernels, and for reverse mode the kernels
+        # counting per-item tapes and summing per-item adjoints, run on the GPU.
         from .cuda_jit import derivative
-        d = derivative(f, mode, anns, types)
-        if d is None:        # compile_only(): compiled, nothing run; zeros, as for launches
+        d = derivative(f, mode, anns, types, nd, wgs)
+        if d is None:        # compile_only(): compiled, nothing run; zeros
             if not mode.reverse:
                 return None
             grads = _per_argument(anns, [t.np_dtype.type(0) for a, t in zip(anns, types)
@@ -184,7 +173,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
             return (grads, None) if mode.with_primal else grads
     else:
         d = _derivative(f, mode, anns, types, nd, wgs)
-        check_ndrange_bounds(d.ndrange_bounds, values, nd)
+    # Before the call allocates any tape: the launch would refuse it only after that.
+    check_ndrange_bounds(d.ndrange_bounds, values, nd)
     flat += list(nd or ())
     _guard(f, anns, mode.reverse, flat, d.written, ("rev_all",) if mode.reverse else ("fwd",),
            len(nd or ()))

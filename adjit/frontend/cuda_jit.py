@@ -1,6 +1,7 @@
-"""`@adjit.jit` functions called with `device="cuda"`: get the host program (the function's
-code for the CPU, and the kernels it launches for the GPU; runtime/host_program.py) from the
-compile service (service.py: this process's memo, the disk cache, the compiler), and run it.
+"""`@adjit.jit` functions called with `device="cuda"`, and derivatives on the GPU (of such a
+function or of a kernel's launch): get the host program (the function's code for the CPU,
+and the kernels it launches for the GPU; runtime/host_program.py) from the compile service
+(service.py: this process's memo, the disk cache, the compiler), and run it.
 
 As for kernel launches (cuda_launch.py), the key is computed without MLIR: from the
 function's Python source and that of everything it calls or launches (source.fingerprint),
@@ -23,7 +24,7 @@ from .guard import compiling
 
 if TYPE_CHECKING:
     from .modes import Annotation, Mode
-    from .functions import Function
+    from .functions import Function, Kernel
 
 
 def call(fn: Function, args: Sequence[Any]) -> Any:
@@ -50,25 +51,31 @@ def lower(fn: Function, args: Sequence[Any]) -> Lowered:
 @dataclass(frozen=True)
 class GpuDerivative:
     """A derivative compiled as a host program: what autodiff calls (derivative.Derivative's
-    `calls`, `results`, `ret_activity` and `written`)."""
+    `calls`, `results`, `ret_activity`, `written` and, for a kernel's launch,
+    `ndrange_bounds`)."""
     calls: dict[str, Callable[..., Any]]
     results: list
     ret_activity: str
     written: dict[str, frozenset]
+    ndrange_bounds: tuple[tuple[int, int, int, str], ...]
 
 
-def derivative(fn: Function, mode: Mode, anns: Sequence[Annotation],
-               types: list) -> GpuDerivative | None:
-    """`autodiff(mode, fn, *anns, device="cuda")`'s compiled derivative; None under
+def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation], types: list,
+               ndrange: tuple[int, ...] | None = None,
+               wgs: tuple[int, ...] | None = None) -> GpuDerivative | None:
+    """`autodiff(mode, target, *anns, device="cuda")`'s compiled derivative (a kernel's: of
+    its launch over an ndrange of `ndrange`'s rank in workgroups of `wgs`); None under
     compile_only()."""
-    loaded = service.host_program(fn, types, mode, anns)
+    loaded = service.host_program(target, types, mode, anns, ndrange, wgs)
     if loaded is None:
         return None
     meta = loaded.program.meta
     return GpuDerivative({name: loaded.function(name) for name in loaded.program.entries},
                          [parse_type(c) for c in meta["results"]],
                          meta["ret_activity"],
-                         {name: frozenset(w) for name, w in loaded.program.written.items()})
+                         {name: frozenset(w) for name, w in loaded.program.written.items()},
+                         tuple((int(p), int(d), int(k), str(m))
+                               for p, d, k, m in meta["ndrange_bounds"]))
 
 
 def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:

@@ -2,9 +2,10 @@
 module holding the primal function (or, for a kernel, a wrapper that launches it), an
 `adj.autodiff` request op, the autodiff pass (which replaces the request by
 generated functions, see passes/autodiff for their ABI), then entry functions Python calls;
-compiled for the CPU, or, for a function run with device="cuda", as a host program whose
-launches (the derivative kernels') run on the GPU. For a kernel launched with
-device="cuda", the kernel's derivative kernels, compiled to PTX.
+compiled for the CPU, or, with device="cuda", as a host program whose launches (the
+derivative kernels', and for a reverse launch the kernels that count its per-item tapes and
+sum its per-item adjoints) run on the GPU: a kernel's launch is differentiated by the
+autodiff pass's launch rule on either device.
 
 Forward mode differentiates a function returning a float array as it does one returning a
 scalar (the pass returns the result's shadow: its tangent). Reverse mode needs a scalar
@@ -13,7 +14,6 @@ the inner product of the result with a cotangent argument (`_inner_product`).
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from mlir import ir
@@ -21,7 +21,7 @@ from mlir.dialects import arith, func
 
 from ..core.activity import Activity
 from ..dialects import adj
-from .modes import Annotation, Mode, derivative_abi, flat_positions
+from .modes import Annotation, Mode, derivative_abi
 from ..passes.kernel_abi import ndrange_bounds
 from .compiler import CompileUnit, function_type, host_program
 from ..core.errors import CompilationError
@@ -31,17 +31,13 @@ from ..core.types import ArrayType, bool_, f32, f64, i32, i64, index
 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
-    from ..core.kernel import GpuKernel
 
 
 def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
-             ret_activity: str, with_primal: bool, overwritten: bool = False,
-             sum_uniform: bool = False) -> None:
+             ret_activity: str, with_primal: bool, overwritten: bool = False) -> None:
     """An `adj.autodiff` request. `overwritten`: the caller may change the arrays between
     the augmented and the reverse call (split mode from Python: the user's code runs in
-    between), so the pass must tape what it would otherwise reload (Enzyme's default).
-    `sum_uniform`: a kernel's reverse kernel outputs per item its adjoint of each element
-    every item reads (passes/autodiff/uniform_loads.py), for the caller to sum."""
+    between), so the pass must tape what it would otherwise reload (Enzyme's default)."""
     with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
         s = ir.StringAttr.get
         attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol),
@@ -49,9 +45,6 @@ def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: 
                  "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)}
         if overwritten:
             attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(True)] * len(activity))
-        if sum_uniform:
-            from ..passes.autodiff.uniform_loads import SUM_UNIFORM_ATTR
-            attrs[SUM_UNIFORM_ATTR] = ir.UnitAttr.get()
         ir.Operation.create("adj.autodiff", attributes=attrs)
 
 
@@ -181,10 +174,12 @@ class Derivative:
 
     def host_program(self, name: str, chip: str) -> tuple[str, HostProgram]:
         """The module compiled for device="cuda" (compiler.host_program); `meta` records
-        what autodiff needs to call it: the result types and the result's activity."""
+        what autodiff needs to call it: the result types, the result's activity and, for a
+        kernel's launch, the ndrange facts it checks before the call allocates any tape."""
         from ..core.types import type_code
         meta = {"results": [type_code(t) for t in self.results],
-                "ret_activity": self.ret_activity}
+                "ret_activity": self.ret_activity,
+                "ndrange_bounds": [list(b) for b in self.ndrange_bounds]}
         with self.unit.ctx:
             # host_program analyses the entries as _written does (the same written sets).
             return host_program(self.unit, name, self.entries, meta, chip)
@@ -253,71 +248,3 @@ class Derivative:
         self.entries = {"rev_all": (flat_t + dret_t, primal_t + grads_t),
                         "aug": (flat_t, primal_t + tape_t),
                         "rev": (flat_t + dret_t + tape_t, grads_t)}
-
-
-def kernel_derivative_unit(k: Kernel, types: list, ndim: int, mode: str,
-                           activity: tuple[str, ...], debug: bool) -> tuple[CompileUnit, str]:
-    """The unit holding `k`'s derivative kernels for a launch (after the autodiff pass), and
-    their name: NAME (forward), NAME_aug and NAME_rev (reverse). NAME_rev outputs, after the
-    per-item adjoints of Active scalars, those of the elements every item reads (in its
-    ELEMENTS_ATTR's order), which the launcher sums (cuda_launch.launch_derivative)."""
-    unit = CompileUnit(debug)
-    with unit.ctx, ir.Location.unknown():
-        symbol = unit.kernel(k, types, ndim)
-        name = f"{symbol}__{mode}"        # what profilers and errors show
-        _request(unit, name, symbol, mode, list(activity), "const", False,
-                 sum_uniform=mode == "reverse")
-        run_pass(unit)
-    return unit, name
-
-
-def _per_item(attr: ir.Attribute) -> int | str:
-    """An `adj.tape` field's per_item: an int, or the text of an expression."""
-    if isinstance(attr, ir.IntegerAttr):
-        return attr.value
-    return ir.StringAttr(attr).value
-
-
-def kernel_derivative_to_gpu(k: Kernel, types: list, ndim: int, mode: str,
-                             activity: tuple[str, ...], debug: bool,
-                             chip: str) -> dict[str, GpuKernel]:
-    """The derivative kernels of a launch of `k` compiled to PTX: mode "forward" gives the
-    "forward" kernel; "reverse" the "aug"mented kernel (with its tapes' slots per item) and
-    the "rev"erse kernel (passes/autodiff has their ABI). Unlike `Derivative`, which
-    differentiates a host function launching `k`, this asks for the kernel's own derivative:
-    on the GPU, Python does what that function's derivative would (cuda_launch.py).
-
-    A tape's slots per item (`tape_per_item`) are an int, or, where loops around taped values
-    run a number of times given by the kernel's arguments, the text of an expression of them
-    (passes/autodiff/uniform.py) that cuda_launch evaluates from the launch's arguments."""
-    from ..passes.autodiff.reverse import TAPE_ATTR
-    from ..passes.autodiff.uniform_loads import ELEMENTS_ATTR, read_element_attr
-    from ..passes.lower_gpu import kernel_to_ptx
-    unit, name = kernel_derivative_unit(k, types, ndim, mode, activity, debug)
-    with unit.ctx, ir.Location.unknown():
-        # The derivative kernels run over the primal's items: its index facts, moved to
-        # where each argument stands among theirs, let the launcher check the ndrange.
-        at = flat_positions(activity)
-        bounds = tuple((at[p], d, i, message) for p, d, i, message in
-                       ndrange_bounds(unit.symbol(unit.kernel(k, types, ndim))))
-        if mode == "forward":
-            return {"forward": dataclasses.replace(kernel_to_ptx(unit.module, name, chip),
-                                                   ndrange_bounds=bounds)}
-        fields = [ir.DictAttr(f) for f in
-                  ir.ArrayAttr(unit.symbol(f"{name}_aug").attributes[TAPE_ATTR])]
-        if any("dynamic" in f for f in fields):
-            raise CompilationError.at_location(
-                f"autodiff of kernel {k.__name__} on the GPU: a loop in it runs a different "
-                "number of times for different work items, and the GPU launcher of a kernel's "
-                "own derivative sizes tapes per item in advance: launch the kernel from an "
-                "@adjit.jit function and differentiate that with device=\"cuda\" (its tape is "
-                "sized on the GPU), or differentiate on the CPU",
-                str(unit.symbol(unit.kernel(k, types, ndim)).location))
-        per_item = tuple(_per_item(f["per_item"]) for f in fields)
-        aug = kernel_to_ptx(unit.module, f"{name}_aug", chip)
-        rev = unit.symbol(f"{name}_rev")
-        elements = read_element_attr(rev.attributes[ELEMENTS_ATTR]) \
-            if ELEMENTS_ATTR in rev.attributes else ()
-        return {"aug": dataclasses.replace(aug, tape_per_item=per_item, ndrange_bounds=bounds),
-                "rev": dataclasses.replace(kernel_to_ptx(unit.module, f"{name}_rev", chip),
-                                           uniform_loads=elements)}

@@ -5,8 +5,8 @@ compiler, whose product the disk cache then stores for the next process.
 
 The products: a CPU specialisation (`cpu`: compiled.Compiled), a CPU derivative
 (`derivative`: derivative.Derivative, or compiled.LoadedDerivative read back), a kernel's GPU
-kernels (`gpu_kernels`: its own, or its derivative's; GpuKernels by name) and a host program
-(`host_program`: a device="cuda" function, or its derivative; runtime/host_program.py).
+kernel (`gpu_kernels`) and a host program (`host_program`: a device="cuda" function, or the
+derivative of such a function or of a kernel's launch; runtime/host_program.py).
 
 Keys and loading need no MLIR: a process whose code is all cached never imports the compiler
 (compiler.py and derivative.py are imported on a miss only). A key's disk form hashes it on
@@ -30,7 +30,7 @@ from .compiled import Compiled, LoadedDerivative, derivative_meta
 from .functions import Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
-from .modes import Forward, Mode, Reverse
+from .modes import Mode
 from .source import compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class Key(NamedTuple):
     product: str                  # what is compiled: see _PRODUCTS
     types: tuple                  # the argument types
     ndim: int | None              # a kernel's ndrange rank; None for a function
-    wgs: tuple[int, ...] | None   # a CPU launch's workgroup size (a GPU kernel reads its own)
+    wgs: tuple[int, ...] | None   # a launch's workgroup size (a GPU kernel reads its own)
     chip: str | None              # the GPU architecture; None on the CPU
     debug: bool                   # ADJIT_DEBUG's checks compiled in
 
@@ -64,12 +64,11 @@ class Key(NamedTuple):
     def describe(self, target: Function | Kernel) -> str:
         """This product of `target`, as messages name it."""
         if self.product == "gpu-kernels":
-            what = "kernel" if self.mode is None else \
-                f"{self.mode.name.lower()}({','.join(self.activity)})"
-            return f"kernel {target.__name__} ({what}) for {list(self.types)} ({self.ndim}-D)"
+            return f"kernel {target.__name__} for {list(self.types)} ({self.ndim}-D)"
         what = "call" if self.mode is None else f"{self.mode.name}({','.join(self.activity)})"
+        over = "" if self.ndim is None else f" ({self.ndim}-D)"
         device = "on device='cuda'" if self.chip else "on the CPU"
-        return f"{target.__name__} ({what}) for {list(self.types)} {device}"
+        return f"{target.__name__} ({what}) for {list(self.types)}{over} {device}"
 
 
 # The products, by Key.product.
@@ -209,35 +208,24 @@ def _kernel_files(names: tuple[str, ...]) -> _GpuDisk:
                     lambda kernels: kernels)
 
 
-def gpu_key(k: Kernel, types: Sequence, ndim: int, mode: Mode | None = None,
-            activity: Sequence[str] = (), debug: bool | None = None,
+def gpu_key(k: Kernel, types: Sequence, ndim: int, debug: bool | None = None,
             target: str | None = None) -> Key:
-    """The key of `k`'s GPU kernels for `types` and `ndim` (its derivative's in `mode` for
-    `activity`; forward or reverse, a launch has no primal result to return)."""
-    if mode is not None:
-        mode = Reverse if mode.reverse else Forward
-    return Key(mode, tuple(activity), "gpu-kernels", tuple(types), ndim, None,
+    """The key of `k`'s GPU kernel for `types` and `ndim`."""
+    return Key(None, (), "gpu-kernels", tuple(types), ndim, None,
                chip() if target is None else target,
                debug_enabled() if debug is None else debug)
 
 
-def gpu_kernels(k: Kernel, types: Sequence, ndim: int, mode: Mode | None = None,
-                activity: Sequence[str] = ()) -> dict[str, GpuKernel]:
-    """`k`'s PTX kernels for argument `types` and an `ndim`-D ndrange, by name: its own
-    ("kernel"), or those of its derivative in `mode` for `activity` ("forward"; "aug" and
-    "rev": derivative.kernel_derivative_to_gpu)."""
-    key = gpu_key(k, types, ndim, mode, activity)
-    names = ("kernel",) if mode is None else ("forward",) if not mode.reverse else ("aug", "rev")
+def gpu_kernels(k: Kernel, types: Sequence, ndim: int) -> dict[str, GpuKernel]:
+    """`k`'s PTX kernel for argument `types` and an `ndim`-D ndrange, as {"kernel": it}. (A
+    launch's derivative is a host program: `host_program`.)"""
+    key = gpu_key(k, types, ndim)
 
     def compile() -> dict[str, GpuKernel]:
-        if key.mode is None:
-            from .compiler import kernel_to_gpu
-            return {"kernel": kernel_to_gpu(k, list(types), ndim, key.debug, key.chip)}
-        from .derivative import kernel_derivative_to_gpu
-        return kernel_derivative_to_gpu(k, list(types), ndim, "reverse" if mode.reverse else
-                                        "forward", tuple(activity), key.debug, key.chip)
+        from .compiler import kernel_to_gpu
+        return {"kernel": kernel_to_gpu(k, list(types), ndim, key.debug, key.chip)}
 
-    return _product(k, key, k._cache, _kernel_files(names), compile)
+    return _product(k, key, k._cache, _kernel_files(("kernel",)), compile)
 
 
 def gpu_kernel_key(k: Kernel, types: Sequence, ndim: int, debug: bool, target: str) -> str:
@@ -279,18 +267,21 @@ def compile_host_call(fn: Function, types: list, debug: bool,
     return adj_text, llvm_ir, program
 
 
-def host_program(fn: Function, types: Sequence, mode: Mode | None = None,
-                 anns: Sequence[Annotation] = ()) -> LoadedProgram | None:
-    """The host program of `fn` (its call, or its derivative in `mode` for `anns`) for
-    argument `types`, loaded; None under compile_only()."""
-    key = Key(mode, tuple(a.activity for a in anns), "host-program", tuple(types), None, None,
-              chip(), debug_enabled())
+def host_program(target: Function | Kernel, types: Sequence, mode: Mode | None = None,
+                 anns: Sequence[Annotation] = (), ndrange: tuple[int, ...] | None = None,
+                 wgs: tuple[int, ...] | None = None) -> LoadedProgram | None:
+    """The host program of `target` for argument `types`, loaded (None under compile_only()):
+    a function's call, or its derivative in `mode` for `anns`; a kernel's launch derivative
+    over an ndrange of `ndrange`'s rank in workgroups of `wgs` (the launch rule's block size,
+    so part of the key), which the autodiff pass's launch rule makes as it does on the CPU."""
+    key = Key(mode, tuple(a.activity for a in anns), "host-program", tuple(types),
+              None if ndrange is None else len(ndrange), wgs, chip(), debug_enabled())
 
     def compile() -> HostProgram:
         if mode is None:
-            return compile_host_call(fn, list(types), key.debug, key.chip)[2]
+            return compile_host_call(target, list(types), key.debug, key.chip)[2]
         from .derivative import Derivative
-        d = Derivative(fn, mode, list(anns), list(types), None, None)
-        return d.host_program(fn.__name__, key.chip)[1]
+        d = Derivative(target, mode, list(anns), list(types), ndrange, wgs)
+        return d.host_program(target.__name__, key.chip)[1]
 
-    return _product(fn, key, fn._cache, _host_programs(), compile)
+    return _product(target, key, target._cache, _host_programs(), compile)

@@ -185,21 +185,6 @@ def launch_words(gpu_kernel: GpuKernel, words: int, nwords: int, items: int, blo
         _raise_failed_check(gpu_kernel, cell)
 
 
-def add_to_element(array: Any, index: Sequence[int], value: Any) -> None:
-    """array[index] += value for a C-contiguous device array (a DeviceArray): one element
-    read, added in its dtype and written back. The launcher's add of a summed adjoint into
-    a shadow element (frontend/cuda_launch.py), once per launch: no kernel needed."""
-    api = driver().api
-    offset = sum(i * s for i, s in zip(index, row_major_strides(array.shape)))
-    address = array.ptr + offset * array.itemsize
-    element = np.zeros(1, array.dtype)
-    (err,) = api.cuMemcpyDtoH(element.ctypes.data, address, array.itemsize)
-    check(err, "reading a shadow element")
-    element[0] = element[0] + value
-    (err,) = api.cuMemcpyHtoD(address, element.ctypes.data, array.itemsize)
-    check(err, "writing a shadow element")
-
-
 def _grid(items: int, block: int) -> int:
     grid = -(-items // block) if items > 0 else 0
     if grid > 2**31 - 1:

@@ -58,6 +58,15 @@ def kernels_on_cpu(module_text: str) -> dict[str, Callable]:
             for name, types in kernels.items()}
 
 
+def derivative_kernels_on_cpu(target, mode, anns, types, ndrange=None,
+                              workgroupsize=None) -> dict[str, Callable]:
+    """kernels_on_cpu of the module that autodiff(mode, target, *anns, device="cuda")
+    compiles into a host program (a function's, or a kernel's launch over `ndrange`)."""
+    from adjit.frontend.derivative import Derivative
+    return kernels_on_cpu(Derivative(target, mode, list(anns), list(types), ndrange,
+                                     workgroupsize).adj_text)
+
+
 def _runner(launch: Callable, types: list) -> Callable:
     nwords = sum(3 + 2 * t.ndim if isinstance(t, ArrayType) else 1 for t in types)
 

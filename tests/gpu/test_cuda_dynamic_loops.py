@@ -1,9 +1,8 @@
 """Reverse mode of a kernel whose loops run a different number of times per work item, on the
-GPU (issue 10.5), without a GPU. Through an @adjit.jit(device="cuda") host program, the
-launch rule's counting kernel, offsets kernels (the exclusive scan, on the device)
-and augmented and reverse kernels run behind the fake driver (cpu_device.py) and agree with
-the CPU; their PTX passes ptxas. A kernel's own derivative launched directly on the GPU,
-whose tapes Python sizes per item in advance, refuses such a kernel with the way round."""
+GPU (issue 10.5), without a GPU. Through a host program (of an @adjit.jit(device="cuda")
+function, or of a kernel's own launch), the launch rule's counting kernel, offsets kernels
+(the exclusive scan, on the device) and augmented and reverse kernels run behind the fake
+driver (cpu_device.py) and agree with the CPU; their PTX passes ptxas."""
 from __future__ import annotations
 
 import shutil
@@ -82,7 +81,11 @@ def test_the_host_programs_kernels_assemble_for_sm_90(tmp_path):
     entries = {k.entry for k in program.kernels}
     assert any(e.endswith("_count") for e in entries)
     assert {"__adj_tape_chunk_sums", "__adj_tape_scan_chunks", "__adj_tape_chunk_offsets"} <= entries
-    for k in program.kernels:
+    assemble(program.kernels, tmp_path)
+
+
+def assemble(kernels, tmp_path) -> None:
+    for k in kernels:
         path = tmp_path / f"{k.entry}.ptx"
         path.write_text(k.ptx)
         done = subprocess.run(["ptxas", "-arch=sm_90", str(path), "-o", "/dev/null"],
@@ -90,10 +93,46 @@ def test_the_host_programs_kernels_assemble_for_sm_90(tmp_path):
         assert done.returncode == 0, done.stderr
 
 
-def test_a_kernels_own_gpu_derivative_refuses_with_the_way_round():
-    from adjit.frontend.derivative import kernel_derivative_to_gpu
-    with pytest.raises(CompilationError, match="runs a different number of times .* "
-                                               "@adjit.jit function") as info:
-        kernel_derivative_to_gpu(squarings, [I64_1D, F64_1D, F64_1D], 1, "reverse",
-                                 ("const", "dup", "dup"), False, "sm_90")
-    assert "def squarings" in str(info.value)
+def test_a_kernels_own_gpu_derivative_sizes_per_item_tapes_on_the_device(monkeypatch,
+                                                                          tmp_path):
+    """autodiff(Reverse, squarings, ..., device="cuda"): once refused (Python sized the tapes
+    in advance), now the launch rule's, as for a @jit function: its kernels pass ptxas, and
+    run on the CPU behind the fake driver they give the CPU's gradient."""
+    if shutil.which("cc") is None:
+        pytest.skip("building host programs needs a C compiler (cc)")
+    from cpu_device import kernels_on_cpu
+    from adjit.frontend.derivative import Derivative
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    rng = np.random.default_rng(2)
+    n, x, seed = rng.integers(0, 6, 40), rng.uniform(-1, 1, 40), rng.uniform(-1, 1, 40)
+    anns = [Const(n), Duplicated(x, np.zeros(40)), Duplicated(np.zeros(40), seed)]
+    d = Derivative(squarings, Reverse, anns, [I64_1D, F64_1D, F64_1D], (40,), None)
+    if shutil.which("ptxas") is not None:
+        _, program = d.host_program("t", "sm_90")
+        assert any(k.entry.endswith("_count") for k in program.kernels)
+        assemble(program.kernels, tmp_path)
+    fake = install(monkeypatch, kernels_on_cpu(d.adj_text))
+
+    def gradient(device):
+        dx, out = np.zeros(40), np.zeros(40)
+        adjit.autodiff(Reverse, squarings, Const(n), Duplicated(x.copy(), dx),
+                       Duplicated(out, seed.copy()), ndrange=40, device=device)
+        return dx, out
+
+    (dx, out), (dx_cpu, out_cpu) = gradient("cuda"), gradient("cpu")
+    np.testing.assert_allclose(out, out_cpu, rtol=1e-15)
+    np.testing.assert_allclose(dx, dx_cpu, rtol=1e-13)
+    assert np.any(dx != 0)
+    launched = [entry for entry, _, _ in fake.launches]
+    assert launched[0].endswith("_count") and launched[-1].endswith("_rev")
+    h = 1e-6                               # against central differences of the primal
+
+    def squarings_np(x):
+        s = x.copy()
+        for i in range(40):
+            for _ in range(n[i]):
+                s[i] = s[i] * s[i] * 0.5 + 0.25
+        return s
+
+    fd = (squarings_np(x + h) - squarings_np(x - h)) / (2 * h) * seed
+    np.testing.assert_allclose(dx, fd, rtol=1e-6, atol=1e-9)

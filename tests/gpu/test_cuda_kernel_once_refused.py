@@ -1,7 +1,7 @@
-"""On the GPU launch path (the fake driver running the derivative kernels compiled for the
+"""On the GPU launch path (the fake driver running the host program's kernels compiled for the
 CPU, cpu_device.py): a triangular loop's tape, whose per-item size is a sum over the outer
-loop that cuda_launch evaluates in Python (core/tape_size.py), and an integer counter that
-runs once per item (issue 8.9, 8.10)."""
+loop that the launch rule computes from the launch's arguments (core/tape_size.py), and an
+integer counter that runs once per item (issue 8.9, 8.10)."""
 from __future__ import annotations
 
 import shutil
@@ -11,7 +11,6 @@ import pytest
 
 import adjit
 from adjit import Const, Duplicated, Reverse
-from adjit.frontend.derivative import kernel_derivative_unit
 from adjit.core.types import ArrayType
 from fake_driver import install
 
@@ -34,15 +33,19 @@ def triangular(a, out, count, n: int):
 
 
 TYPES = [F64_1D, F64_1D, ArrayType(adjit.i32, 1), adjit.i64]
-ACTIVITY = ("dup", "dup", "const", "const")
+
+
+def annotations():
+    a, count = np.zeros(1), np.zeros(1, np.int32)
+    return [Duplicated(a, a), Duplicated(a, a), Const(count), Const(1)]
 
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
-    from cpu_device import kernels_on_cpu
+    from cpu_device import derivative_kernels_on_cpu
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
-    unit, _ = kernel_derivative_unit(triangular, TYPES, 1, "reverse", ACTIVITY, False)
-    return install(monkeypatch, kernels_on_cpu(str(unit.module)))
+    return install(monkeypatch, derivative_kernels_on_cpu(triangular, Reverse, annotations(),
+                                                          TYPES, (1,)))
 
 
 def run(device, n, m=7):
@@ -67,20 +70,17 @@ def test_triangular_loop_and_counter_on_the_gpu_path(fake, n):
     assert 7 * sum(max(0, n - k) for k in range(3)) * 8 in sizes
 
 
-def test_the_kernels_assemble_for_sm_90(monkeypatch, tmp_path):
-    # The derivative kernels (the aug's slot sums are scf.for loops) and _sum_into, whose f64
-    # atomic add needs sm_60 or later, pass ptxas.
+def test_the_kernels_assemble_for_sm_90(tmp_path):
+    # The host program's kernels (the aug's slot sums are scf.for loops) pass ptxas.
     import subprocess
-    from adjit.frontend import cuda_launch
+    from adjit.frontend.derivative import Derivative
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         pytest.skip("ptxas is not on PATH")
-    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
-    kernels = cuda_launch.derivative_kernels(triangular, TYPES, 1, "reverse", ACTIVITY)
-    sum_into = cuda_launch.gpu_kernel(cuda_launch._sum_into,
-                                      [ArrayType(adjit.f32, 1), F64_1D], 1)
-    assert "atom.global.add.f64" in sum_into.ptx or "red.global.add.f64" in sum_into.ptx
-    for k in (kernels["aug"], kernels["rev"], sum_into):
+    _, program = Derivative(triangular, Reverse, annotations(), TYPES, (1,),
+                            None).host_program("t", "sm_90")
+    assert {k.entry.rsplit("_", 1)[-1] for k in program.kernels} >= {"aug", "rev"}
+    for k in program.kernels:
         path = tmp_path / f"{k.entry}.ptx"
         path.write_text(k.ptx)
         done = subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", "/dev/null"],

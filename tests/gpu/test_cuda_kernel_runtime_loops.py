@@ -1,10 +1,10 @@
 """Reverse mode of a kernel launch on the GPU whose loops run `steps` times, a kernel argument,
-without a GPU: the derivative kernels run on the CPU behind the fake driver (cpu_device.py).
-`autodiff(..., kernel, device="cuda")` sizes the tapes in Python from the expression the
-kernel cache carries (GpuKernel.tape_per_item); `@adjit.jit(device="cuda")` sizes them in the
-host program, through the launch rule."""
+without a GPU: the host program's kernels run on the CPU behind the fake driver
+(cpu_device.py). A launch's derivative, as an `@adjit.jit(device="cuda")` function's, sizes
+its tapes in the host program, through the launch rule, from the launch's arguments."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -12,8 +12,6 @@ import pytest
 
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
-from adjit.frontend import cuda_launch
-from adjit.frontend.derivative import kernel_derivative_unit
 from adjit.core.types import ArrayType
 from fake_driver import install
 from user_kernels import integrate
@@ -24,7 +22,6 @@ if shutil.which("cc") is None:
 
 F32_1D = ArrayType(adjit.f32, 1)
 TYPES = [F32_1D, F32_1D, adjit.i64, adjit.f32]
-ACTIVITY = ("dup", "dup", "const", "active")
 
 
 @adjit.jit
@@ -33,20 +30,22 @@ def integrate_all(x, v, steps, dt):
     return adjit.sum(x * x) + adjit.sum(v)
 
 
-def kernels_on_cpu():
-    """The derivative kernels of integrate, and _sum_into, compiled for the CPU."""
-    from cpu_device import kernels_on_cpu as on_cpu
-    unit, _ = kernel_derivative_unit(integrate, TYPES, 1, "reverse", ACTIVITY, False)
-    kernels = on_cpu(str(unit.module))
-    sum_into = cuda_launch._sum_into.lower(np.zeros(1, np.float32), np.zeros(1, np.float64),
-                                           ndrange=1)
-    return {**kernels, **on_cpu(sum_into.adj())}
+def annotations():
+    z = np.zeros(1, np.float32)
+    return [Duplicated(z, z), Duplicated(z, z), Const(1), Active(np.float32(0))]
+
+
+def launch_derivative():
+    """The module of integrate's launch derivative, which the host program is compiled from."""
+    from adjit.frontend.derivative import Derivative
+    return Derivative(integrate, Reverse, annotations(), TYPES, (1,), None)
 
 
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
+    from cpu_device import kernels_on_cpu
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
-    return install(monkeypatch, kernels_on_cpu())
+    return install(monkeypatch, kernels_on_cpu(launch_derivative().adj_text))
 
 
 def reverse(steps, device, n=33):
@@ -57,9 +56,10 @@ def reverse(steps, device, n=33):
     return x, v, dx, dv, ddt
 
 
-def test_the_tape_size_is_an_expression_of_the_arguments(fake):
-    aug = cuda_launch.derivative_kernels(integrate, TYPES, 1, "reverse", ACTIVITY)["aug"]
-    assert aug.tape_per_item == ("(muli 2 (trip 0 (arg 2) 1))",)
+def test_the_tape_size_is_an_expression_of_the_arguments():
+    # the augmented and reverse kernels' tape: 2 slots per step, steps being argument 2
+    assert re.findall(r'per_item = "([^"]*)"', launch_derivative().adj_text) == \
+        ["(muli 2 (trip 0 (arg 2) 1))"] * 2
 
 
 @pytest.mark.parametrize("steps", [25, 1, 0])

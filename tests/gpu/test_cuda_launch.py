@@ -1,9 +1,12 @@
 """Kernel launches with device="cuda" (frontend/cuda_launch.py) on a machine without a GPU:
-through the fake driver, from the disk cache, and from a process that cannot import MLIR."""
+through the fake driver, from the disk cache, and from a process that cannot import MLIR; and
+their derivatives, host programs (frontend/cuda_jit.py) whose kernels run on the CPU behind
+the fake driver (cpu_device.py)."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,9 +19,12 @@ pytest.importorskip("mlir")
 import adjit                                          # noqa: E402
 from adjit.frontend import cuda_launch                # noqa: E402
 from adjit.runtime import cuda, cuda_driver           # noqa: E402
-from fake_driver import as_f32, device_view, install, saxpy as fake_saxpy, slots  # noqa: E402
+from fake_driver import install, saxpy as fake_saxpy  # noqa: E402
 
 SCALE = 2.0
+# A launch's derivative is a host program, which cc links.
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None,
+                              reason="building host programs needs a C compiler (cc)")
 
 
 @adjit.func
@@ -62,7 +68,7 @@ def cache_dir(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("ADJIT_DISK_CACHE", "1")     # these tests are about the kernel cache
-    for k in (saxpy, scaled, square_and_clear, cuda_launch._sum_into):
+    for k in (saxpy, scaled, square_and_clear):
         monkeypatch.setattr(k, "_cache", {})
     return tmp_path / "cache" / "gpu"
 
@@ -166,6 +172,7 @@ def test_without_a_gpu_the_error_says_so(monkeypatch, cache_dir):
     assert len(entries(cache_dir)) == 2     # compiled before the driver was needed
 
 
+@needs_cc
 def test_compile_only_compiles_and_runs_nothing(monkeypatch, cache_dir):
     monkeypatch.setattr(cuda_driver, "_driver", None)
     monkeypatch.setattr(cuda_driver, "_driver_error", RuntimeError("no CUDA driver on this machine"))
@@ -177,7 +184,9 @@ def test_compile_only_compiles_and_runs_nothing(monkeypatch, cache_dir):
                                ndrange=4, device="cuda")
     assert grads == (0.0, None, None) and type(grads[0]) is np.float32
     np.testing.assert_array_equal(x, 1)
-    assert len(entries(cache_dir)) == 2 * 4      # saxpy; aug, rev and _sum_into
+    # saxpy's kernel (.ptx, .json); the derivative's host program (.so, .json: its kernels'
+    # PTX inside)
+    assert len(entries(cache_dir)) == 2 + 2
     with pytest.raises(RuntimeError, match="CUDA is not available"):
         saxpy(1.0, x, x, ndrange=4, device="cuda")
 
@@ -199,51 +208,22 @@ def test_lower_for_cuda_goes_through_the_cache(cache_dir):
         lowered.llvm()
 
 
-# Stand-ins for square_and_clear's derivative kernels (ABI: passes/autodiff/__init__.py): a
-# scalar takes a slot, a 1-D memref five (allocated, aligned, offset, size, stride), then n.
-def unpack(params, n_scalars: int, n_memrefs: int):
-    values = slots(params, n_scalars + 5 * n_memrefs + 1)
-    scalars = [as_f32(v) for v in values[:n_scalars]]
-    arrays = [device_view(values[n_scalars + 5 * k + 1], values[n_scalars + 5 * k + 3], np.float32)
-              for k in range(n_memrefs)]
-    return scalars, arrays, values[-1]
+def derivative_kernels(mode, activity_args, ndrange, workgroupsize=None):
+    """Fake-driver kernels: square_and_clear's derivative host program's kernels, compiled for
+    the CPU from the module the host program is compiled from."""
+    from cpu_device import derivative_kernels_on_cpu
+    return derivative_kernels_on_cpu(square_and_clear, mode, activity_args,
+                                     [adjit.f32, F32_1D, F32_1D], ndrange, workgroupsize)
 
 
-def fake_forward(api, params, grid, block):
-    (a, da), (x, dx, y, dy), n = unpack(params, 2, 4)
-    v, t = x[:n].copy(), dx[:n].copy()
-    x[:n], dx[:n] = 0, 0
-    y[:n], dy[:n] = a * v * v, da * v * v + 2 * a * v * t
-
-
-def fake_aug(api, params, grid, block):
-    (a,), (x, dx, y, dy, tape), n = unpack(params, 1, 5)
-    assert len(tape) == n                      # one slot per work item
-    tape[:n] = x[:n]
-    x[:n], y[:n] = 0, a * tape[:n] * tape[:n]
-
-
-def fake_rev(api, params, grid, block):
-    (a,), (x, dx, y, dy, tape, da_items), n = unpack(params, 1, 6)
-    v, g = tape[:n], dy[:n].copy()
-    da_items[:n], dx[:n], dy[:n] = g * v * v, 2 * a * v * g, 0
-
-
-def fake_sum_into(api, params, grid, block):
-    _, (x, _), _ = unpack(params, 0, 2)
-    values = slots(params, 11)
-    total = device_view(values[6], values[8], np.float64)    # a float64 total
-    total[0] += x.astype(np.float64).sum()         # all work items at once
-
-
+@needs_cc
 def test_autodiff_of_a_launch_on_the_gpu(monkeypatch):
-    types, activity = [adjit.f32, F32_1D, F32_1D], ("active", "dup", "dup")
-    rev = cuda_launch.derivative_kernels(square_and_clear, types, 1, "reverse", activity)
-    fwd = cuda_launch.derivative_kernels(square_and_clear, types, 1, "forward", ("dup",) * 3)
-    sum_into = cuda_launch.gpu_kernel(cuda_launch._sum_into, [F32_1D, F64_1D], 1)
-    assert rev["aug"].tape_per_item == (1,)
-    fake = install(monkeypatch, {rev["aug"].entry: fake_aug, rev["rev"].entry: fake_rev,
-                                 fwd["forward"].entry: fake_forward, sum_into.entry: fake_sum_into})
+    z = np.zeros(100, np.float32)
+    reverse = derivative_kernels(adjit.ReverseWithPrimal, [adjit.Active(np.float32(1)),
+                                 adjit.Duplicated(z, z), adjit.Duplicated(z, z)], (100,))
+    forward = derivative_kernels(adjit.Forward, [adjit.Duplicated(np.float32(1), 1.0),
+                                 adjit.Duplicated(z, z), adjit.Duplicated(z, z)], (100,))
+    fake = install(monkeypatch, {**reverse, **forward})
     rng = np.random.default_rng(0)
     x, dx, y, dy = (rng.standard_normal(100).astype(np.float32) for _ in range(4))
 
@@ -268,8 +248,38 @@ def test_autodiff_of_a_launch_on_the_gpu(monkeypatch):
         assert type(grads[0]) is np.float32
         for got, want in zip(arrays, cpu_arrays):
             np.testing.assert_allclose(got, want, rtol=1e-6)
-    assert [entry for entry, _, _ in fake.launches] == \
-        [rev["aug"].entry, rev["rev"].entry, sum_into.entry, fwd["forward"].entry] * 2
+    # Each kernel once, in order: augmented, reverse, the f64 sum of a's per-item adjoints
+    # (a chunk's, then the chunks' pairwise: the launch rule's, on the device), forward.
+    launched = [entry for entry, _, _ in fake.launches]
+    (aug,) = (name for name in reverse if name.endswith("_aug"))
+    (rev,) = (name for name in reverse if name.endswith("_rev"))
+    (fwd,) = (name for name in forward if "_fwd_" in name)
+    assert launched == [aug, rev, "__adj_item_sums_f32", "__adj_pairwise_f64", fwd] * 2
+
+
+@needs_cc
+def test_a_launch_derivatives_workgroup_size_is_its_own(monkeypatch):
+    """The host program's launchers pass the launch's block size as a constant: another
+    workgroupsize is another host program, whose kernels run in blocks of that size."""
+    x = np.arange(64, dtype=np.float32)
+
+    def gradient(device, **workgroupsize):
+        return adjit.autodiff(adjit.Reverse, square_and_clear, adjit.Active(np.float32(2.0)),
+                              adjit.Duplicated(x.copy(), np.zeros(64, np.float32)),
+                              adjit.Duplicated(np.zeros(64, np.float32),
+                                               np.ones(64, np.float32)),
+                              ndrange=64, device=device, **workgroupsize)[0]
+
+    fake = install(monkeypatch, derivative_kernels(
+        adjit.Reverse, [adjit.Active(np.float32(1)), adjit.Duplicated(x, x),
+                        adjit.Duplicated(x, x)], (64,)))
+    want = np.float32(np.sum(x.astype(np.float64) ** 2))
+    blocks = []
+    for workgroupsize in ({"workgroupsize": 32}, {}, {"workgroupsize": (16,)}):
+        assert gradient("cuda", **workgroupsize) == gradient("cpu", **workgroupsize) == want
+        blocks.append({bx for entry, _, bx in fake.launches if entry.startswith("__adj_sq")})
+        fake.launches.clear()
+    assert blocks == [{32}, {256}, {16}]
 
 
 def test_autodiff_on_the_gpu_takes_kernels_and_jit_functions_only():

@@ -1,10 +1,10 @@
-"""The direct GPU derivative launch (`autodiff(Reverse, kernel, ..., device="cuda")`) sums the
-adjoints of an element every work item reads (`p[0]`, `w[k]`: passes/autodiff/uniform_loads.py)
-as the CPU's launch rule does: the by-name reverse kernel outputs them per item
-(GpuKernel.uniform_loads), the launcher sums them in float64 (cuda_launch._sum_into) and adds
-the sum into the shadow element once, instead of one float32 atomic add per item, which stops
-growing at 2^24. Without a GPU: the derivative kernels, compiled for the CPU, run behind the
-fake driver (cpu_device.py); the PTX is assembled by ptxas where it is installed."""
+"""A launch's derivative on the GPU (`autodiff(Reverse, kernel, ..., device="cuda")`, a host
+program through the launch rule) sums the adjoints of an element every work item reads
+(`p[0]`, `w[k]`: passes/autodiff/uniform_loads.py) as on the CPU: the reverse kernel outputs
+them per item, the host program sums them on the device in float64 and adds the sum into the
+shadow element once, instead of one float32 atomic add per item, which stops growing at 2^24.
+Without a GPU: the host program's kernels, compiled for the CPU, run behind the fake driver
+(cpu_device.py); the PTX is assembled by ptxas where it is installed."""
 from __future__ import annotations
 
 import shutil
@@ -15,8 +15,7 @@ import pytest
 
 import adjit
 from adjit import Const, Duplicated, Reverse
-from adjit.frontend import cuda_launch
-from adjit.frontend.derivative import kernel_derivative_to_gpu, kernel_derivative_unit
+from adjit.core.kernel import Param
 from adjit.core.types import ArrayType
 from adjit.runtime.device_array import DeviceArray
 from fake_driver import install
@@ -28,9 +27,7 @@ if shutil.which("cc") is None:
 F32_1D = ArrayType(adjit.f32, 1)
 F64_1D = ArrayType(adjit.f64, 1)
 PARAM_TYPES = [F32_1D, F32_1D, F32_1D]
-PARAM_ACTIVITY = ("dup", "const", "dup")
 WEIGHT_TYPES = [F64_1D, adjit.i64, F64_1D, F64_1D]
-WEIGHT_ACTIVITY = ("dup", "const", "const", "dup")
 
 
 @adjit.kernel
@@ -46,19 +43,32 @@ def weight(w, k: int, x, out):
     out[i] = w[k] * x[i] * x[i]
 
 
+def param_annotations():
+    z = np.zeros(1, np.float32)
+    return [Duplicated(z, z), Const(z), Duplicated(z, z)]
+
+
+def weight_annotations():
+    z = np.zeros(1)
+    return [Duplicated(z, z), Const(0), Const(z), Duplicated(z, z)]
+
+
+CASES = [(param, param_annotations, PARAM_TYPES), (weight, weight_annotations, WEIGHT_TYPES)]
+
+
+def launch_derivative(k, annotations, types):
+    """The module of k's reverse launch derivative, which the host program is compiled from."""
+    from adjit.frontend.derivative import Derivative
+    return Derivative(k, Reverse, annotations(), types, (1,), None)
+
+
 @pytest.fixture
 def fake(monkeypatch, tmp_path):
     from cpu_device import kernels_on_cpu
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     kernels = {}
-    for k, types, activity in [(param, PARAM_TYPES, PARAM_ACTIVITY),
-                               (weight, WEIGHT_TYPES, WEIGHT_ACTIVITY)]:
-        unit, _ = kernel_derivative_unit(k, types, 1, "reverse", activity, False)
-        kernels.update(kernels_on_cpu(str(unit.module)))
-    for t in (np.float32, np.float64):
-        sum_into = cuda_launch._sum_into.lower(np.zeros(1, t), np.zeros(1, np.float64),
-                                               ndrange=1)
-        kernels.update(kernels_on_cpu(sum_into.adj()))
+    for case in CASES:
+        kernels.update(kernels_on_cpu(launch_derivative(*case).adj_text))
     return install(monkeypatch, kernels)
 
 
@@ -69,33 +79,25 @@ def gpu_dp(x, seed, dp=None):
     return dp
 
 
-def test_the_reverse_kernel_records_its_element_and_outputs_it_per_item():
-    kernels = kernel_derivative_to_gpu(param, PARAM_TYPES, 1, "reverse", PARAM_ACTIVITY, False,
-                                       "sm_90")
-    rev = kernels["rev"]
-    assert rev.uniform_loads == ((0, ("0",)),)        # p[0]
-    # args (p, dp, x, out, dout), no tape, then the one per-item output of p[0]'s adjoint
-    assert len(rev.params) == 6 and rev.params[-1].dtype == "f32"
-    assert "atom.global.add.f32" not in rev.ptx       # no per-item atomic into dp[0]
-    w = kernel_derivative_to_gpu(weight, WEIGHT_TYPES, 1, "reverse", WEIGHT_ACTIVITY, False,
-                                 "sm_90")["rev"]
-    assert w.uniform_loads == ((0, ("(arg 1)",)),)    # w[k]
-
-
-def test_the_format_records_the_elements(tmp_path):
-    from adjit.runtime import kernel_cache
-    rev = kernel_derivative_to_gpu(param, PARAM_TYPES, 1, "reverse", PARAM_ACTIVITY, False,
-                                   "sm_90")["rev"]
-    kernel_cache.store(tmp_path, "k", rev)
-    assert kernel_cache.load(tmp_path, "k") == rev
+@pytest.mark.parametrize("case", CASES, ids=["p[0]", "w[k]"])
+def test_the_reverse_kernel_outputs_the_element_per_item_and_adds_no_atomic(case):
+    # dp[0] (dw[k]) gets no float atomic add per item: the reverse kernel stores its item's
+    # adjoint, which the host program's summing kernels add up.
+    _, program = launch_derivative(*case).host_program("t", "sm_90")
+    by_name = {k.entry.rsplit("_", 1)[-1]: k for k in program.kernels}
+    aug, rev = by_name["aug"], by_name["rev"]
+    dtype = "f32" if case[0] is param else "f64"
+    # the arguments and shadows (no tape: nothing to save), then the per-item adjoints
+    assert rev.params == aug.params + (Param("memref", dtype, 1),)
+    assert f"atom.global.add.{dtype}" not in rev.ptx and f"red.global.add.{dtype}" not in rev.ptx
+    assert f"__adj_item_sums_{dtype}" in {k.entry for k in program.kernels}
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
-def test_the_reverse_kernel_assembles(tmp_path):
-    for k, types, activity in [(param, PARAM_TYPES, PARAM_ACTIVITY),
-                               (weight, WEIGHT_TYPES, WEIGHT_ACTIVITY)]:
-        for kernel in kernel_derivative_to_gpu(k, types, 1, "reverse", activity, False,
-                                               "sm_90").values():
+def test_the_host_programs_kernels_assemble(tmp_path):
+    for case in CASES:
+        _, program = launch_derivative(*case).host_program("t", "sm_90")
+        for kernel in program.kernels:
             path = tmp_path / f"{kernel.entry}.ptx"
             path.write_text(kernel.ptx)
             done = subprocess.run(["ptxas", "-arch=sm_90", str(path), "-o", "/dev/null"],

@@ -55,9 +55,8 @@ kernels (f marked `adj.kernel`, launched over an ndrange; they return nothing):
              it: "(sum 0 0 4 1 (trip (iv 0) (arg 2) 1))".
     `@NAME_rev(args..., tapes..., dargs...)`: one memref<?xT> per "active" scalar argument,
              receiving that argument's adjoint from each work item at [adj.index] (the caller
-             sums them); a private one (a launch rule's), or one whose request carries
-             `adj.sum_uniform`, then has one more per element that every item reads
-             (uniform_loads.py), in Derivative.uniform_loads' order (`adj.uniform_loads`).
+             sums them); a private one (a launch rule's) then has one more per element
+             that every item reads (uniform_loads.py), in Derivative.uniform_loads' order.
 A kernel launch inside a differentiated function is differentiated by these kernels: forward
 launches the forward kernel; the augmented pass allocates the per-item tapes, launches the
 augmented kernel and keeps the tapes on its own tape; the reverse pass launches the reverse

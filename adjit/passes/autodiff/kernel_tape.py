@@ -55,7 +55,7 @@ from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_e
 from .tape import Key, TapePlan, describe, key_block
 from ...core.tape_size import Expr, add, mentions, summation, trip
 from .uniform import emit, uniform
-from .uniform_loads import ELEMENTS_ATTR, SUM_UNIFORM_ATTR, element_attr, uniform_loads
+from .uniform_loads import uniform_loads
 
 if TYPE_CHECKING:
     from .protocols import Host
@@ -447,14 +447,10 @@ def generate_kernel_reverse(diff: "Host", fn: ir.Operation, sig: Signature, name
     ctx = ReverseContext(diff, fn, sig)
     private = name == sig.mangled()
     # A private kernel derivative is a launch rule's, which sums the adjoints of the
-    # elements every item reads (uniform_loads.py); one requested by name keeps its ABI
-    # unless the request asks for them (the GPU launcher's).
-    summed = private or SUM_UNIFORM_ATTR in extra     # or a by-name request asking it
-    rev, gen = rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=summed), ctx,
+    # elements every item reads (uniform_loads.py); one requested by name keeps its ABI.
+    rev, gen = rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=private), ctx,
                          f"{name}_rev", extra, private)
     elements = gen.elements
-    if summed:
-        rev.attributes[ELEMENTS_ATTR] = element_attr(elements)
     fields = kernel_fields(ctx.plan)
     aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     count = None

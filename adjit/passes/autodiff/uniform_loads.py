@@ -18,10 +18,8 @@ array there means no item read the element (it would have faulted in the primal)
 zero, is then not added.
 
 Derivatives generated for a launch rule do this (their launch knows the extra per-item
-buffers), and a kernel derivative requested by name whose request carries SUM_UNIFORM_ATTR
-(the GPU launcher's, frontend/cuda_launch.py, which sums them in Python's launch sequence);
-without it a by-name request keeps its ABI (atomics). The reverse kernel records its
-elements in ELEMENTS_ATTR (`element_attr`), for a launcher that has no IR.
+buffers: on the CPU, and on the GPU in a host program); a kernel derivative requested by name
+keeps its ABI (atomics).
 """
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ...core.tape_size import Expr, to_text
+from ...core.tape_size import Expr
 from .activity import ActivityAnalysis
 from .ir_util import walk
 from .uniform import uniform
@@ -51,33 +49,6 @@ class UniformLoad:
 
 
 _READS = ("memref.load", "memref.dim")
-
-# On an adj.autodiff request of a kernel's reverse mode by name: give the reverse kernel the
-# launch rule's extra per-item outputs too (copied onto the generated kernels, as every
-# attribute of a request that is not the request's own).
-SUM_UNIFORM_ATTR = "adj.sum_uniform"
-# On such a reverse kernel: per extra output, in order, {arg = primal argument index, at =
-# [index expressions as text (core/tape_size.py)]}.
-ELEMENTS_ATTR = "adj.uniform_loads"
-
-
-def element_attr(elements: list[UniformLoad]) -> ir.Attribute:
-    """ELEMENTS_ATTR's value for the reverse kernel's `elements`."""
-    i64 = ir.IntegerType.get_signless(64)
-    return ir.ArrayAttr.get([ir.DictAttr.get({
-        "arg": ir.IntegerAttr.get(i64, e.arg),
-        "at": ir.ArrayAttr.get([ir.StringAttr.get(to_text(x)) for x in e.at])})
-        for e in elements])
-
-
-def read_element_attr(attr: ir.Attribute) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """ELEMENTS_ATTR as (primal argument, index expression texts) per element."""
-    out = []
-    for d in ir.ArrayAttr(attr):
-        d = ir.DictAttr(d)
-        out.append((ir.IntegerAttr(d["arg"]).value,
-                    tuple(ir.StringAttr(a).value for a in ir.ArrayAttr(d["at"]))))
-    return tuple(out)
 
 
 def uniform_loads(fn: ir.Operation, act: ActivityAnalysis,

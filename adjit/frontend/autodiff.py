@@ -17,7 +17,7 @@ from ..runtime.device_array import DeviceArray
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks, service
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
-                        specialise)
+                        routes, specialise)
 from .modes import (Active, Annotation, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     derivative_abi)
@@ -318,13 +318,55 @@ def _grad_call(f, argnums, args, with_value: bool):
     return (value, out) if with_value else out
 
 
-def grad(f, argnums=0) -> Callable:
+class Grad:
+    """`adjit.grad(f, argnums)` (or `value_and_grad`): a function of `f`'s arguments returning
+    the gradient with respect to those at `argnums`. Callable from Python and from compiled
+    code (derivative_calls.py), and itself differentiable: `adjit.grad(adjit.grad(f))`,
+    `adjit.jvp(adjit.grad(f), ...)`."""
+
+    def __init__(self, f, argnums, with_value: bool):
+        self.f, self.argnums, self.with_value = f, argnums, with_value
+        self.compiled: dict = {}      # argument types -> entry (derivatives of derivatives)
+        self.__name__ = f"{'value_and_grad' if with_value else 'grad'}({f.__name__})"
+
+    @property
+    def source(self):
+        """The source of the innermost function (where compilation errors point)."""
+        return self.f.source
+
+    @property
+    def params(self) -> list[str]:
+        return self.f.params
+
+    def nums(self, n: int) -> tuple[int, ...]:
+        return _argnums(self.argnums, n)
+
+    def __call__(self, *args):
+        if isinstance(self.f, Grad):      # a derivative of a derivative: compiled
+            return routes().call_grad(self, args)
+        return _grad_call(self.f, self.argnums, args, self.with_value)
+
+    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
+        return routes().compile_derivative(self, gen, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<adjit {self.__name__}>"
+
+
+def grad(f, argnums=0) -> Grad:
     """JAX's grad: a function returning the gradient w.r.t. `argnums`."""
-    return lambda *args: _grad_call(f, argnums, args, False)
+    return Grad(f, argnums, False)
 
 
-def value_and_grad(f, argnums=0) -> Callable:
-    return lambda *args: _grad_call(f, argnums, args, True)
+def value_and_grad(f, argnums=0) -> Grad:
+    """JAX's value_and_grad: a function returning (value, gradient w.r.t. `argnums`)."""
+    return Grad(f, argnums, True)
+
+
+# Inside compiled code: `adjit.grad(f)` is evaluated while compiling (a Grad, whose call is
+# compiled), `adjit.autodiff(...)` and `adjit.jvp(...)` compile to derivative calls.
+grad._adjit_compile_time = True
+value_and_grad._adjit_compile_time = True
 
 
 def _like(what: str, v, like, of: str, convert: bool):
@@ -443,3 +485,9 @@ def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
     fwd = float(autodiff(Forward, f, *fwd_anns))
     scale = max(abs(fd), 1e-12)
     return max(abs(rev - fd) / scale, abs(fwd - fd) / scale)
+
+
+autodiff._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
+    autodiff, gen, args, kwargs)
+jvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
+    jvp, gen, args, kwargs)

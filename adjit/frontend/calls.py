@@ -68,6 +68,15 @@ class _Routes:
             return launch_kernel(target, gen, args, kwargs)
         return call_function(target, gen, args, kwargs)
 
+    def compile_derivative(self, what: Any, gen: CodeGenerator, args: list,
+                           kwargs: dict) -> Any:
+        from .derivative_calls import compile_derivative_call
+        return compile_derivative_call(gen, what, args, kwargs)
+
+    def call_grad(self, g: Any, args: tuple) -> Any:
+        from .derivative_calls import call_grad
+        return compiling(g, lambda: call_grad(g, args))
+
 
 def _no_llvm() -> str:
     raise ValueError("lower(..., device='cuda') has .adj() and .ptx(); .llvm() is for the CPU")

@@ -666,6 +666,11 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         obj = callee.obj
         if isinstance(obj, _Method):
             return obj.call(self, args, kwargs)
+        if getattr(obj, "_adjit_compile_time", False):
+            # A transformation or annotation evaluated while compiling (`adjit.grad(f)`,
+            # `adjit.Active(x)`): its result is an object of the compiler's, which a call or a
+            # derivative (derivative_calls.py) then uses.
+            return PyObj(obj(*map(_python, args), **{k: _python(v) for k, v in kwargs.items()}))
         handler = B.lookup(obj)
         if handler is not None:
             return handler(self, args, kwargs)
@@ -711,6 +716,18 @@ def _named_items(t: tuple) -> tuple:
     """A tuple bound to a name, its expressions lazy names (codegen.force_lazy finds them)."""
     return tuple(L.NamedExpr(v) if isinstance(v, ArrayExpr) and not isinstance(v, L.NamedExpr)
                  else _named_items(v) if isinstance(v, tuple) else v for v in t)
+
+
+def _python(v):
+    """An argument of a compile-time call: a Python object or constant as itself, any other
+    value (a scalar or array of the code) as the frontend's value."""
+    if isinstance(v, PyObj):
+        return v.obj
+    if isinstance(v, Literal):
+        return v.value
+    if isinstance(v, tuple):
+        return tuple(_python(x) for x in v)
+    return v
 
 
 class _Method:

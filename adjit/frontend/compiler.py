@@ -52,6 +52,18 @@ class CompileUnit:
         # what the autodiff pass's rule lookup (rule_compiler.FunctionRules) asks about.
         self.functions: dict[str, tuple[Function, tuple, list]] = {}
         self._active: set[tuple] = set()
+        # derivatives called from the code (derivative_calls.py): signature -> the name of
+        # the function its adj.autodiff request defines
+        self.requests: dict[tuple, str] = {}
+        # what must run on the module before it is lowered (the autodiff pass, when the code
+        # calls derivatives), each once
+        self.before_lowering: list[Callable[[CompileUnit], None]] = []
+
+    def finish(self) -> None:
+        """Runs what must run before the module is lowered (before_lowering), once."""
+        with self.ctx, ir.Location.unknown():
+            while self.before_lowering:
+                self.before_lowering.pop(0)(self)
 
     def add(self, gen: CodeGenerator) -> func.FuncOp:
         with ir.InsertionPoint(self.module.body):
@@ -116,6 +128,7 @@ def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
     callable `entry`."""
     from ..passes.written import written_arguments
     from .engine import compile_module
+    unit.finish()
     adj_text = str(unit.module)
     if os.environ.get("ADJIT_DUMP_IR"):
         print(f"// ----- adjit: {entry} (adj) -----\n{adj_text}")
@@ -159,6 +172,7 @@ def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, li
     from ..runtime import cpu_cache
     from ..core.types import type_code
     from ..runtime.host_program import HostProgram
+    unit.finish()
     written = {entry: tuple(written_arguments(unit.module, entry)) for entry in entries}
     llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
     library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
@@ -192,6 +206,7 @@ def kernel_module(k: "Kernel", types: list, ndim: int, debug: bool) -> tuple[str
     unit = CompileUnit(debug)
     with unit.ctx:
         symbol = unit.kernel(k, types, ndim)
+        unit.finish()
     return str(unit.module), symbol
 
 
@@ -200,7 +215,9 @@ def kernel_to_gpu(k: "Kernel", types: list, ndim: int, debug: bool, chip: str) -
     from ..passes.lower_gpu import kernel_to_ptx
     unit = CompileUnit(debug)
     with unit.ctx:
-        return kernel_to_ptx(unit.module, unit.kernel(k, types, ndim), chip)
+        symbol = unit.kernel(k, types, ndim)
+        unit.finish()
+        return kernel_to_ptx(unit.module, symbol, chip)
 
 
 def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):

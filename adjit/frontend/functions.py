@@ -52,6 +52,14 @@ class Routes(Protocol):
                      kwargs: dict) -> Any:
         """A call of `target` (a launch, for a kernel) in the code `gen` generates."""
 
+    def compile_derivative(self, what: Any, gen: CodeGenerator, args: list,
+                           kwargs: dict) -> Any:
+        """A call of `adjit.autodiff`, `adjit.jvp` or of an `adjit.grad(f)` in the code `gen`
+        generates (frontend/derivative_calls.py)."""
+
+    def call_grad(self, g: Any, args: tuple) -> Any:
+        """`g(*args)` from Python, for an `adjit.grad` of a derivative (compiled)."""
+
 
 _routes: list[Routes] = []
 

@@ -39,6 +39,9 @@ ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", True, True, split=True)
 # ---- activity annotations --------------------------------------------------------------
 class Annotation:
     activity = ""
+    # Made while compiling too (`adjit.Active(x)` inside an @adjit.jit function), holding
+    # the code's values: codegen evaluates the constructor at compile time.
+    _adjit_compile_time = True
 
     def __init__(self, val, dval=None):
         self.val, self.dval = val, dval

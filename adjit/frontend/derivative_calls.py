@@ -1,0 +1,304 @@
+"""Derivatives called from compiled code (Enzyme's `autodiff_deferred`): `adjit.autodiff`,
+`adjit.grad`, `adjit.value_and_grad` and `adjit.jvp` inside `@adjit.jit`, `@adjit.func` and
+kernels, with the same annotations and return conventions as from Python.
+
+A call compiles the differentiated function into the same module, adds an `adj.autodiff`
+request for it (one per signature: a loop calling a gradient makes one request) and calls the
+function the request defines: the forward derivative, or, in reverse mode, the `combined` one
+(the augmented function, then the reverse one on its tape: passes/autodiff/driver.py). The
+autodiff pass runs before the module is lowered (`CompileUnit.before_lowering`), so a
+gradient-descent loop compiles to one native function with no Python in it.
+
+A derivative is itself a function the pass can differentiate (a request may name a function
+another request defines): `adjit.grad(adjit.grad(f))`, `adjit.jvp(adjit.grad(f), ...)` (a
+Hessian-vector product, forward over reverse) compile to nested requests. `Grad` objects (what
+`adjit.grad` returns) become functions of the module (`define_grad`), so they can be called,
+differentiated, and called from Python (`call_grad`, through a compiled entry).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from mlir import ir
+from mlir.dialects import func
+
+from ..core.activity import Activity
+from ..core.derivative_abi import DerivativeABI, Mode
+from ..core.errors import UserError
+from ..core.types import ArrayType, type_of_value
+from ..dialects import adj
+from . import arrays as A
+from . import scalar_ops as S
+from .compiler import CompileUnit, compiled
+from .functions import Function, Kernel
+from .modes import (Active, Annotation, Const, Duplicated, ForwardWithPrimal,
+                    ReverseWithPrimal)
+from .modes import Mode as ApiMode
+from .values import Array, Literal, PyObj, Scalar
+
+if TYPE_CHECKING:
+    from .autodiff import Grad
+    from .codegen import CodeGenerator
+
+
+# ---- the request and the call ---------------------------------------------------------------
+def _request(unit: CompileUnit, symbol: str, kind: Mode, activity: tuple[Activity, ...],
+             ret: Activity, with_primal: bool) -> str:
+    """The name of the function differentiating @symbol so (requested once per unit)."""
+    key = (symbol, kind, activity, ret, with_primal)
+    if key not in unit.requests:
+        letters = "".join(a.letter for a in activity)
+        name = f"__adj_call_{symbol}_{'fwd' if kind is Mode.FORWARD else 'rev'}_{letters}_" \
+               f"{ret.letter}{'p' if with_primal else ''}"
+        s = ir.StringAttr.get
+        attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(symbol),
+                 "mode": s(kind.value), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
+                 "ret_activity": s(ret.value), "with_primal": ir.BoolAttr.get(with_primal)}
+        if kind is Mode.REVERSE:
+            attrs["combined"] = ir.UnitAttr.get()
+        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+            ir.Operation.create("adj.autodiff", attributes=attrs)
+        unit.requests[key] = name
+        if _run_pass not in unit.before_lowering:
+            unit.before_lowering.append(_run_pass)
+    return unit.requests[key]
+
+
+def _run_pass(unit: CompileUnit) -> None:
+    from .derivative import run_pass
+    run_pass(unit)
+
+
+def _value(v, what: str):
+    """A frontend value as a scalar or an array (a literal becomes a scalar of its type)."""
+    if isinstance(v, (bool, int, float)):    # (a constant of a compile-time call)
+        v = Literal(v)
+    if isinstance(v, Literal):
+        return S.as_scalar(v)
+    if isinstance(v, (Scalar, Array)):
+        return v
+    raise UserError(f"{what} is {S.describe(v)}; a derivative takes scalars and arrays")
+
+
+def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotation],
+                    name: str) -> list:
+    """Emits, at the insertion point, the call of `f`'s derivative in `mode` for the
+    annotated frontend values `anns`; returns the results as Python's autodiff does."""
+    values, shadows, activity = [], [], []
+    for k, a in enumerate(anns):
+        what = f"{name}(): argument {k}"
+        v = _value(a.val, what)
+        t = v.type
+        act = Activity(a.activity)
+        if act == Activity.ACTIVE:
+            if not mode.reverse:
+                raise UserError(f"{what}: forward mode takes Duplicated(x, dx), not Active")
+            if isinstance(t, ArrayType) or not t.is_float:
+                raise UserError(f"{what} is marked Active: only float scalars are (an array "
+                                "is Duplicated(x, dx))")
+        shadow = None
+        if act in (Activity.DUP, Activity.DUPNONEED):
+            if isinstance(t, ArrayType):
+                shadow = a.dval
+                if not isinstance(shadow, Array) or shadow.type != t:
+                    raise UserError(f"{what}: the shadow must be an array of the same type, "
+                                    f"{t!r}, got {S.describe(shadow)}")
+                if not t.dtype.is_float:
+                    raise UserError(f"{what} is an integer or bool array: not differentiable")
+            else:
+                if mode.reverse:
+                    raise UserError(f"{what}: in reverse mode a scalar is Active(x), not "
+                                    "Duplicated")
+                if not t.is_float:
+                    raise UserError(f"{what} is not a float: not differentiable")
+                shadow = S.cast(S.as_scalar(_value(a.dval, what + "'s tangent"), t), t)
+        values.append(v)
+        shadows.append(shadow)
+        activity.append(act)
+    types = [v.type for v in values]
+    symbol, results, _ = _define(unit, f, types)
+    if len(results) > 1:
+        raise UserError(f"{name}() differentiates functions of one result; "
+                        f"{f.__name__} returns {len(results)}")
+    float_result = bool(results) and (results[0].dtype.is_float if isinstance(
+        results[0], ArrayType) else results[0].is_float)
+    if mode.reverse and results and isinstance(results[0], ArrayType):
+        raise UserError(f"{name}(): reverse mode of {f.__name__}, which returns an array "
+                        "(a gradient is of a scalar function)")
+    ret = (Activity.ACTIVE if mode.reverse else Activity.DUP) if float_result \
+        else Activity.CONST
+    abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal)
+    request = _request(unit, symbol, mode.kind, abi.activity, ret, mode.with_primal)
+    args = [x.value for x in abi.flatten(values, shadows)]
+    if mode.reverse:
+        dret = [S.as_scalar(Literal(1.0), t).value for t in abi.dret(results, _is_float)]
+        outs = results[:len(results) if mode.with_primal else 0] + abi.adjoints(types)
+        call = func.CallOp([t.mlir() for t in outs], ir.FlatSymbolRefAttr.get(request),
+                           args + dret)
+        got = [_typed(r, t) for r, t in zip(call.results, outs)]
+        n_primal = len(results) if mode.with_primal else 0
+        it = iter(got[n_primal:])
+        grads = tuple(next(it) if act == Activity.ACTIVE else PyObj(None) for act in activity)
+        if mode.with_primal:
+            return [grads, got[0] if n_primal else PyObj(None)]
+        return [grads]
+    outs = abi.forward_results(results, _is_float)
+    call = func.CallOp([t.mlir() for t in outs], ir.FlatSymbolRefAttr.get(request), args)
+    got = [_typed(r, t) for r, t in zip(call.results, outs)]
+    n_primal = len(results) if mode.with_primal else 0
+    tangent = got[n_primal] if len(got) > n_primal else PyObj(None)
+    return [tangent, got[0]] if mode.with_primal else [tangent]
+
+
+def _is_float(t) -> bool:
+    return (t.dtype if isinstance(t, ArrayType) else t).is_float
+
+
+def _typed(v: ir.Value, t):
+    return Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
+
+
+def _define(unit: CompileUnit, f, types: list) -> tuple[str, list, bool]:
+    """(symbol, results, is_tuple) of `f` for `types` in `unit`: a function compiled from its
+    source, or a gradient defined in IR (define_grad)."""
+    from .autodiff import Grad
+    if isinstance(f, Grad):
+        return define_grad(unit, f, types)
+    if isinstance(f, Kernel):
+        raise UserError(f"differentiating kernel {f.__name__} inside compiled code: "
+                        "differentiate a function that launches it")
+    if not isinstance(f, Function):
+        raise UserError(f"cannot differentiate {getattr(f, '__name__', f)!r}: autodiff takes "
+                        "@adjit.jit or @adjit.func functions, and adjit.grad(...) of them")
+    return unit.function(f, types)
+
+
+# ---- gradients as functions ------------------------------------------------------------------
+def _grad_annotations(g: "Grad", values: list) -> tuple[list[Annotation], dict[int, Array]]:
+    """JAX's grad: Active scalars and Duplicated arrays (fresh zero shadows) at argnums."""
+    nums = g.nums(len(values))
+    anns, shadows = [], {}
+    for k, v in enumerate(values):
+        if k not in nums:
+            anns.append(Const(v))
+        elif isinstance(v, Array):
+            shadows[k] = A.alloc(v.type.dtype, A.dims(v))
+            A.fill(shadows[k], Literal(0.0))
+            anns.append(Duplicated(v, shadows[k]))
+        else:
+            anns.append(Active(v))
+    return anns, shadows
+
+
+def grad_call(unit: CompileUnit, g: "Grad", values: list, where: str):
+    """The value of `g(*values)` (adjit.grad/value_and_grad of a function) emitted here."""
+    anns, shadows = _grad_annotations(g, values)
+    if shadows and where != "jit":
+        raise UserError(f"grad of {g.f.__name__} with respect to an array inside a kernel or "
+                        "device function: the gradient is a new array, which only "
+                        "@adjit.jit functions allocate")
+    grads, value = derivative_call(unit, g.f, ReverseWithPrimal, anns, g.__name__)
+    if isinstance(value, PyObj) or isinstance(value, Array):
+        raise UserError(f"grad of {g.f.__name__}: the function must return a float scalar")
+    nums = g.nums(len(values))
+    out = tuple(shadows[k] if k in shadows else grads[k] for k in nums)
+    out = out[0] if isinstance(g.argnums, int) else out
+    return (value, out) if g.with_value else out
+
+
+def define_grad(unit: CompileUnit, g: "Grad", types: list) -> tuple[str, list, bool]:
+    """A function of the module computing `g` for argument `types` (so that it can be called
+    and differentiated as any function): (symbol, result types, whether a tuple)."""
+    key = ("grad", id(g), tuple(types))
+    if key in unit.compiled:
+        return unit.compiled[key]
+    symbol = f"__adj_grad{len(unit.requests)}_{g.f.__name__}"
+    while _defined(unit, symbol):
+        symbol += "_"
+    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+        fn = func.FuncOp(symbol, ([t.mlir() for t in types], []), visibility="private")
+        entry = fn.add_entry_block()
+    with ir.InsertionPoint(entry), ir.Location.unknown():
+        values = [_typed(a, t) for a, t in zip(entry.arguments, types)]
+        out = grad_call(unit, g, values, "jit" if _allocates(types) else "func")
+        items = list(out) if isinstance(out, tuple) else [out]
+        func.ReturnOp([x.value for x in items])
+    results = [x.type for x in items]
+    fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [t.mlir() for t in types], [t.mlir() for t in results]))
+    if not _allocates(types):
+        fn.operation.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
+    out = (symbol, results, isinstance(out, tuple))
+    unit.compiled[key] = out
+    return out
+
+
+def _allocates(types: list) -> bool:
+    return any(isinstance(t, ArrayType) for t in types)
+
+
+def _defined(unit: CompileUnit, name: str) -> bool:
+    try:
+        unit.symbol(name)
+        return True
+    except KeyError:
+        return False
+
+
+# ---- from Python and from code generation -----------------------------------------------------
+def call_grad(g: "Grad", args: tuple):
+    """`g(*args)` from Python when `g` differentiates a derivative (adjit.grad(adjit.grad(f))):
+    an entry holding define_grad's function, compiled once per argument types."""
+    from .functions import debug_enabled
+    types = tuple(type_of_value(a) for a in args)
+    key = (types, debug_enabled())
+    if key not in g.compiled:
+        unit = CompileUnit(debug_enabled())
+        with unit.ctx:
+            symbol, results, is_tuple = define_grad(unit, g, list(types))
+
+            def body(values):
+                return list(func.CallOp([t.mlir() for t in results],
+                                        ir.FlatSymbolRefAttr.get(symbol), values).results)
+
+            unit.entry("entry", list(types), results, body)
+        g.compiled[key] = compiled(unit, "entry", list(types), results, is_tuple, g)
+    return g.compiled[key].call(*args)
+
+
+def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
+    """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
+    from .autodiff import Grad, autodiff, jvp
+    if isinstance(what, Grad):
+        if kwargs:
+            raise UserError(f"{what.__name__}() takes its arguments by position")
+        return grad_call(gen.unit, what, [_value(a, f"{what.__name__}(): an argument")
+                                          for a in args], gen.kind)
+    if what is autodiff:
+        if kwargs:
+            raise UserError("autodiff() inside compiled code takes no keywords (ndrange: "
+                            "differentiate a function that launches the kernel)")
+        if len(args) < 2 or not isinstance(args[0], PyObj) or \
+                not isinstance(args[0].obj, ApiMode) or not isinstance(args[1], PyObj):
+            raise UserError("autodiff(mode, f, *args): a mode such as adjit.Reverse, then a "
+                            "function")
+        mode, f = args[0].obj, args[1].obj
+        if mode.split:
+            raise UserError("split mode (autodiff_thunk) is not available inside compiled code")
+        anns = [a.obj if isinstance(a, PyObj) and isinstance(a.obj, Annotation) else Const(a)
+                for a in args[2:]]
+        out = derivative_call(gen.unit, f, mode, anns, "autodiff")
+        return tuple(out) if len(out) > 1 else out[0]
+    if what is jvp:
+        if kwargs or len(args) != 3 or not isinstance(args[0], PyObj):
+            raise UserError("jvp(f, primals, tangents) takes a function and two tuples")
+        primals, tangents = args[1], args[2]
+        if not isinstance(primals, tuple) or not isinstance(tangents, tuple) or \
+                len(primals) != len(tangents):
+            raise UserError("jvp(f, primals, tangents): primals and tangents are tuples of the "
+                            "same length")
+        anns = [Duplicated(p, t) for p, t in zip(primals, tangents)]
+        tangent, primal = derivative_call(gen.unit, args[0].obj, ForwardWithPrimal, anns,
+                                          "jvp")
+        return primal, tangent
+    raise UserError(f"{what!r} is not a derivative adjit compiles")

@@ -14,8 +14,8 @@ from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
 from .frontend.modes import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
                              ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
                              ReverseWithPrimal)
-from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, jvp,
-                                value_and_grad, vjp)
+from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, hessian,
+                                hvp, jacfwd, jacrev, jvp, value_and_grad, vjp)
 from .frontend import rules
 from .frontend.calls import ROUTES as _ROUTES
 from .frontend.functions import install as _install
@@ -62,5 +62,6 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
            "reset_peak_memory", "release_cached_memory", "wait_for_builds", "Active", "Const", "Duplicated",
            "DuplicatedNoNeed", "Forward",
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
-           "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "jvp", "value_and_grad",
+           "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
+           "jvp", "value_and_grad",
            "vjp", "rules", "DeviceArray", "to_device", *sorted(_ns)]

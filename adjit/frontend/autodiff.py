@@ -156,6 +156,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
+    if isinstance(f, Grad):             # a derivative of a derivative: compiled
+        return routes().autodiff_of_grad(mode, f, args)
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
                                             device)
     flat = _flatten_args(mode, anns, types, values)
@@ -487,7 +489,62 @@ def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
     return max(abs(rev - fd) / scale, abs(fwd - fd) / scale)
 
 
+# ---- higher order, with JAX's meanings ---------------------------------------------------------
+def hvp(f, primals: Sequence, tangents: Sequence):
+    """The Hessian of scalar `f` at `primals` times `tangents` (forward over reverse: the jvp
+    of grad(f), one pass of each, never the Hessian itself); shaped like the primals (a
+    tuple of them when there are several)."""
+    nums = 0 if len(primals) == 1 else tuple(range(len(primals)))
+    return jvp(grad(f, nums), primals, tangents)[1]
+
+
+def jacfwd(f, argnums: int = 0) -> Callable:
+    """JAX's jacfwd: a function returning the Jacobian of `f` with respect to argument
+    `argnums` (a float scalar or array), built column by column from forward-mode passes:
+    shape `out.shape + x.shape`."""
+    def jacobian(*args):
+        x = args[argnums]
+        if not isinstance(x, np.ndarray):
+            tangents = [0.0 * a if np.isscalar(a) else np.zeros_like(a) for a in args]
+            tangents[argnums] = 1.0
+            return jvp(f, args, tangents)[1]
+        cols = []
+        for k in range(x.size):
+            tangents = [0.0 * a if np.isscalar(a) else np.zeros_like(a) for a in args]
+            e = np.zeros_like(x)
+            e.flat[k] = 1.0
+            tangents[argnums] = e
+            cols.append(np.asarray(jvp(f, args, tangents)[1]))
+        return np.stack(cols, axis=-1).reshape(cols[0].shape + x.shape)
+    return jacobian
+
+
+def jacrev(f, argnums: int = 0) -> Callable:
+    """JAX's jacrev: the Jacobian of `f` with respect to argument `argnums`, built row by row
+    from reverse-mode passes (one per output element): shape `out.shape + x.shape`."""
+    def jacobian(*args):
+        value, pullback = vjp(f, *args)
+        if not isinstance(value, np.ndarray):
+            return pullback(1.0)[argnums]
+        rows = []
+        for i in range(value.size):
+            e = np.zeros_like(value)
+            e.flat[i] = 1.0
+            rows.append(np.asarray(pullback(e)[argnums]))
+        x = args[argnums]
+        return np.stack(rows).reshape(value.shape + np.shape(x))
+    return jacobian
+
+
+def hessian(f, argnums: int = 0) -> Callable:
+    """JAX's hessian: jacfwd of grad, the second derivatives of scalar `f` with respect to
+    argument `argnums` (shape `x.shape + x.shape`)."""
+    return jacfwd(grad(f, argnums), argnums)
+
+
 autodiff._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
     autodiff, gen, args, kwargs)
 jvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
     jvp, gen, args, kwargs)
+hvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
+    hvp, gen, args, kwargs)

@@ -77,6 +77,10 @@ class _Routes:
         from .derivative_calls import call_grad
         return compiling(g, lambda: call_grad(g, args))
 
+    def autodiff_of_grad(self, mode: Any, g: Any, args: tuple) -> Any:
+        from .derivative_calls import call_autodiff
+        return compiling(g, lambda: call_autodiff(mode, g, args))
+
 
 def _no_llvm() -> str:
     raise ValueError("lower(..., device='cuda') has .adj() and .ptx(); .llvm() is for the CPU")

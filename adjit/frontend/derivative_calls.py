@@ -31,7 +31,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from .compiler import CompileUnit, compiled
 from .functions import Function, Kernel
-from .modes import (Active, Annotation, Const, Duplicated, ForwardWithPrimal,
+from .modes import (Active, Annotation, Const, Duplicated, Forward, ForwardWithPrimal,
                     ReverseWithPrimal)
 from .modes import Mode as ApiMode
 from .values import Array, Literal, PyObj, Scalar
@@ -117,11 +117,10 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
         activity.append(act)
     types = [v.type for v in values]
     symbol, results, _ = _define(unit, f, types)
-    if len(results) > 1:
-        raise UserError(f"{name}() differentiates functions of one result; "
+    if len(results) > 1 and mode.reverse:
+        raise UserError(f"{name}(): reverse mode differentiates functions of one result; "
                         f"{f.__name__} returns {len(results)}")
-    float_result = bool(results) and (results[0].dtype.is_float if isinstance(
-        results[0], ArrayType) else results[0].is_float)
+    float_result = any(_is_float(t) for t in results)
     if mode.reverse and results and isinstance(results[0], ArrayType):
         raise UserError(f"{name}(): reverse mode of {f.__name__}, which returns an array "
                         "(a gradient is of a scalar function)")
@@ -146,8 +145,13 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     call = func.CallOp([t.mlir() for t in outs], ir.FlatSymbolRefAttr.get(request), args)
     got = [_typed(r, t) for r, t in zip(call.results, outs)]
     n_primal = len(results) if mode.with_primal else 0
-    tangent = got[n_primal] if len(got) > n_primal else PyObj(None)
-    return [tangent, got[0]] if mode.with_primal else [tangent]
+    tangent = _one_or_tuple(got[n_primal:])
+    return [tangent, _one_or_tuple(got[:n_primal])] if mode.with_primal else [tangent]
+
+
+def _one_or_tuple(values: list):
+    """A function's results as its call gives them: none, one, or a tuple."""
+    return PyObj(None) if not values else values[0] if len(values) == 1 else tuple(values)
 
 
 def _is_float(t) -> bool:
@@ -268,7 +272,7 @@ def call_grad(g: "Grad", args: tuple):
 
 def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
     """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
-    from .autodiff import Grad, autodiff, jvp
+    from .autodiff import Grad, autodiff, hvp, jvp
     if isinstance(what, Grad):
         if kwargs:
             raise UserError(f"{what.__name__}() takes its arguments by position")
@@ -301,4 +305,78 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
         tangent, primal = derivative_call(gen.unit, args[0].obj, ForwardWithPrimal, anns,
                                           "jvp")
         return primal, tangent
+    if what is hvp:
+        if kwargs or len(args) != 3 or not isinstance(args[0], PyObj) or \
+                not isinstance(args[1], tuple) or not isinstance(args[2], tuple) or \
+                len(args[1]) != len(args[2]):
+            raise UserError("hvp(f, primals, tangents) takes a function and two tuples of the "
+                            "same length")
+        f, primals, tangents = args[0].obj, args[1], args[2]
+        g = Grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))), False)
+        anns = [Duplicated(p, t) for p, t in zip(primals, tangents)]
+        return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
     raise UserError(f"{what!r} is not a derivative adjit compiles")
+
+
+def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
+    """`adjit.autodiff(mode, g, *anns)` from Python, for `g` a derivative (adjit.grad(f)):
+    an entry taking each argument (and its shadow or tangent) that makes the derivative
+    call, compiled once per mode, activities and types; returns what autodiff returns."""
+    from .functions import debug_enabled
+    anns = [a if isinstance(a, Annotation) else Const(a) for a in anns]
+    types = [type_of_value(a.val) for a in anns]
+    shadowed = [isinstance(a, Duplicated) for a in anns]
+    key = (mode, tuple(type(a) for a in anns), tuple(types), debug_enabled())
+    if key not in g.compiled:
+        unit = CompileUnit(debug_enabled())
+        flat_t = [t for t, s in zip(types, shadowed) for t in ((t, t) if s else (t,))]
+        shape: list = []
+
+        def body(params):
+            it = iter(params)
+            made = []
+            for a, t, s in zip(anns, types, shadowed):
+                v = _typed(next(it), t)
+                made.append(type(a)(v, _typed(next(it), t)) if s else type(a)(v))
+            out = derivative_call(unit, g, mode, made, "autodiff")
+            flat = [x for x in _leaves(out) if not isinstance(x, PyObj)]
+            shape.append(out)
+            result_t.extend(x.type for x in flat)
+            return [x.value for x in flat]
+
+        result_t: list = []
+        with unit.ctx, ir.Location.unknown():
+            # (the result types are known once the body is built: an entry of its own)
+            symbol = f"__adj_autodiff_{g.f.__name__}"
+            with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+                fn = func.FuncOp(symbol, ([t.mlir() for t in flat_t], []), visibility="private")
+                entry = fn.add_entry_block()
+            with ir.InsertionPoint(entry), ir.Location.unknown():
+                func.ReturnOp(body(list(entry.arguments)))
+            fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+                [t.mlir() for t in flat_t], [t.mlir() for t in result_t]))
+            unit.entry("entry", flat_t, result_t, lambda args: list(func.CallOp(
+                [t.mlir() for t in result_t], ir.FlatSymbolRefAttr.get(symbol), args).results))
+        g.compiled[key] = (compiled(unit, "entry", flat_t, result_t, len(result_t) > 1, g),
+                           shape[0])
+    entry, shape = g.compiled[key]
+    flat = []
+    for a, s in zip(anns, shadowed):
+        flat.append(a.val)
+        if s:
+            flat.append(a.dval)
+    got = entry.call(*flat)
+    got = iter(got if isinstance(got, tuple) else (got,))
+    out = _rebuild(shape, got)
+    return tuple(out) if len(out) > 1 else out[0]
+
+
+def _leaves(out) -> list:
+    return [y for x in out for y in (_leaves(x) if isinstance(x, (tuple, list)) else [x])]
+
+
+def _rebuild(shape, got):
+    """`shape` (a structure of code values and PyObj(None)) with the values from `got`."""
+    if isinstance(shape, (tuple, list)):
+        return type(shape)(_rebuild(x, got) for x in shape)
+    return None if isinstance(shape, PyObj) else next(got)

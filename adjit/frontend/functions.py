@@ -60,6 +60,9 @@ class Routes(Protocol):
     def call_grad(self, g: Any, args: tuple) -> Any:
         """`g(*args)` from Python, for an `adjit.grad` of a derivative (compiled)."""
 
+    def autodiff_of_grad(self, mode: Any, g: Any, args: tuple) -> Any:
+        """`adjit.autodiff(mode, g, *args)` from Python for `g` an `adjit.grad` (compiled)."""
+
 
 _routes: list[Routes] = []
 

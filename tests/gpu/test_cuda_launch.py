@@ -282,6 +282,19 @@ def test_a_launch_derivatives_workgroup_size_is_its_own(monkeypatch):
     assert blocks == [{32}, {256}, {16}]
 
 
+@needs_cc
+def test_a_launch_derivative_refuses_a_too_large_ndrange_before_anything_runs(monkeypatch):
+    fake = install(monkeypatch, {})         # no kernel may run: a launch would fail the test
+    x = np.ones(100, np.float32)
+    for mode, a in ((adjit.Reverse, adjit.Active(np.float32(1))),
+                    (adjit.Forward, adjit.Duplicated(np.float32(1), 1.0))):
+        with pytest.raises(IndexError):
+            adjit.autodiff(mode, square_and_clear, a, adjit.Duplicated(x, x.copy()),
+                           adjit.Duplicated(x.copy(), x.copy()), ndrange=101, device="cuda")
+    assert not fake.launches and not getattr(fake, "managed", 0)
+    np.testing.assert_array_equal(x, 1)
+
+
 def test_autodiff_on_the_gpu_takes_kernels_and_jit_functions_only():
     with pytest.raises(TypeError, match="twice is an @adjit.func"):
         adjit.autodiff(adjit.Reverse, twice, adjit.Active(1.0), device="cuda")

@@ -82,8 +82,11 @@ class ForwardGen:
 
     def op(self, op: ir.Operation) -> None:
         handler = op_rule(op.name, "forward")
-        if facts(op.name).view:
-            handler(self, op)    # a view is never `relevant` itself, yet its shadow may be
+        if facts(op.name).view or (handler is not None and any(
+                is_memref(r.type) and self.act.shadowed(r) for r in op.results)):
+            # A view, or a select between arrays (`u, v = v, u` in a loop), is never
+            # `relevant` itself, yet its shadow may be needed: the select of the shadows.
+            handler(self, op)
         elif not self.act.relevant(op):
             clone_op(op, self.vmap)
         elif handler is not None:

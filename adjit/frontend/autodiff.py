@@ -355,14 +355,24 @@ class Grad:
         return f"<adjit {self.__name__}>"
 
 
+def _grad_of(f, argnums, with_value: bool) -> Grad:
+    """The one Grad of `f` for `argnums` (kept on `f`: what a Grad compiled for calls from
+    Python, a derivative of a derivative, is reused by the next `grad(f)`)."""
+    argnums = tuple(argnums) if isinstance(argnums, list) else argnums
+    made = f.__dict__.setdefault("_grads", {})
+    if (argnums, with_value) not in made:
+        made[argnums, with_value] = Grad(f, argnums, with_value)
+    return made[argnums, with_value]
+
+
 def grad(f, argnums=0) -> Grad:
     """JAX's grad: a function returning the gradient w.r.t. `argnums`."""
-    return Grad(f, argnums, False)
+    return _grad_of(f, argnums, False)
 
 
 def value_and_grad(f, argnums=0) -> Grad:
     """JAX's value_and_grad: a function returning (value, gradient w.r.t. `argnums`)."""
-    return Grad(f, argnums, True)
+    return _grad_of(f, argnums, True)
 
 
 # Inside compiled code: `adjit.grad(f)` is evaluated while compiling (a Grad, whose call is

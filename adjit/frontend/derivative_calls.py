@@ -272,7 +272,7 @@ def call_grad(g: "Grad", args: tuple):
 
 def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
     """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
-    from .autodiff import Grad, autodiff, hvp, jvp
+    from .autodiff import Grad, autodiff, grad, hvp, jvp
     if isinstance(what, Grad):
         if kwargs:
             raise UserError(f"{what.__name__}() takes its arguments by position")
@@ -312,7 +312,7 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
             raise UserError("hvp(f, primals, tangents) takes a function and two tuples of the "
                             "same length")
         f, primals, tangents = args[0].obj, args[1], args[2]
-        g = Grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))), False)
+        g = grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))))
         anns = [Duplicated(p, t) for p, t in zip(primals, tangents)]
         return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
     raise UserError(f"{what!r} is not a derivative adjit compiles")

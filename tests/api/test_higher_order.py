@@ -342,3 +342,13 @@ def test_hessian_vector_product_through_launches_and_swapped_arrays(steps):
     eps = 1e-6
     fd = (g(u0 + eps * w, steps) - g(u0 - eps * w, steps)) / (2 * eps)
     np.testing.assert_allclose(hv, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_a_derivative_of_a_derivative_compiles_once_per_signature():
+    assert adjit.grad(smooth) is adjit.grad(smooth)
+    assert adjit.grad(smooth, [0, 1]) is adjit.grad(smooth, (0, 1))
+    assert adjit.grad(smooth) is not adjit.value_and_grad(smooth)
+    before = len(adjit.grad(rosen).compiled)
+    for _ in range(3):
+        adjit.hvp(rosen, (X,), (V,))
+    assert len(adjit.grad(rosen).compiled) <= before + 1

@@ -17,6 +17,7 @@ differentiated, and called from Python (`call_grad`, through a compiled entry).
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from mlir import ir
@@ -216,7 +217,7 @@ def define_grad(unit: CompileUnit, g: "Grad", types: list) -> tuple[str, list, b
     key = ("grad", id(g), tuple(types))
     if key in unit.compiled:
         return unit.compiled[key]
-    symbol = f"__adj_grad{len(unit.requests)}_{g.f.__name__}"
+    symbol = f"__adj_grad{len(unit.requests)}_" + re.sub(r"\W", "_", g.f.__name__)
     while _defined(unit, symbol):
         symbol += "_"
     with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
@@ -347,7 +348,7 @@ def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
         result_t: list = []
         with unit.ctx, ir.Location.unknown():
             # (the result types are known once the body is built: an entry of its own)
-            symbol = f"__adj_autodiff_{g.f.__name__}"
+            symbol = "__adj_autodiff_" + re.sub(r"\W", "_", g.f.__name__)
             with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
                 fn = func.FuncOp(symbol, ([t.mlir() for t in flat_t], []), visibility="private")
                 entry = fn.add_entry_block()

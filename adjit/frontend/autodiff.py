@@ -508,25 +508,42 @@ def hvp(f, primals: Sequence, tangents: Sequence):
     return jvp(grad(f, nums), primals, tangents)[1]
 
 
-def jacfwd(f, argnums: int = 0) -> Callable:
-    """JAX's jacfwd: a function returning the Jacobian of `f` with respect to argument
-    `argnums` (a float scalar or array), built column by column from forward-mode passes:
-    shape `out.shape + x.shape`."""
-    def jacobian(*args):
-        x = args[argnums]
-        if not isinstance(x, np.ndarray):
-            tangents = [0.0 * a if np.isscalar(a) else np.zeros_like(a) for a in args]
-            tangents[argnums] = 1.0
-            return jvp(f, args, tangents)[1]
-        cols = []
-        for k in range(x.size):
-            tangents = [0.0 * a if np.isscalar(a) else np.zeros_like(a) for a in args]
-            e = np.zeros_like(x)
-            e.flat[k] = 1.0
-            tangents[argnums] = e
-            cols.append(np.asarray(jvp(f, args, tangents)[1]))
-        return np.stack(cols, axis=-1).reshape(cols[0].shape + x.shape)
-    return jacobian
+class Jacobian:
+    """`adjit.jacfwd(f, argnums)`: a function returning the Jacobian of `f` with respect to
+    argument `argnums` (a float scalar or array), shape `out.shape + x.shape`, built in
+    compiled code column by column (one forward pass per element of the argument, in a
+    loop: derivative_calls.jacobian_call). Callable from Python and compiled code, and
+    differentiable like a Grad."""
+
+    def __init__(self, f, argnums: int):
+        self.f, self.argnums = f, argnums
+        self.compiled: dict = {}
+        self.__name__ = f"jacfwd({f.__name__})"
+
+    @property
+    def source(self):
+        return self.f.source
+
+    @property
+    def params(self) -> list[str]:
+        return self.f.params
+
+    def __call__(self, *args):
+        return routes().call_grad(self, args)
+
+    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
+        return routes().compile_derivative(self, gen, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<adjit {self.__name__}>"
+
+
+def jacfwd(f, argnums: int = 0) -> Jacobian:
+    """JAX's jacfwd (see Jacobian)."""
+    made = f.__dict__.setdefault("_jacobians", {})
+    if argnums not in made:
+        made[argnums] = Jacobian(f, argnums)
+    return made[argnums]
 
 
 def jacrev(f, argnums: int = 0) -> Callable:
@@ -558,3 +575,5 @@ jvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
     jvp, gen, args, kwargs)
 hvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
     hvp, gen, args, kwargs)
+jacfwd._adjit_compile_time = True
+hessian._adjit_compile_time = True

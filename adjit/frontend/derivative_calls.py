@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from mlir import ir
-from mlir.dialects import func
+from mlir.dialects import arith, func, memref, scf
 
 from ..core.activity import Activity
 from ..core.derivative_abi import DerivativeABI, Mode
@@ -38,7 +38,7 @@ from .modes import Mode as ApiMode
 from .values import Array, Literal, PyObj, Scalar
 
 if TYPE_CHECKING:
-    from .autodiff import Grad
+    from .autodiff import Grad, Jacobian
     from .codegen import CodeGenerator
 
 
@@ -166,9 +166,11 @@ def _typed(v: ir.Value, t):
 def _define(unit: CompileUnit, f, types: list) -> tuple[str, list, bool]:
     """(symbol, results, is_tuple) of `f` for `types` in `unit`: a function compiled from its
     source, or a gradient defined in IR (define_grad)."""
-    from .autodiff import Grad
+    from .autodiff import Grad, Jacobian
     if isinstance(f, Grad):
         return define_grad(unit, f, types)
+    if isinstance(f, Jacobian):
+        return define_jacobian(unit, f, types)
     if isinstance(f, Kernel):
         raise UserError(f"differentiating kernel {f.__name__} inside compiled code: "
                         "differentiate a function that launches it")
@@ -250,17 +252,100 @@ def _defined(unit: CompileUnit, name: str) -> bool:
         return False
 
 
+# ---- Jacobians by forward passes ----------------------------------------------------------------
+def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
+    """The value of `jac(*values)` (adjit.jacfwd of a function, or adjit.hessian) emitted
+    here: one forward pass per element of the argument, in a loop of the compiled code,
+    each along a basis vector, its tangent stored as a column of the result (shape
+    `out.shape + x.shape`)."""
+    k = jac.argnums
+    if not isinstance(k, int) or not 0 <= k < len(values):
+        raise UserError(f"{jac.__name__}: argnums must be one argument's position")
+    x = values[k]
+
+    def along(tangent):
+        anns = [Duplicated(v, tangent) if j == k else Const(v) for j, v in enumerate(values)]
+        t = derivative_call(unit, jac.f, Forward, anns, jac.__name__)[0]
+        if isinstance(t, (tuple, PyObj)):
+            raise UserError(f"{jac.__name__}: the function must return one float scalar or "
+                            "array")
+        return t
+
+    if not isinstance(x, Array):
+        return along(S.as_scalar(Literal(1.0), x.type))
+    if where != "jit":
+        raise UserError(f"{jac.__name__} with respect to an array makes a new array, which "
+                        "only @adjit.jit functions do")
+    _, results, _ = _define(unit, jac.f, [v.type for v in values])
+    out_t = results[0] if len(results) == 1 else None
+    if out_t is None or not _is_float(out_t):
+        raise UserError(f"{jac.__name__}: the function must return one float scalar or array")
+    basis = A.alloc(x.type.dtype, A.dims(x))
+    A.fill(basis, Literal(0.0))
+    flat_basis, n = A.flat(basis), A.numel(A.dims(x))
+    if isinstance(out_t, ArrayType):
+        # the output's shape, from one primal call, for the result's
+        symbol, _, _ = _define(unit, jac.f, [v.type for v in values])
+        out = func.CallOp([out_t.mlir()], ir.FlatSymbolRefAttr.get(symbol),
+                          [v.value for v in values]).results[0]
+        out_dims = A.dims(Array(out, out_t))
+    else:
+        out_dims = []
+    dtype = out_t.dtype if isinstance(out_t, ArrayType) else out_t
+    result = A.alloc(dtype, out_dims + A.dims(x))
+    flat_result = A.flat(result)
+    one, zero = (S.as_scalar(Literal(c), x.type.dtype).value for c in (1.0, 0.0))
+    loop = scf.ForOp(A.idx(0), n, A.idx(1))
+    with ir.InsertionPoint(loop.body):
+        j = loop.induction_variable
+        memref.store(one, flat_basis, [j])
+        t = along(basis)
+        memref.store(zero, flat_basis, [j])
+        if isinstance(t, Array):
+            column = A.flat(t)
+            m = A.numel(A.dims(t))
+            inner = scf.ForOp(A.idx(0), m, A.idx(1))
+            with ir.InsertionPoint(inner.body):
+                i = inner.induction_variable
+                at = arith.addi(arith.muli(i, n), j)
+                memref.store(memref.load(column, [i]), flat_result, [at])
+                scf.YieldOp([])
+        else:
+            memref.store(t.value, flat_result, [j])
+        scf.YieldOp([])
+    return result
+
+
+def define_jacobian(unit: CompileUnit, jac: "Jacobian", types: list) -> tuple[str, list, bool]:
+    """A function of the module computing `jac` for argument `types` (jacobian_call)."""
+    key = ("jacobian", id(jac), tuple(types))
+    if key not in unit.compiled:
+        symbol = f"__adj_jac{len(unit.compiled)}_" + re.sub(r"\W", "_", jac.f.__name__)
+        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+            fn = func.FuncOp(symbol, ([t.mlir() for t in types], []), visibility="private")
+            entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry), ir.Location.unknown():
+            values = [_typed(a, t) for a, t in zip(entry.arguments, types)]
+            out = jacobian_call(unit, jac, values, "jit")
+            func.ReturnOp([out.value])
+        fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [t.mlir() for t in types], [out.type.mlir()]))
+        unit.compiled[key] = (symbol, [out.type], False)
+    return unit.compiled[key]
+
+
 # ---- from Python and from code generation -----------------------------------------------------
-def call_grad(g: "Grad", args: tuple):
-    """`g(*args)` from Python when `g` differentiates a derivative (adjit.grad(adjit.grad(f))):
-    an entry holding define_grad's function, compiled once per argument types."""
+def call_grad(g: "Grad | Jacobian", args: tuple):
+    """`g(*args)` from Python when `g` is compiled whole (a derivative of a derivative,
+    adjit.grad(adjit.grad(f)), or a Jacobian): an entry holding the function `_define`
+    makes of it, compiled once per argument types."""
     from .functions import debug_enabled
     types = tuple(type_of_value(a) for a in args)
     key = (types, debug_enabled())
     if key not in g.compiled:
         unit = CompileUnit(debug_enabled())
-        with unit.ctx:
-            symbol, results, is_tuple = define_grad(unit, g, list(types))
+        with unit.ctx, ir.Location.unknown():
+            symbol, results, is_tuple = _define(unit, g, list(types))
 
             def body(values):
                 return list(func.CallOp([t.mlir() for t in results],
@@ -273,7 +358,12 @@ def call_grad(g: "Grad", args: tuple):
 
 def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
     """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
-    from .autodiff import Grad, autodiff, grad, hvp, jvp
+    from .autodiff import Grad, Jacobian, autodiff, grad, hvp, jvp
+    if isinstance(what, Jacobian):
+        if kwargs:
+            raise UserError(f"{what.__name__}() takes its arguments by position")
+        return jacobian_call(gen.unit, what, [_value(a, f"{what.__name__}(): an argument")
+                                              for a in args], gen.kind)
     if isinstance(what, Grad):
         if kwargs:
             raise UserError(f"{what.__name__}() takes its arguments by position")

@@ -352,3 +352,40 @@ def test_a_derivative_of_a_derivative_compiles_once_per_signature():
     for _ in range(3):
         adjit.hvp(rosen, (X,), (V,))
     assert len(adjit.grad(rosen).compiled) <= before + 1
+
+
+def test_jacfwd_and_hessian_inside_compiled_code():
+    """A Jacobian is one compiled loop of forward passes, inside @jit code too; a scalar
+    Newton iteration compiles whole."""
+    @adjit.jit
+    def cyclic(x):
+        y = adjit.empty_like(x)
+        for i in range(len(x)):
+            y[i] = adjit.sin(x[i]) * x[(i + 1) % len(x)] + x[i] * x[i]
+        return y
+
+    @adjit.jit
+    def both(x):
+        return adjit.jacfwd(cyclic)(x), adjit.hessian(rosen)(x)
+
+    x = np.linspace(0.1, 1.6, 16)
+    expected = np.diag(np.cos(x) * np.roll(x, -1) + 2 * x)
+    for i in range(16):
+        expected[i, (i + 1) % 16] += np.sin(x[i])
+    jac, hess = both(x)
+    np.testing.assert_allclose(jac, expected, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(hess, rosen_hessian(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(adjit.jacfwd(cyclic)(x), expected, rtol=1e-14, atol=1e-15)
+
+    @adjit.func
+    def cubic(x):
+        return x * x * x - 2.0 * x - 5.0
+
+    @adjit.jit
+    def newton(x, iters: int):
+        for _ in range(iters):
+            x = x - cubic(x) / adjit.jacfwd(cubic)(x)
+        return x
+
+    root = newton(2.0, 8)
+    assert abs(root ** 3 - 2 * root - 5) < 1e-13

@@ -1,8 +1,8 @@
 """Higher-order benchmark (issue 13): a Hessian-vector product (forward over reverse:
 adjit.hvp = jvp of grad) over the gradient's time, on Rosenbrock (n = 1M, f64) and on the
 50-step heat stencil (256^2, f32), beside JAX's jvp(grad(f)) when JAX is installed; and a
-16x16 Jacobian by adjit.jacfwd (16 forward passes: no batched tangents yet) beside JAX's
-jacfwd (vmap: one batched pass). Medians of many runs after warm-up, in one process.
+16x16 Jacobian by adjit.jacfwd (one compiled call looping over 16 forward passes: no batched
+tangents yet) beside JAX's jacfwd (vmap: one batched pass). Medians of many runs after warm-up, in one process.
 
     python benchmarks/bench_higher_order.py
 """
@@ -116,7 +116,7 @@ def main() -> None:
             tail = "  (JAX not installed)"
         print(f"{name:<22}{g * 1e3:>10.3f}{h * 1e3:>10.3f}{h / g:>10.2f}{tail}")
     j16 = f"{jx['jac16'] * 1e6:.1f} us" if jx else "n/a"
-    print(f"16x16 Jacobian: adjit.jacfwd {jac_t * 1e6:.1f} us (16 forward calls), "
+    print(f"16x16 Jacobian: adjit.jacfwd {jac_t * 1e6:.1f} us (16 forward passes), "
           f"JAX jacfwd {j16} (one batched pass)")
 
 

@@ -329,7 +329,8 @@ class Grad:
     def __init__(self, f, argnums, with_value: bool):
         self.f, self.argnums, self.with_value = f, argnums, with_value
         self.compiled: dict = {}      # argument types -> entry (derivatives of derivatives)
-        self.__name__ = f"{'value_and_grad' if with_value else 'grad'}({f.__name__})"
+        self.__name__ = (f"{'value_and_grad' if with_value else 'grad'}"
+                         f"({getattr(f, '__name__', repr(f))})")
 
     @property
     def source(self):
@@ -359,6 +360,8 @@ def _grad_of(f, argnums, with_value: bool) -> Grad:
     """The one Grad of `f` for `argnums` (kept on `f`: what a Grad compiled for calls from
     Python, a derivative of a derivative, is reused by the next `grad(f)`)."""
     argnums = tuple(argnums) if isinstance(argnums, list) else argnums
+    if not hasattr(f, "__dict__"):     # (not something adjit differentiates: refused on call)
+        return Grad(f, argnums, with_value)
     made = f.__dict__.setdefault("_grads", {})
     if (argnums, with_value) not in made:
         made[argnums, with_value] = Grad(f, argnums, with_value)
@@ -518,7 +521,7 @@ class Jacobian:
     def __init__(self, f, argnums: int):
         self.f, self.argnums = f, argnums
         self.compiled: dict = {}
-        self.__name__ = f"jacfwd({f.__name__})"
+        self.__name__ = f"jacfwd({getattr(f, '__name__', repr(f))})"
 
     @property
     def source(self):
@@ -540,6 +543,8 @@ class Jacobian:
 
 def jacfwd(f, argnums: int = 0) -> Jacobian:
     """JAX's jacfwd (see Jacobian)."""
+    if not hasattr(f, "__dict__"):
+        return Jacobian(f, argnums)
     made = f.__dict__.setdefault("_jacobians", {})
     if argnums not in made:
         made[argnums] = Jacobian(f, argnums)

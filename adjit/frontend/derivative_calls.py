@@ -167,13 +167,15 @@ def _define(unit: CompileUnit, f, types: list) -> tuple[str, list, bool]:
     """(symbol, results, is_tuple) of `f` for `types` in `unit`: a function compiled from its
     source, or a gradient defined in IR (define_grad)."""
     from .autodiff import Grad, Jacobian
+    if isinstance(f, _Launch):
+        return unit.compiled[f.key]
     if isinstance(f, Grad):
         return define_grad(unit, f, types)
     if isinstance(f, Jacobian):
         return define_jacobian(unit, f, types)
     if isinstance(f, Kernel):
-        raise UserError(f"differentiating kernel {f.__name__} inside compiled code: "
-                        "differentiate a function that launches it")
+        raise UserError(f"autodiff of kernel {f.__name__} inside compiled code needs "
+                        "ndrange= (the launch is what is differentiated)")
     if not isinstance(f, Function):
         raise UserError(f"cannot differentiate {getattr(f, '__name__', f)!r}: autodiff takes "
                         "@adjit.jit or @adjit.func functions, and adjit.grad(...) of them")
@@ -250,6 +252,39 @@ def _defined(unit: CompileUnit, name: str) -> bool:
         return True
     except KeyError:
         return False
+
+
+# ---- launches ---------------------------------------------------------------------------------
+def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: ApiMode, anns: list,
+                       ndrange):
+    """`autodiff(mode, kernel, *anns, ndrange=...)` inside @jit code: the derivative of a
+    function launching the kernel (the launch rule makes the derivative kernels), its
+    extents Const arguments; returns what autodiff of a launch returns from Python (the
+    derivatives of Active arguments in reverse mode, None in forward mode)."""
+    from .compiler import _ndrange_values
+    from .derivative import Derivative
+    gen.require_host(f"autodiff of kernel {k.__name__}")
+    if ndrange is None:
+        raise UserError(f"autodiff of kernel {k.__name__} needs ndrange=")
+    extents = [S.from_index(e) for e in _ndrange_values(ndrange)]
+    values = [_value(a.val, f"autodiff(): argument {j}") for j, a in enumerate(anns)]
+    types = [v.type for v in values]
+    key = ("launch", id(k), tuple(types), len(extents))
+    if key not in gen.unit.compiled:
+        gen.unit.compiled[key] = Derivative._primal(gen.unit, k, types, tuple(extents), None)
+    anns = [type(a)(v, a.dval) if isinstance(a, Duplicated) else type(a)(v)
+            for a, v in zip(anns, values)] + [Const(e) for e in extents]
+    out = derivative_call(gen.unit, _Launch(k, key), mode, anns, "autodiff")
+    if not mode.reverse:
+        return PyObj(None)
+    return out[0][:len(values)]
+
+
+class _Launch:
+    """A kernel's launch as a function to differentiate (its wrapper in the unit)."""
+
+    def __init__(self, k: Kernel, key: tuple):
+        self.k, self.key, self.__name__ = k, key, k.__name__
 
 
 # ---- Jacobians by forward passes ----------------------------------------------------------------
@@ -370,9 +405,11 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
         return grad_call(gen.unit, what, [_value(a, f"{what.__name__}(): an argument")
                                           for a in args], gen.kind)
     if what is autodiff:
+        kwargs = dict(kwargs)
+        ndrange = kwargs.pop("ndrange", None)
         if kwargs:
-            raise UserError("autodiff() inside compiled code takes no keywords (ndrange: "
-                            "differentiate a function that launches the kernel)")
+            raise UserError(f"autodiff() inside compiled code takes ndrange= (for a kernel) "
+                            f"only, not {sorted(kwargs)}")
         if len(args) < 2 or not isinstance(args[0], PyObj) or \
                 not isinstance(args[0].obj, ApiMode) or not isinstance(args[1], PyObj):
             raise UserError("autodiff(mode, f, *args): a mode such as adjit.Reverse, then a "
@@ -382,6 +419,10 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
             raise UserError("split mode (autodiff_thunk) is not available inside compiled code")
         anns = [a.obj if isinstance(a, PyObj) and isinstance(a.obj, Annotation) else Const(a)
                 for a in args[2:]]
+        if isinstance(f, Kernel):
+            return _launch_derivative(gen, f, mode, anns, ndrange)
+        if ndrange is not None:
+            raise UserError(f"autodiff(): ndrange= is for kernels; {f.__name__} is a function")
         out = derivative_call(gen.unit, f, mode, anns, "autodiff")
         return tuple(out) if len(out) > 1 else out[0]
     if what is jvp:

@@ -389,3 +389,39 @@ def test_jacfwd_and_hessian_inside_compiled_code():
 
     root = newton(2.0, 8)
     assert abs(root ** 3 - 2 * root - 5) < 1e-13
+
+
+@adjit.kernel
+def saxpy_kernel(a, x, y):
+    i = adjit.index()
+    y[i] = a * x[i] + y[i]
+
+
+def test_autodiff_of_a_kernel_launch_inside_compiled_code():
+    """As from Python: reverse mode returns the Active arguments' derivatives and fills the
+    shadows (after the launch's primal effects); forward mode returns None and fills the
+    tangents."""
+    @adjit.jit
+    def reverse(a, x, y, dx, dy):
+        da, nothing, _ = adjit.autodiff(adjit.Reverse, saxpy_kernel, adjit.Active(a),
+                                        adjit.Duplicated(x, dx), adjit.Duplicated(y, dy),
+                                        ndrange=len(x))
+        return da
+
+    @adjit.jit
+    def forward(a, x, y, dx, dy):
+        adjit.autodiff(adjit.Forward, saxpy_kernel, adjit.Duplicated(a, 1.0),
+                       adjit.Duplicated(x, dx), adjit.Duplicated(y, dy), ndrange=len(x))
+
+    x, y, dx, dy = np.arange(5.0), np.ones(5), np.zeros(5), np.full(5, 0.5)
+    expected = [np.arange(5.0), np.ones(5), np.zeros(5), np.full(5, 0.5)]
+    da_python = adjit.autodiff(adjit.Reverse, saxpy_kernel, adjit.Active(2.0),
+                               adjit.Duplicated(expected[0], expected[2]),
+                               adjit.Duplicated(expected[1], expected[3]), ndrange=5)[0]
+    assert reverse(2.0, x, y, dx, dy) == pytest.approx(da_python) == pytest.approx(5.0)
+    for got, want in zip((x, y, dx, dy), expected):
+        np.testing.assert_array_equal(got, want)
+    x, y, dx, dy = np.arange(5.0), np.ones(5), np.ones(5), np.zeros(5)
+    forward(2.0, x, y, dx, dy)
+    np.testing.assert_allclose(dy, np.arange(5.0) + 2.0)      # x * da + a * dx
+    np.testing.assert_allclose(y, 2.0 * np.arange(5.0) + 1.0)

@@ -512,16 +512,18 @@ def hvp(f, primals: Sequence, tangents: Sequence):
 
 
 class Jacobian:
-    """`adjit.jacfwd(f, argnums)`: a function returning the Jacobian of `f` with respect to
-    argument `argnums` (a float scalar or array), shape `out.shape + x.shape`, built in
-    compiled code column by column (one forward pass per element of the argument, in a
-    loop: derivative_calls.jacobian_call). Callable from Python and compiled code, and
+    """`adjit.jacfwd(f, argnums)` / `adjit.jacrev(f, argnums)`: a function returning the
+    Jacobian of `f` with respect to argument `argnums` (a float scalar or array), shape
+    `out.shape + x.shape`, built in compiled code by columns (one forward pass per element
+    of the argument) or by rows (one reverse pass per element of the result), in a loop
+    (derivative_calls.jacobian_call). Callable from Python and compiled code, and
     differentiable like a Grad."""
 
-    def __init__(self, f, argnums: int):
-        self.f, self.argnums = f, argnums
+    def __init__(self, f, argnums: int, reverse: bool = False):
+        self.f, self.argnums, self.reverse = f, argnums, reverse
         self.compiled: dict = {}
-        self.__name__ = f"jacfwd({getattr(f, '__name__', repr(f))})"
+        self.__name__ = f"{'jacrev' if reverse else 'jacfwd'}" \
+                        f"({getattr(f, '__name__', repr(f))})"
 
     @property
     def source(self):
@@ -541,31 +543,24 @@ class Jacobian:
         return f"<adjit {self.__name__}>"
 
 
-def jacfwd(f, argnums: int = 0) -> Jacobian:
-    """JAX's jacfwd (see Jacobian)."""
+def _jacobian_of(f, argnums: int, reverse: bool) -> Jacobian:
     if not hasattr(f, "__dict__"):
-        return Jacobian(f, argnums)
+        return Jacobian(f, argnums, reverse)
     made = f.__dict__.setdefault("_jacobians", {})
-    if argnums not in made:
-        made[argnums] = Jacobian(f, argnums)
-    return made[argnums]
+    if (argnums, reverse) not in made:
+        made[argnums, reverse] = Jacobian(f, argnums, reverse)
+    return made[argnums, reverse]
 
 
-def jacrev(f, argnums: int = 0) -> Callable:
-    """JAX's jacrev: the Jacobian of `f` with respect to argument `argnums`, built row by row
-    from reverse-mode passes (one per output element): shape `out.shape + x.shape`."""
-    def jacobian(*args):
-        value, pullback = vjp(f, *args)
-        if not isinstance(value, np.ndarray):
-            return pullback(1.0)[argnums]
-        rows = []
-        for i in range(value.size):
-            e = np.zeros_like(value)
-            e.flat[i] = 1.0
-            rows.append(np.asarray(pullback(e)[argnums]))
-        x = args[argnums]
-        return np.stack(rows).reshape(value.shape + np.shape(x))
-    return jacobian
+def jacfwd(f, argnums: int = 0) -> Jacobian:
+    """JAX's jacfwd (see Jacobian): one forward pass per element of the argument."""
+    return _jacobian_of(f, argnums, False)
+
+
+def jacrev(f, argnums: int = 0) -> Jacobian:
+    """JAX's jacrev: the Jacobian by rows, one reverse pass per element of the result (a
+    gradient for a scalar result); compiled as jacfwd is."""
+    return _jacobian_of(f, argnums, True)
 
 
 def hessian(f, argnums: int = 0) -> Callable:
@@ -581,4 +576,5 @@ jvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
 hvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
     hvp, gen, args, kwargs)
 jacfwd._adjit_compile_time = True
+jacrev._adjit_compile_time = True
 hessian._adjit_compile_time = True

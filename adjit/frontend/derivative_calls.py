@@ -33,7 +33,7 @@ from . import scalar_ops as S
 from .compiler import CompileUnit, compiled
 from .functions import Function, Kernel
 from .modes import (Active, Annotation, Const, Duplicated, Forward, ForwardWithPrimal,
-                    ReverseWithPrimal)
+                    Reverse, ReverseWithPrimal)
 from .modes import Mode as ApiMode
 from .values import Array, Literal, PyObj, Scalar
 
@@ -167,7 +167,7 @@ def _define(unit: CompileUnit, f, types: list) -> tuple[str, list, bool]:
     """(symbol, results, is_tuple) of `f` for `types` in `unit`: a function compiled from its
     source, or a gradient defined in IR (define_grad)."""
     from .autodiff import Grad, Jacobian
-    if isinstance(f, _Launch):
+    if isinstance(f, _InUnit):
         return unit.compiled[f.key]
     if isinstance(f, Grad):
         return define_grad(unit, f, types)
@@ -274,17 +274,18 @@ def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: ApiMode, anns: lis
         gen.unit.compiled[key] = Derivative._primal(gen.unit, k, types, tuple(extents), None)
     anns = [type(a)(v, a.dval) if isinstance(a, Duplicated) else type(a)(v)
             for a, v in zip(anns, values)] + [Const(e) for e in extents]
-    out = derivative_call(gen.unit, _Launch(k, key), mode, anns, "autodiff")
+    out = derivative_call(gen.unit, _InUnit(k.__name__, key), mode, anns, "autodiff")
     if not mode.reverse:
         return PyObj(None)
     return out[0][:len(values)]
 
 
-class _Launch:
-    """A kernel's launch as a function to differentiate (its wrapper in the unit)."""
+class _InUnit:
+    """A function the unit already holds (under `key` in unit.compiled), to differentiate: a
+    kernel's launching function, an inner product for a reverse Jacobian."""
 
-    def __init__(self, k: Kernel, key: tuple):
-        self.k, self.key, self.__name__ = k, key, k.__name__
+    def __init__(self, name: str, key: tuple):
+        self.key, self.__name__ = key, name
 
 
 # ---- Jacobians by forward passes ----------------------------------------------------------------
@@ -296,6 +297,8 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
     k = jac.argnums
     if not isinstance(k, int) or not 0 <= k < len(values):
         raise UserError(f"{jac.__name__}: argnums must be one argument's position")
+    if jac.reverse:
+        return _jacobian_by_rows(unit, jac, values, where)
     x = values[k]
 
     def along(tangent):
@@ -347,6 +350,69 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
                 scf.YieldOp([])
         else:
             memref.store(t.value, flat_result, [j])
+        scf.YieldOp([])
+    return result
+
+
+def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
+    """jacrev: one reverse pass per element of the result (of the inner product of the
+    result with a basis cotangent, derivative._inner_product), each gradient a row."""
+    from .derivative import _inner_product
+    k, x = jac.argnums, values[jac.argnums]
+    types = [v.type for v in values]
+    symbol, results, _ = _define(unit, jac.f, types)
+    out_t = results[0] if len(results) == 1 else None
+    if out_t is None or not _is_float(out_t):
+        raise UserError(f"{jac.__name__}: the function must return one float scalar or array")
+    if isinstance(x, Array) and where != "jit":
+        raise UserError(f"{jac.__name__} with respect to an array makes a new array, which "
+                        "only @adjit.jit functions do")
+
+    def gradient(f, args: list):
+        """The derivative of scalar `f(*args)` with respect to argument k (a new array for
+        an array argument)."""
+        shadow = None
+        if isinstance(x, Array):
+            shadow = A.alloc(x.type.dtype, A.dims(x))
+            A.fill(shadow, Literal(0.0))
+        anns = [(Duplicated(v, shadow) if shadow is not None else Active(v)) if j == k
+                else Const(v) for j, v in enumerate(args)]
+        grads = derivative_call(unit, f, Reverse, anns, jac.__name__)[0]
+        return shadow if shadow is not None else grads[k]
+
+    if not isinstance(out_t, ArrayType):
+        return gradient(jac.f, values)
+    key = ("inner", symbol)
+    if key not in unit.compiled:
+        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+            inner, inner_results = _inner_product(unit, symbol, types, out_t)
+        unit.compiled[key] = (inner, inner_results, False)
+    out = func.CallOp([out_t.mlir()], ir.FlatSymbolRefAttr.get(symbol),
+                      [v.value for v in values]).results[0]
+    out_dims = A.dims(Array(out, out_t))
+    cotangent = A.alloc(out_t.dtype, out_dims)
+    A.fill(cotangent, Literal(0.0))
+    dtype = x.type.dtype if isinstance(x, Array) else x.type
+    result = A.alloc(dtype, out_dims + (A.dims(x) if isinstance(x, Array) else []))
+    flat_result, flat_cotangent = A.flat(result), A.flat(cotangent)
+    n = A.numel(A.dims(x)) if isinstance(x, Array) else A.idx(1)
+    one, zero = (S.as_scalar(Literal(c), out_t.dtype).value for c in (1.0, 0.0))
+    loop = scf.ForOp(A.idx(0), A.numel(out_dims), A.idx(1))
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        memref.store(one, flat_cotangent, [i])
+        row = gradient(_InUnit(jac.f.__name__, key), values + [cotangent])
+        memref.store(zero, flat_cotangent, [i])
+        if isinstance(row, Array):
+            flat_row = A.flat(row)
+            inner_loop = scf.ForOp(A.idx(0), n, A.idx(1))
+            with ir.InsertionPoint(inner_loop.body):
+                j = inner_loop.induction_variable
+                memref.store(memref.load(flat_row, [j]), flat_result,
+                             [arith.addi(arith.muli(i, n), j)])
+                scf.YieldOp([])
+        else:
+            memref.store(row.value, flat_result, [i])
         scf.YieldOp([])
     return result
 

@@ -366,14 +366,16 @@ def test_jacfwd_and_hessian_inside_compiled_code():
 
     @adjit.jit
     def both(x):
-        return adjit.jacfwd(cyclic)(x), adjit.hessian(rosen)(x)
+        return adjit.jacfwd(cyclic)(x), adjit.hessian(rosen)(x), adjit.jacrev(cyclic)(x)
 
     x = np.linspace(0.1, 1.6, 16)
     expected = np.diag(np.cos(x) * np.roll(x, -1) + 2 * x)
     for i in range(16):
         expected[i, (i + 1) % 16] += np.sin(x[i])
-    jac, hess = both(x)
+    jac, hess, by_rows = both(x)
     np.testing.assert_allclose(jac, expected, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(by_rows, expected, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(adjit.jacrev(rosen)(x), rosen_grad(x), rtol=1e-14)
     np.testing.assert_allclose(hess, rosen_hessian(x), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(adjit.jacfwd(cyclic)(x), expected, rtol=1e-14, atol=1e-15)
 

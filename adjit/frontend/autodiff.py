@@ -578,3 +578,5 @@ hvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
 jacfwd._adjit_compile_time = True
 jacrev._adjit_compile_time = True
 hessian._adjit_compile_time = True
+vjp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
+    vjp, gen, args, kwargs)

@@ -254,6 +254,62 @@ def _defined(unit: CompileUnit, name: str) -> bool:
         return False
 
 
+# ---- pullbacks ------------------------------------------------------------------------------
+class _Pullback:
+    """The pullback `vjp(f, *primals)` returns inside compiled code: a call with a cotangent
+    (shaped like f's result) compiles to the reverse pass of f (scaled by a scalar cotangent)
+    or of its inner product with an array cotangent; one cotangent per primal."""
+
+    def __init__(self, f, values: list, result):
+        self.f, self.values, self.result = f, values, result
+        self.__name__ = f"the pullback of {getattr(f, '__name__', f)}"
+
+    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
+        from .functions import routes
+        return routes().compile_derivative(self, gen, args, kwargs)
+
+
+def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
+    from .derivative import _inner_product
+    if isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or \
+            (isinstance(cotangent, Array) and cotangent.type != pb.result):
+        raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, "
+                        f"{pb.result!r}, got {S.describe(cotangent)}")
+    shadows = {}
+    for k, v in enumerate(pb.values):
+        if isinstance(v, Array):
+            if where != "jit":
+                raise UserError(f"{pb.__name__}: an array's cotangent is a new array, which "
+                                "only @adjit.jit functions make")
+            shadows[k] = A.alloc(v.type.dtype, A.dims(v))
+            A.fill(shadows[k], Literal(0.0))
+    anns = [Duplicated(v, shadows[k]) if k in shadows else
+            Active(v) if v.type.is_float else Const(v) for k, v in enumerate(pb.values)]
+    if isinstance(pb.result, ArrayType):
+        types = [v.type for v in pb.values]
+        symbol, _, _ = _define(unit, pb.f, types)
+        key = ("inner", symbol)
+        if key not in unit.compiled:
+            with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+                inner, inner_results = _inner_product(unit, symbol, types, pb.result)
+            unit.compiled[key] = (inner, inner_results, False)
+        grads = derivative_call(unit, _InUnit(pb.f.__name__, key), Reverse,
+                                anns + [Const(cotangent)], pb.__name__)[0]
+        scale = None
+    else:
+        grads = derivative_call(unit, pb.f, Reverse, anns, pb.__name__)[0]
+        scale = S.cast(S.as_scalar(cotangent, pb.result), pb.result)
+    out = []
+    for k, v in enumerate(pb.values):
+        g = shadows.get(k, grads[k])
+        if scale is not None and isinstance(g, Array):
+            g = A.materialize(A.elementwise(lambda a, b: S.binary("*", a, b), [g, scale]))
+        elif scale is not None and isinstance(g, Scalar):
+            g = S.binary("*", g, S.cast(scale, g.type))
+        out.append(g)
+    return tuple(out)
+
+
 # ---- launches ---------------------------------------------------------------------------------
 def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: ApiMode, anns: list,
                        ndrange):
@@ -459,7 +515,23 @@ def call_grad(g: "Grad | Jacobian", args: tuple):
 
 def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
     """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
-    from .autodiff import Grad, Jacobian, autodiff, grad, hvp, jvp
+    from .autodiff import Grad, Jacobian, autodiff, grad, hvp, jvp, vjp
+    if isinstance(what, _Pullback):
+        if kwargs or len(args) != 1:
+            raise UserError("a vjp's pullback takes one cotangent")
+        return _pullback_call(gen.unit, what, _value(args[0], "the cotangent"), gen.kind)
+    if what is vjp:
+        if kwargs or not args or not isinstance(args[0], PyObj):
+            raise UserError("vjp(f, *primals) takes a function, then its arguments")
+        f = args[0].obj
+        values = [_value(a, f"vjp(): primal {k}") for k, a in enumerate(args[1:])]
+        symbol, results, _ = _define(gen.unit, f, [v.type for v in values])
+        if len(results) != 1 or not _is_float(results[0]):
+            raise UserError(f"vjp of {f.__name__}: the function must return one float scalar "
+                            "or float array")
+        out = _typed(func.CallOp([results[0].mlir()], ir.FlatSymbolRefAttr.get(symbol),
+                                 [v.value for v in values]).results[0], results[0])
+        return out, PyObj(_Pullback(f, values, results[0]))
     if isinstance(what, Jacobian):
         if kwargs:
             raise UserError(f"{what.__name__}() takes its arguments by position")

@@ -427,3 +427,32 @@ def test_autodiff_of_a_kernel_launch_inside_compiled_code():
     forward(2.0, x, y, dx, dy)
     np.testing.assert_allclose(dy, np.arange(5.0) + 2.0)      # x * da + a * dx
     np.testing.assert_allclose(y, 2.0 * np.arange(5.0) + 1.0)
+
+
+def test_vjp_inside_compiled_code():
+    """vjp(f, *primals) gives (value, pullback) in @jit code too; the pullback compiles to
+    the reverse pass (of the inner product with an array cotangent), as from Python."""
+    @adjit.jit
+    def wave(x, a):
+        y = adjit.empty_like(x)
+        for i in range(len(x)):
+            y[i] = adjit.sin(x[i]) * a + x[i] * x[i]
+        return y
+
+    @adjit.jit
+    def pulled(x, a, ct):
+        y, pullback = adjit.vjp(wave, x, a)
+        gx, ga = pullback(ct)
+        value, scalar_pullback = adjit.vjp(rosen, x)
+        (g,) = scalar_pullback(2.0)
+        return y, gx, ga, value, g
+
+    x, ct = np.linspace(0.1, 1.0, 5), np.arange(5.0)
+    y, gx, ga, value, g = pulled(x, 1.5, ct)
+    np.testing.assert_allclose(y, np.sin(x) * 1.5 + x * x, rtol=1e-15)
+    np.testing.assert_allclose(gx, ct * (np.cos(x) * 1.5 + 2 * x), rtol=1e-14)
+    assert ga == pytest.approx(np.sum(ct * np.sin(x)), rel=1e-14)
+    assert value == pytest.approx(rosen(x))
+    np.testing.assert_allclose(g, 2.0 * rosen_grad(x), rtol=1e-14)
+    _, python_pullback = adjit.vjp(wave, x, 1.5)
+    np.testing.assert_allclose(python_pullback(ct)[0], gx, rtol=1e-15)

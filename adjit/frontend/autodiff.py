@@ -156,8 +156,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
-    if isinstance(f, Grad):             # a derivative of a derivative: compiled
-        return routes().autodiff_of_grad(mode, f, args)
+    if isinstance(f, Transform):        # a derivative of a derivative: compiled
+        return routes().autodiff_of_transform(mode, f, args)
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
                                             device)
     flat = _flatten_args(mode, anns, types, values)
@@ -320,17 +320,15 @@ def _grad_call(f, argnums, args, with_value: bool):
     return (value, out) if with_value else out
 
 
-class Grad:
-    """`adjit.grad(f, argnums)` (or `value_and_grad`): a function of `f`'s arguments returning
-    the gradient with respect to those at `argnums`. Callable from Python and from compiled
-    code (derivative_calls.py), and itself differentiable: `adjit.grad(adjit.grad(f))`,
-    `adjit.jvp(adjit.grad(f), ...)`."""
+class Transform:
+    """A function made of `f` by differentiating it (Grad, Jacobian): callable from Python
+    (an entry compiled per argument types, `compiled`) and from compiled code
+    (derivative_calls.py, through the routes), and differentiable in turn."""
 
-    def __init__(self, f, argnums, with_value: bool):
-        self.f, self.argnums, self.with_value = f, argnums, with_value
-        self.compiled: dict = {}      # argument types -> entry (derivatives of derivatives)
-        self.__name__ = (f"{'value_and_grad' if with_value else 'grad'}"
-                         f"({getattr(f, '__name__', repr(f))})")
+    def __init__(self, f, name: str):
+        self.f = f
+        self.compiled: dict = {}      # argument types -> entry
+        self.__name__ = f"{name}({getattr(f, '__name__', repr(f))})"
 
     @property
     def source(self):
@@ -341,13 +339,8 @@ class Grad:
     def params(self) -> list[str]:
         return self.f.params
 
-    def nums(self, n: int) -> tuple[int, ...]:
-        return _argnums(self.argnums, n)
-
     def __call__(self, *args):
-        if isinstance(self.f, Grad):      # a derivative of a derivative: compiled
-            return routes().call_grad(self, args)
-        return _grad_call(self.f, self.argnums, args, self.with_value)
+        return routes().call_transform(self, args)
 
     def _adjit_compile_call(self, gen, args: list, kwargs: dict):
         return routes().compile_derivative(self, gen, args, kwargs)
@@ -356,16 +349,38 @@ class Grad:
         return f"<adjit {self.__name__}>"
 
 
-def _grad_of(f, argnums, with_value: bool) -> Grad:
-    """The one Grad of `f` for `argnums` (kept on `f`: what a Grad compiled for calls from
-    Python, a derivative of a derivative, is reused by the next `grad(f)`)."""
-    argnums = tuple(argnums) if isinstance(argnums, list) else argnums
+def _one_of(f, key: tuple, make: Callable[[], Transform]) -> Transform:
+    """The one transform of `f` for `key`, kept on `f`: what it compiled for calls from
+    Python is reused by the next `adjit.grad(f)` (a new object each time recompiled)."""
     if not hasattr(f, "__dict__"):     # (not something adjit differentiates: refused on call)
-        return Grad(f, argnums, with_value)
-    made = f.__dict__.setdefault("_grads", {})
-    if (argnums, with_value) not in made:
-        made[argnums, with_value] = Grad(f, argnums, with_value)
-    return made[argnums, with_value]
+        return make()
+    made = f.__dict__.setdefault("_transforms", {})
+    if key not in made:
+        made[key] = make()
+    return made[key]
+
+
+class Grad(Transform):
+    """`adjit.grad(f, argnums)` (or `value_and_grad`): a function of `f`'s arguments returning
+    the gradient with respect to those at `argnums`; itself differentiable:
+    `adjit.grad(adjit.grad(f))`, `adjit.jvp(adjit.grad(f), ...)`."""
+
+    def __init__(self, f, argnums, with_value: bool):
+        super().__init__(f, "value_and_grad" if with_value else "grad")
+        self.argnums, self.with_value = argnums, with_value
+
+    def nums(self, n: int) -> tuple[int, ...]:
+        return _argnums(self.argnums, n)
+
+    def __call__(self, *args):
+        if isinstance(self.f, Transform):   # a derivative of a derivative: compiled
+            return super().__call__(*args)
+        return _grad_call(self.f, self.argnums, args, self.with_value)
+
+
+def _grad_of(f, argnums, with_value: bool) -> Grad:
+    argnums = tuple(argnums) if isinstance(argnums, list) else argnums
+    return _one_of(f, ("grad", argnums, with_value), lambda: Grad(f, argnums, with_value))
 
 
 def grad(f, argnums=0) -> Grad:
@@ -511,45 +526,20 @@ def hvp(f, primals: Sequence, tangents: Sequence):
     return jvp(grad(f, nums), primals, tangents)[1]
 
 
-class Jacobian:
+class Jacobian(Transform):
     """`adjit.jacfwd(f, argnums)` / `adjit.jacrev(f, argnums)`: a function returning the
     Jacobian of `f` with respect to argument `argnums` (a float scalar or array), shape
     `out.shape + x.shape`, built in compiled code by columns (one forward pass per element
     of the argument) or by rows (one reverse pass per element of the result), in a loop
-    (derivative_calls.jacobian_call). Callable from Python and compiled code, and
-    differentiable like a Grad."""
+    (derivative_calls.jacobian_call)."""
 
     def __init__(self, f, argnums: int, reverse: bool = False):
-        self.f, self.argnums, self.reverse = f, argnums, reverse
-        self.compiled: dict = {}
-        self.__name__ = f"{'jacrev' if reverse else 'jacfwd'}" \
-                        f"({getattr(f, '__name__', repr(f))})"
-
-    @property
-    def source(self):
-        return self.f.source
-
-    @property
-    def params(self) -> list[str]:
-        return self.f.params
-
-    def __call__(self, *args):
-        return routes().call_grad(self, args)
-
-    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
-        return routes().compile_derivative(self, gen, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<adjit {self.__name__}>"
+        super().__init__(f, "jacrev" if reverse else "jacfwd")
+        self.argnums, self.reverse = argnums, reverse
 
 
 def _jacobian_of(f, argnums: int, reverse: bool) -> Jacobian:
-    if not hasattr(f, "__dict__"):
-        return Jacobian(f, argnums, reverse)
-    made = f.__dict__.setdefault("_jacobians", {})
-    if (argnums, reverse) not in made:
-        made[argnums, reverse] = Jacobian(f, argnums, reverse)
-    return made[argnums, reverse]
+    return _one_of(f, ("jacobian", argnums, reverse), lambda: Jacobian(f, argnums, reverse))
 
 
 def jacfwd(f, argnums: int = 0) -> Jacobian:

@@ -73,11 +73,11 @@ class _Routes:
         from .derivative_calls import compile_derivative_call
         return compile_derivative_call(gen, what, args, kwargs)
 
-    def call_grad(self, g: Any, args: tuple) -> Any:
-        from .derivative_calls import call_grad
-        return compiling(g, lambda: call_grad(g, args))
+    def call_transform(self, g: Any, args: tuple) -> Any:
+        from .derivative_calls import call_transform
+        return compiling(g, lambda: call_transform(g, args))
 
-    def autodiff_of_grad(self, mode: Any, g: Any, args: tuple) -> Any:
+    def autodiff_of_transform(self, mode: Any, g: Any, args: tuple) -> Any:
         from .derivative_calls import call_autodiff
         return compiling(g, lambda: call_autodiff(mode, g, args))
 

@@ -13,7 +13,7 @@ A derivative is itself a function the pass can differentiate (a request may name
 another request defines): `adjit.grad(adjit.grad(f))`, `adjit.jvp(adjit.grad(f), ...)` (a
 Hessian-vector product, forward over reverse) compile to nested requests. `Grad` objects (what
 `adjit.grad` returns) become functions of the module (`define_grad`), so they can be called,
-differentiated, and called from Python (`call_grad`, through a compiled entry).
+differentiated, and called from Python (`call_transform`, through a compiled entry).
 """
 from __future__ import annotations
 
@@ -219,27 +219,19 @@ def define_grad(unit: CompileUnit, g: "Grad", types: list) -> tuple[str, list, b
     """A function of the module computing `g` for argument `types` (so that it can be called
     and differentiated as any function): (symbol, result types, whether a tuple)."""
     key = ("grad", id(g), tuple(types))
-    if key in unit.compiled:
-        return unit.compiled[key]
-    symbol = f"__adj_grad{len(unit.requests)}_" + re.sub(r"\W", "_", g.f.__name__)
-    while _defined(unit, symbol):
-        symbol += "_"
-    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-        fn = func.FuncOp(symbol, ([t.mlir() for t in types], []), visibility="private")
-        entry = fn.add_entry_block()
-    with ir.InsertionPoint(entry), ir.Location.unknown():
-        values = [_typed(a, t) for a, t in zip(entry.arguments, types)]
-        out = grad_call(unit, g, values, "jit" if _allocates(types) else "func")
-        items = list(out) if isinstance(out, tuple) else [out]
-        func.ReturnOp([x.value for x in items])
-    results = [x.type for x in items]
-    fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-        [t.mlir() for t in types], [t.mlir() for t in results]))
-    if not _allocates(types):
-        fn.operation.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
-    out = (symbol, results, isinstance(out, tuple))
-    unit.compiled[key] = out
-    return out
+    if key not in unit.compiled:
+        is_tuple = []
+
+        def body(values):
+            out = grad_call(unit, g, values, "jit" if _allocates(types) else "func")
+            is_tuple.append(isinstance(out, tuple))
+            return list(out) if is_tuple[0] else [out]
+
+        fn, symbol, results = _new_function(unit, "__adj_grad_", g.f.__name__, types, body)
+        if not _allocates(types):
+            fn.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
+        unit.compiled[key] = (symbol, results, is_tuple[0])
+    return unit.compiled[key]
 
 
 def _allocates(types: list) -> bool:
@@ -252,6 +244,46 @@ def _defined(unit: CompileUnit, name: str) -> bool:
         return True
     except KeyError:
         return False
+
+
+def _new_function(unit: CompileUnit, prefix: str, name: str, types: list,
+                  emit) -> tuple[ir.Operation, str, list]:
+    """A private function of the unit (named `prefix` + `name`, made unique), whose body
+    `emit(values)` compiles from its parameters and whose results are what `emit` returns
+    (a list of the code's values: the result types are known once the body is built).
+    Returns (the function, its symbol, its result types)."""
+    symbol = prefix + re.sub(r"\W", "_", name)
+    while _defined(unit, symbol):
+        symbol += "_"
+    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+        fn = func.FuncOp(symbol, ([t.mlir() for t in types], []), visibility="private")
+        entry = fn.add_entry_block()
+    with ir.InsertionPoint(entry), ir.Location.unknown():
+        items = emit([_typed(a, t) for a, t in zip(entry.arguments, types)])
+        func.ReturnOp([x.value for x in items])
+    results = [x.type for x in items]
+    fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [t.mlir() for t in types], [t.mlir() for t in results]))
+    return fn.operation, symbol, results
+
+
+def _entry_calling(unit: CompileUnit, symbol: str, types: list, results: list) -> None:
+    """The unit's entry (what Python calls): a call of @symbol."""
+    unit.entry("entry", types, results, lambda args: list(func.CallOp(
+        [t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol), args).results))
+
+
+def _inner_product_of(unit: CompileUnit, symbol: str, types: list, result: ArrayType) -> tuple:
+    """The key in unit.compiled of `s(args..., ct) = sum(@symbol(args...) * ct)`
+    (derivative._inner_product: reverse mode of it gives vector-Jacobian products), made
+    once per unit."""
+    from .derivative import _inner_product
+    key = ("inner", symbol)
+    if key not in unit.compiled:
+        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+            inner, inner_results = _inner_product(unit, symbol, types, result)
+        unit.compiled[key] = (inner, inner_results, False)
+    return key
 
 
 # ---- pullbacks ------------------------------------------------------------------------------
@@ -270,7 +302,6 @@ class _Pullback:
 
 
 def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
-    from .derivative import _inner_product
     if isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or \
             (isinstance(cotangent, Array) and cotangent.type != pb.result):
         raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, "
@@ -287,12 +318,7 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
             Active(v) if v.type.is_float else Const(v) for k, v in enumerate(pb.values)]
     if isinstance(pb.result, ArrayType):
         types = [v.type for v in pb.values]
-        symbol, _, _ = _define(unit, pb.f, types)
-        key = ("inner", symbol)
-        if key not in unit.compiled:
-            with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-                inner, inner_results = _inner_product(unit, symbol, types, pb.result)
-            unit.compiled[key] = (inner, inner_results, False)
+        key = _inner_product_of(unit, _define(unit, pb.f, types)[0], types, pb.result)
         grads = derivative_call(unit, _InUnit(pb.f.__name__, key), Reverse,
                                 anns + [Const(cotangent)], pb.__name__)[0]
         scale = None
@@ -370,21 +396,11 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
     if where != "jit":
         raise UserError(f"{jac.__name__} with respect to an array makes a new array, which "
                         "only @adjit.jit functions do")
-    _, results, _ = _define(unit, jac.f, [v.type for v in values])
-    out_t = results[0] if len(results) == 1 else None
-    if out_t is None or not _is_float(out_t):
-        raise UserError(f"{jac.__name__}: the function must return one float scalar or array")
+    symbol, out_t = _one_float_result(unit, jac, values)
     basis = A.alloc(x.type.dtype, A.dims(x))
     A.fill(basis, Literal(0.0))
     flat_basis, n = A.flat(basis), A.numel(A.dims(x))
-    if isinstance(out_t, ArrayType):
-        # the output's shape, from one primal call, for the result's
-        symbol, _, _ = _define(unit, jac.f, [v.type for v in values])
-        out = func.CallOp([out_t.mlir()], ir.FlatSymbolRefAttr.get(symbol),
-                          [v.value for v in values]).results[0]
-        out_dims = A.dims(Array(out, out_t))
-    else:
-        out_dims = []
+    out_dims = _result_dims(symbol, out_t, values)
     dtype = out_t.dtype if isinstance(out_t, ArrayType) else out_t
     result = A.alloc(dtype, out_dims + A.dims(x))
     flat_result = A.flat(result)
@@ -410,16 +426,31 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
     return result
 
 
+def _one_float_result(unit: CompileUnit, jac: "Jacobian", values: list) -> tuple[str, object]:
+    """(symbol, result type) of the function a Jacobian differentiates, which must return
+    one float scalar or array."""
+    symbol, results, _ = _define(unit, jac.f, [v.type for v in values])
+    if len(results) != 1 or not _is_float(results[0]):
+        raise UserError(f"{jac.__name__}: the function must return one float scalar or array")
+    return symbol, results[0]
+
+
+def _result_dims(symbol: str, out_t, values: list) -> list[ir.Value]:
+    """The extents of @symbol's array result (from one primal call: a Jacobian's shape is
+    the result's, then the argument's); none for a scalar result."""
+    if not isinstance(out_t, ArrayType):
+        return []
+    out = func.CallOp([out_t.mlir()], ir.FlatSymbolRefAttr.get(symbol),
+                      [v.value for v in values]).results[0]
+    return A.dims(Array(out, out_t))
+
+
 def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
     """jacrev: one reverse pass per element of the result (of the inner product of the
     result with a basis cotangent, derivative._inner_product), each gradient a row."""
-    from .derivative import _inner_product
     k, x = jac.argnums, values[jac.argnums]
     types = [v.type for v in values]
-    symbol, results, _ = _define(unit, jac.f, types)
-    out_t = results[0] if len(results) == 1 else None
-    if out_t is None or not _is_float(out_t):
-        raise UserError(f"{jac.__name__}: the function must return one float scalar or array")
+    symbol, out_t = _one_float_result(unit, jac, values)
     if isinstance(x, Array) and where != "jit":
         raise UserError(f"{jac.__name__} with respect to an array makes a new array, which "
                         "only @adjit.jit functions do")
@@ -438,14 +469,8 @@ def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: s
 
     if not isinstance(out_t, ArrayType):
         return gradient(jac.f, values)
-    key = ("inner", symbol)
-    if key not in unit.compiled:
-        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-            inner, inner_results = _inner_product(unit, symbol, types, out_t)
-        unit.compiled[key] = (inner, inner_results, False)
-    out = func.CallOp([out_t.mlir()], ir.FlatSymbolRefAttr.get(symbol),
-                      [v.value for v in values]).results[0]
-    out_dims = A.dims(Array(out, out_t))
+    key = _inner_product_of(unit, symbol, types, out_t)
+    out_dims = _result_dims(symbol, out_t, values)
     cotangent = A.alloc(out_t.dtype, out_dims)
     A.fill(cotangent, Literal(0.0))
     dtype = x.type.dtype if isinstance(x, Array) else x.type
@@ -477,22 +502,15 @@ def define_jacobian(unit: CompileUnit, jac: "Jacobian", types: list) -> tuple[st
     """A function of the module computing `jac` for argument `types` (jacobian_call)."""
     key = ("jacobian", id(jac), tuple(types))
     if key not in unit.compiled:
-        symbol = f"__adj_jac{len(unit.compiled)}_" + re.sub(r"\W", "_", jac.f.__name__)
-        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-            fn = func.FuncOp(symbol, ([t.mlir() for t in types], []), visibility="private")
-            entry = fn.add_entry_block()
-        with ir.InsertionPoint(entry), ir.Location.unknown():
-            values = [_typed(a, t) for a, t in zip(entry.arguments, types)]
-            out = jacobian_call(unit, jac, values, "jit")
-            func.ReturnOp([out.value])
-        fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-            [t.mlir() for t in types], [out.type.mlir()]))
-        unit.compiled[key] = (symbol, [out.type], False)
+        _, symbol, results = _new_function(
+            unit, "__adj_jac_", jac.f.__name__, types,
+            lambda values: [jacobian_call(unit, jac, values, "jit")])
+        unit.compiled[key] = (symbol, results, False)
     return unit.compiled[key]
 
 
 # ---- from Python and from code generation -----------------------------------------------------
-def call_grad(g: "Grad | Jacobian", args: tuple):
+def call_transform(g: "Grad | Jacobian", args: tuple):
     """`g(*args)` from Python when `g` is compiled whole (a derivative of a derivative,
     adjit.grad(adjit.grad(f)), or a Jacobian): an entry holding the function `_define`
     makes of it, compiled once per argument types."""
@@ -503,12 +521,7 @@ def call_grad(g: "Grad | Jacobian", args: tuple):
         unit = CompileUnit(debug_enabled())
         with unit.ctx, ir.Location.unknown():
             symbol, results, is_tuple = _define(unit, g, list(types))
-
-            def body(values):
-                return list(func.CallOp([t.mlir() for t in results],
-                                        ir.FlatSymbolRefAttr.get(symbol), values).results)
-
-            unit.entry("entry", list(types), results, body)
+            _entry_calling(unit, symbol, list(types), results)
         g.compiled[key] = compiled(unit, "entry", list(types), results, is_tuple, g)
     return g.compiled[key].call(*args)
 
@@ -604,29 +617,16 @@ def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
 
         def body(params):
             it = iter(params)
-            made = []
-            for a, t, s in zip(anns, types, shadowed):
-                v = _typed(next(it), t)
-                made.append(type(a)(v, _typed(next(it), t)) if s else type(a)(v))
+            made = [type(a)(next(it), next(it)) if s else type(a)(next(it))
+                    for a, s in zip(anns, shadowed)]
             out = derivative_call(unit, g, mode, made, "autodiff")
-            flat = [x for x in _leaves(out) if not isinstance(x, PyObj)]
             shape.append(out)
-            result_t.extend(x.type for x in flat)
-            return [x.value for x in flat]
+            return [x for x in _leaves(out) if not isinstance(x, PyObj)]
 
-        result_t: list = []
         with unit.ctx, ir.Location.unknown():
-            # (the result types are known once the body is built: an entry of its own)
-            symbol = "__adj_autodiff_" + re.sub(r"\W", "_", g.f.__name__)
-            with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-                fn = func.FuncOp(symbol, ([t.mlir() for t in flat_t], []), visibility="private")
-                entry = fn.add_entry_block()
-            with ir.InsertionPoint(entry), ir.Location.unknown():
-                func.ReturnOp(body(list(entry.arguments)))
-            fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-                [t.mlir() for t in flat_t], [t.mlir() for t in result_t]))
-            unit.entry("entry", flat_t, result_t, lambda args: list(func.CallOp(
-                [t.mlir() for t in result_t], ir.FlatSymbolRefAttr.get(symbol), args).results))
+            _, symbol, result_t = _new_function(unit, "__adj_autodiff_", g.f.__name__,
+                                                flat_t, body)
+            _entry_calling(unit, symbol, flat_t, result_t)
         g.compiled[key] = (compiled(unit, "entry", flat_t, result_t, len(result_t) > 1, g),
                            shape[0])
     entry, shape = g.compiled[key]

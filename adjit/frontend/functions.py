@@ -57,11 +57,13 @@ class Routes(Protocol):
         """A call of `adjit.autodiff`, `adjit.jvp` or of an `adjit.grad(f)` in the code `gen`
         generates (frontend/derivative_calls.py)."""
 
-    def call_grad(self, g: Any, args: tuple) -> Any:
-        """`g(*args)` from Python, for an `adjit.grad` of a derivative (compiled)."""
+    def call_transform(self, g: Any, args: tuple) -> Any:
+        """`g(*args)` from Python for `g` compiled whole (a Jacobian, a derivative of a
+        derivative)."""
 
-    def autodiff_of_grad(self, mode: Any, g: Any, args: tuple) -> Any:
-        """`adjit.autodiff(mode, g, *args)` from Python for `g` an `adjit.grad` (compiled)."""
+    def autodiff_of_transform(self, mode: Any, g: Any, args: tuple) -> Any:
+        """`adjit.autodiff(mode, g, *args)` from Python for `g` an `adjit.grad` or Jacobian
+        (compiled)."""
 
 
 _routes: list[Routes] = []

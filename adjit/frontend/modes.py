@@ -4,11 +4,10 @@ derivative is asked for. Declarations of the API, MLIR-free: the autodiff entry 
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..core.activity import SHADOWED, Activity
+from ..core.activity import Activity
 from ..core.derivative_abi import DerivativeABI, Mode as Kind
 
 
@@ -73,13 +72,6 @@ class Duplicated(Annotation):
 
 class DuplicatedNoNeed(Duplicated):
     activity = "dupnoneed"
-
-
-def flat_positions(activity: Sequence[str]) -> list[int]:
-    """Where each argument stands among the generated functions' arguments (each followed by
-    its shadow when Duplicated, see _flatten_args); one more entry: their number."""
-    return list(itertools.accumulate((2 if a in SHADOWED else 1 for a in activity),
-                                     initial=0))
 
 
 def derivative_abi(mode: Mode, anns: Sequence[Annotation], ret_activity: str = "const"

@@ -70,6 +70,11 @@ def _strings(module: ir.Operation, attr: str) -> list[str]:
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(module.attributes[attr])]
 
 
+def _set_strings(module: ir.Operation, attr: str, values: list[str]) -> None:
+    with module.context:
+        module.attributes[attr] = ir.ArrayAttr.get([ir.StringAttr.get(v) for v in values])
+
+
 def lower_cuda_host(module: ir.Operation) -> list[str]:
     """Replaces every adj.launch in `module` with a call of its launcher; returns the
     launched kernels' symbols in slot order. The kernels stay in the module (their PTX is
@@ -207,10 +212,7 @@ class LowerCudaHost(AdjPass):
     name = "adj-lower-cuda-host"
 
     def apply(self, module: ir.Operation) -> None:
-        slots = lower_cuda_host(module)
-        with module.context:
-            module.attributes[SLOTS_ATTR] = ir.ArrayAttr.get(
-                [ir.StringAttr.get(s) for s in slots])
+        _set_strings(module, SLOTS_ATTR, lower_cuda_host(module))
 
 
 class HookRuntimeCalls(AdjPass):
@@ -219,7 +221,4 @@ class HookRuntimeCalls(AdjPass):
     name = "adj-hook-runtime-calls"
 
     def apply(self, module: ir.Operation) -> None:
-        hooks = hook_runtime_calls(module)
-        with module.context:
-            module.attributes[HOOKS_ATTR] = ir.ArrayAttr.get(
-                [ir.StringAttr.get(h) for h in hooks])
+        _set_strings(module, HOOKS_ATTR, hook_runtime_calls(module))

@@ -114,8 +114,12 @@ def forward_while(gen: "ForwardGenerator", op: ir.Operation) -> None:
 def forward_parallel(gen: "ForwardGenerator", op: ir.Operation) -> None:
     if op.results:
         raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
-    body = op.regions[0].blocks[0]
-    bounds = [gen.vmap[v] for v in op.operands]
+    _parallel_copy(gen, op.regions[0].blocks[0], [gen.vmap[v] for v in op.operands])
+
+
+def _parallel_copy(gen, body: ir.Block, bounds: list[ir.Value]) -> None:
+    """An scf.parallel over `bounds` (lower, upper, step per dimension) whose body is the
+    generator's code for `body`."""
     n = len(body.arguments)
     loop = scf.ParallelOp([], bounds[:n], bounds[n:2 * n], bounds[2 * n:], [])
     block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
@@ -184,14 +188,7 @@ def augmented_parallel(gen: "AugmentedGenerator", op: ir.Operation) -> None:
     bounds = [gen.vmap[v] for v in op.operands]
     state = gen.threaded(op)
     if not state:
-        loop = scf.ParallelOp([], bounds[:dims_], bounds[dims_:2 * dims_],
-                              bounds[2 * dims_:], [])
-        block = loop.regions[0].blocks.append(*[a.type for a in body.arguments])
-        for a, b in zip(body.arguments, block.arguments):
-            gen.vmap[a] = b
-        with ir.InsertionPoint(block):
-            gen.block(body)
-            scf.ReduceOp([], 0)
+        _parallel_copy(gen, body, bounds)
         return
     counts = [trip_count(bounds[d], bounds[dims_ + d], bounds[2 * dims_ + d])
               for d in range(dims_)]

@@ -11,7 +11,7 @@ from .frontend.builtins import namespace as _ns
 from .core.errors import CompilationError, InternalCompilerError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
 from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
-from .frontend.modes import (Active, Const, Duplicated, DuplicatedNoNeed, Forward,
+from .frontend.modes import (Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed, Forward,
                              ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
                              ReverseWithPrimal)
 from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, hessian,
@@ -59,7 +59,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
            "InternalCompilerError", "Array",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
-           "reset_peak_memory", "release_cached_memory", "wait_for_builds", "Active", "Const", "Duplicated",
+           "reset_peak_memory", "release_cached_memory", "wait_for_builds", "Active", "BatchDuplicated", "Const", "Duplicated",
            "DuplicatedNoNeed", "Forward",
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",

@@ -18,9 +18,9 @@ from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks, service
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
                         routes, specialise)
-from .modes import (Active, Annotation, Const, Duplicated, Forward,
+from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
-                    derivative_abi)
+                    batch_width, derivative_abi)
 from ..core.types import ArrayType
 
 if TYPE_CHECKING:
@@ -47,37 +47,52 @@ def _check(name: str, params: list[str], anns: list[Annotation], types: list,
             if not reverse:
                 raise TypeError(f"{where}: forward mode takes Duplicated(x, dx) (the tangent"
                                 " dx), not Active")
-        if isinstance(a, Duplicated):
+        if isinstance(a, BatchDuplicated):
+            if reverse:
+                raise TypeError(f"{where} is BatchDuplicated: batched tangents are of forward "
+                                "mode (Forward, ForwardWithPrimal)")
+            if not isinstance(a.dval, tuple):
+                raise TypeError(f"{where}: BatchDuplicated(x, (dx1, ..., dxN)) takes a tuple "
+                                f"of tangents, got {type(a.dval).__name__}")
+            for k, d in enumerate(a.dval):
+                _check_shadow(f"{where} (tangent {k})", a, d, t, reverse, device)
+        elif isinstance(a, Duplicated):
             if a.dval is None:
                 raise TypeError(f"{where} is Duplicated without a shadow: "
                                 "Duplicated(x, dx)")
-            if isinstance(t, ArrayType):
-                if not t.dtype.is_float:
-                    raise TypeError(f"{where} is an array of {t.dtype.np_dtype} marked "
-                                    f"{type(a).__name__}: integer and bool arrays are not "
-                                    "differentiable; pass it as Const(...) (a bare argument "
-                                    "is Const)")
-                d = a.dval
-                shadow_types = (np.ndarray, DeviceArray) if device == "cuda" else (np.ndarray,)
-                if not isinstance(d, shadow_types):
-                    raise TypeError(f"{where}: the shadow must be a NumPy array"
-                                    f"{' or a GPU array' if device == 'cuda' else ''}, got "
-                                    f"{type(d).__name__}")
-                if d.shape != a.val.shape or d.dtype != a.val.dtype:
-                    raise ValueError(f"{where}: the shadow has shape {d.shape} and dtype "
-                                     f"{d.dtype}; it must match the array: {a.val.shape} "
-                                     f"{a.val.dtype}")
-                if isinstance(d, np.ndarray) and not d.flags.c_contiguous:
-                    raise ValueError(f"{where}: the shadow must be C-contiguous")
-            else:
-                if not t.is_float:
-                    raise TypeError(f"{where} is an integer or bool ({t!r}) marked "
-                                    "Duplicated: only floating-point values have derivatives")
-                if reverse:
-                    raise TypeError(f"{where}: in reverse mode a scalar is Active(x) (its "
-                                    "derivative is returned), not Duplicated")
-                if isinstance(d := a.dval, np.ndarray) or not np.isscalar(d):
-                    raise TypeError(f"{where}: the tangent of a scalar must be a scalar")
+            _check_shadow(where, a, a.dval, t, reverse, device)
+    if not reverse:
+        batch_width(anns, f"{name}()")
+
+
+def _check_shadow(where: str, a: Duplicated, d, t, reverse: bool, device: str) -> None:
+    """One shadow or tangent `d` of the argument `a` of type `t`."""
+    if isinstance(t, ArrayType):
+        if not t.dtype.is_float:
+            raise TypeError(f"{where} is an array of {t.dtype.np_dtype} marked "
+                            f"{type(a).__name__}: integer and bool arrays are not "
+                            "differentiable; pass it as Const(...) (a bare argument "
+                            "is Const)")
+        shadow_types = (np.ndarray, DeviceArray) if device == "cuda" else (np.ndarray,)
+        if not isinstance(d, shadow_types):
+            raise TypeError(f"{where}: the shadow must be a NumPy array"
+                            f"{' or a GPU array' if device == 'cuda' else ''}, got "
+                            f"{type(d).__name__}")
+        if d.shape != a.val.shape or d.dtype != a.val.dtype:
+            raise ValueError(f"{where}: the shadow has shape {d.shape} and dtype "
+                             f"{d.dtype}; it must match the array: {a.val.shape} "
+                             f"{a.val.dtype}")
+        if isinstance(d, np.ndarray) and not d.flags.c_contiguous:
+            raise ValueError(f"{where}: the shadow must be C-contiguous")
+    else:
+        if not t.is_float:
+            raise TypeError(f"{where} is an integer or bool ({t!r}) marked "
+                            f"{type(a).__name__}: only floating-point values have derivatives")
+        if reverse:
+            raise TypeError(f"{where}: in reverse mode a scalar is Active(x) (its "
+                            "derivative is returned), not Duplicated")
+        if isinstance(d, np.ndarray) or not np.isscalar(d):
+            raise TypeError(f"{where}: the tangent of a scalar must be a scalar")
 
 
 class Tape:
@@ -102,8 +117,10 @@ class Tape:
 def _flatten_args(mode: Mode, anns: list[Annotation], types: list, values: list) -> list:
     """Argument values as the generated functions take them (core/derivative_abi.py): each
     primal, followed by its shadow (reverse) or tangent (forward) where it has one."""
-    shadows = [a.dval if isinstance(t, ArrayType) or a.dval is None else t.np_dtype.type(a.dval)
-               for a, t in zip(anns, types)]
+    def scalar(d, t):
+        return d if isinstance(t, ArrayType) or d is None else t.np_dtype.type(d)
+    shadows = [tuple(scalar(d, t) for d in a.dval) if isinstance(a, BatchDuplicated)
+               else scalar(a.dval, t) for a, t in zip(anns, types)]
     return derivative_abi(mode, anns).flatten(values, shadows)
 
 
@@ -138,7 +155,8 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
 def _with_values(a: Annotation, convert: Callable) -> Annotation:
     """A copy of `a` whose value and shadow are converted (the user's annotation is kept)."""
     out = copy.copy(a)
-    out.val, out.dval = convert(a.val), convert(a.dval)
+    out.val = convert(a.val)
+    out.dval = tuple(map(convert, a.dval)) if isinstance(a, BatchDuplicated) else convert(a.dval)
     return out
 
 
@@ -185,11 +203,13 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         if isinstance(f, Kernel):
             return None
         outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
-        if mode.with_primal:
-            primal = outs[0] if d.results else None
-            tangent = outs[1] if d.ret_activity != Activity.CONST and len(outs) > 1 else None
-            return tangent, primal
-        return outs[0] if d.ret_activity != Activity.CONST and outs else None
+        n_primal = 1 if mode.with_primal and d.results else 0
+        tangent = None
+        if d.ret_activity != Activity.CONST and len(outs) > n_primal:
+            # with batched tangents (BatchDuplicated), N of them: a tuple
+            width = batch_width(anns)
+            tangent = outs[n_primal] if width == 1 else tuple(outs[n_primal:n_primal + width])
+        return (tangent, outs[0] if n_primal else None) if mode.with_primal else tangent
     dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == Activity.ACTIVE else []
     out = d.calls["rev_all"](*flat, *dret)
     outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
@@ -209,7 +229,8 @@ def _guard(f, anns: list[Annotation], reverse: bool, flat: list, written: dict,
     the slots' names."""
     writes = frozenset().union(*(written.get(e, ()) for e in entries))
     plan = autodiff_checks.plan(tuple(f.params), tuple(a.activity for a in anns), reverse,
-                                ndim, extra, writes, frozenset().union(*written.values()))
+                                ndim, extra, writes, frozenset().union(*written.values()),
+                                1 if reverse else batch_width(anns))
     autodiff_checks.check_arrays(f.__name__, plan, flat)
     return plan.names
 

@@ -34,10 +34,12 @@ class Slot:
     (`param`), its shadow or tangent (`role`), or an ndrange extent."""
     param: str
     role: str = ""          # "", "shadow", "tangent", "ndrange", "cotangent"
+    lane: int | None = None  # which of a batched argument's tangents (BatchDuplicated)
 
     def __str__(self) -> str:
         if self.role in ("shadow", "tangent"):
-            return f"the {self.role} of {self.param!r}"
+            lane = "" if self.lane is None else f" {self.lane}"
+            return f"the {self.role}{lane} of {self.param!r}"
         if self.role == "ndrange":
             return self.param
         if self.role == "cotangent":
@@ -46,15 +48,18 @@ class Slot:
 
 
 def slots(params: Sequence[str], activity: Sequence[str], reverse: bool,
-          ndim: int = 0) -> list[Slot]:
+          ndim: int = 0, width: int = 1) -> list[Slot]:
     """The derivative functions' arguments in order (autodiff._flatten_args): each primal,
-    followed by its shadow (reverse) or tangent (forward) when Duplicated; then the extents
-    of a kernel's ndrange."""
+    followed by its shadow (reverse) or tangent (forward; `width` of them when batched) when
+    Duplicated; then the extents of a kernel's ndrange."""
     out = []
     for p, a in zip(params, activity):
         out.append(Slot(p))
         if a in SHADOWED:
-            out.append(Slot(p, "shadow" if reverse else "tangent"))
+            if width == 1:
+                out.append(Slot(p, "shadow" if reverse else "tangent"))
+            else:
+                out += [Slot(p, "tangent", k) for k in range(width)]
     return out + [Slot(f"ndrange[{k}]", "ndrange") for k in range(ndim)]
 
 
@@ -71,9 +76,10 @@ class Plan:
 
 @functools.lru_cache(maxsize=4096)
 def plan(params: tuple[str, ...], activity: tuple[str, ...], reverse: bool, ndim: int,
-         extra: tuple[Slot, ...], writes: frozenset[int], writes_any: frozenset[int]) -> Plan:
+         extra: tuple[Slot, ...], writes: frozenset[int], writes_any: frozenset[int],
+         width: int = 1) -> Plan:
     """The Plan of a call (made once per kind of call: a call's checks cost ~2 us)."""
-    names = tuple(slots(params, activity, reverse, ndim)) + extra
+    names = tuple(slots(params, activity, reverse, ndim, width)) + extra
     shadows = {k for k, s in enumerate(names) if s.role == "shadow"}
     return Plan(names, tuple(sorted(shadows | writes)), frozenset(shadows | writes_any))
 

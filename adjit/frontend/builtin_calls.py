@@ -171,6 +171,18 @@ def _len(gen, args, kwargs):
 _register([py.len], _len)
 
 
+def _tuple(gen, args, kwargs):
+    """tuple() of a compile-time tuple (a comprehension's, a batched tangent's): itself."""
+    _expect(args, 1, "tuple", kwargs)
+    if not isinstance(args[0], tuple):
+        raise UserError(f"tuple() of {S.describe(args[0])}: compiled code makes tuples of "
+                        "tuples (and comprehensions over them) only")
+    return args[0]
+
+
+_register([py.tuple], _tuple)
+
+
 # ---- work-item indices, atomics, sync ---------------------------------------------------
 def _index(gen, args, kwargs):
     _expect(args, 0, "adjit.index", kwargs)

@@ -487,6 +487,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def _from_python(self, obj, name: str, node: ast.AST):
         if isinstance(obj, (Scalar, Array, Literal)):   # fields of rule arguments
             return obj
+        if isinstance(obj, tuple) and obj and all(isinstance(o, (Scalar, Array)) for o in obj):
+            return obj                                  # batched tangents of rule arguments
         if isinstance(obj, (bool, int, float)):
             return Literal(obj)
         import numpy as np
@@ -500,6 +502,40 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         return tuple(self.visit(e) for e in node.elts)
 
     visit_List = visit_Tuple
+
+    def visit_ListComp(self, node: ast.ListComp | ast.GeneratorExp):
+        """`[e for x in t]`, `(e for x in t)` over a tuple (a compile-time sequence, such as a
+        batched argument's tangents in a custom rule of width N): unrolled while compiling,
+        to a tuple. Its variable is local to it, as in Python."""
+        if len(node.generators) != 1:
+            raise self.error(node, "a comprehension in compiled code has one `for`")
+        g = node.generators[0]
+        seq = self.visit(g.iter)
+        if not isinstance(seq, tuple):
+            raise self.error(g.iter, f"a comprehension in compiled code runs over a tuple "
+                                     f"(unrolled while compiling), not {S.describe(seq)}")
+        names = {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        saved = {n: self.vars[n] for n in names if n in self.vars}
+        out = []
+        try:
+            for item in seq:
+                self.assign(g.target, item)
+                keep = True
+                for cond in g.ifs:
+                    c = self.visit(cond)
+                    if not isinstance(c, Literal):
+                        raise self.error(cond, "a comprehension's `if` must be known while "
+                                               "compiling")
+                    keep = keep and bool(c.value)
+                if keep:
+                    out.append(self.visit(node.elt))
+        finally:
+            for n in names:
+                self.vars.pop(n, None)
+            self.vars.update(saved)
+        return tuple(out)
+
+    visit_GeneratorExp = visit_ListComp
 
     def visit_Attribute(self, node: ast.Attribute):
         base = self.visit(node.value)

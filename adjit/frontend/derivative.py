@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 
 
 def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
-             ret_activity: str, with_primal: bool, overwritten: bool = False) -> None:
+             ret_activity: str, with_primal: bool, overwritten: bool = False,
+             width: int = 1) -> None:
     """An `adj.autodiff` request. `overwritten`: the caller may change the arrays between
     the augmented and the reverse call (split mode from Python: the user's code runs in
-    between), so the pass must tape what it would otherwise reload (Enzyme's default)."""
+    between), so the pass must tape what it would otherwise reload (Enzyme's default).
+    `width`: tangents per argument in forward mode (BatchDuplicated)."""
     with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
         s = ir.StringAttr.get
         attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol),
@@ -45,6 +47,8 @@ def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: 
                  "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)}
         if overwritten:
             attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(True)] * len(activity))
+        if width != 1:
+            attrs["width"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), width)
         ir.Operation.create("adj.autodiff", attributes=attrs)
 
 
@@ -148,7 +152,8 @@ class Derivative:
             if isinstance(target, Kernel):
                 activity = activity + [Activity.CONST] * len(ndrange)
             _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
-                     ret, mode.with_primal, overwritten=mode.split)
+                     ret, mode.with_primal, overwritten=mode.split,
+                     width=derivative_abi(mode, anns).width)
             self.ret_activity = ret
             run_pass(unit)
             # the generated functions' parameters (core/derivative_abi.py), then the extents

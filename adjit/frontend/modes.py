@@ -74,8 +74,51 @@ class DuplicatedNoNeed(Duplicated):
     activity = "dupnoneed"
 
 
+class BatchDuplicated(Duplicated):
+    """Forward mode with N tangents at once (Enzyme's BatchDuplicated): `dval` is a tuple of
+    N tangents (N arrays shaped like an array `val`, N floats for a float), and the result's
+    tangent comes back as N of them. One pass over the primal computes all N (the pass's
+    `width`): a Jacobian of n columns costs n/N passes, not n."""
+
+    def __init__(self, val, dvals):
+        super().__init__(val, tuple(dvals) if isinstance(dvals, (tuple, list)) else dvals)
+
+    @property
+    def width(self) -> int:
+        return len(self.dval) if isinstance(self.dval, tuple) else 0
+
+
+def batch_width(anns: Sequence[Annotation], where: str = "autodiff()") -> int:
+    """The number of tangents per argument of a forward call (1 without BatchDuplicated):
+    every BatchDuplicated argument must have the same number, at least one, and then no
+    argument is plain Duplicated (its tangent would be missing in N - 1 lanes)."""
+    batched = [a for a in anns if isinstance(a, BatchDuplicated)]
+    if not batched:
+        return 1
+    widths = sorted({a.width for a in batched})
+    if widths[0] < 1:
+        raise TypeError(f"{where}: BatchDuplicated(x, (dx1, ..., dxN)) takes a tuple of at "
+                        "least one tangent")
+    if len(widths) > 1:
+        raise ValueError(f"{where}: every BatchDuplicated argument has the same number of "
+                         f"tangents; got {', '.join(map(str, widths))}")
+    if any(isinstance(a, Duplicated) and not isinstance(a, BatchDuplicated) for a in anns):
+        raise TypeError(f"{where}: Duplicated and BatchDuplicated arguments in one call; "
+                        f"give every differentiated argument its {widths[0]} tangents")
+    return widths[0]
+
+
+def activity_key(anns: Sequence[Annotation]) -> tuple[str, ...]:
+    """The activities of a call as a compiled derivative's key: with the width of batched
+    tangents, which changes the generated functions."""
+    acts = tuple(a.activity for a in anns)
+    width = batch_width(anns)
+    return acts if width == 1 else acts + (f"width={width}",)
+
+
 def derivative_abi(mode: Mode, anns: Sequence[Annotation], ret_activity: str = "const"
                    ) -> DerivativeABI:
     """The layout of the functions generated for `mode` and these annotations."""
     return DerivativeABI(mode.kind, tuple(Activity(a.activity) for a in anns),
-                         Activity(ret_activity), mode.with_primal)
+                         Activity(ret_activity), mode.with_primal,
+                         1 if mode.reverse else batch_width(anns))

@@ -47,8 +47,10 @@ class RuleCodeGenerator(CodeGenerator):
     def _abi(self) -> DerivativeABI:
         """The layout of the derivative this rule implements (a forward rule's is forward
         mode's; augmented and reverse rules take the reverse mode's)."""
-        return DerivativeABI(Mode.FORWARD if self.rule_kind == "forward" else Mode.REVERSE,
-                             tuple(self.activity), self.ret_activity)
+        forward = self.rule_kind == "forward"
+        return DerivativeABI(Mode.FORWARD if forward else Mode.REVERSE,
+                             tuple(self.activity), self.ret_activity,
+                             width=self.config.width if forward else 1)
 
     def _flat_inputs(self, arg_types: list) -> list:
         flat = self._abi().inputs(arg_types)
@@ -75,7 +77,11 @@ class RuleCodeGenerator(CodeGenerator):
         abi = self._abi()
         for k, act in enumerate(self.activity):
             val = value(*next(it))
-            dval = value(*next(it)) if abi.has_shadow(k) else None
+            dval = None
+            if abi.has_shadow(k):
+                # batched tangents (config.width N > 1): an N-tuple
+                lanes = [value(*next(it)) for _ in range(abi.width)]
+                dval = lanes[0] if abi.width == 1 else tuple(lanes)
             rule_args.append(RuleArg(val, dval, act))
         if self.rule_kind == "reverse":
             dret = value(*next(it)) if self.ret_activity == Activity.ACTIVE else None
@@ -142,8 +148,14 @@ class RuleCodeGenerator(CodeGenerator):
         out = []
         if cfg.needs_primal:
             out.append(self._scalar(primal, "the primal"))
-        if has_tangent:
+        if has_tangent and cfg.width == 1:
             out.append(self._scalar(tangent, "the tangent"))
+        elif has_tangent:
+            if not isinstance(tangent, tuple) or len(tangent) != cfg.width:
+                raise UserError(f"a forward rule of width {cfg.width} (config.width) returns "
+                                f"(primal, (tangent 0, ..., tangent {cfg.width - 1})); this "
+                                f"one's tangent is {_describe(tangent)}")
+            out += [self._scalar(t, f"tangent {k}") for k, t in enumerate(tangent)]
         return out
 
     def _augmented_items(self, value) -> list:
@@ -264,7 +276,8 @@ class FunctionRules:
         rule, source = target.rules[kind]
         cfg = Config(bool(config.get("needs_primal", True)),
                      bool(config.get("needs_shadow", False)),
-                     tuple(config.get("overwritten", ())))
+                     tuple(config.get("overwritten", ())),
+                     int(config.get("width", 1)))
         ident = (fn_symbol, tuple(activity), ret_activity, cfg)
         rule_key = repr((kind, target.pyfn.__qualname__, ident))
         base = name = rule_symbol(fn_symbol, kind, activity, ret_activity, cfg)

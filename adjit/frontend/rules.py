@@ -9,7 +9,8 @@ in every mode and for any activities, all-Const calls included (see shared/seeds
 
 Compiled rules follow the ABI of the functions the pass generates (passes/autodiff):
 - forward:   (each arg's primal, its tangent if not const) -> (primal if needs_primal,
-             tangent if the result is not const)
+             tangent if the result is not const); with batched tangents (`config.width`
+             N > 1, BatchDuplicated) N tangents per argument and result
 - augmented: (each arg's primal, its shadow if an array and dup) -> (primal if needs_primal,
              tape values...)
 - reverse:   (same as augmented, dret if the result is active, tape values...) ->
@@ -17,7 +18,9 @@ Compiled rules follow the ABI of the functions the pass generates (passes/autodi
 
 What a rule returns is checked when it compiles; anything else is refused at the rule's
 `return` line (the rule contract):
-- forward: `(primal, tangent)`; the primal may be None where `config.needs_primal` is false
+- forward: `(primal, tangent)` (with `config.width` N > 1, each `x.dval` is an N-tuple of
+  tangents and the rule returns `(primal, (t0, ..., tN-1))`); the primal may be None where
+  `config.needs_primal` is false
   (the caller uses only the tangent), the tangent where the result is Const (then it is
   unused). A function with no result: None (or nothing).
 - augmented_primal: `AugmentedReturn(primal, shadow, tape)`; the primal may be None where
@@ -50,7 +53,7 @@ class Config:
     needs_primal: bool
     needs_shadow: bool
     overwritten: tuple
-    width: int = 1
+    width: int = 1        # forward: tangents per argument (BatchDuplicated's N)
 
 
 class AugmentedReturn:

@@ -30,7 +30,7 @@ from .compiled import Compiled, LoadedDerivative, derivative_meta
 from .functions import Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
-from .modes import Mode
+from .modes import Mode, activity_key
 from .source import compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
     """The CPU derivative of `target` in `mode` for annotations `anns` and argument `types`
     (a kernel's: of its launch over `ndrange`); `pullback`: that of its inner product with a
     cotangent (derivative.Derivative). Memoised in the declaration's `_derivatives`."""
-    key = Key(mode, tuple(a.activity for a in anns), "pullback" if pullback else "derivative",
+    key = Key(mode, activity_key(anns), "pullback" if pullback else "derivative",
               tuple(types), None if ndrange is None else len(ndrange), wgs, None,
               debug_enabled())
 
@@ -274,7 +274,7 @@ def host_program(target: Function | Kernel, types: Sequence, mode: Mode | None =
     a function's call, or its derivative in `mode` for `anns`; a kernel's launch derivative
     over an ndrange of `ndrange`'s rank in workgroups of `wgs` (the launch rule's block size,
     so part of the key), which the autodiff pass's launch rule makes as it does on the CPU."""
-    key = Key(mode, tuple(a.activity for a in anns), "host-program", tuple(types),
+    key = Key(mode, activity_key(anns), "host-program", tuple(types),
               None if ndrange is None else len(ndrange), wgs, chip(), debug_enabled())
 
     def compile() -> HostProgram:

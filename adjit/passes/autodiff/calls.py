@@ -35,7 +35,7 @@ def forward_signature(gen: "ForwardGenerator", op: ir.Operation) -> Signature:
     active_ret = any(gen.carried(r) for r in op.results)
     sig = Signature(fn=callee(op), mode=Mode.FORWARD, activity=activity,
                     ret_activity=Activity.DUP if active_ret else Activity.CONST,
-                    with_primal=True, overwritten=(False,) * len(activity))
+                    with_primal=True, overwritten=(False,) * len(activity), width=gen.width)
     return call_primal(gen.diff, sig, primal_used(op, gen.sig.with_primal), op)
 
 
@@ -45,20 +45,18 @@ def forward_call(gen: "ForwardGenerator", op: ir.Operation) -> None:
     for v, a in zip(op.operands, sig.activity):
         args.append(gen.vmap[v])
         if a == Activity.DUP:
-            args.append(gen.derivative_of(v))
+            args += gen.call_arguments(v)
     name = gen.diff.derivative(sig, op).forward
     results = forward_abi(func_type(gen.diff.symbols[callee(op)]), sig)[1]
     call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
-    outs = list(call.results)
+    outs = iter(call.results)
     if sig.with_primal:
         for r in op.results:
-            gen.vmap[r] = outs.pop(0)
+            gen.vmap[r] = next(outs)
     if sig.ret_activity != Activity.CONST:
         for r in op.results:
             if is_float(r.type) or is_float_memref(r.type):
-                d = outs.pop(0)
-                if gen.carried(r):
-                    gen.tan[r] = d
+                gen.bind_call_results(r, outs, keep=gen.carried(r))
 
 
 def augmented_call(gen: "AugmentedGenerator", op: ir.Operation) -> None:

@@ -1,6 +1,6 @@
 """Derivative rules of structured control flow: scf.for, scf.if, scf.while, scf.parallel.
 
-forward:   the same op, carrying after the primal values one tangent (or shadow) per
+forward:   the same op, carrying after the primal values one tangent (or the shadows) per
            position that any value joined there needs (`_positions`).
 augmented: the same op, threading the tape's stacks through the regions that push onto them
            (AugGen.threaded) and, for an scf.while, counting its iterations; an scf.parallel
@@ -45,19 +45,20 @@ def _positions(gen: "ForwardGenerator", *groups: list[ir.Value]) -> list[int]:
 
 
 def _extended(gen: "ForwardGenerator", values: list[ir.Value], ks: list[int]) -> list[ir.Value]:
-    return [gen.vmap[v] for v in values] + [gen.derivative_of(values[k]) for k in ks]
+    return [gen.vmap[v] for v in values] + [d for k in ks for d in gen.derivatives_of(values[k])]
 
 
 def _types(gen: "ForwardGenerator", values: list[ir.Value], ks: list[int]) -> list[ir.Type]:
-    return [v.type for v in values] + [values[k].type for k in ks]
+    return [v.type for v in values] + [t for k in ks for t in gen.derivative_types(values[k])]
 
 
 def _bind(gen: "ForwardGenerator", olds: list[ir.Value], news: list[ir.Value],
           ks: list[int]) -> None:
     for v, n in zip(olds, news):
         gen.vmap[v] = n
-    for k, d in zip(ks, news[len(olds):]):
-        gen.tan[olds[k]] = d
+    rest = iter(news[len(olds):])
+    for k in ks:
+        gen.bind(olds[k], rest)
 
 
 def forward_for(gen: "ForwardGenerator", op: ir.Operation) -> None:

@@ -13,7 +13,9 @@ the activity analysis treats calls of a function with rules as always needing de
 `default_provider` (what adjit-opt uses) finds func.funcs marked `adj.rule_for = @f` and
 `adj.rule_kind = "forward" | "augmented" | "reverse"`; optional `adj.rule_activity` (array of
 strings), `adj.rule_ret_activity` and `adj.rule_needs_primal` (bool) restrict a rule to one
-activity signature or config.
+activity signature or config; a forward rule is of width 1 (one tangent per argument) unless
+`adj.rule_width` says how many it takes (config["width"]; at a width it has no rule for, the
+function is differentiated automatically).
 
 `config["needs_primal"]` is false exactly where no one reads the primal result: the request
 says so (`with_primal = false`) and, at a call, the caller reads the result only through its
@@ -44,6 +46,7 @@ RULE_KIND = "adj.rule_kind"
 RULE_ACTIVITY = "adj.rule_activity"
 RULE_RET_ACTIVITY = "adj.rule_ret_activity"
 RULE_NEEDS_PRIMAL = "adj.rule_needs_primal"
+RULE_WIDTH = "adj.rule_width"
 
 
 def default_provider(module: ir.Operation) -> RuleProvider:
@@ -68,6 +71,10 @@ def default_provider(module: ir.Operation) -> RuleProvider:
             if RULE_NEEDS_PRIMAL in op.attributes and ir.BoolAttr(
                     op.attributes[RULE_NEEDS_PRIMAL]).value != config["needs_primal"]:
                 continue
+            width = ir.IntegerAttr(op.attributes[RULE_WIDTH]).value \
+                if RULE_WIDTH in op.attributes else 1
+            if width != config["width"]:
+                continue
             return symbol_name(op)
         return None
 
@@ -88,7 +95,8 @@ def call_primal(diff: "Host", sig: Signature, needed: bool,
 def rule_config(sig: Signature) -> dict:
     return {"needs_primal": sig.with_primal,
             "needs_shadow": sig.ret_activity in SHADOWED,
-            "overwritten": list(sig.overwritten)}
+            "overwritten": list(sig.overwritten),
+            "width": sig.width}
 
 
 def lookup_rules(diff: "Host", sig: Signature, at: ir.Operation,

@@ -135,12 +135,12 @@ class Differentiator:
         if len(overwritten) != n_args:
             raise AdjError(op, f"adj.autodiff `overwritten` has {len(overwritten)} entries for "
                                f"{n_args} arguments")
-        if "width" in op.attributes and ir.IntegerAttr(op.attributes["width"]).value != 1:
-            raise AdjError(op, "adj.autodiff supports width = 1 only")
         sig = Signature(fn=fn_name, mode=get("mode", ir.StringAttr).value, activity=activity,
                         ret_activity=get("ret_activity", ir.StringAttr).value,
                         with_primal=get("with_primal", ir.BoolAttr, ir.BoolAttr.get(False)).value,
-                        overwritten=overwritten)
+                        overwritten=overwritten,
+                        width=get("width", ir.IntegerAttr,
+                                  ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)).value)
         check_signature(op, fn, sig)
         return sig, name
 

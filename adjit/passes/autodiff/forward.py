@@ -6,13 +6,21 @@ their family's forward rule (op_rules.py: loads/stores mirrored on the shadow ar
 memory_ops.py, control flow with tangents and shadows carried next to the primal values in
 control_flow.py, calls of the callee's forward derivative or its custom rule in calls.py,
 launches in launch.py).
+
+Batched tangents (the signature's `width` N > 1, Enzyme's BatchDuplicated): one pass over the
+primal carries N tangents. A float's tangent is one vector<N x T>, so each table op's tangent
+is vector arithmetic on scalar partials (rules.py broadcasts them); an array has N shadow
+arrays (`shadows`), each an array the caller passes, as in Enzyme's calling convention
+(core/derivative_abi.py), so views, copies and allocations are the width-1 rule per lane.
+At the function's boundary scalar tangents are N scalars (`pack` at entry, `lanes` at return
+and at calls).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import arith, func
+from mlir.dialects import arith, func, vector
 
 from ...core.activity import Activity
 from ...dialects.adj import AdjError
@@ -47,8 +55,10 @@ class ForwardGen:
                                                                 call),
                                     diff.callee_writes)
         self.vmap: dict[ir.Value, ir.Value] = {}
-        # Tangent of each active float value; shadow buffer of each shadowed array.
-        self.tan: dict[ir.Value, ir.Value] = {}
+        self.width = sig.width
+        # Tangent of each active float value (a vector of `width` lanes when width > 1);
+        # the shadow arrays (one per lane, a list) of each shadowed array.
+        self.tan: dict[ir.Value, ir.Value | list[ir.Value]] = {}
 
     def emit(self, name: str, extra: dict[str, ir.Attribute]) -> ir.Operation:
         inputs, results = forward_abi(func_type(self.fn), self.sig)
@@ -61,11 +71,12 @@ class ForwardGen:
             for arg, act in zip(old_entry.arguments, self.sig.activity):
                 self.vmap[arg] = next(params)
                 if act != Activity.CONST:
-                    self.tan[arg] = next(params)
+                    lanes = [next(params) for _ in range(self.width)]
+                    self.tan[arg] = lanes if is_memref(arg.type) else self.pack(lanes)
             for arg in old_entry.arguments:
                 if is_memref(arg.type) and self.act.shadowed(arg) and arg not in self.tan:
                     # A const array that shares an alias class with a shadowed one.
-                    self.tan[arg] = zeroed_like(self.vmap[arg])
+                    self.tan[arg] = [zeroed_like(self.vmap[arg]) for _ in range(self.width)]
             self.block(old_entry)
         return new
 
@@ -102,9 +113,26 @@ class ForwardGen:
         return self.tan.get(v) if is_float(v.type) else None
 
     def tangent_or_zero(self, v: ir.Value) -> ir.Value:
-        return or_zero(self.tangent(v), v.type)
+        return or_zero(self.tangent(v), self.tangent_type(v.type))
 
-    def shadow(self, v: ir.Value) -> ir.Value | None:
+    def tangent_type(self, t: ir.Type) -> ir.Type:
+        """The type of a float's tangent: the float's, or a vector of `width` of them."""
+        return t if self.width == 1 else ir.VectorType.get([self.width], t)
+
+    def pack(self, lanes: list[ir.Value]) -> ir.Value:
+        """One tangent from a scalar per lane."""
+        if self.width == 1:
+            return lanes[0]
+        return vector.from_elements(self.tangent_type(lanes[0].type), lanes)
+
+    def lanes(self, t: ir.Value) -> list[ir.Value]:
+        """A tangent's scalar per lane."""
+        if self.width == 1:
+            return [t]
+        return [vector.extract(t, [], [k]) for k in range(self.width)]
+
+    def shadows(self, v: ir.Value) -> list[ir.Value] | None:
+        """The shadow arrays of an array, one per lane; None if it has none."""
         return self.tan.get(v) if is_memref(v.type) else None
 
     def carried(self, v: ir.Value) -> bool:
@@ -112,15 +140,42 @@ class ForwardGen:
         return self.act.active(v) if is_float(v.type) else (
             is_float_memref(v.type) and self.act.shadowed(v))
 
-    def derivative_of(self, v: ir.Value) -> ir.Value:
-        """Tangent (zero if inactive) of a float, shadow of an array, for control flow."""
+    def derivatives_of(self, v: ir.Value) -> list[ir.Value]:
+        """What control flow carries next to `v`: its tangent (zero if inactive) for a float,
+        its shadows for an array."""
         if is_float(v.type):
-            return self.tangent_or_zero(v)
-        s = self.shadow(v)
+            return [self.tangent_or_zero(v)]
+        s = self.shadows(v)
         if s is None:
             raise AdjError(v.owner.operation if isinstance(v, ir.OpResult) else self.fn,
                            "autodiff: an array without a shadow flows where one is needed")
-        return s
+        return list(s)
+
+    def derivative_types(self, v: ir.Value) -> list[ir.Type]:
+        """The types of `derivatives_of(v)`."""
+        if is_float(v.type):
+            return [self.tangent_type(v.type)]
+        return [v.type] * self.width
+
+    def bind(self, v: ir.Value, values) -> None:
+        """Takes `v`'s derivatives (as derivatives_of gives them) from the iterator `values`."""
+        if is_float(v.type):
+            self.tan[v] = next(values)
+        else:
+            self.tan[v] = [next(values) for _ in range(self.width)]
+
+    def call_arguments(self, v: ir.Value) -> list[ir.Value]:
+        """`v`'s tangents or shadows as a call of a derivative takes them: one per lane."""
+        if is_float(v.type):
+            return self.lanes(self.tangent_or_zero(v))
+        return self.derivatives_of(v)
+
+    def bind_call_results(self, v: ir.Value, values, keep: bool = True) -> None:
+        """Takes `v`'s derivatives from the results of a call, one per lane (and drops them
+        unless `keep`)."""
+        lanes = [next(values) for _ in range(self.width)]
+        if keep:
+            self.tan[v] = self.pack(lanes) if is_float(v.type) else lanes
 
     # -- table ops ---------------------------------------------------------------------------
     def arith(self, op: ir.Operation) -> None:
@@ -131,7 +186,7 @@ class ForwardGen:
         if op.name in CASTS:
             t = self.tangent(op.operands[0])
             if t is not None:
-                self.tan[result] = CASTS[op.name][0](t, result.type)
+                self.tan[result] = CASTS[op.name][0](t, self.tangent_type(result.type))
             return
         primals = [self.vmap[v] for v in op.operands]
         total = None
@@ -148,8 +203,6 @@ class ForwardGen:
         values = [self.vmap[v] for v in op.operands] if self.sig.with_primal else []
         if self.sig.ret_activity != Activity.CONST:
             for v in op.operands:
-                if is_float(v.type):
-                    values.append(self.tangent_or_zero(v))
-                elif is_float_memref(v.type):
-                    values.append(self.derivative_of(v))
+                if is_float(v.type) or is_float_memref(v.type):
+                    values += self.call_arguments(v)
         func.ReturnOp(values)

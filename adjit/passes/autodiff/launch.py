@@ -45,12 +45,12 @@ def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
         args.append(gen.vmap[v])
         if gen.carried(v):
             activity.append(Activity.DUP)
-            args.append(gen.derivative_of(v))
+            args += gen.call_arguments(v)
         else:
             activity.append(Activity.CONST)
     sig = Signature(fn=callee(call), mode=Mode.FORWARD, activity=tuple(activity),
                     ret_activity=Activity.CONST, with_primal=False,
-                    overwritten=(False,) * len(activity))
+                    overwritten=(False,) * len(activity), width=gen.width)
     name = gen.diff.derivative(sig, op).forward
     ktype = ir.FunctionType.get(forward_abi(func_type(gen.diff.symbols[sig.fn]), sig)[0], [])
     adj.launch(name, ktype, args, [gen.vmap[v] for v in op.operands], _workgroupsize(op))

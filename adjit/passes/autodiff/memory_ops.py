@@ -3,7 +3,8 @@ and a select between arrays. What they read, write and alias is op_facts.py's.
 
 A float array has a shadow array of the same shape (activity.py says which do); each rule
 does on the shadows what the op does on the arrays, in the direction of its mode:
-forward:   the tangents go where the values go (load from / store into the shadow);
+forward:   the tangents go where the values go (load from / store into the shadow; with
+           batched tangents, each lane's shadow: forward.py);
 augmented: the op itself (the primal's clone; nothing to save: the reverse pass reloads
            what nothing overwrites, recompute.py);
 reverse:   the adjoints go back: a load adds its result's adjoint into the shadow element
@@ -45,9 +46,9 @@ def add_into(dst: ir.Value, src: ir.Value) -> None:
 def forward_load(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
     if gen.act.active(op.results[0]):
-        shadow = gen.shadow(op.operands[0])
         at = [gen.vmap[i] for i in list(op.operands)[1:]]
-        gen.tan[op.results[0]] = memref.load(shadow, at)
+        gen.tan[op.results[0]] = gen.pack([memref.load(s, at)
+                                           for s in gen.shadows(op.operands[0])])
 
 
 def reverse_load(gen: "ReverseGenerator", op: ir.Operation) -> None:
@@ -60,10 +61,11 @@ def reverse_load(gen: "ReverseGenerator", op: ir.Operation) -> None:
 # -- store --------------------------------------------------------------------------------------
 def forward_store(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
-    shadow = gen.shadow(op.operands[1])
-    if shadow is not None:
+    shadows = gen.shadows(op.operands[1])
+    if shadows is not None:
         at = [gen.vmap[i] for i in list(op.operands)[2:]]
-        memref.store(gen.tangent_or_zero(op.operands[0]), shadow, at)
+        for t, s in zip(gen.lanes(gen.tangent_or_zero(op.operands[0])), shadows):
+            memref.store(t, s, at)
 
 
 def reverse_store(gen: "ReverseGenerator", op: ir.Operation) -> None:
@@ -80,16 +82,16 @@ def reverse_store(gen: "ReverseGenerator", op: ir.Operation) -> None:
 # -- atomic_rmw ---------------------------------------------------------------------------------
 def forward_atomic_rmw(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
-    shadow = gen.shadow(op.operands[1])
-    if shadow is None:
+    shadows = gen.shadows(op.operands[1])
+    if shadows is None:
         return
     if ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF:
         raise AdjError(op, "autodiff: of the float atomics only addf is differentiable")
     at = [gen.vmap[i] for i in list(op.operands)[2:]]
-    t = memref.AtomicRMWOp(op.attributes["kind"], gen.tangent_or_zero(op.operands[0]),
-                           shadow, at).result
+    olds = [memref.AtomicRMWOp(op.attributes["kind"], t, s, at).result
+            for t, s in zip(gen.lanes(gen.tangent_or_zero(op.operands[0])), shadows)]
     if gen.act.active(op.results[0]):
-        gen.tan[op.results[0]] = t
+        gen.tan[op.results[0]] = gen.pack(olds)
 
 
 def reverse_atomic_rmw(gen: "ReverseGenerator", op: ir.Operation) -> None:
@@ -111,13 +113,12 @@ def reverse_atomic_rmw(gen: "ReverseGenerator", op: ir.Operation) -> None:
 # -- copy ---------------------------------------------------------------------------------------
 def forward_copy(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
-    src, dst = gen.shadow(op.operands[0]), gen.shadow(op.operands[1])
-    if dst is None:
-        return
-    if src is not None:
-        memref.copy(src, dst)
-    else:
-        fill_zero(dst)
+    srcs, dsts = gen.shadows(op.operands[0]), gen.shadows(op.operands[1])
+    for k, dst in enumerate(dsts or []):
+        if srcs is not None:
+            memref.copy(srcs[k], dst)
+        else:
+            fill_zero(dst)
 
 
 def reverse_copy(gen: "ReverseGenerator", op: ir.Operation) -> None:
@@ -140,7 +141,8 @@ def reverse_copy(gen: "ReverseGenerator", op: ir.Operation) -> None:
 def forward_alloc(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
     if gen.act.shadowed(op.results[0]):
-        gen.tan[op.results[0]] = zeroed_like(gen.vmap[op.results[0]])
+        gen.tan[op.results[0]] = [zeroed_like(gen.vmap[op.results[0]])
+                                  for _ in range(gen.width)]
 
 
 def forward_alloca(gen: "ForwardGenerator", op: ir.Operation) -> None:
@@ -148,9 +150,11 @@ def forward_alloca(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
     if gen.act.shadowed(op.results[0]):
         new = gen.vmap[op.results[0]]
-        tangent = memref.alloca(memref_type(new.type), list(new.owner.operation.operands), [])
-        fill_zero(tangent)
-        gen.tan[op.results[0]] = tangent
+        shadows = [memref.alloca(memref_type(new.type), list(new.owner.operation.operands), [])
+                   for _ in range(gen.width)]
+        for s in shadows:
+            fill_zero(s)
+        gen.tan[op.results[0]] = shadows
 
 
 def alloc_shadow(gen: "ReverseGenerator", alloc: ir.Operation) -> ir.Value:
@@ -173,9 +177,9 @@ def forward_view(gen: "ForwardGenerator", op: ir.Operation) -> None:
     """Run whatever the activity (a view is not `relevant` itself): the view of the shadow,
     where its array has one."""
     clone_op(op, gen.vmap)
-    shadow = gen.shadow(op.operands[0])
-    if shadow is not None:
-        gen.tan[op.results[0]] = view_of(op, shadow, gen.vmap)
+    shadows = gen.shadows(op.operands[0])
+    if shadows is not None:
+        gen.tan[op.results[0]] = [view_of(op, s, gen.vmap) for s in shadows]
 
 
 def view_shadow(gen: "ReverseGenerator", view: ir.Operation) -> ir.Value:
@@ -193,8 +197,8 @@ def forward_select(gen: "ForwardGenerator", op: ir.Operation) -> None:
     clone_op(op, gen.vmap)
     if gen.carried(op.results[0]):
         c = gen.vmap[op.operands[0]]
-        gen.tan[op.results[0]] = arith.select(
-            c, gen.derivative_of(op.operands[1]), gen.derivative_of(op.operands[2]))
+        gen.tan[op.results[0]] = [arith.select(c, a, b) for a, b in zip(
+            gen.derivatives_of(op.operands[1]), gen.derivatives_of(op.operands[2]))]
 
 
 def reverse_select(gen: "ReverseGenerator", op: ir.Operation) -> None:

@@ -86,7 +86,9 @@ class ForwardGenerator(Protocol):
     sig: "Signature"
     act: "ActivityAnalysis"
     vmap: dict[ir.Value, ir.Value]
-    tan: dict[ir.Value, ir.Value]          # tangent of a float, shadow of an array
+    width: int                             # tangents per value (batched: > 1)
+    # tangent of a float (a vector<width x T> if width > 1), shadows (one per lane) of an array
+    tan: dict[ir.Value, "ir.Value | list[ir.Value]"]
 
     def block(self, block: ir.Block) -> None:
         """Emits `block`'s ops but its terminator."""
@@ -98,13 +100,32 @@ class ForwardGenerator(Protocol):
 
     def tangent_or_zero(self, v: ir.Value) -> ir.Value: ...
 
-    def shadow(self, v: ir.Value) -> ir.Value | None: ...
+    def tangent_type(self, t: ir.Type) -> ir.Type: ...
+
+    def pack(self, lanes: list[ir.Value]) -> ir.Value:
+        """One tangent from a scalar per lane."""
+
+    def lanes(self, t: ir.Value) -> list[ir.Value]:
+        """A tangent's scalar per lane."""
+
+    def shadows(self, v: ir.Value) -> list[ir.Value] | None:
+        """An array's shadows, one per lane."""
 
     def carried(self, v: ir.Value) -> bool:
-        """Whether control flow carries a tangent (or shadow) next to `v`."""
+        """Whether control flow carries a tangent (or shadows) next to `v`."""
 
-    def derivative_of(self, v: ir.Value) -> ir.Value:
-        """Tangent (zero if inactive) of a float, shadow of an array."""
+    def derivatives_of(self, v: ir.Value) -> list[ir.Value]:
+        """Tangent (zero if inactive) of a float, shadows of an array."""
+
+    def derivative_types(self, v: ir.Value) -> list[ir.Type]: ...
+
+    def bind(self, v: ir.Value, values) -> None:
+        """Takes `v`'s derivatives, as derivatives_of gives them, from an iterator."""
+
+    def call_arguments(self, v: ir.Value) -> list[ir.Value]:
+        """`v`'s derivatives as a call of a derivative takes them, one per lane."""
+
+    def bind_call_results(self, v: ir.Value, values, keep: bool = True) -> None: ...
 
 
 class AugmentedGenerator(Protocol):

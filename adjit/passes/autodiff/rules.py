@@ -30,6 +30,11 @@ zero seed gives zero anyway. With a nonzero seed a rule gives the one-sided valu
 finite limits where the formula has none, is guarded at those points: d/da a^b = 0 where
 b == 0 (b a^(b-1) would be 0 * inf at a = 0; a^0 is constant), d/db a^b = 0 where a == 0
 (Enzyme-MLIR's PowFOp; JAX too, for b >= 0). A guard costs a compare and a select.
+
+Batched tangents (forward mode of width N): the seed `d` is a vector of N lanes while `x` and
+`y` stay scalars. The builders below broadcast a scalar operand met by a vector one, and `_c`
+makes scalar constants, so a partial is computed once, in scalars, and only its products with
+the seed are vector ops (one per lane group, not N scalar ones).
 """
 from __future__ import annotations
 
@@ -37,7 +42,7 @@ import math as pymath
 from typing import Callable, Protocol
 
 from mlir import ir
-from mlir.dialects import arith, math
+from mlir.dialects import arith, math, vector
 
 
 class Primals(Protocol):
@@ -47,25 +52,40 @@ class Primals(Protocol):
 Rule = Callable[[Primals, Callable[[], ir.Value], ir.Value], ir.Value]
 
 
-# Builders at the current insertion point; each takes and returns ir.Values of one float type.
+# Builders at the current insertion point; each takes ir.Values of one float type, or that
+# type and vectors of it (a batched seed), and broadcasts a scalar met by a vector.
+def _scalar(t: ir.Type) -> ir.Type:
+    return ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+
+
 def _c(like: ir.Value, v: float) -> ir.Value:
-    return arith.constant(like.type, v)
+    """A scalar constant of `like`'s float type."""
+    return arith.constant(_scalar(like.type), v)
+
+
+def _same(a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """`a` and `b`, the scalar one broadcast to the other's vector type if they differ."""
+    if isinstance(a.type, ir.VectorType) and not isinstance(b.type, ir.VectorType):
+        return a, vector.broadcast(a.type, b)
+    if isinstance(b.type, ir.VectorType) and not isinstance(a.type, ir.VectorType):
+        return vector.broadcast(b.type, a), b
+    return a, b
 
 
 def _mul(a: ir.Value, b: ir.Value) -> ir.Value:
-    return arith.mulf(a, b)
+    return arith.mulf(*_same(a, b))
 
 
 def _div(a: ir.Value, b: ir.Value) -> ir.Value:
-    return arith.divf(a, b)
+    return arith.divf(*_same(a, b))
 
 
 def _add(a: ir.Value, b: ir.Value) -> ir.Value:
-    return arith.addf(a, b)
+    return arith.addf(*_same(a, b))
 
 
 def _sub(a: ir.Value, b: ir.Value) -> ir.Value:
-    return arith.subf(a, b)
+    return arith.subf(*_same(a, b))
 
 
 def _neg(a: ir.Value) -> ir.Value:
@@ -77,7 +97,7 @@ def _sq(a: ir.Value) -> ir.Value:
 
 
 def _where(cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
-    return arith.select(cond, a, b)
+    return arith.select(cond, *_same(a, b))
 
 
 def _ge(a: ir.Value, b: ir.Value) -> ir.Value:
@@ -107,7 +127,7 @@ def _drop_if(cond: ir.Value, d: ir.Value) -> ir.Value:
 
 def _is_zero(a: ir.Value) -> ir.Value:
     """a == 0 (true for -0.0 too)."""
-    return arith.cmpf(arith.CmpFPredicate.OEQ, a, _c(a, 0.0))
+    return arith.cmpf(arith.CmpFPredicate.OEQ, *_same(a, _c(a, 0.0)))
 
 
 def _abs_slope(a: ir.Value) -> ir.Value:
@@ -137,7 +157,7 @@ def _fpowi_base(x: Primals, y: Callable[[], ir.Value], d: ir.Value) -> ir.Value:
     # d/da a^n = n a^(n-1); 0 when n == 0, as for powf.
     n = x[1]
     one = arith.constant(n.type, 1)
-    slope = _mul(arith.sitofp(d.type, n), math.fpowi(x[0], arith.subi(n, one)))
+    slope = _mul(arith.sitofp(_scalar(d.type), n), math.fpowi(x[0], arith.subi(n, one)))
     zero_n = arith.cmpi(arith.CmpIPredicate.eq, n, arith.constant(n.type, 0))
     return _drop_if(zero_n, _mul(d, slope))
 

@@ -30,6 +30,8 @@ class Signature:
     # Per argument: may the caller change this array between the augmented and the reverse
     # call? (False for the arrays of a Reverse call, which runs both back to back.)
     overwritten: tuple[bool, ...]
+    # Tangents per argument and result (forward mode; derivative_abi.py)
+    width: int = 1
 
     def mangled(self) -> str:
         acts = "".join(Activity(a).letter for a in self.activity) or "0"
@@ -37,6 +39,8 @@ class Signature:
                f"{Activity(self.ret_activity).letter}{'p' if self.with_primal else ''}"
         if any(self.overwritten):
             name += "_o" + "".join("1" if o else "0" for o in self.overwritten)
+        if self.width != 1:
+            name += f"_w{self.width}"
         return name
 
 
@@ -87,6 +91,9 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
     inputs, results = list(ftype.inputs), list(ftype.results)
     if sig.mode not in MODES:
         raise AdjError(op, f"autodiff mode must be \"forward\" or \"reverse\", not {sig.mode!r}")
+    if sig.width < 1 or (sig.width > 1 and sig.mode != Mode.FORWARD):
+        raise AdjError(op, f"autodiff width must be 1, or more in forward mode (batched "
+                           f"tangents); got {sig.width} in {sig.mode} mode")
     if len(sig.activity) != len(inputs):
         raise AdjError(op, f"autodiff of @{sig.fn} gives {len(sig.activity)} activities for "
                            f"{len(inputs)} arguments")
@@ -121,7 +128,7 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
 
 def abi(sig: Signature) -> DerivativeABI:
     """The layout of the functions generated for `sig` (core/derivative_abi.py)."""
-    return DerivativeABI(sig.mode, sig.activity, sig.ret_activity, sig.with_primal)
+    return DerivativeABI(sig.mode, sig.activity, sig.ret_activity, sig.with_primal, sig.width)
 
 
 def forward_abi(ftype: ir.FunctionType, sig: Signature) -> tuple[list[ir.Type], list[ir.Type]]:

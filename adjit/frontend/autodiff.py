@@ -452,17 +452,47 @@ def _describe(v) -> str:
     return f"{type(v).__name__} {v!r}"
 
 
-def jvp(f, primals: Sequence, tangents: Sequence):
+def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     """JAX's jvp: `(f(*primals), tangent of the result along tangents)`; the result may be a
     float scalar or a float array (then so is its tangent). Each tangent has its primal's
-    shape and dtype."""
+    shape and dtype. With `width=N`, N directions at once, in one batched forward pass
+    (BatchDuplicated): each tangent is N of them (a tuple, or an array with a leading axis
+    of N, whose rows are used in place), and the result's tangent is an N-tuple."""
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
-    anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
-                                convert=True))
-            for k, (p, t) in enumerate(zip(primals, tangents))]
+    if width is None:
+        anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
+                                    convert=True))
+                for k, (p, t) in enumerate(zip(primals, tangents))]
+    else:
+        _check_width(width, f"jvp of {f.__name__}")
+        anns = [BatchDuplicated(p, tuple(
+                    _like(f"jvp of {f.__name__}: tangent {k}[{j}]", t, p, f"primal {k}",
+                          convert=True)
+                    for j, t in enumerate(_lanes(f"jvp of {f.__name__}: tangent {k}", ts,
+                                                 width))))
+                for k, (p, ts) in enumerate(zip(primals, tangents))]
     tangent, primal = autodiff(ForwardWithPrimal, f, *anns)
     return primal, tangent
+
+
+def _check_width(width, what: str) -> None:
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 1:
+        raise ValueError(f"{what}: width must be a positive integer, got {width!r}")
+
+
+def _lanes(what: str, ts, width: int) -> list:
+    """The N tangents of one argument: a tuple or list of N, or an array's N rows."""
+    if isinstance(ts, (tuple, list)):
+        lanes = list(ts)
+    elif isinstance(ts, np.ndarray) and ts.ndim >= 1:
+        lanes = [ts[j] for j in range(ts.shape[0])]
+    else:
+        raise TypeError(f"{what}: with width={width}, a tuple of {width} tangents or an array "
+                        f"with a leading axis of {width}, got {_describe(ts)}")
+    if len(lanes) != width:
+        raise ValueError(f"{what}: {len(lanes)} tangents for width={width}")
+    return lanes
 
 
 def vjp(f, *primals):
@@ -539,12 +569,13 @@ def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
 
 
 # ---- higher order, with JAX's meanings ---------------------------------------------------------
-def hvp(f, primals: Sequence, tangents: Sequence):
+def hvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     """The Hessian of scalar `f` at `primals` times `tangents` (forward over reverse: the jvp
     of grad(f), one pass of each, never the Hessian itself); shaped like the primals (a
-    tuple of them when there are several)."""
+    tuple of them when there are several). `width=N`: N products in one batched pass (each
+    tangent N of them, as jvp takes them), an N-tuple of products."""
     nums = 0 if len(primals) == 1 else tuple(range(len(primals)))
-    return jvp(grad(f, nums), primals, tangents)[1]
+    return jvp(grad(f, nums), primals, tangents, width)[1]
 
 
 class Jacobian(Transform):
@@ -554,18 +585,22 @@ class Jacobian(Transform):
     of the argument) or by rows (one reverse pass per element of the result), in a loop
     (derivative_calls.jacobian_call)."""
 
-    def __init__(self, f, argnums: int, reverse: bool = False):
+    def __init__(self, f, argnums: int, reverse: bool = False, width: int = 1):
         super().__init__(f, "jacrev" if reverse else "jacfwd")
-        self.argnums, self.reverse = argnums, reverse
+        self.argnums, self.reverse, self.width = argnums, reverse, width
 
 
-def _jacobian_of(f, argnums: int, reverse: bool) -> Jacobian:
-    return _one_of(f, ("jacobian", argnums, reverse), lambda: Jacobian(f, argnums, reverse))
+def _jacobian_of(f, argnums: int, reverse: bool, width: int = 1) -> Jacobian:
+    return _one_of(f, ("jacobian", argnums, reverse, width),
+                   lambda: Jacobian(f, argnums, reverse, width))
 
 
-def jacfwd(f, argnums: int = 0) -> Jacobian:
-    """JAX's jacfwd (see Jacobian): one forward pass per element of the argument."""
-    return _jacobian_of(f, argnums, False)
+def jacfwd(f, argnums: int = 0, width: int = 1) -> Jacobian:
+    """JAX's jacfwd (see Jacobian): one forward pass per element of the argument, or with
+    `width=N` one batched pass (BatchDuplicated) per N elements: the primal is computed
+    n/N times instead of n."""
+    _check_width(width, "jacfwd")
+    return _jacobian_of(f, argnums, False, width)
 
 
 def jacrev(f, argnums: int = 0) -> Jacobian:
@@ -574,10 +609,10 @@ def jacrev(f, argnums: int = 0) -> Jacobian:
     return _jacobian_of(f, argnums, True)
 
 
-def hessian(f, argnums: int = 0) -> Callable:
+def hessian(f, argnums: int = 0, width: int = 1) -> Callable:
     """JAX's hessian: jacfwd of grad, the second derivatives of scalar `f` with respect to
-    argument `argnums` (shape `x.shape + x.shape`)."""
-    return jacfwd(grad(f, argnums), argnums)
+    argument `argnums` (shape `x.shape + x.shape`); `width` is jacfwd's."""
+    return jacfwd(grad(f, argnums), argnums, width)
 
 
 autodiff._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(

@@ -32,8 +32,8 @@ from . import arrays as A
 from . import scalar_ops as S
 from .compiler import CompileUnit, compiled
 from .functions import Function, Kernel
-from .modes import (Active, Annotation, Const, Duplicated, Forward, ForwardWithPrimal,
-                    Reverse, ReverseWithPrimal)
+from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
+                    ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
 from .modes import Mode as ApiMode
 from .values import Array, Literal, PyObj, Scalar
 
@@ -44,19 +44,21 @@ if TYPE_CHECKING:
 
 # ---- the request and the call ---------------------------------------------------------------
 def _request(unit: CompileUnit, symbol: str, kind: Mode, activity: tuple[Activity, ...],
-             ret: Activity, with_primal: bool) -> str:
+             ret: Activity, with_primal: bool, width: int = 1) -> str:
     """The name of the function differentiating @symbol so (requested once per unit)."""
-    key = (symbol, kind, activity, ret, with_primal)
+    key = (symbol, kind, activity, ret, with_primal, width)
     if key not in unit.requests:
         letters = "".join(a.letter for a in activity)
         name = f"__adj_call_{symbol}_{'fwd' if kind is Mode.FORWARD else 'rev'}_{letters}_" \
-               f"{ret.letter}{'p' if with_primal else ''}"
+               f"{ret.letter}{'p' if with_primal else ''}{f'_w{width}' if width > 1 else ''}"
         s = ir.StringAttr.get
         attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(symbol),
                  "mode": s(kind.value), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
                  "ret_activity": s(ret.value), "with_primal": ir.BoolAttr.get(with_primal)}
         if kind is Mode.REVERSE:
             attrs["combined"] = ir.UnitAttr.get()
+        if width > 1:
+            attrs["width"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), width)
         with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
             ir.Operation.create("adj.autodiff", attributes=attrs)
         unit.requests[key] = name
@@ -85,6 +87,10 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
                     name: str) -> list:
     """Emits, at the insertion point, the call of `f`'s derivative in `mode` for the
     annotated frontend values `anns`; returns the results as Python's autodiff does."""
+    try:
+        width = 1 if mode.reverse else batch_width(anns, f"{name}()")
+    except (TypeError, ValueError) as e:
+        raise UserError(str(e)) from None
     values, shadows, activity = [], [], []
     for k, a in enumerate(anns):
         what = f"{name}(): argument {k}"
@@ -98,21 +104,14 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
                 raise UserError(f"{what} is marked Active: only float scalars are (an array "
                                 "is Duplicated(x, dx))")
         shadow = None
-        if act in (Activity.DUP, Activity.DUPNONEED):
-            if isinstance(t, ArrayType):
-                shadow = a.dval
-                if not isinstance(shadow, Array) or shadow.type != t:
-                    raise UserError(f"{what}: the shadow must be an array of the same type, "
-                                    f"{t!r}, got {S.describe(shadow)}")
-                if not t.dtype.is_float:
-                    raise UserError(f"{what} is an integer or bool array: not differentiable")
-            else:
-                if mode.reverse:
-                    raise UserError(f"{what}: in reverse mode a scalar is Active(x), not "
-                                    "Duplicated")
-                if not t.is_float:
-                    raise UserError(f"{what} is not a float: not differentiable")
-                shadow = S.cast(S.as_scalar(_value(a.dval, what + "'s tangent"), t), t)
+        if isinstance(a, BatchDuplicated):
+            if mode.reverse:
+                raise UserError(f"{what} is BatchDuplicated: batched tangents are of forward "
+                                "mode")
+            shadow = tuple(_shadow(d, v, mode, f"{what} (tangent {j})")
+                           for j, d in enumerate(a.dval))
+        elif act in (Activity.DUP, Activity.DUPNONEED):
+            shadow = _shadow(a.dval, v, mode, what)
         values.append(v)
         shadows.append(shadow)
         activity.append(act)
@@ -127,8 +126,8 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
                         "(a gradient is of a scalar function)")
     ret = (Activity.ACTIVE if mode.reverse else Activity.DUP) if float_result \
         else Activity.CONST
-    abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal)
-    request = _request(unit, symbol, mode.kind, abi.activity, ret, mode.with_primal)
+    abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal, width)
+    request = _request(unit, symbol, mode.kind, abi.activity, ret, mode.with_primal, width)
     args = [x.value for x in abi.flatten(values, shadows)]
     if mode.reverse:
         dret = [S.as_scalar(Literal(1.0), t).value for t in abi.dret(results, _is_float)]
@@ -146,8 +145,28 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     call = func.CallOp([t.mlir() for t in outs], ir.FlatSymbolRefAttr.get(request), args)
     got = [_typed(r, t) for r, t in zip(call.results, outs)]
     n_primal = len(results) if mode.with_primal else 0
-    tangent = _one_or_tuple(got[n_primal:])
+    tangents = got[n_primal:]
+    if width > 1:     # N per result, lane after lane: a result's tangent is an N-tuple
+        tangents = [tuple(tangents[j:j + width]) for j in range(0, len(tangents), width)]
+    tangent = _one_or_tuple(tangents)
     return [tangent, _one_or_tuple(got[:n_primal])] if mode.with_primal else [tangent]
+
+
+def _shadow(d, v, mode: ApiMode, what: str):
+    """The shadow (an array like `v`) or the tangent (a float scalar) `d` of argument `v`."""
+    t = v.type
+    if isinstance(t, ArrayType):
+        if not isinstance(d, Array) or d.type != t:
+            raise UserError(f"{what}: the shadow must be an array of the same type, "
+                            f"{t!r}, got {S.describe(d)}")
+        if not t.dtype.is_float:
+            raise UserError(f"{what} is an integer or bool array: not differentiable")
+        return d
+    if mode.reverse:
+        raise UserError(f"{what}: in reverse mode a scalar is Active(x), not Duplicated")
+    if not t.is_float:
+        raise UserError(f"{what} is not a float: not differentiable")
+    return S.cast(S.as_scalar(_value(d, what + "'s tangent"), t), t)
 
 
 def _one_or_tuple(values: list):
@@ -382,48 +401,75 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
     if jac.reverse:
         return _jacobian_by_rows(unit, jac, values, where)
     x = values[k]
+    width = jac.width if isinstance(x, Array) else 1
 
-    def along(tangent):
-        anns = [Duplicated(v, tangent) if j == k else Const(v) for j, v in enumerate(values)]
+    def along(tangents: list) -> list:
+        """The result's tangents along `tangents` (one, or `width` batched)."""
+        anns = [(Duplicated(v, tangents[0]) if width == 1 else
+                 BatchDuplicated(v, tuple(tangents))) if j == k else Const(v)
+                for j, v in enumerate(values)]
         t = derivative_call(unit, jac.f, Forward, anns, jac.__name__)[0]
-        if isinstance(t, (tuple, PyObj)):
+        ts = list(t) if width > 1 and isinstance(t, tuple) else [t]
+        if len(ts) != width or any(isinstance(u, (tuple, PyObj)) for u in ts):
             raise UserError(f"{jac.__name__}: the function must return one float scalar or "
                             "array")
-        return t
+        return ts
 
     if not isinstance(x, Array):
-        return along(S.as_scalar(Literal(1.0), x.type))
+        return along([S.as_scalar(Literal(1.0), x.type)])[0]
     if where != "jit":
         raise UserError(f"{jac.__name__} with respect to an array makes a new array, which "
                         "only @adjit.jit functions do")
     symbol, out_t = _one_float_result(unit, jac, values)
-    basis = A.alloc(x.type.dtype, A.dims(x))
-    A.fill(basis, Literal(0.0))
-    flat_basis, n = A.flat(basis), A.numel(A.dims(x))
+    bases = [A.alloc(x.type.dtype, A.dims(x)) for _ in range(width)]
+    for basis in bases:
+        A.fill(basis, Literal(0.0))
+    flat_bases, n = [A.flat(b) for b in bases], A.numel(A.dims(x))
     out_dims = _result_dims(symbol, out_t, values)
     dtype = out_t.dtype if isinstance(out_t, ArrayType) else out_t
     result = A.alloc(dtype, out_dims + A.dims(x))
     flat_result = A.flat(result)
     one, zero = (S.as_scalar(Literal(c), x.type.dtype).value for c in (1.0, 0.0))
-    loop = scf.ForOp(A.idx(0), n, A.idx(1))
+
+    def in_range(j: ir.Value, emit) -> None:
+        """emit() where column j exists (the last block of `width` may have fewer)."""
+        if width == 1:
+            emit()
+            return
+        branch = scf.IfOp(arith.cmpi(arith.CmpIPredicate.ult, j, n))
+        with ir.InsertionPoint(branch.then_block):
+            emit()
+            scf.YieldOp([])
+
+    # Columns by blocks of `width`: lane l of block b is column b * width + l.
+    loop = scf.ForOp(A.idx(0), n, A.idx(width))
     with ir.InsertionPoint(loop.body):
-        j = loop.induction_variable
-        memref.store(one, flat_basis, [j])
-        t = along(basis)
-        memref.store(zero, flat_basis, [j])
-        if isinstance(t, Array):
-            column = A.flat(t)
-            m = A.numel(A.dims(t))
-            inner = scf.ForOp(A.idx(0), m, A.idx(1))
-            with ir.InsertionPoint(inner.body):
-                i = inner.induction_variable
-                at = arith.addi(arith.muli(i, n), j)
-                memref.store(memref.load(column, [i]), flat_result, [at])
-                scf.YieldOp([])
-        else:
-            memref.store(t.value, flat_result, [j])
+        first = loop.induction_variable
+        columns = [arith.addi(first, A.idx(lane)) for lane in range(width)]
+        for j, flat_basis in zip(columns, flat_bases):
+            in_range(j, lambda j=j, b=flat_basis: memref.store(one, b, [j]))
+        ts = along(bases)
+        for j, t, flat_basis in zip(columns, ts, flat_bases):
+            in_range(j, lambda j=j, t=t, b=flat_basis: _store_column(
+                t, j, n, flat_result, lambda: memref.store(zero, b, [j])))
         scf.YieldOp([])
     return result
+
+
+def _store_column(t, j: ir.Value, n: ir.Value, flat_result: ir.Value, then) -> None:
+    """Stores the tangent `t` (a scalar or an array of m elements) as column j of the
+    (m, n) result, then runs `then()`."""
+    if isinstance(t, Array):
+        column = A.flat(t)
+        inner = scf.ForOp(A.idx(0), A.numel(A.dims(t)), A.idx(1))
+        with ir.InsertionPoint(inner.body):
+            i = inner.induction_variable
+            memref.store(memref.load(column, [i]), flat_result,
+                         [arith.addi(arith.muli(i, n), j)])
+            scf.YieldOp([])
+    else:
+        memref.store(t.value, flat_result, [j])
+    then()
 
 
 def _one_float_result(unit: CompileUnit, jac: "Jacobian", values: list) -> tuple[str, object]:
@@ -576,29 +622,48 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
             raise UserError(f"autodiff(): ndrange= is for kernels; {f.__name__} is a function")
         out = derivative_call(gen.unit, f, mode, anns, "autodiff")
         return tuple(out) if len(out) > 1 else out[0]
-    if what is jvp:
-        if kwargs or len(args) != 3 or not isinstance(args[0], PyObj):
-            raise UserError("jvp(f, primals, tangents) takes a function and two tuples")
-        primals, tangents = args[1], args[2]
-        if not isinstance(primals, tuple) or not isinstance(tangents, tuple) or \
-                len(primals) != len(tangents):
-            raise UserError("jvp(f, primals, tangents): primals and tangents are tuples of the "
-                            "same length")
-        anns = [Duplicated(p, t) for p, t in zip(primals, tangents)]
-        tangent, primal = derivative_call(gen.unit, args[0].obj, ForwardWithPrimal, anns,
-                                          "jvp")
-        return primal, tangent
-    if what is hvp:
-        if kwargs or len(args) != 3 or not isinstance(args[0], PyObj) or \
+    if what is jvp or what is hvp:
+        name = "jvp" if what is jvp else "hvp"
+        width = _width_argument(kwargs, name)
+        if len(args) != 3 or not isinstance(args[0], PyObj) or \
                 not isinstance(args[1], tuple) or not isinstance(args[2], tuple) or \
                 len(args[1]) != len(args[2]):
-            raise UserError("hvp(f, primals, tangents) takes a function and two tuples of the "
-                            "same length")
+            raise UserError(f"{name}(f, primals, tangents) takes a function and two tuples of "
+                            "the same length")
         f, primals, tangents = args[0].obj, args[1], args[2]
-        g = grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))))
-        anns = [Duplicated(p, t) for p, t in zip(primals, tangents)]
-        return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
+        anns = [_tangent_annotation(p, t, width, f"{name}(): tangent {k}")
+                for k, (p, t) in enumerate(zip(primals, tangents))]
+        if what is hvp:
+            g = grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))))
+            return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
+        tangent, primal = derivative_call(gen.unit, f, ForwardWithPrimal, anns, "jvp")
+        return primal, tangent
     raise UserError(f"{what!r} is not a derivative adjit compiles")
+
+
+def _width_argument(kwargs: dict, name: str) -> int | None:
+    """The `width=` of a jvp or hvp in compiled code: a constant positive integer."""
+    if set(kwargs) - {"width"}:
+        raise UserError(f"{name}() takes width= only as a keyword argument, not "
+                        f"{sorted(set(kwargs) - {'width'})}")
+    if "width" not in kwargs:
+        return None
+    w = kwargs["width"]
+    if not isinstance(w, Literal) or isinstance(w.value, bool) or \
+            not isinstance(w.value, int) or w.value < 1:
+        raise UserError(f"{name}(): width must be a constant positive integer, got "
+                        f"{S.describe(w)}")
+    return w.value
+
+
+def _tangent_annotation(p, t, width: int | None, what: str) -> Annotation:
+    """Duplicated(p, t), or with `width` N BatchDuplicated(p, t) for `t` a tuple of N."""
+    if width is None:
+        return Duplicated(p, t)
+    if not isinstance(t, tuple) or len(t) != width:
+        raise UserError(f"{what}: with width={width}, a tuple of {width} tangents, got "
+                        f"{S.describe(t)}")
+    return BatchDuplicated(p, t)
 
 
 def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
@@ -608,17 +673,25 @@ def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
     from .functions import debug_enabled
     anns = [a if isinstance(a, Annotation) else Const(a) for a in anns]
     types = [type_of_value(a.val) for a in anns]
-    shadowed = [isinstance(a, Duplicated) for a in anns]
-    key = (mode, tuple(type(a) for a in anns), tuple(types), debug_enabled())
+    # per argument, its shadows or tangents (N of a BatchDuplicated one)
+    lanes = [a.dval if isinstance(a, BatchDuplicated) else (a.dval,)
+             if isinstance(a, Duplicated) else () for a in anns]
+    key = (mode, tuple(type(a) for a in anns), tuple(map(len, lanes)), tuple(types),
+           debug_enabled())
     if key not in g.compiled:
         unit = CompileUnit(debug_enabled())
-        flat_t = [t for t, s in zip(types, shadowed) for t in ((t, t) if s else (t,))]
+        flat_t = [t for t, ds in zip(types, lanes) for t in [t] * (1 + len(ds))]
         shape: list = []
+
+        def remade(a: Annotation, it, n: int) -> Annotation:
+            val = next(it)
+            ds = tuple(next(it) for _ in range(n))
+            return BatchDuplicated(val, ds) if isinstance(a, BatchDuplicated) else \
+                type(a)(val, ds[0]) if isinstance(a, Duplicated) else type(a)(val)
 
         def body(params):
             it = iter(params)
-            made = [type(a)(next(it), next(it)) if s else type(a)(next(it))
-                    for a, s in zip(anns, shadowed)]
+            made = [remade(a, it, len(ds)) for a, ds in zip(anns, lanes)]
             out = derivative_call(unit, g, mode, made, "autodiff")
             shape.append(out)
             return [x for x in _leaves(out) if not isinstance(x, PyObj)]
@@ -631,10 +704,8 @@ def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
                            shape[0])
     entry, shape = g.compiled[key]
     flat = []
-    for a, s in zip(anns, shadowed):
-        flat.append(a.val)
-        if s:
-            flat.append(a.dval)
+    for a, ds in zip(anns, lanes):
+        flat += [a.val, *ds]
     got = entry.call(*flat)
     got = iter(got if isinstance(got, tuple) else (got,))
     out = _rebuild(shape, got)

@@ -119,8 +119,10 @@ def _flatten_args(mode: Mode, anns: list[Annotation], types: list, values: list)
     primal, followed by its shadow (reverse) or tangent (forward) where it has one."""
     def scalar(d, t):
         return d if isinstance(t, ArrayType) or d is None else t.np_dtype.type(d)
-    shadows = [tuple(scalar(d, t) for d in a.dval) if isinstance(a, BatchDuplicated)
-               else scalar(a.dval, t) for a, t in zip(anns, types)]
+    # (BatchDuplicated of width 1: its one tangent, as the layout has it)
+    shadows = [(tuple(scalar(d, t) for d in a.dval) if a.width > 1 else scalar(a.dval[0], t))
+               if isinstance(a, BatchDuplicated) else scalar(a.dval, t)
+               for a, t in zip(anns, types)]
     return derivative_abi(mode, anns).flatten(values, shadows)
 
 
@@ -208,7 +210,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         if d.ret_activity != Activity.CONST and len(outs) > n_primal:
             # with batched tangents (BatchDuplicated), N of them: a tuple
             width = batch_width(anns)
-            tangent = outs[n_primal] if width == 1 else tuple(outs[n_primal:n_primal + width])
+            batched = any(isinstance(a, BatchDuplicated) for a in anns)
+            tangent = tuple(outs[n_primal:n_primal + width]) if batched else outs[n_primal]
         return (tangent, outs[0] if n_primal else None) if mode.with_primal else tangent
     dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == Activity.ACTIVE else []
     out = d.calls["rev_all"](*flat, *dret)

@@ -110,6 +110,7 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
                                 "mode")
             shadow = tuple(_shadow(d, v, mode, f"{what} (tangent {j})")
                            for j, d in enumerate(a.dval))
+            shadow = shadow if width > 1 else shadow[0]   # (the layout's one tangent)
         elif act in (Activity.DUP, Activity.DUPNONEED):
             shadow = _shadow(a.dval, v, mode, what)
         values.append(v)
@@ -146,7 +147,8 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     got = [_typed(r, t) for r, t in zip(call.results, outs)]
     n_primal = len(results) if mode.with_primal else 0
     tangents = got[n_primal:]
-    if width > 1:     # N per result, lane after lane: a result's tangent is an N-tuple
+    if any(isinstance(a, BatchDuplicated) for a in anns):
+        # N per result, lane after lane: a result's tangent is an N-tuple
         tangents = [tuple(tangents[j:j + width]) for j in range(0, len(tangents), width)]
     tangent = _one_or_tuple(tangents)
     return [tangent, _one_or_tuple(got[:n_primal])] if mode.with_primal else [tangent]

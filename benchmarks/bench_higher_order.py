@@ -1,8 +1,9 @@
 """Higher-order benchmark (issue 13): a Hessian-vector product (forward over reverse:
 adjit.hvp = jvp of grad) over the gradient's time, on Rosenbrock (n = 1M, f64) and on the
 50-step heat stencil (256^2, f32), beside JAX's jvp(grad(f)) when JAX is installed; and a
-16x16 Jacobian by adjit.jacfwd (one compiled call looping over 16 forward passes: no batched
-tangents yet) beside JAX's jacfwd (vmap: one batched pass). Medians of many runs after warm-up, in one process.
+16x16 Jacobian by adjit.jacfwd (one compiled call looping over 16 forward passes; batched
+passes, width=N, are bench_batched.py's) beside JAX's jacfwd (vmap: one batched pass).
+Medians of many runs after warm-up, in one process.
 
     python benchmarks/bench_higher_order.py
 """

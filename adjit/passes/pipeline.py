@@ -39,7 +39,6 @@ _NESTED_FORS = "func.func(scf-parallel-for-to-nested-fors)"
 # math-to-funcs implements integer powers; math-to-llvm takes the ops LLVM has intrinsics
 # for; math-to-libm calls libm for the rest.
 _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-            "convert-vector-to-llvm,"
             "finalize-memref-to-llvm{use-generic-functions=true},"
             "convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
             "convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,reconcile-unrealized-casts")

@@ -456,3 +456,32 @@ def test_vjp_inside_compiled_code():
     np.testing.assert_allclose(g, 2.0 * rosen_grad(x), rtol=1e-14)
     _, python_pullback = adjit.vjp(wave, x, 1.5)
     np.testing.assert_allclose(python_pullback(ct)[0], gx, rtol=1e-15)
+
+
+def test_second_derivatives_where_a_guarded_rule_sees_a_zero_seed():
+    """The strong-zero guard of a rule (0 for a zero seed where the partial is inf) must not
+    zero the rule's own derivative where the partial is finite: x sin(x) at 0 has second
+    derivative 2 (a guard `seed == 0 ? 0 : seed * partial` gave 1), and d2/(da db) a^b at
+    b = 0 is 1/a (pow's guard at b == 0)."""
+    @adjit.jit
+    def x_sin_x(x: float):
+        return x * math.sin(x)
+
+    @adjit.jit
+    def sum_x_sin_x(x):
+        s = 0.0
+        for i in range(len(x)):
+            s += x[i] * adjit.sin(x[i])
+        return s
+
+    @adjit.jit
+    def power(a: float, b: float):
+        return a ** b
+
+    assert adjit.hvp(x_sin_x, (0.0,), (1.0,)) == 2.0
+    assert adjit.grad(adjit.grad(x_sin_x))(0.0) == 2.0
+    np.testing.assert_allclose(adjit.hessian(sum_x_sin_x)(np.array([0.0, 1.0])),
+                               np.diag([2.0, 2 * math.cos(1.0) - math.sin(1.0)]), rtol=1e-15)
+    assert adjit.grad(adjit.grad(power, 0), 1)(2.0, 0.0) == pytest.approx(0.5, rel=1e-15)
+    # the guards themselves still hold: 0, not NaN, where the partial is infinite
+    assert adjit.grad(power, 0)(0.0, 0.0) == 0.0 and adjit.grad(power, 1)(0.0, 2.0) == 0.0

@@ -45,7 +45,7 @@ def forward_call(gen: "ForwardGenerator", op: ir.Operation) -> None:
     for v, a in zip(op.operands, sig.activity):
         args.append(gen.vmap[v])
         if a == Activity.DUP:
-            args += gen.call_arguments(v)
+            args += gen.derivatives_of(v)
     name = gen.diff.derivative(sig, op).forward
     results = forward_abi(func_type(gen.diff.symbols[callee(op)]), sig)[1]
     call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
@@ -56,7 +56,7 @@ def forward_call(gen: "ForwardGenerator", op: ir.Operation) -> None:
     if sig.ret_activity != Activity.CONST:
         for r in op.results:
             if is_float(r.type) or is_float_memref(r.type):
-                gen.bind_call_results(r, outs, keep=gen.carried(r))
+                gen.bind(r, outs, keep=gen.carried(r))
 
 
 def augmented_call(gen: "AugmentedGenerator", op: ir.Operation) -> None:

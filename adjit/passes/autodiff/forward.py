@@ -8,25 +8,26 @@ control_flow.py, calls of the callee's forward derivative or its custom rule in 
 launches in launch.py).
 
 Batched tangents (the signature's `width` N > 1, Enzyme's BatchDuplicated): one pass over the
-primal carries N tangents. A float's tangent is one vector<N x T>, so each table op's tangent
-is vector arithmetic on scalar partials (rules.py broadcasts them); an array has N shadow
-arrays (`shadows`), each an array the caller passes, as in Enzyme's calling convention
-(core/derivative_abi.py), so views, copies and allocations are the width-1 rule per lane.
-At the function's boundary scalar tangents are N scalars (`pack` at entry, `lanes` at return
-and at calls).
+primal carries N tangents, the lanes. A float's tangent is a tuple of N scalars and each
+table op's tangent is the width-1 rule once per lane (the partials the lanes share, cos x for
+sin x, are one op after CSE); an array has N shadow arrays, which the caller passes one after
+the other (core/derivative_abi.py), so views, copies and allocations are the width-1 rule per
+lane. Scalars rather than vector<N> values: LLVM's loop vectoriser then vectorises a kernel's
+item loop as at width 1 (it refuses loops of vector-typed instructions: a 100k-item kernel at
+width 2 took 3.4 ms with vector tangents, 0.64 ms scalarised).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from mlir import ir
-from mlir.dialects import arith, func, vector
+from mlir.dialects import arith, func
 
 from ...core.activity import Activity
 from ...dialects.adj import AdjError
 from .activity import ActivityAnalysis
 from .calls import forward_signature
-from .ir_util import clone_op, func_type, is_float, is_float_memref, is_memref, ops, or_zero, \
+from .ir_util import clone_op, func_type, is_float, is_float_memref, is_memref, ops, zero, \
     zeroed_like
 from .op_facts import facts
 from .op_rules import rule as op_rule
@@ -56,9 +57,9 @@ class ForwardGen:
                                     diff.callee_writes)
         self.vmap: dict[ir.Value, ir.Value] = {}
         self.width = sig.width
-        # Tangent of each active float value (a vector of `width` lanes when width > 1);
+        # Tangent of each active float value (a tuple of `width` lanes when width > 1);
         # the shadow arrays (one per lane, a list) of each shadowed array.
-        self.tan: dict[ir.Value, ir.Value | list[ir.Value]] = {}
+        self.tan: dict[ir.Value, ir.Value | tuple | list[ir.Value]] = {}
 
     def emit(self, name: str, extra: dict[str, ir.Attribute]) -> ir.Operation:
         inputs, results = forward_abi(func_type(self.fn), self.sig)
@@ -112,24 +113,17 @@ class ForwardGen:
     def tangent(self, v: ir.Value) -> ir.Value | None:
         return self.tan.get(v) if is_float(v.type) else None
 
-    def tangent_or_zero(self, v: ir.Value) -> ir.Value:
-        return or_zero(self.tangent(v), self.tangent_type(v.type))
+    def tangent_or_zero(self, v: ir.Value):
+        t = self.tangent(v)
+        return t if t is not None else self.pack([zero(v.type) for _ in range(self.width)])
 
-    def tangent_type(self, t: ir.Type) -> ir.Type:
-        """The type of a float's tangent: the float's, or a vector of `width` of them."""
-        return t if self.width == 1 else ir.VectorType.get([self.width], t)
+    def pack(self, lanes: list[ir.Value]):
+        """A float's tangent from its lanes: the one value, or a tuple of `width`."""
+        return lanes[0] if self.width == 1 else tuple(lanes)
 
-    def pack(self, lanes: list[ir.Value]) -> ir.Value:
-        """One tangent from a scalar per lane."""
-        if self.width == 1:
-            return lanes[0]
-        return vector.from_elements(self.tangent_type(lanes[0].type), lanes)
-
-    def lanes(self, t: ir.Value) -> list[ir.Value]:
-        """A tangent's scalar per lane."""
-        if self.width == 1:
-            return [t]
-        return [vector.extract(t, [], [k]) for k in range(self.width)]
+    def lanes(self, t) -> list[ir.Value]:
+        """A float's tangent as its lanes."""
+        return [t] if self.width == 1 else list(t)
 
     def shadows(self, v: ir.Value) -> list[ir.Value] | None:
         """The shadow arrays of an array, one per lane; None if it has none."""
@@ -141,10 +135,10 @@ class ForwardGen:
             is_float_memref(v.type) and self.act.shadowed(v))
 
     def derivatives_of(self, v: ir.Value) -> list[ir.Value]:
-        """What control flow carries next to `v`: its tangent (zero if inactive) for a float,
-        its shadows for an array."""
+        """What control flow and calls carry next to `v`: its tangent's lanes (zero if
+        inactive) for a float, its shadows for an array."""
         if is_float(v.type):
-            return [self.tangent_or_zero(v)]
+            return self.lanes(self.tangent_or_zero(v))
         s = self.shadows(v)
         if s is None:
             raise AdjError(v.owner.operation if isinstance(v, ir.OpResult) else self.fn,
@@ -153,26 +147,11 @@ class ForwardGen:
 
     def derivative_types(self, v: ir.Value) -> list[ir.Type]:
         """The types of `derivatives_of(v)`."""
-        if is_float(v.type):
-            return [self.tangent_type(v.type)]
         return [v.type] * self.width
 
-    def bind(self, v: ir.Value, values) -> None:
-        """Takes `v`'s derivatives (as derivatives_of gives them) from the iterator `values`."""
-        if is_float(v.type):
-            self.tan[v] = next(values)
-        else:
-            self.tan[v] = [next(values) for _ in range(self.width)]
-
-    def call_arguments(self, v: ir.Value) -> list[ir.Value]:
-        """`v`'s tangents or shadows as a call of a derivative takes them: one per lane."""
-        if is_float(v.type):
-            return self.lanes(self.tangent_or_zero(v))
-        return self.derivatives_of(v)
-
-    def bind_call_results(self, v: ir.Value, values, keep: bool = True) -> None:
-        """Takes `v`'s derivatives from the results of a call, one per lane (and drops them
-        unless `keep`)."""
+    def bind(self, v: ir.Value, values, keep: bool = True) -> None:
+        """Takes `v`'s derivatives (as derivatives_of gives them) from the iterator `values`
+        (and drops them unless `keep`)."""
         lanes = [next(values) for _ in range(self.width)]
         if keep:
             self.tan[v] = self.pack(lanes) if is_float(v.type) else lanes
@@ -186,17 +165,20 @@ class ForwardGen:
         if op.name in CASTS:
             t = self.tangent(op.operands[0])
             if t is not None:
-                self.tan[result] = CASTS[op.name][0](t, self.tangent_type(result.type))
+                self.tan[result] = self.pack([CASTS[op.name][0](lane, result.type)
+                                              for lane in self.lanes(t)])
             return
         primals = [self.vmap[v] for v in op.operands]
-        total = None
+        totals: list[ir.Value | None] = [None] * self.width
         for v, rule in zip(op.operands, RULES[op.name]):
             t = self.tangent(v) if rule is not None and is_float(v.type) else None
-            if t is not None:
-                term = rule(primals, lambda: new.results[0], t)
-                total = term if total is None else arith.addf(total, term)
-        if total is not None:
-            self.tan[result] = total
+            if t is None:
+                continue
+            for k, lane in enumerate(self.lanes(t)):
+                term = rule(primals, lambda: new.results[0], lane)
+                totals[k] = term if totals[k] is None else arith.addf(totals[k], term)
+        if totals[0] is not None:
+            self.tan[result] = self.pack(totals)
 
     # -- return ------------------------------------------------------------------------------
     def ret(self, op: ir.Operation) -> None:
@@ -204,5 +186,5 @@ class ForwardGen:
         if self.sig.ret_activity != Activity.CONST:
             for v in op.operands:
                 if is_float(v.type) or is_float_memref(v.type):
-                    values += self.call_arguments(v)
+                    values += self.derivatives_of(v)
         func.ReturnOp(values)

@@ -57,11 +57,6 @@ def callee(call: ir.Operation) -> str:
 
 
 def const(t: ir.Type, value: float | int) -> ir.Value:
-    if isinstance(t, ir.VectorType):     # the batched tangents of forward mode (width > 1)
-        elem = t.element_type
-        attr = ir.FloatAttr.get(elem, float(value)) if is_float(elem) else \
-            ir.IntegerAttr.get(elem, int(value))
-        return arith.ConstantOp(t, ir.DenseElementsAttr.get_splat(t, attr)).result
     if is_float(t):
         return arith.constant(t, float(value))
     return arith.constant(t, int(value))

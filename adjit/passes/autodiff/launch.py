@@ -45,7 +45,7 @@ def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
         args.append(gen.vmap[v])
         if gen.carried(v):
             activity.append(Activity.DUP)
-            args += gen.call_arguments(v)
+            args += gen.derivatives_of(v)
         else:
             activity.append(Activity.CONST)
     sig = Signature(fn=callee(call), mode=Mode.FORWARD, activity=tuple(activity),

@@ -87,8 +87,9 @@ class ForwardGenerator(Protocol):
     act: "ActivityAnalysis"
     vmap: dict[ir.Value, ir.Value]
     width: int                             # tangents per value (batched: > 1)
-    # tangent of a float (a vector<width x T> if width > 1), shadows (one per lane) of an array
-    tan: dict[ir.Value, "ir.Value | list[ir.Value]"]
+    # tangent of a float (a tuple of `width` lanes if width > 1), shadows (one per lane) of
+    # an array
+    tan: dict[ir.Value, "ir.Value | tuple | list[ir.Value]"]
 
     def block(self, block: ir.Block) -> None:
         """Emits `block`'s ops but its terminator."""
@@ -96,17 +97,15 @@ class ForwardGenerator(Protocol):
     def arith(self, op: ir.Operation) -> None:
         """`op` and its tangent from the derivative table (rules.py)."""
 
-    def tangent(self, v: ir.Value) -> ir.Value | None: ...
+    def tangent(self, v: ir.Value): ...
 
-    def tangent_or_zero(self, v: ir.Value) -> ir.Value: ...
+    def tangent_or_zero(self, v: ir.Value): ...
 
-    def tangent_type(self, t: ir.Type) -> ir.Type: ...
+    def pack(self, lanes: list[ir.Value]):
+        """A float's tangent from its lanes."""
 
-    def pack(self, lanes: list[ir.Value]) -> ir.Value:
-        """One tangent from a scalar per lane."""
-
-    def lanes(self, t: ir.Value) -> list[ir.Value]:
-        """A tangent's scalar per lane."""
+    def lanes(self, t) -> list[ir.Value]:
+        """A float's tangent as its lanes."""
 
     def shadows(self, v: ir.Value) -> list[ir.Value] | None:
         """An array's shadows, one per lane."""
@@ -115,17 +114,13 @@ class ForwardGenerator(Protocol):
         """Whether control flow carries a tangent (or shadows) next to `v`."""
 
     def derivatives_of(self, v: ir.Value) -> list[ir.Value]:
-        """Tangent (zero if inactive) of a float, shadows of an array."""
+        """A float's tangent lanes (zero if inactive), an array's shadows: what control flow
+        carries and calls pass next to `v`."""
 
     def derivative_types(self, v: ir.Value) -> list[ir.Type]: ...
 
-    def bind(self, v: ir.Value, values) -> None:
+    def bind(self, v: ir.Value, values, keep: bool = True) -> None:
         """Takes `v`'s derivatives, as derivatives_of gives them, from an iterator."""
-
-    def call_arguments(self, v: ir.Value) -> list[ir.Value]:
-        """`v`'s derivatives as a call of a derivative takes them, one per lane."""
-
-    def bind_call_results(self, v: ir.Value, values, keep: bool = True) -> None: ...
 
 
 class AugmentedGenerator(Protocol):

@@ -1,22 +1,26 @@
 // Batched tangents (`width` N > 1, Enzyme's BatchDuplicated): one pass over the primal
-// carries a vector<N x T> tangent per float and N shadow arrays per array; each rule's
-// partial stays scalar (computed once) and is broadcast against the seed vector.
+// carries N tangents, the lanes: N scalars per float, N shadow arrays per array. Each table
+// op's tangent is the width-1 rule once per lane (CSE merges the partial the lanes share);
+// scalars rather than vector values, so that LLVM vectorises a kernel's item loop as at
+// width 1.
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
+// RUN: adjit-opt %s --pass-pipeline="builtin.module(adj-autodiff,cse)" | FileCheck %s --check-prefix=CSE
 
-// N scalar tangents in, packed; cos(x) once, in f64; the product with the seed is vector;
-// N scalar tangents out, one per lane.
+// N scalar tangents in, one rule per lane, N out.
 // CHECK-LABEL: func.func @sin_w3(
 // CHECK-SAME: %[[X:[^:]*]]: f64, %[[D0:[^:]*]]: f64, %[[D1:[^:]*]]: f64, %[[D2:[^:]*]]: f64) -> (f64, f64, f64)
-// CHECK: %[[T:.*]] = vector.from_elements %[[D0]], %[[D1]], %[[D2]] : vector<3xf64>
-// CHECK: %[[C:.*]] = math.cos %[[X]] : f64
-// CHECK: %[[B:.*]] = vector.broadcast %[[C]] : f64 to vector<3xf64>
-// CHECK: %[[P:.*]] = arith.mulf %[[T]], %[[B]] : vector<3xf64>
-// strong zero per lane: a zero seed gives 0 in that lane only
-// CHECK: %[[G:.*]] = arith.select %{{.*}}, %{{.*}}, %[[P]] : vector<3xi1>, vector<3xf64>
-// CHECK: %[[E0:.*]] = vector.extract %[[G]][0] : f64 from vector<3xf64>
-// CHECK: %[[E1:.*]] = vector.extract %[[G]][1] : f64 from vector<3xf64>
-// CHECK: %[[E2:.*]] = vector.extract %[[G]][2] : f64 from vector<3xf64>
-// CHECK: return %[[E0]], %[[E1]], %[[E2]] : f64, f64, f64
+// CHECK: %[[T0:.*]] = arith.mulf %[[D0]], %{{.*}} : f64
+// CHECK: %[[G0:.*]] = arith.select %{{.*}}, %{{.*}}, %[[T0]] : f64
+// CHECK: %[[T1:.*]] = arith.mulf %[[D1]], %{{.*}} : f64
+// CHECK: %[[G1:.*]] = arith.select %{{.*}}, %{{.*}}, %[[T1]] : f64
+// CHECK: %[[T2:.*]] = arith.mulf %[[D2]], %{{.*}} : f64
+// CHECK: %[[G2:.*]] = arith.select %{{.*}}, %{{.*}}, %[[T2]] : f64
+// CHECK: return %[[G0]], %[[G1]], %[[G2]] : f64, f64, f64
+// After CSE the lanes share one cos(x).
+// CSE-LABEL: func.func @sin_w3(
+// CSE-COUNT-1: math.cos
+// CSE-NOT: math.cos
+// CSE: return
 func.func @psin(%x: f64) -> f64 {
   %r = math.sin %x : f64
   return %r : f64
@@ -24,21 +28,25 @@ func.func @psin(%x: f64) -> f64 {
 "adj.autodiff"() {sym_name = "sin_w3", fn = @psin, mode = "forward", activity = ["dup"], ret_activity = "dup", width = 3 : i64} : () -> ()
 
 // Arrays: each argument is followed by its N shadows; a load reads every lane's shadow, a
-// store writes every lane's; a loop carries one vector tangent; a call goes to the callee's
-// derivative of the same width, lanes passed as scalars.
+// store writes every lane's; a loop carries N tangents; a call goes to the callee's
+// derivative of the same width.
 // CHECK-LABEL: func.func @axpy_w2(
 // CHECK-SAME: %[[A:[^:]*]]: f64, %[[DA0:[^:]*]]: f64, %[[DA1:[^:]*]]: f64, %[[X:[^:]*]]: memref<?xf64>, %[[DX0:[^:]*]]: memref<?xf64>, %[[DX1:[^:]*]]: memref<?xf64>, %[[Y:[^:]*]]: memref<?xf64>, %[[DY0:[^:]*]]: memref<?xf64>, %[[DY1:[^:]*]]: memref<?xf64>, %{{.*}}: index) -> (f64, f64)
-// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f64, vector<2xf64>)
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (f64, f64, f64)
 // CHECK: %[[V:.*]] = memref.load %[[X]]
 // CHECK: %[[T0:.*]] = memref.load %[[DX0]]
 // CHECK: %[[T1:.*]] = memref.load %[[DX1]]
-// CHECK: vector.from_elements %[[T0]], %[[T1]] : vector<2xf64>
-// CHECK: %[[S0:.*]] = vector.extract %{{.*}}[0]
-// CHECK: %[[S1:.*]] = vector.extract %{{.*}}[1]
+// CHECK: arith.mulf %[[DA0]], %[[V]] : f64
+// CHECK: arith.mulf %[[DA1]], %[[V]] : f64
+// CHECK: arith.mulf %[[T0]], %[[A]] : f64
+// CHECK: arith.mulf %[[T1]], %[[A]] : f64
+// CHECK: %[[E:.*]] = math.exp
+// CHECK: %[[S0:.*]] = arith.select
+// CHECK: %[[S1:.*]] = arith.select
+// CHECK: memref.store %[[E]], %[[Y]]
 // CHECK: memref.store %[[S0]], %[[DY0]]
 // CHECK: memref.store %[[S1]], %[[DY1]]
-// CHECK: arith.addf %{{.*}}, %{{.*}} : vector<2xf64>
-// CHECK: scf.yield %{{.*}}, %{{.*}} : f64, vector<2xf64>
+// CHECK: scf.yield %{{.*}}, %{{.*}}, %{{.*}} : f64, f64, f64
 // CHECK: call @__adj_psin_fwd_d_dp_w2(%{{.*}}, %{{.*}}, %{{.*}}) : (f64, f64, f64) -> (f64, f64, f64)
 func.func @axpy(%a: f64, %x: memref<?xf64>, %y: memref<?xf64>, %n: index) -> f64 {
   %c0 = arith.constant 0 : index

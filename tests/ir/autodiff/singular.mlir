@@ -1,5 +1,7 @@
 // Guards at singular points (passes/autodiff/rules.py): a rule whose partial can be inf or NaN
-// gives 0 for a zero seed (strong zero), and pow's partials are 0 where their limits are.
+// gives 0 for a zero seed (strong zero), and pow's partials are 0 where their limits are;
+// each guard replaces the product by 0 only where it is not finite (x - x != 0), so that
+// where the partial is finite the rule stays the product (whose derivative a Hessian takes).
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
 
 // sqrt: d / (2 sqrt(x)), 0 where the seed d is 0 (max(sqrt(x), 1.0) at x = 0 gives sqrt a
@@ -10,7 +12,10 @@
 // CHECK-DAG: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
 // CHECK: %[[TWICE:.*]] = arith.mulf %[[S]], %{{.*}} : f64
 // CHECK: %[[Q:.*]] = arith.divf %[[D]], %[[TWICE]] : f64
-// CHECK: %[[R:.*]] = arith.select %[[ZERO_D]], %{{.*}}, %[[Q]] : f64
+// CHECK: %[[NAN1:.*]] = arith.subf %[[Q]], %[[Q]] : f64
+// CHECK: %[[BAD1:.*]] = arith.cmpf une, %[[NAN1]], %{{.*}} : f64
+// CHECK: %[[G1:.*]] = arith.andi %[[ZERO_D]], %[[BAD1]] : i1
+// CHECK: %[[R:.*]] = arith.select %[[G1]], %{{.*}}, %[[Q]] : f64
 // CHECK: return %[[R]] : f64
 func.func @psqrt(%x: f64) -> f64 {
   %r = math.sqrt %x : f64
@@ -23,7 +28,10 @@ func.func @psqrt(%x: f64) -> f64 {
 // CHECK-SAME: %[[X:.*]]: f64, %[[T:.*]]: f64) -> f64
 // CHECK: %[[ZERO_T:.*]] = arith.cmpf oeq, %[[T]], %{{.*}} : f64
 // CHECK: %[[Q:.*]] = arith.divf %[[T]], %{{.*}} : f64
-// CHECK: %[[R:.*]] = arith.select %[[ZERO_T]], %{{.*}}, %[[Q]] : f64
+// CHECK: %[[NAN2:.*]] = arith.subf %[[Q]], %[[Q]] : f64
+// CHECK: %[[BAD2:.*]] = arith.cmpf une, %[[NAN2]], %{{.*}} : f64
+// CHECK: %[[G2:.*]] = arith.andi %[[ZERO_T]], %[[BAD2]] : i1
+// CHECK: %[[R:.*]] = arith.select %[[G2]], %{{.*}}, %[[Q]] : f64
 // CHECK: return %[[R]] : f64
 "adj.autodiff"() {sym_name = "sqrt_fwd", fn = @psqrt, mode = "forward", activity = ["dup"], ret_activity = "dup"} : () -> ()
 
@@ -32,7 +40,10 @@ func.func @psqrt(%x: f64) -> f64 {
 // CHECK-SAME: %[[X:.*]]: f64, %[[D:.*]]: f64) -> f64
 // CHECK: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
 // CHECK: %[[Q:.*]] = arith.divf %[[D]], %[[X]] : f64
-// CHECK: %[[R:.*]] = arith.select %[[ZERO_D]], %{{.*}}, %[[Q]] : f64
+// CHECK: %[[NAN3:.*]] = arith.subf %[[Q]], %[[Q]] : f64
+// CHECK: %[[BAD3:.*]] = arith.cmpf une, %[[NAN3]], %{{.*}} : f64
+// CHECK: %[[G3:.*]] = arith.andi %[[ZERO_D]], %[[BAD3]] : i1
+// CHECK: %[[R:.*]] = arith.select %[[G3]], %{{.*}}, %[[Q]] : f64
 // CHECK: return %[[R]] : f64
 func.func @plog(%x: f64) -> f64 {
   %r = math.log %x : f64
@@ -49,13 +60,22 @@ func.func @plog(%x: f64) -> f64 {
 // CHECK: %[[P:.*]] = math.powf %[[A]], %{{.*}} : f64
 // CHECK: %[[BP:.*]] = arith.mulf %[[B]], %[[P]] : f64
 // CHECK: %[[DBP:.*]] = arith.mulf %[[D]], %[[BP]] : f64
-// CHECK: %[[GB:.*]] = arith.select %[[ZERO_B]], %{{.*}}, %[[DBP]] : f64
-// CHECK: %[[DA:.*]] = arith.select %[[ZERO_D]], %{{.*}}, %[[GB]] : f64
+// CHECK: %[[NAN4:.*]] = arith.subf %[[DBP]], %[[DBP]] : f64
+// CHECK: %[[BAD4:.*]] = arith.cmpf une, %[[NAN4]], %{{.*}} : f64
+// CHECK: %[[G4:.*]] = arith.andi %[[ZERO_B]], %[[BAD4]] : i1
+// CHECK: %[[GB:.*]] = arith.select %[[G4]], %{{.*}}, %[[DBP]] : f64
+// CHECK: %[[NAN5:.*]] = arith.subf %[[GB]], %[[GB]] : f64
+// CHECK: %[[BAD5:.*]] = arith.cmpf une, %[[NAN5]], %{{.*}} : f64
+// CHECK: %[[G5:.*]] = arith.andi %[[ZERO_D]], %[[BAD5]] : i1
+// CHECK: %[[DA:.*]] = arith.select %[[G5]], %{{.*}}, %[[GB]] : f64
 // CHECK: %[[ZERO_A:.*]] = arith.cmpf oeq, %[[A]], %{{.*}} : f64
 // CHECK: %[[L:.*]] = math.log %[[A]] : f64
 // CHECK: %[[YL:.*]] = arith.mulf %{{.*}}, %[[L]] : f64
 // CHECK: %[[DYL:.*]] = arith.mulf %[[D]], %[[YL]] : f64
-// CHECK: %[[GA:.*]] = arith.select %[[ZERO_A]], %{{.*}}, %[[DYL]] : f64
+// CHECK: %[[NAN6:.*]] = arith.subf %[[DYL]], %[[DYL]] : f64
+// CHECK: %[[BAD6:.*]] = arith.cmpf une, %[[NAN6]], %{{.*}} : f64
+// CHECK: %[[G6:.*]] = arith.andi %[[ZERO_A]], %[[BAD6]] : i1
+// CHECK: %[[GA:.*]] = arith.select %[[G6]], %{{.*}}, %[[DYL]] : f64
 // CHECK: %[[DB:.*]] = arith.select %{{.*}}, %{{.*}}, %[[GA]] : f64
 // CHECK: return %[[DA]], %[[DB]] : f64, f64
 func.func @ppow(%a: f64, %b: f64) -> f64 {
@@ -68,7 +88,10 @@ func.func @ppow(%a: f64, %b: f64) -> f64 {
 // CHECK-LABEL: func.func @fpowi_rev(
 // CHECK-SAME: %[[A:.*]]: f64, %[[N:.*]]: i32, %[[D:.*]]: f64) -> f64
 // CHECK: %[[ZERO_N:.*]] = arith.cmpi eq, %[[N]], %{{.*}} : i32
-// CHECK: %[[G:.*]] = arith.select %[[ZERO_N]], %{{.*}}, %{{.*}} : f64
+// CHECK: %[[NAN7:.*]] = arith.subf %{{.*}}, %{{.*}} : f64
+// CHECK: %[[BAD7:.*]] = arith.cmpf une, %[[NAN7]], %{{.*}} : f64
+// CHECK: %[[G7:.*]] = arith.andi %[[ZERO_N]], %[[BAD7]] : i1
+// CHECK: %[[G:.*]] = arith.select %[[G7]], %{{.*}}, %{{.*}} : f64
 // CHECK: %[[R:.*]] = arith.select %{{.*}}, %{{.*}}, %[[G]] : f64
 // CHECK: return %[[R]] : f64
 func.func @pfpowi(%a: f64, %n: i32) -> f64 {
@@ -82,10 +105,16 @@ func.func @pfpowi(%a: f64, %n: i32) -> f64 {
 // CHECK-SAME: %[[X:.*]]: f64, %[[Y:.*]]: f64, %[[D:.*]]: f64) -> (f64, f64)
 // CHECK: %[[Z1:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
 // CHECK: %[[Q:.*]] = arith.divf %[[D]], %[[Y]] : f64
-// CHECK: %[[DX:.*]] = arith.select %[[Z1]], %{{.*}}, %[[Q]] : f64
+// CHECK: %[[NAN8:.*]] = arith.subf %[[Q]], %[[Q]] : f64
+// CHECK: %[[BAD8:.*]] = arith.cmpf une, %[[NAN8]], %{{.*}} : f64
+// CHECK: %[[G8:.*]] = arith.andi %[[Z1]], %[[BAD8]] : i1
+// CHECK: %[[DX:.*]] = arith.select %[[G8]], %{{.*}}, %[[Q]] : f64
 // CHECK: %[[Z2:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
 // CHECK: %[[N:.*]] = arith.negf %{{.*}} : f64
-// CHECK: %[[DY:.*]] = arith.select %[[Z2]], %{{.*}}, %[[N]] : f64
+// CHECK: %[[NAN9:.*]] = arith.subf %[[N]], %[[N]] : f64
+// CHECK: %[[BAD9:.*]] = arith.cmpf une, %[[NAN9]], %{{.*}} : f64
+// CHECK: %[[G9:.*]] = arith.andi %[[Z2]], %[[BAD9]] : i1
+// CHECK: %[[DY:.*]] = arith.select %[[G9]], %{{.*}}, %[[N]] : f64
 // CHECK: return %[[DX]], %[[DY]] : f64, f64
 func.func @pdiv(%x: f64, %y: f64) -> f64 {
   %r = arith.divf %x, %y : f64

@@ -512,8 +512,10 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         g = node.generators[0]
         seq = self.visit(g.iter)
         if not isinstance(seq, tuple):
-            raise self.error(g.iter, f"a comprehension in compiled code runs over a tuple "
-                                     f"(unrolled while compiling), not {S.describe(seq)}")
+            what = "range(...)" if isinstance(seq, RangeValue) else S.describe(seq)
+            raise self.error(node, f"unsupported Python construct: {type(node).__name__} over "
+                                   f"{what}: compiled code unrolls comprehensions over tuples "
+                                   "only (write a for loop)")
         names = {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
         saved = {n: self.vars[n] for n in names if n in self.vars}
         out = []

@@ -17,6 +17,7 @@ from .frontend.modes import (Active, BatchDuplicated, Const, Duplicated, Duplica
 from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, hessian,
                                 hvp, jacfwd, jacrev, jvp, value_and_grad, vjp)
 from .frontend import rules
+from .frontend.checkpointing import checkpointed
 from .frontend.calls import ROUTES as _ROUTES
 from .frontend.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
@@ -64,4 +65,4 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
            "jvp", "value_and_grad",
-           "vjp", "rules", "DeviceArray", "to_device", *sorted(_ns)]
+           "vjp", "rules", "checkpointed", "DeviceArray", "to_device", *sorted(_ns)]

@@ -29,6 +29,9 @@ SOURCE_ATTR = "adj.source"
 # On an scf.if that only guards one element access against an out-of-bounds index (debug
 # mode's checks).
 GUARD_ATTR = "adj.bounds_guard"
+# on scf.for: the loop is adjit.checkpointed; a dict of its schedule ({snapshots = k},
+# {every = m} or {max_bytes = b}), which reverse mode follows (passes/autodiff/checkpoint.py)
+CHECKPOINT_ATTR = "adj.checkpoint"
 
 
 def load_adj(ctx: ir.Context) -> None:

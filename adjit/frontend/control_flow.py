@@ -22,6 +22,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
+from .checkpointing import Checkpointed
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
@@ -261,15 +262,21 @@ class ControlFlow:
 
     def _visit_for(self, node: ast.For) -> None:
         it = self.visit(node.iter)
+        checkpoint = None
+        if isinstance(it, Checkpointed):
+            checkpoint, it = it, it.range
         if not isinstance(it, RangeValue):
             raise self.error(node.iter, "adjit loops iterate over range(...) only")
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a plain name")
         jumps = jumps_in(node.body, True)
         if BRK in jumps or RET in jumps:
+            if checkpoint is not None:
+                raise self.error(node, "a checkpointed loop runs all its steps: it cannot "
+                                       "break or return")
             self._for_as_while(node, it, jumps)
         else:
-            self._for(node, it, jumps)
+            self._for(node, it, jumps, checkpoint)
 
     def _trip(self, it: RangeValue) -> tuple[ir.Value, ir.Value, ir.Value, bool]:
         """(start, stop, step) as index values and whether the step is a known positive."""
@@ -348,7 +355,10 @@ class ControlFlow:
             out[n] = bt
         return out
 
-    def _for(self, node: ast.For, it: RangeValue, jumps: set[str]) -> None:
+    def _for(self, node: ast.For, it: RangeValue, jumps: set[str],
+             checkpoint: Checkpointed | None = None) -> None:
+        """`checkpoint`: the loop is adjit.checkpointed: its scf.for carries the schedule
+        (adj.checkpoint), which the autodiff pass's reverse mode follows."""
         start, stop, step, positive = self._trip(it)
         names = self._carried(node.body)
         var = node.target.id
@@ -361,6 +371,10 @@ class ControlFlow:
             else:   # trip count of range(start, stop, step) for any step sign
                 n = self._range_count(start, stop, step)
                 loop = scf.ForOp(A.idx(0), n, A.idx(1), [v.value for v in init])
+            if checkpoint is not None:
+                loop.operation.attributes[adj.CHECKPOINT_ATTR] = ir.DictAttr.get({
+                    checkpoint.schedule: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                            checkpoint.value)})
             with self.scope(), ir.InsertionPoint(loop.body):
                 for n_, t, a in zip(names, init_types, loop.inner_iter_args):
                     self.vars[n_] = self._typed(a, t)

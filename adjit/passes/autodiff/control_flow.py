@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...dialects.adj import AdjError
+from ...dialects.adj import AdjError, CHECKPOINT_ATTR
+from .checkpoint import augmented as checkpointed_augmented
+from .checkpoint import reverse as checkpointed_reverse
 from .activity import terminator
 from .adjoints import NeedsTape, Scope
 from .ir_util import index, is_float, is_memref, or_zero, ops, trip_count, unravel, walk
@@ -133,6 +135,9 @@ def _parallel_copy(gen, body: ir.Block, bounds: list[ir.Value]) -> None:
 
 # == augmented ==================================================================================
 def augmented_for(gen: "AugmentedGenerator", op: ir.Operation) -> None:
+    if CHECKPOINT_ATTR in op.attributes:
+        checkpointed_augmented(gen, op)
+        return
     body = op.regions[0].blocks[0]
     inits = list(op.operands)[3:]
     state = gen.threaded(op)
@@ -298,6 +303,9 @@ def reverse_if(gen: "ReverseGenerator", op: ir.Operation) -> None:
 
 
 def reverse_for(gen: "ReverseGenerator", op: ir.Operation) -> None:
+    if CHECKPOINT_ATTR in op.attributes:
+        checkpointed_reverse(gen, op)
+        return
     body = op.regions[0].blocks[0]
     args, inits = list(body.arguments)[1:], list(op.operands)[3:]
     yields = list(terminator(body).operands)

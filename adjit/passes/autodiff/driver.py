@@ -17,6 +17,7 @@ from mlir.dialects import func
 
 from ...core.derivative_abi import Mode
 from ...dialects.adj import AdjError, BOUNDS_ATTR, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
+from .checkpoint import outline_checkpointed_loops
 from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
 from .inline_array_calls import inline_array_calls
@@ -173,6 +174,7 @@ class Differentiator:
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
         else:
             inline_array_calls(self, fn, sig)
+            outline_checkpointed_loops(self, fn)
             generate = generate_kernel_reverse if KERNEL_ATTR in fn.attributes \
                 else generate_reverse
             result = generate(self, fn, sig, name, extra)

@@ -26,6 +26,7 @@ from ...dialects.adj import AdjError
 from .activity import terminator
 from .adjoints import Frame, NeedsTape, Scope, marker, outer_values, placeholder
 from .augment import AugGen
+from .checkpoint import tape_types as checkpoint_tape_types
 from .context import ReverseContext
 from .ir_util import (ATOMIC_ADDF, add, clone_op, func_type, index, is_float, is_memref, ops,
                       or_zero, parent_op, zeroed_like)
@@ -233,6 +234,8 @@ class RevGen:
     def tape_types(self, op: ir.Operation) -> list[ir.Type]:
         if op.name == "func.call":
             return self.ctx.call_info(op)[1].tape
+        if op.name == "scf.for":        # a checkpointed loop's initial state
+            return checkpoint_tape_types(self.ctx, op)
         return launch_signature(self.ctx, op)[1].tape
 
     def _from_tape(self, key: Key, scope: Scope) -> ir.Value:

@@ -1,0 +1,73 @@
+"""`adjit.checkpointed`: a loop whose reverse pass keeps a few states instead of every step's
+(checkpointing), for long time loops in bounded memory. MLIR-free: codegen reads the
+schedule off the object and marks the loop's scf.for (`adj.checkpoint`), which the autodiff
+pass outlines and reverses by the schedule (passes/autodiff/checkpoint.py).
+
+    for t in adjit.checkpointed(range(steps), snapshots=8):     # Revolve, 8 states
+    for t in adjit.checkpointed(range(steps), every=32):        # a state every 32 steps
+    for t in adjit.checkpointed(range(steps), max_bytes=1 << 28)  # as many as fit
+
+Outside compiled code it is the range itself, so that the function runs in Python too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.errors import UserError
+
+SCHEDULES = ("snapshots", "every", "max_bytes")
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """What `adjit.checkpointed(range(...), ...)` is in compiled code: the range and its
+    schedule (one of SCHEDULES, a positive constant)."""
+    range: object
+    schedule: str
+    value: int
+
+
+def _schedule(snapshots, every, max_bytes) -> tuple[str, int]:
+    given = {k: v for k, v in (("snapshots", snapshots), ("every", every),
+                               ("max_bytes", max_bytes)) if v is not None}
+    if len(given) != 1:
+        raise UserError("adjit.checkpointed(range(...), ...) takes one of snapshots= (Revolve: "
+                        "at most that many states kept), every= (a state every that many "
+                        f"steps) or max_bytes= (as many states as fit); got {sorted(given) or 'none'}")
+    (name, value), = given.items()
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"adjit.checkpointed: {name}= must be a positive integer constant, got "
+                        f"{value!r}")
+    return name, value
+
+
+def checkpointed(iterable, snapshots: int | None = None, every: int | None = None,
+                 max_bytes: int | None = None):
+    """A `range` whose loop, in an @adjit.jit function, is reversed by checkpointing: the
+    reverse pass keeps at most `snapshots` states of what the loop carries and writes
+    (Revolve's binomial schedule: the fewest steps run again for that many), or one every
+    `every` steps (and each segment's states while it is reversed), or as many as
+    `max_bytes` holds. From Python: `iterable` itself."""
+    _schedule(snapshots, every, max_bytes)
+    return iterable
+
+
+def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
+    from .values import Literal, RangeValue
+    if len(args) != 1 or not isinstance(args[0], RangeValue):
+        raise UserError("adjit.checkpointed takes a range(...) (and snapshots=, every= or "
+                        "max_bytes=)")
+    unknown = set(kwargs) - set(SCHEDULES)
+    if unknown:
+        raise UserError(f"adjit.checkpointed has no argument {sorted(unknown)[0]!r}")
+    values = {}
+    for k, v in kwargs.items():
+        if not isinstance(v, Literal):
+            raise UserError(f"adjit.checkpointed: {k}= must be a constant (known while "
+                            "compiling)")
+        values[k] = v.value
+    name, value = _schedule(**{k: values.get(k) for k in SCHEDULES})
+    return Checkpointed(args[0], name, value)
+
+
+checkpointed._adjit_compile_call = _compile_call

@@ -1,0 +1,430 @@
+"""Checkpointed loops (`adjit.checkpointed`, an scf.for marked `adj.checkpoint`): reverse mode
+keeps a few states of the loop instead of every step's tape, and runs steps again from them.
+
+Outlining (`outline_checkpointed_loops`, before a function's reverse derivative is built):
+the loop's body becomes a function, the step, `@__adj_step_*(t, carried..., free...) ->
+(carried scalars...)`, and the body a call of it; the arrays the loop carries must be ones
+it carries or ones made before it (`u, v = v, u`), so that which array each carried position
+holds after a step is a fixed mapping (`_Loop.moves`). The state, found here and not listed
+by the user, is what a step reads that may have changed by the time the reverse pass runs
+it again: the carried scalars, which array each carried position holds, and the contents of
+every array the step writes (the carried ones and free ones) or that is written after the
+loop (`_Loop.buffers`).
+
+Augmented: the loop as it is (the primal step, no tape), after copying the state's arrays
+(the initial state) onto the tape: `("tape", loop, k)`, one array per state buffer.
+
+Reverse: a loop over the actions of a schedule (runtime/native/checkpoint.cpp, called by
+name: `adj_ckpt_*`): advance (primal steps), take a snapshot (into working slots, allocated
+here, freed by buffer deallocation after the loop), restore (from a slot or the tape's initial state) and turn (the
+step's augmented function, then its reverse one, on the current state: the adjoints of the
+carried scalars and of the free Active scalars flow through it, the arrays' adjoints go into
+their shadows). The tape is only read, so a tape serves several reverse calls.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from mlir import ir
+from mlir.dialects import arith, func, memref, scf
+
+from ...core.activity import Activity, SHADOWED
+from ...dialects.adj import AdjError, CHECKPOINT_ATTR, KERNEL_ATTR
+from .activity import terminator
+from .ir_util import (alloc_like, callee, clone_op, dims, func_type, index, is_ancestor,
+                      is_float, is_memref, memref_type, numel, ops, or_zero, symbol_name,
+                      trip_count, walk, zero)
+from .signature import abi, adjoint_types
+
+if TYPE_CHECKING:
+    from .protocols import AugmentedGenerator, Host, ReverseGenerator, Shared
+
+STEP_ATTR = "adj.checkpoint_step"     # on the outlined step functions
+# runtime/native/checkpoint.cpp
+DONE, ADVANCE, TAKESHOT, RESTORE, TURN = range(5)
+REVOLVE, PERIODIC = 0, 1
+
+
+# == outlining ==================================================================================
+def outline_checkpointed_loops(diff: "Host", fn: ir.Operation) -> None:
+    """Outlines the body of every checkpointed loop of `fn` not nested in another one (whose
+    step, differentiated in turn, outlines it)."""
+    marked = [op for op in walk(fn) if op.name == "scf.for" and CHECKPOINT_ATTR in op.attributes]
+    for loop in marked:
+        if any(o != loop and is_ancestor(o, loop) for o in marked):
+            continue
+        if KERNEL_ATTR in fn.attributes:
+            raise AdjError(loop, "a checkpointed loop is a time loop of an @adjit.jit function; "
+                                 "a kernel's loops run per work item")
+        if not _outlined(diff, loop):
+            _outline(diff, fn, loop)
+
+
+def _outlined(diff: "Host", loop: ir.Operation) -> bool:
+    first = ops(loop.regions[0].blocks[0])[0]
+    return first.name == "func.call" and STEP_ATTR in diff.symbols[callee(first)].attributes
+
+
+def _inside(v: ir.Value, loop: ir.Operation) -> bool:
+    owner = v.owner.owner if isinstance(v, ir.BlockArgument) else v.owner
+    return is_ancestor(loop, owner.operation if hasattr(owner, "operation") else owner)
+
+
+def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
+    body = loop.regions[0].blocks[0]
+    iv, args = body.arguments[0], list(body.arguments)[1:]
+    yields = list(terminator(body).operands)
+    for k, y in enumerate(yields):
+        if is_memref(y.type) and _inside(y, loop) and y not in args:
+            raise AdjError(loop, f"a checkpointed loop carries an array (position {k}) that "
+                                 "its step makes; its state is kept in the arrays it is given: "
+                                 "carry arrays made before the loop (swap them with "
+                                 "`u, v = v, u`) and write into them")
+    free: list[ir.Value] = []
+    for op in ops(body)[:-1]:
+        for inner in walk(op):
+            for v in inner.operands:
+                if not _inside(v, loop) and v not in free:
+                    free.append(v)
+    scalars = [y for y in yields if not is_memref(y.type)]
+    name = f"__adj_step_{symbol_name(fn)}"
+    while diff.lookup(name) is not None:
+        name += "_"
+    step = diff.new_function(name, [iv.type] + [a.type for a in args] + [v.type for v in free],
+                             [y.type for y in scalars], fn, {STEP_ATTR: ir.UnitAttr.get()},
+                             private=True)
+    entry = step.regions[0].blocks[0]
+    params = list(entry.arguments)
+    vmap = dict(zip([iv] + args + free, params))
+    with ir.InsertionPoint(entry), loop.location:
+        for op in ops(body)[:-1]:
+            clone_op(op, vmap)
+        func.ReturnOp([vmap.get(y, y) for y in scalars])
+    old = ops(body)
+    for op in reversed(old):
+        op.erase()
+    with ir.InsertionPoint(body), loop.location:
+        call = func.CallOp([y.type for y in scalars], ir.FlatSymbolRefAttr.get(name),
+                           [iv] + args + free)
+        results = iter(call.results)
+        scf.YieldOp([y if is_memref(y.type) else next(results) for y in yields])
+
+
+# == what a checkpointed loop keeps ================================================================
+@dataclass
+class _Loop:
+    """A checkpointed (outlined) loop, as its rules see it."""
+    op: ir.Operation
+    call: ir.Operation                 # the step's call in the body
+    args: list[ir.Value]               # the body's carried values (block arguments)
+    inits: list[ir.Value]
+    free: list[ir.Value]               # the call's operands from outside the loop
+    scalars: list[int]                 # positions of carried scalars
+    slots: list[int]                   # positions of carried arrays
+    candidates: list[ir.Value]         # the arrays (made before the loop) a slot can hold
+    moves: list[int | tuple[str, int]]  # per array slot: ("slot", j) or ("array", c)
+    buffers: list[ir.Value]            # the arrays whose contents a state holds
+    schedule: tuple[str, int]
+
+
+def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
+    """What the rules of the checkpointed loop `op` (outlined) work with."""
+    cache = ctx.__dict__.setdefault("_checkpointed", {})
+    if op in cache:
+        return cache[op]
+    body = op.regions[0].blocks[0]
+    call = ops(body)[0]
+    args, inits = list(body.arguments)[1:], list(op.operands)[3:]
+    yields = list(terminator(body).operands)
+    free = list(call.operands)[1 + len(args):]
+    scalars = [k for k, a in enumerate(args) if not is_memref(a.type)]
+    slots = [k for k, a in enumerate(args) if is_memref(a.type)]
+    candidates: list[ir.Value] = []
+    for v in [inits[k] for k in slots] + [y for k in slots for y in [yields[k]]
+                                          if y not in args]:
+        if v not in candidates:
+            candidates.append(v)
+    moves = [("slot", slots.index(args.index(yields[k]))) if yields[k] in args
+             else ("array", candidates.index(yields[k])) for k in slots]
+    written = ctx.diff.callee_writes(callee(call))
+    slot_written = any(1 + k in written for k in slots)
+    buffers = [c for c in candidates if slot_written or ctx.writes.written_after(op, c)]
+    for j, v in enumerate(free):
+        if is_memref(v.type) and v not in buffers and (
+                1 + len(args) + j in written or ctx.writes.written_after(op, v)):
+            buffers.append(v)
+    attr = ir.DictAttr(op.attributes[CHECKPOINT_ATTR])
+    key = next(k for k in ("snapshots", "every", "max_bytes") if k in attr)
+    state = _Loop(op, call, args, inits, free, scalars, slots, candidates, moves, buffers,
+                  (key, ir.IntegerAttr(attr[key]).value))
+    cache[op] = state
+    return state
+
+
+def tape_types(ctx: "Shared", op: ir.Operation) -> list[ir.Type]:
+    """The tape values of a checkpointed loop: the initial contents of its state's arrays."""
+    return [b.type for b in loop_state(ctx, op).buffers]
+
+
+# == augmented ===================================================================================
+def augmented(gen: "AugmentedGenerator", op: ir.Operation) -> None:
+    """The initial state's arrays copied onto the tape, then the loop as it is."""
+    loop = loop_state(gen.ctx, op)
+    for k, b in enumerate(loop.buffers):
+        copy = alloc_like(gen.vmap[b])
+        memref.copy(gen.vmap[b], copy)
+        gen.extra[("tape", op, k)] = copy
+    clone_op(op, gen.vmap)
+
+
+# == reverse =====================================================================================
+def _runtime(gen: "ReverseGenerator", name: str, args: list[ir.Value]) -> ir.Value | None:
+    """A call of the schedule's runtime function `name` (declared once per module)."""
+    diff = gen.ctx.diff
+    i64 = ir.IntegerType.get_signless(64)
+    results = [] if name == "adj_ckpt_free" else [i64]
+    if diff.lookup(name) is None:
+        with ir.InsertionPoint(diff.body):
+            decl = func.FuncOp(name, ir.FunctionType.get([i64] * len(args), results),
+                               visibility="private")
+        diff.symbols[name] = decl.operation
+    call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), args)
+    return call.result if results else None
+
+
+def _i64(v: ir.Value) -> ir.Value:
+    return arith.index_cast(ir.IntegerType.get_signless(64), v)
+
+
+def _idx(v: ir.Value) -> ir.Value:
+    return arith.index_cast(ir.IndexType.get(), v)
+
+
+def _flat(m: ir.Value) -> ir.Value:
+    t = memref_type(m.type)
+    if t.rank == 1:
+        return m
+    return memref.collapse_shape(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                   t.element_type), m, [list(range(t.rank))])
+
+
+def _copy(src: ir.Value, src_at: ir.Value, dst: ir.Value, dst_at: ir.Value,
+          n: ir.Value) -> None:
+    """dst[dst_at + i] = src[src_at + i] for i < n (1-D memrefs)."""
+    loop = scf.ForOp(index(0), n, index(1))
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        memref.store(memref.load(src, [arith.addi(src_at, i)]), dst, [arith.addi(dst_at, i)])
+        scf.YieldOp([])
+
+
+def _pick(which: ir.Value, values: list[ir.Value]) -> ir.Value:
+    out = values[0]
+    for k, v in enumerate(values[1:], start=1):
+        out = arith.select(arith.cmpi(arith.CmpIPredicate.eq, which, index(k)), v, out)
+    return out
+
+
+def _bytes(t: ir.Type) -> int:
+    elem = memref_type(t).element_type
+    width = getattr(elem, "width", 64)
+    return max(1, width // 8)
+
+
+def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
+    loop = loop_state(gen.ctx, op)
+    # The turn runs the step's augmented and reverse functions back to back: nothing can
+    # overwrite an array between them.
+    sig = dataclasses.replace(gen.ctx.call_info(loop.call)[0],
+                              overwritten=(False,) * len(loop.call.operands))
+    d = gen.ctx.diff.derivative(sig, loop.call)
+    layout = abi(sig)
+    step_fn = gen.ctx.diff.symbols[sig.fn]
+    step_results = list(func_type(step_fn).results)
+    n_args = len(loop.args)
+    lb, ub, st = (gen.primal(v) for v in list(op.operands)[:3])
+    n = trip_count(lb, ub, st)
+    free = [gen.primal(v) for v in loop.free]
+    free_shadows = [gen.shadow(v) if a in SHADOWED else None
+                    for v, a in zip(loop.free, sig.activity[1 + n_args:])]
+    candidates = [gen.primal(c) for c in loop.candidates]
+    slot_dup = [sig.activity[1 + k] in SHADOWED for k in loop.slots]
+    cand_shadows = [gen.shadow(c) for c in loop.candidates] if any(slot_dup) else []
+    buffers = [gen.primal(b) for b in loop.buffers]
+    initial = [gen.materialize(("tape", op, k)) for k in range(len(loop.buffers))]
+    inits = [gen.primal(loop.inits[k]) for k in loop.scalars]
+    ids0 = [index(loop.candidates.index(loop.inits[k])) for k in loop.slots]
+    active_free = [j for j, a in enumerate(sig.activity[1 + n_args:]) if a == Activity.ACTIVE]
+    float_scalars = [k for k in loop.scalars if is_float(loop.args[k].type)]
+    d0 = [or_zero(gen.get_adj(op.results[k]), loop.args[k].type) for k in float_scalars]
+    free_d0 = [zero(loop.free[j].type) for j in active_free]
+
+    # The schedule, and the working slots its snapshots go into.
+    sizes = [numel(dims(b)) for b in buffers]
+    key, value = loop.schedule
+    i64 = ir.IntegerType.get_signless(64)
+    c = lambda v: arith.constant(i64, v)   # noqa: E731
+    if key == "every":
+        kind, snaps, every = PERIODIC, c(1), c(value)
+        segments = arith.ceildivsi(_i64(n), every)
+        work = arith.addi(arith.maxsi(arith.subi(segments, c(1)), c(0)),
+                          arith.subi(every, c(1)))
+    else:
+        if key == "snapshots":
+            snaps = c(value)
+        else:   # as many states as max_bytes holds, one at least
+            state_bytes = c(8 * (len(loop.scalars) + len(loop.slots)) + 1)
+            for b, size in zip(buffers, sizes):
+                state_bytes = arith.addi(state_bytes, arith.muli(_i64(size), c(_bytes(b.type))))
+            snaps = arith.maxsi(arith.divsi(c(value), state_bytes), c(1))
+        kind, every = REVOLVE, c(0)
+        work = arith.subi(snaps, c(1))
+    schedule = _runtime(gen, "adj_ckpt_new", [_i64(n), snaps, c(kind), every])
+    work = _idx(work)
+    slots_of = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                               memref_type(b.type).element_type),
+                             [arith.muli(work, size)], []) for b, size in zip(buffers, sizes)]
+    flat = [_flat(b) for b in buffers]
+    dyn = ir.ShapedType.get_dynamic_size()
+    scalar_slots = [memref.alloc(ir.MemRefType.get([dyn], loop.args[k].type), [work], [])
+                    for k in loop.scalars]
+    id_slots = [memref.alloc(ir.MemRefType.get([dyn], ir.IndexType.get()), [work], [])
+                for _ in loop.slots]
+
+    # The loop over actions: the state is (carried scalars, which candidate each array slot
+    # holds, the carried floats' adjoints, the free Active scalars' adjoints).
+    state0 = inits + ids0 + d0 + free_d0
+    types = [v.type for v in state0]
+    ns, na, nd = len(inits), len(ids0), len(d0)
+
+    def split(state):
+        return (state[:ns], state[ns:ns + na], state[ns + na:ns + na + nd],
+                state[ns + na + nd:])
+
+    def arrays(ids):
+        return [_pick(i, candidates) for i in ids]
+
+    def operands(t, scalars, ids):
+        vals = [None] * n_args
+        for k, v in zip(loop.scalars, scalars):
+            vals[k] = v
+        for k, v in zip(loop.slots, arrays(ids)):
+            vals[k] = v
+        iv = arith.addi(lb, arith.muli(t, st))
+        return [iv] + vals + free
+
+    def advanced(t, scalars, ids):
+        """One primal step from (scalars, ids): the next ones."""
+        out = func.CallOp(step_results, ir.FlatSymbolRefAttr.get(sig.fn),
+                          operands(t, scalars, ids)).results
+        new_ids = [ids[m[1]] if m[0] == "slot" else index(m[1]) for m in loop.moves]
+        return list(out), new_ids
+
+    loop_op = scf.WhileOp([i64] + types, state0)   # (the last action, the state)
+    before = loop_op.before.blocks.append(*types)
+    after = loop_op.after.blocks.append(i64, *types)
+    with ir.InsertionPoint(before):
+        action = _runtime(gen, "adj_ckpt_next", [schedule])
+        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ne, action, c(DONE)),
+                        [action] + list(before.arguments))
+    with ir.InsertionPoint(after):
+        action, state = after.arguments[0], list(after.arguments)[1:]
+        scalars, ids, dscal, dfree = split(state)
+        lo = _idx(_runtime(gen, "adj_ckpt_from", [schedule]))
+        hi = _idx(_runtime(gen, "adj_ckpt_to", [schedule]))
+        slot = _runtime(gen, "adj_ckpt_slot", [schedule])
+
+        def on_advance():
+            run = scf.ForOp(lo, hi, index(1), scalars + ids)
+            with ir.InsertionPoint(run.body):
+                got = list(run.inner_iter_args)
+                s2, i2 = advanced(run.induction_variable, got[:ns], got[ns:])
+                scf.YieldOp(s2 + i2)
+            return list(run.results) + dscal + dfree
+
+        def on_takeshot():
+            at = _idx(slot)
+            for f, w, size in zip(flat, slots_of, sizes):
+                _copy(f, index(0), w, arith.muli(at, size), size)
+            for v, m in zip(scalars + ids, scalar_slots + id_slots):
+                memref.store(v, m, [at])
+            return state
+
+        def on_restore():
+            at = _idx(slot)
+            initial_case = arith.cmpi(arith.CmpIPredicate.slt, slot, c(0))
+            branch = scf.IfOp(initial_case, types[:ns + na], has_else=True)
+            with ir.InsertionPoint(branch.then_block):
+                for src, f, size in zip(initial, flat, sizes):
+                    _copy(_flat(src), index(0), f, index(0), size)
+                scf.YieldOp(inits + ids0)
+            with ir.InsertionPoint(branch.else_block):
+                for f, w, size in zip(flat, slots_of, sizes):
+                    _copy(w, arith.muli(at, size), f, index(0), size)
+                scf.YieldOp([memref.load(m, [at]) for m in scalar_slots + id_slots])
+            return list(branch.results) + dscal + dfree
+
+        def on_turn():
+            vals = operands(hi, scalars, ids)
+            shadows = [None] * len(vals)
+            for k, dup in zip(loop.slots, slot_dup):
+                if dup:
+                    shadows[1 + k] = _pick(ids[loop.slots.index(k)], cand_shadows)
+            for j, s in enumerate(free_shadows):
+                shadows[1 + n_args + j] = s
+            flat_args = layout.flatten(vals, shadows)
+            aug = func.CallOp(list(func_type(gen.ctx.diff.symbols[d.aug]).results),
+                              ir.FlatSymbolRefAttr.get(d.aug), flat_args)
+            n_primal = len(step_results) if sig.with_primal else 0
+            tape = list(aug.results)[n_primal:]
+            by_result = {}
+            for pos, k in enumerate(loop.scalars):
+                if k in float_scalars:
+                    by_result[pos] = dscal[float_scalars.index(k)]
+            dret = [or_zero(by_result.get(pos), t) for pos, t in enumerate(step_results)
+                    if is_float(t)] if sig.ret_activity == Activity.ACTIVE else []
+            grads = iter(func.CallOp(adjoint_types(func_type(step_fn), sig),
+                                     ir.FlatSymbolRefAttr.get(d.rev),
+                                     flat_args + dret + tape).results)
+            new_d = [zero(loop.args[k].type) for k in float_scalars]
+            new_free = list(dfree)
+            for pos, a in enumerate(sig.activity):
+                if a != Activity.ACTIVE:
+                    continue
+                g = next(grads)
+                k = pos - 1
+                if 0 <= k < n_args and k in float_scalars:
+                    new_d[float_scalars.index(k)] = g
+                elif k >= n_args:
+                    j = active_free.index(k - n_args)
+                    new_free[j] = arith.addf(new_free[j], g)
+            return scalars + ids + new_d + new_free
+
+        cases = [(ADVANCE, on_advance), (TAKESHOT, on_takeshot), (RESTORE, on_restore),
+                 (TURN, on_turn)]
+        scf.YieldOp(_switch(action, cases, types, state))
+    result = list(loop_op.results)[1:]
+    _, _, dscal, dfree = split(result)
+    _runtime(gen, "adj_ckpt_free", [schedule])
+    for k, dk in zip(float_scalars, dscal):
+        gen.add_adj(loop.inits[k], dk)
+    for j, dj in zip(active_free, dfree):
+        gen.add_adj(loop.free[j], dj)
+
+
+def _switch(action: ir.Value, cases: list[tuple[int, Callable[[], list]]],
+            types: list[ir.Type], default: list[ir.Value]) -> list[ir.Value]:
+    """The state after the case whose code `action` is (scf.if on each in turn)."""
+    if not cases:
+        return default
+    (code, emit), rest = cases[0], cases[1:]
+    is_it = arith.cmpi(arith.CmpIPredicate.eq, action,
+                       arith.constant(ir.IntegerType.get_signless(64), code))
+    branch = scf.IfOp(is_it, types, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        scf.YieldOp(emit())
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp(_switch(action, rest, types, default))
+    return list(branch.results)

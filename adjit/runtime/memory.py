@@ -55,6 +55,7 @@ class _Allocator:
         self.cached = ctypes.c_int64.in_dll(lib, "adj_cached_bytes")   # kept, not in use
         self.cache_limit = ctypes.c_int64.in_dll(lib, "adj_cache_limit")
         self.release = ctypes.CFUNCTYPE(ctypes.c_int64)(address("adj_release_cached_memory"))
+        self.recomputed = ctypes.CFUNCTYPE(ctypes.c_int64)(address("adj_ckpt_steps_recomputed"))
 
 
 _allocator = _Allocator()
@@ -74,11 +75,14 @@ def _get() -> _Allocator:
 
 def memory_stats() -> dict[str, int]:
     """Bytes adjit allocated and has not freed yet, and the most at any time since the
-    start or `reset_peak_memory()`: in the CPU's memory, and (`device_*`) the GPU's."""
+    start or `reset_peak_memory()`: in the CPU's memory, and (`device_*`) the GPU's (the
+    states a checkpointed loop keeps included); and `checkpoint_steps_recomputed`, the steps
+    that the reverse passes of checkpointed loops have run again since the start."""
     a = _get()
     return {"bytes_in_use": a.in_use.value, "peak_bytes": a.peak.value,
             "device_bytes_in_use": cuda_driver.accounting.in_use,
-            "device_peak_bytes": cuda_driver.accounting.peak}
+            "device_peak_bytes": cuda_driver.accounting.peak,
+            "checkpoint_steps_recomputed": a.recomputed()}
 
 
 def release_cached_memory() -> int:

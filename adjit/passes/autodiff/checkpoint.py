@@ -72,44 +72,111 @@ def _inside(v: ir.Value, loop: ir.Operation) -> bool:
     return is_ancestor(loop, owner.operation if hasattr(owner, "operation") else owner)
 
 
+def _may_be_new(diff: "Host", v: ir.Value, loop: ir.Operation, seen: set) -> bool:
+    """Whether the array `v` of the loop's body may be one the body makes (not one it
+    carries or one from outside): through the control flow, selects and views it comes out
+    of."""
+    if not _inside(v, loop) or v in seen:
+        return False
+    seen.add(v)
+    if isinstance(v, ir.BlockArgument):
+        owner = v.owner.owner.operation if hasattr(v.owner.owner, "operation") \
+            else v.owner.owner
+        if owner == loop:
+            return False
+        if owner.name == "scf.for":
+            k = v.arg_number - 1
+            body = owner.regions[0].blocks[0]
+            return any(_may_be_new(diff, x, loop, seen) for x in (
+                list(owner.operands)[3 + k], terminator(body).operands[k]))
+        return True
+    op = v.owner.operation if hasattr(v.owner, "operation") else v.owner
+    k = v.result_number
+    if op.name == "scf.for":
+        body = op.regions[0].blocks[0]
+        return any(_may_be_new(diff, x, loop, seen) for x in (
+            list(op.operands)[3 + k], terminator(body).operands[k]))
+    if op.name == "scf.if":
+        return any(_may_be_new(diff, terminator(r.blocks[0]).operands[k], loop, seen)
+                   for r in op.regions if len(r.blocks))
+    if op.name == "arith.select":
+        return any(_may_be_new(diff, x, loop, seen) for x in list(op.operands)[1:])
+    if op.name in ("memref.subview", "memref.cast", "memref.collapse_shape",
+                   "memref.expand_shape", "memref.reinterpret_cast"):
+        return _may_be_new(diff, op.operands[0], loop, seen)
+    if op.name == "func.call":
+        sources = diff.callee_writes.returned(callee(op))[k]
+        return not sources or any(_may_be_new(diff, op.operands[j], loop, seen)
+                                  for j in sources)
+    return True
+
+
 def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
     body = loop.regions[0].blocks[0]
     iv, args = body.arguments[0], list(body.arguments)[1:]
     yields = list(terminator(body).operands)
-    for k, y in enumerate(yields):
-        if is_memref(y.type) and _inside(y, loop) and y not in args:
-            raise AdjError(loop, f"a checkpointed loop carries an array (position {k}) that "
-                                 "its step makes; its state is kept in the arrays it is given: "
-                                 "carry arrays made before the loop (swap them with "
-                                 "`u, v = v, u`) and write into them")
     free: list[ir.Value] = []
     for op in ops(body)[:-1]:
         for inner in walk(op):
             for v in inner.operands:
                 if not _inside(v, loop) and v not in free:
                     free.append(v)
+    # The arrays a carried position can hold next: one the loop carries, or one from outside.
+    # Where the body yields one of them directly the mapping is fixed; otherwise (the
+    # result of an inner loop that swaps them, say) the step returns which one, an index
+    # into `pool`, found by address.
+    pool = [a for a in args if is_memref(a.type)] + [v for v in free if is_memref(v.type)]
+    dynamic = [k for k, y in enumerate(yields)
+               if is_memref(y.type) and _inside(y, loop) and y not in args]
+    for k in dynamic:
+        if _may_be_new(diff, yields[k], loop, set()) or \
+                not any(p.type == yields[k].type for p in pool):
+            raise AdjError(loop, f"a checkpointed loop carries an array (position {k}) that "
+                                 "its step makes; its state is kept in the arrays it is "
+                                 "given: carry arrays made before the loop (swap them with "
+                                 "`u, v = v, u`) and write into them")
     scalars = [y for y in yields if not is_memref(y.type)]
     name = f"__adj_step_{symbol_name(fn)}"
     while diff.lookup(name) is not None:
         name += "_"
+    results = [y.type for y in scalars] + [ir.IndexType.get()] * len(dynamic)
     step = diff.new_function(name, [iv.type] + [a.type for a in args] + [v.type for v in free],
-                             [y.type for y in scalars], fn, {STEP_ATTR: ir.UnitAttr.get()},
-                             private=True)
+                             results, fn, {STEP_ATTR: ir.UnitAttr.get()}, private=True)
     entry = step.regions[0].blocks[0]
     params = list(entry.arguments)
     vmap = dict(zip([iv] + args + free, params))
     with ir.InsertionPoint(entry), loop.location:
         for op in ops(body)[:-1]:
             clone_op(op, vmap)
-        func.ReturnOp([vmap.get(y, y) for y in scalars])
-    old = ops(body)
-    for op in reversed(old):
+        which = []
+        for k in dynamic:
+            address = memref.extract_aligned_pointer_as_index(vmap[yields[k]])
+            at = index(0)
+            for j, p in enumerate(pool):
+                if p.type == yields[k].type:
+                    same = arith.cmpi(arith.CmpIPredicate.eq, address,
+                                      memref.extract_aligned_pointer_as_index(vmap[p]))
+                    at = arith.select(same, index(j), at)
+            which.append(at)
+        func.ReturnOp([vmap.get(y, y) for y in scalars] + which)
+    # (the yielded arrays kept are block arguments or values from outside: they outlive
+    # the body)
+    kept = [y if is_memref(y.type) and k not in dynamic else None
+            for k, y in enumerate(yields)]
+    n_scalars = len(scalars)
+    for op in reversed(ops(body)):
         op.erase()
     with ir.InsertionPoint(body), loop.location:
-        call = func.CallOp([y.type for y in scalars], ir.FlatSymbolRefAttr.get(name),
-                           [iv] + args + free)
-        results = iter(call.results)
-        scf.YieldOp([y if is_memref(y.type) else next(results) for y in yields])
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), [iv] + args + free)
+        outs = list(call.results)
+        scalar_out, which_out = iter(outs[:n_scalars]), iter(outs[n_scalars:])
+        new_yields = []
+        for k, y in enumerate(kept):
+            if k in dynamic:
+                new_yields.append(_pick_typed(next(which_out), pool, args[k].type))
+            else:
+                new_yields.append(y if y is not None else next(scalar_out))
+        scf.YieldOp(new_yields)
 
 
 # == what a checkpointed loop keeps ================================================================
@@ -124,7 +191,7 @@ class _Loop:
     scalars: list[int]                 # positions of carried scalars
     slots: list[int]                   # positions of carried arrays
     candidates: list[ir.Value]         # the arrays (made before the loop) a slot can hold
-    moves: list[int | tuple[str, int]]  # per array slot: ("slot", j) or ("array", c)
+    moves: list[tuple]                 # per array slot: what it holds next (loop_state)
     buffers: list[ir.Value]            # the arrays whose contents a state holds
     schedule: tuple[str, int]
 
@@ -141,13 +208,30 @@ def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
     free = list(call.operands)[1 + len(args):]
     scalars = [k for k, a in enumerate(args) if not is_memref(a.type)]
     slots = [k for k, a in enumerate(args) if is_memref(a.type)]
+    # Which array each array position holds next (see _outline): ("slot", i) the one slot i
+    # held, ("array", c) candidate c, or ("pool", r, sources) the one the step's result r
+    # names among `pool` (each entry's id source: ("slot", i) or ("array", c)).
+    pool = [args[k] for k in slots] + [v for v in free if is_memref(v.type)]
+    dynamic = [k for k in slots if yields[k] not in args and _inside(yields[k], op)]
     candidates: list[ir.Value] = []
-    for v in [inits[k] for k in slots] + [y for k in slots for y in [yields[k]]
-                                          if y not in args]:
+    outside = [y for k in slots for y in [yields[k]] if y not in args and k not in dynamic]
+    for v in [inits[k] for k in slots] + outside + (pool[len(slots):] if dynamic else []):
         if v not in candidates:
             candidates.append(v)
-    moves = [("slot", slots.index(args.index(yields[k]))) if yields[k] in args
-             else ("array", candidates.index(yields[k])) for k in slots]
+
+    def source(v):
+        return ("slot", slots.index(args.index(v))) if v in args else \
+            ("array", candidates.index(v))
+
+    n_results = len(func_type(ctx.diff.symbols[callee(call)]).results)
+    moves = []
+    for k in slots:
+        if k in dynamic:
+            r = n_results - len(dynamic) + dynamic.index(k)
+            moves.append(("pool", r, [source(p) if p.type == args[k].type else None
+                                      for p in pool]))
+        else:
+            moves.append(source(yields[k]))
     written = ctx.diff.callee_writes(callee(call))
     slot_written = any(1 + k in written for k in slots)
     buffers = [c for c in candidates if slot_written or ctx.writes.written_after(op, c)]
@@ -218,6 +302,16 @@ def _copy(src: ir.Value, src_at: ir.Value, dst: ir.Value, dst_at: ir.Value,
         i = loop.induction_variable
         memref.store(memref.load(src, [arith.addi(src_at, i)]), dst, [arith.addi(dst_at, i)])
         scf.YieldOp([])
+
+
+def _pick_typed(which: ir.Value, pool: list, t: ir.Type):
+    """pool[which], among the entries of type `t` (`which` is one of theirs); the entries
+    may be ir.Values or, for ids, index values."""
+    matches = [(j, p) for j, p in enumerate(pool) if p.type == t]
+    out = matches[0][1]
+    for j, p in matches[1:]:
+        out = arith.select(arith.cmpi(arith.CmpIPredicate.eq, which, index(j)), p, out)
+    return out
 
 
 def _pick(which: ir.Value, values: list[ir.Value]) -> ir.Value:
@@ -315,12 +409,28 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
         iv = arith.addi(lb, arith.muli(t, st))
         return [iv] + vals + free
 
+    def moved(ids, out):
+        """The ids after a step whose results are `out`."""
+        def source(m):
+            return ids[m[1]] if m[0] == "slot" else index(m[1])
+        new = []
+        for m in loop.moves:
+            if m[0] == "pool":
+                entries = [(j, source(src)) for j, src in enumerate(m[2]) if src is not None]
+                v = entries[0][1]
+                for j, e in entries[1:]:
+                    v = arith.select(arith.cmpi(arith.CmpIPredicate.eq, out[m[1]], index(j)),
+                                     e, v)
+                new.append(v)
+            else:
+                new.append(source(m))
+        return new
+
     def advanced(t, scalars, ids):
         """One primal step from (scalars, ids): the next ones."""
-        out = func.CallOp(step_results, ir.FlatSymbolRefAttr.get(sig.fn),
-                          operands(t, scalars, ids)).results
-        new_ids = [ids[m[1]] if m[0] == "slot" else index(m[1]) for m in loop.moves]
-        return list(out), new_ids
+        out = list(func.CallOp(step_results, ir.FlatSymbolRefAttr.get(sig.fn),
+                               operands(t, scalars, ids)).results)
+        return out[:ns], moved(ids, out)
 
     loop_op = scf.WhileOp([i64] + types, state0)   # (the last action, the state)
     before = loop_op.before.blocks.append(*types)

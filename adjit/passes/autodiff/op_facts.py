@@ -64,6 +64,8 @@ FACTS: dict[str, OpFacts] = {
     "memref.alloca": OpFacts(aliases="none", mirrors=True),
     "memref.dealloc": OpFacts(writes=(0,), aliases="none", effects=True),
     "memref.dim": OpFacts(aliases="none", pure=True),
+    # (which array a carried one is: checkpoint.py's steps; reads no element)
+    "memref.extract_aligned_pointer_as_index": OpFacts(aliases="none", pure=True),
     "memref.collapse_shape": _VIEW,
     "memref.expand_shape": _VIEW,
     "memref.cast": _VIEW,

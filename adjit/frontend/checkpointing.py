@@ -48,7 +48,10 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
     (Revolve's binomial schedule: the fewest steps run again for that many), or one every
     `every` steps (and each segment's states while it is reversed), or as many as
     `max_bytes` holds. From Python: `iterable` itself."""
-    _schedule(snapshots, every, max_bytes)
+    try:
+        _schedule(snapshots, every, max_bytes)
+    except UserError as e:
+        raise ValueError(str(e)) from None
     return iterable
 
 

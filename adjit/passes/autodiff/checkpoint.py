@@ -115,11 +115,18 @@ def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
     body = loop.regions[0].blocks[0]
     iv, args = body.arguments[0], list(body.arguments)[1:]
     yields = list(terminator(body).operands)
+    # The values from outside the loop that the body uses: parameters of the step, but
+    # constants, which it makes itself.
     free: list[ir.Value] = []
+    constants: list[ir.Value] = []
     for op in ops(body)[:-1]:
         for inner in walk(op):
             for v in inner.operands:
-                if not _inside(v, loop) and v not in free:
+                if _inside(v, loop) or v in free or v in constants:
+                    continue
+                if isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.constant":
+                    constants.append(v)
+                else:
                     free.append(v)
     # The arrays a carried position can hold next: one the loop carries, or one from outside.
     # Where the body yields one of them directly the mapping is fixed; otherwise (the
@@ -146,6 +153,8 @@ def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
     params = list(entry.arguments)
     vmap = dict(zip([iv] + args + free, params))
     with ir.InsertionPoint(entry), loop.location:
+        for v in constants:
+            clone_op(v.owner.operation, vmap)
         for op in ops(body)[:-1]:
             clone_op(op, vmap)
         which = []
@@ -331,7 +340,7 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
     loop = loop_state(gen.ctx, op)
     # The turn runs the step's augmented and reverse functions back to back: nothing can
     # overwrite an array between them.
-    sig = dataclasses.replace(gen.ctx.call_info(loop.call)[0],
+    sig = dataclasses.replace(gen.ctx.call_signature(loop.call),
                               overwritten=(False,) * len(loop.call.operands))
     d = gen.ctx.diff.derivative(sig, loop.call)
     layout = abi(sig)

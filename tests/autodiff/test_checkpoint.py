@@ -343,3 +343,48 @@ def test_outside_compiled_code_it_is_the_range():
     assert list(adjit.checkpointed(range(3), snapshots=2)) == [0, 1, 2]
     with pytest.raises(ValueError, match="takes one of"):
         adjit.checkpointed(range(3))
+
+
+@adjit.jit
+def recorded(u0, c: float, rounds: int, steps: int):
+    """A checkpointed loop inside a plain loop, whose step also writes a free array (the
+    record of each step's energy, read after the loop): the record is part of the state."""
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    record = adjit.zeros(steps, adjit.f64)
+    total = 0.0
+    for _ in range(rounds):
+        for t in adjit.checkpointed(range(steps), snapshots=2):
+            damped(u, v, c, ndrange=u.shape)
+            record[t] = adjit.sum(v * v)
+            u, v = v, u
+        for t in range(steps):
+            total += record[t] * (t + 1.0)
+    return total
+
+
+@adjit.jit
+def recorded_all(u0, c: float, rounds: int, steps: int):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    record = adjit.zeros(steps, adjit.f64)
+    total = 0.0
+    for _ in range(rounds):
+        for t in range(steps):
+            damped(u, v, c, ndrange=u.shape)
+            record[t] = adjit.sum(v * v)
+            u, v = v, u
+        for t in range(steps):
+            total += record[t] * (t + 1.0)
+    return total
+
+
+def test_inside_a_plain_loop_with_a_free_array_written():
+    u0 = np.random.default_rng(5).uniform(-1, 1, 9)
+    g, g_all = np.zeros_like(u0), np.zeros_like(u0)
+    dc = adjit.autodiff(adjit.Reverse, recorded, adjit.Duplicated(u0.copy(), g),
+                        adjit.Active(0.3), 3, 5)[1]
+    dc_all = adjit.autodiff(adjit.Reverse, recorded_all, adjit.Duplicated(u0.copy(), g_all),
+                            adjit.Active(0.3), 3, 5)[1]
+    np.testing.assert_allclose(g, g_all, rtol=1e-13, atol=1e-14)
+    assert dc == pytest.approx(dc_all, rel=1e-13)

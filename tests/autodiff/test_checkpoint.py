@@ -36,68 +36,48 @@ def store_all(u0, steps: int):
     return adjit.sum(u * u)
 
 
-@adjit.jit
-def revolve_1(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=1):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
+def with_schedule(**schedule):
+    """The G2b loss with its loop checkpointed so (compiled for each: a schedule is a
+    constant of the code, here a closure's)."""
+    snapshots, every, max_bytes = (schedule.get(k) for k in ("snapshots", "every",
+                                                              "max_bytes"))
+    if snapshots is not None:
+        @adjit.jit
+        def loss(u0, steps: int):
+            u = u0.copy()
+            v = adjit.empty_like(u)
+            for _ in adjit.checkpointed(range(steps), snapshots=snapshots):
+                reaction_diffusion_step(u, v, ndrange=u.shape)
+                u, v = v, u
+            return adjit.sum(u * u)
+    elif every is not None:
+        @adjit.jit
+        def loss(u0, steps: int):
+            u = u0.copy()
+            v = adjit.empty_like(u)
+            for _ in adjit.checkpointed(range(steps), every=every):
+                reaction_diffusion_step(u, v, ndrange=u.shape)
+                u, v = v, u
+            return adjit.sum(u * u)
+    else:
+        @adjit.jit
+        def loss(u0, steps: int):
+            u = u0.copy()
+            v = adjit.empty_like(u)
+            for _ in adjit.checkpointed(range(steps), max_bytes=max_bytes):
+                reaction_diffusion_step(u, v, ndrange=u.shape)
+                u, v = v, u
+            return adjit.sum(u * u)
+    return loss
 
 
-@adjit.jit
-def revolve_2(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=2):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def revolve_5(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=5):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def revolve_50(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=50):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def periodic_7(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), every=7):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def in_a_budget(u0, steps: int, ):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    # 256^2 float32 x 2 arrays = 512 KiB a state: 3 states fit in 1.6 MB
-    for _ in adjit.checkpointed(range(steps), max_bytes=1_600_000):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-REVOLVE = {1: revolve_1, 2: revolve_2, 5: revolve_5, 50: revolve_50}
+revolve_2 = with_schedule(snapshots=2)
+revolve_5 = with_schedule(snapshots=5)
+periodic_7 = with_schedule(every=7)
+# 256^2 float32 x 2 arrays = 512 KiB a state: 3 states fit in 1.6 MB
+in_a_budget = with_schedule(max_bytes=1_600_000)
+REVOLVE = {1: with_schedule(snapshots=1), 2: revolve_2, 5: revolve_5,
+           50: with_schedule(snapshots=50)}
 
 
 @lru_cache(None)

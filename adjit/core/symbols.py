@@ -9,3 +9,9 @@ HOOK_PREFIX = "__adjit_hook_"
 ALLOC_SYMBOL = "_mlir_memref_to_llvm_alloc"
 FREE_SYMBOL = "_mlir_memref_to_llvm_free"
 LAUNCH_SYMBOL = "__adjit_cuda_launch"
+# The checkpointing schedule (runtime/native/checkpoint.cpp) that the reverse pass of a
+# checkpointed loop calls (passes/autodiff/checkpoint.py): CPU code finds these in the native
+# extension by name; a host program calls them through hooks that the runtime fills with the
+# extension's addresses.
+CHECKPOINT_SYMBOLS = ("adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to",
+                      "adj_ckpt_slot", "adj_ckpt_free")

@@ -32,6 +32,10 @@ GUARD_ATTR = "adj.bounds_guard"
 # on scf.for: the loop is adjit.checkpointed; a dict of its schedule ({snapshots = k},
 # {every = m} or {max_bytes = b}), which reverse mode follows (passes/autodiff/checkpoint.py)
 CHECKPOINT_ATTR = "adj.checkpoint"
+# on func.func: the function iterates a step to its fixed point (adjit.fixed_point): a dict
+# {step = @W, tol, max_iter}; reverse mode differentiates it implicitly
+# (passes/autodiff/fixed_point.py)
+FIXED_POINT_ATTR = "adj.fixed_point"
 
 
 def load_adj(ctx: ir.Context) -> None:

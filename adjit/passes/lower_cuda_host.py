@@ -17,10 +17,17 @@ should it inline the launcher later, hoists it to the caller's entry).
 `hook_runtime_calls` then makes the lowered (LLVM dialect) module call the runtime through
 function pointers that it holds in globals (`__adjit_hook_<symbol>`), which the runtime fills
 after loading the shared object: the allocator (which the runtime points at CUDA managed
-memory, so that the host code and the kernels reach the same arrays) and the launcher.
-The shared object then refers to nothing but the C and math libraries (libc, libm, libmvec),
-and loads on a GPU machine that has no MLIR (no async runtime either: host programs are
-compiled single-threaded).
+memory, so that the host code and the kernels reach the same arrays), the launcher, and
+the checkpointing schedule of a checkpointed loop's reverse pass (`adj_ckpt_*`, which the
+runtime points at the native extension's functions). The shared object then refers to nothing
+but the C and math libraries (libc, libm, libmvec), and loads on a GPU machine that has no
+MLIR (no async runtime either: host programs are compiled single-threaded).
+
+A checkpointed loop's snapshots and restores (passes/autodiff/checkpoint.py) stay host code:
+loops on the CPU that copy the state's arrays to and from the working slots. That is legal
+here because every array of a host program (the arguments' copies, what it allocates) is in
+CUDA managed memory, which the CPU addresses; the driver migrates the pages to the CPU for
+the copy and back to the GPU for the next launch.
 """
 from __future__ import annotations
 
@@ -41,6 +48,14 @@ HOOKS = {
     ALLOC_SYMBOL: ("!llvm.ptr", ["i64"]),
     FREE_SYMBOL: (None, ["!llvm.ptr"]),
     LAUNCH_SYMBOL: (None, ["i64"] * 5),
+    # the checkpointing schedule (CHECKPOINT_SYMBOLS; runtime/native/checkpoint.cpp): a handle
+    # made from (steps, snapshots, kind, every), then its actions, steps and slots, all i64
+    "adj_ckpt_new": ("i64", ["i64"] * 4),
+    "adj_ckpt_next": ("i64", ["i64"]),
+    "adj_ckpt_from": ("i64", ["i64"]),
+    "adj_ckpt_to": ("i64", ["i64"]),
+    "adj_ckpt_slot": ("i64", ["i64"]),
+    "adj_ckpt_free": (None, ["i64"]),
 }
 
 

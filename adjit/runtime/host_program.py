@@ -8,7 +8,11 @@ The shared object calls the runtime through function pointers that `LoadedProgra
   address alike: element-wise array code and reductions run on the CPU, launches on the
   GPU, and the driver moves pages where they are used;
 - a launch hands the kernel's packed parameter words to cuLaunchKernel as they are
-  (runtime/cuda.py: launch_words), then synchronizes, as every launch does.
+  (runtime/cuda.py: launch_words), then synchronizes, as every launch does;
+- the checkpointing schedule of a checkpointed loop's reverse pass (`adj_ckpt_*`,
+  CHECKPOINT_SYMBOLS) is the native extension's (runtime/native/checkpoint.cpp), called
+  directly, not through Python. The snapshots and restores it asks for are host loops over
+  managed memory (passes/lower_cuda_host.py).
 
 Array arguments are copied into managed memory before the call and back afterwards (NumPy
 arrays by the CPU, GPU arrays by the driver): the host code may touch any of them, which
@@ -34,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.symbols import (ALLOC_SYMBOL, FREE_SYMBOL, HOOK_PREFIX,
+from ..core.symbols import (ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, FREE_SYMBOL, HOOK_PREFIX,
                             LAUNCH_SYMBOL)
 from ..core.types import ArrayType, parse_type
 from . import cuda, cuda_driver
@@ -147,10 +151,20 @@ class LoadedProgram:
         self._callbacks = {ALLOC_SYMBOL: _ALLOC(self._alloc), FREE_SYMBOL: _FREE(self._free),
                            LAUNCH_SYMBOL: _LAUNCH(self._launch)}
         for hook in program.hooks:
-            callback = self._callbacks[hook.removeprefix(HOOK_PREFIX)]
             slot = ctypes.c_void_p.in_dll(self._library, hook)
-            slot.value = ctypes.cast(callback, ctypes.c_void_p).value
+            slot.value = self._hook_address(hook.removeprefix(HOOK_PREFIX))
         self._functions: dict[str, Callable[..., Any]] = {}
+
+    def _hook_address(self, symbol: str) -> int:
+        """What the hook of runtime call `symbol` points at: a Python callback, or a function
+        of the native extension (the checkpointing schedule: C++ state, no Python)."""
+        if symbol in self._callbacks:
+            return ctypes.cast(self._callbacks[symbol], ctypes.c_void_p).value
+        if symbol in CHECKPOINT_SYMBOLS:
+            from .extension import address
+            return address(symbol)
+        raise KernelCacheError(f"host program {self.program.name} calls runtime function "
+                               f"{symbol!r}, which this version of adjit does not provide")
 
     def function(self, name: str) -> Callable[..., Any]:
         """A callable for entry `name`: takes NumPy or GPU arrays and scalars, as the entry's

@@ -16,8 +16,10 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...core.derivative_abi import Mode
-from ...dialects.adj import AdjError, BOUNDS_ATTR, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR
+from ...dialects.adj import (AdjError, BOUNDS_ATTR, FIXED_POINT_ATTR, FUNC_ATTR, KERNEL_ATTR,
+                             NDIM_ATTR)
 from .checkpoint import outline_checkpointed_loops
+from .fixed_point import generate_fixed_point
 from .custom_rules import RuleProvider, lookup_rules
 from .forward import generate_forward
 from .inline_array_calls import inline_array_calls
@@ -172,6 +174,8 @@ class Differentiator:
         fn = self.symbols[sig.fn]
         if sig.mode == Mode.FORWARD:
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
+        elif FIXED_POINT_ATTR in fn.attributes:     # implicitly, not through its iterations
+            result = generate_fixed_point(self, fn, sig, name, extra)
         else:
             inline_array_calls(self, fn, sig)
             outline_checkpointed_loops(self, fn)

@@ -1,0 +1,192 @@
+"""Checkpointed loops (`adjit.checkpointed`) differentiated with device="cuda": the reverse
+pass's schedule (runtime/native/checkpoint.cpp, `adj_ckpt_*`) is called through host-program
+hooks (passes/lower_cuda_host.py: HOOKS) that the runtime fills with the native extension's
+addresses (runtime/host_program.py), so the shared object still refers to nothing but libc and
+libm; the snapshots and restores are host loops over managed memory, the steps (primal,
+augmented, reverse) kernel launches. Without a GPU: the host program of a reaction-diffusion
+loop (a kernel launched per step, `u, v = v, u`; 16x16 f64, 7 steps, snapshots=2 and every=3)
+runs behind the fake driver (fake_driver.py; its kernels compiled for the CPU from the same
+module: cpu_device.py) and gives the CPU's gradient of the same function and the store-all
+gradient, running again the steps the CPU does, and frees all it allocates; its kernels
+assemble with ptxas. On a GPU machine the same gradients are checked on the GPU."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import adjit
+from adjit.core.symbols import CHECKPOINT_SYMBOLS, HOOK_PREFIX
+from adjit.core.types import ArrayType
+
+pytest.importorskip("mlir", reason="compiling host programs needs MLIR")
+from test_ptx import assemble                                      # noqa: E402
+
+N, STEPS = 16, 7
+TYPES = [ArrayType(adjit.f64, 2), adjit.i64]
+
+
+@adjit.kernel
+def reaction_diffusion(u, v):
+    i, j = adjit.index_nd()
+    n, m = u.shape[0], u.shape[1]
+    if 0 < i < n - 1 and 0 < j < m - 1:
+        c = u[i, j]
+        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * c
+        v[i, j] = c + 0.1 * lap + 0.05 * c * (1.0 - c)
+    else:
+        v[i, j] = u[i, j]
+
+
+@adjit.jit
+def store_all(u0, steps: int):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    for _ in range(steps):
+        reaction_diffusion(u, v, ndrange=u.shape)
+        u, v = v, u
+    return adjit.sum(u * u)
+
+
+@adjit.jit
+def two_snapshots(u0, steps: int):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    for _ in adjit.checkpointed(range(steps), snapshots=2):
+        reaction_diffusion(u, v, ndrange=u.shape)
+        u, v = v, u
+    return adjit.sum(u * u)
+
+
+@adjit.jit
+def every_three(u0, steps: int):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    for _ in adjit.checkpointed(range(steps), every=3):
+        reaction_diffusion(u, v, ndrange=u.shape)
+        u, v = v, u
+    return adjit.sum(u * u)
+
+
+SCHEDULES = {"snapshots2": two_snapshots, "every3": every_three}
+
+
+def initial(n: int = N) -> np.ndarray:
+    return np.random.default_rng(3).uniform(0.0, 1.0, (n, n))
+
+
+def annotations(u0: np.ndarray, g: np.ndarray, steps: int = STEPS) -> list:
+    return [adjit.Duplicated(u0.copy(), g), adjit.Const(steps)]
+
+
+def gradient(f, u0: np.ndarray, steps: int = STEPS, device: str = "cpu") -> np.ndarray:
+    g = np.zeros_like(u0)
+    adjit.autodiff(adjit.Reverse, f, *annotations(u0, g, steps), device=device)
+    return g
+
+
+def recomputed() -> int:
+    return adjit.memory_stats()["checkpoint_steps_recomputed"]
+
+
+def derivative(f):
+    from adjit.frontend.derivative import Derivative
+    u0 = initial()
+    return Derivative(f, adjit.Reverse, annotations(u0, np.zeros_like(u0)), TYPES, None, None)
+
+
+def test_the_schedule_is_hooked():
+    from adjit.passes.lower_cuda_host import HOOKS
+    from adjit.runtime.extension import runtime_symbols
+    assert set(CHECKPOINT_SYMBOLS) <= set(HOOKS) and set(CHECKPOINT_SYMBOLS) <= set(runtime_symbols())
+    assert HOOKS["adj_ckpt_new"] == ("i64", ["i64"] * 4)
+    assert HOOKS["adj_ckpt_free"] == (None, ["i64"])
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_host_program_kernels_assemble_and_the_schedule_goes_through_hooks(schedule, tmp_path):
+    """The host code (no shared object is built: no C compiler needed) calls the schedule
+    through hook globals, declaring none of adj_ckpt_*; its kernels (the step's primal,
+    augmented and reverse kernels) assemble for sm_90."""
+    from adjit.passes.lower_cuda_host import compile_host
+    d = derivative(SCHEDULES[schedule])
+    with d.unit.ctx:
+        d.unit.finish()
+        llvm_ir, kernels, _, hooks = compile_host(d.unit.module, "sm_90")
+    assert {HOOK_PREFIX + s for s in CHECKPOINT_SYMBOLS} <= set(hooks)
+    assert not re.search(r"^declare .*@adj_ckpt_", llvm_ir, re.M)
+    assert len(kernels) >= 3, [k.entry for k in kernels]
+    for k in kernels:
+        assert ".entry" in k.ptx and ".extern" not in k.ptx, k.entry
+        assemble(k.ptx, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def store_all_gradient():
+    return gradient(store_all, initial())
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_gradient_through_the_fake_driver(schedule, store_all_gradient, monkeypatch, tmp_path):
+    """device="cuda" behind the fake driver: the CPU's gradient and the store-all one; the
+    native schedule ran (as many steps run again as on the CPU); all managed memory (the
+    state's slots, the tape) is freed."""
+    if shutil.which("cc") is None:
+        pytest.skip("building host programs needs a C compiler (cc)")
+    from cpu_device import kernels_on_cpu
+    from fake_driver import install
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    f, u0 = SCHEDULES[schedule], initial()
+    fake = install(monkeypatch, kernels_on_cpu(derivative(f).adj_text))
+    before = recomputed()
+    on_gpu = gradient(f, u0, device="cuda")
+    again_gpu = recomputed() - before
+    before = recomputed()
+    on_cpu = gradient(f, u0)
+    again_cpu = recomputed() - before
+    np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(on_gpu, store_all_gradient, rtol=1e-12, atol=1e-14)
+    assert np.any(on_gpu != 0)
+    assert again_gpu == again_cpu > 0
+    primal = [e for e, _, _ in fake.launches if e.startswith("reaction_diffusion")]
+    assert len(primal) == STEPS + again_gpu      # the forward sweep, then the advances
+    assert fake.managed > 0 and not fake.buffers
+
+
+def test_the_shared_object_refers_to_no_runtime_symbol(monkeypatch, tmp_path):
+    """The host program loads where only libc and libm resolve: adj_ckpt_* are not
+    undefined symbols of its shared object (the native extension's, global in this process,
+    would otherwise hide a missing hook)."""
+    if shutil.which("cc") is None or shutil.which("nm") is None:
+        pytest.skip("building and reading a shared object needs cc and nm")
+    _, program = derivative(two_snapshots).host_program("two_snapshots", "sm_90")
+    so = tmp_path / "program.so"
+    so.write_bytes(program.library)
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(so)], capture_output=True,
+                               text=True, check=True).stdout
+    assert "adj_ckpt" not in undefined, undefined
+    defined = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True,
+                             text=True, check=True).stdout
+    assert all(HOOK_PREFIX + s in defined for s in CHECKPOINT_SYMBOLS), defined
+
+
+def test_gradient_on_a_gpu(monkeypatch, tmp_path):
+    from adjit.runtime import cuda
+    if not cuda.is_available():
+        pytest.skip("no CUDA GPU or driver here (the fake-driver checks above ran without one)")
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    u0 = initial(64)
+    expected = gradient(store_all, u0, 20)
+    for f in SCHEDULES.values():
+        before = recomputed()
+        on_gpu = gradient(f, u0, 20, device="cuda")
+        again_gpu = recomputed() - before
+        before = recomputed()
+        on_cpu = gradient(f, u0, 20)
+        assert again_gpu == recomputed() - before > 0
+        # (the GPU's kernels contract to FMAs: equal to rounding, not bit for bit)
+        np.testing.assert_allclose(on_gpu, on_cpu, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(on_gpu, expected, rtol=1e-10, atol=1e-12)

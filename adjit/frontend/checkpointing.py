@@ -6,8 +6,11 @@ pass outlines and reverses by the schedule (passes/autodiff/checkpoint.py).
     for t in adjit.checkpointed(range(steps), snapshots=8):     # Revolve, 8 states
     for t in adjit.checkpointed(range(steps), every=32):        # a state every 32 steps
     for t in adjit.checkpointed(range(steps), max_bytes=1 << 28)  # as many as fit
+    while adjit.checkpointed(t < t_end, snapshots=8):           # steps not known ahead
 
-Outside compiled code it is the range itself, so that the function runs in Python too.
+Outside compiled code it is the range (or the condition) itself, so that the function runs
+in Python too. A while loop's step count is known once it ran: the reverse pass reverses
+that many steps by the same schedules (the augmented pass counts them).
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ SCHEDULES = ("snapshots", "every", "max_bytes")
 
 @dataclass(frozen=True)
 class Checkpointed:
-    """What `adjit.checkpointed(range(...), ...)` is in compiled code: the range and its
-    schedule (one of SCHEDULES, a positive constant)."""
+    """What `adjit.checkpointed(range(...) or a condition, ...)` is in compiled code: the
+    range (a RangeValue) or the while loop's condition (a scalar), and its schedule (one of
+    SCHEDULES, a positive constant)."""
     range: object
     schedule: str
     value: int
@@ -43,7 +47,8 @@ def _schedule(snapshots, every, max_bytes) -> tuple[str, int]:
 
 def checkpointed(iterable, snapshots: int | None = None, every: int | None = None,
                  max_bytes: int | None = None):
-    """A `range` whose loop, in an @adjit.jit function, is reversed by checkpointing: the
+    """A `range` (or a while loop's condition) whose loop, in an @adjit.jit function, is
+    reversed by checkpointing: the
     reverse pass keeps at most `snapshots` states of what the loop carries and writes
     (Revolve's binomial schedule: the fewest steps run again for that many), or one every
     `every` steps (and each segment's states while it is reversed), or as many as
@@ -56,10 +61,10 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
 
 
 def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
-    from .values import Literal, RangeValue
-    if len(args) != 1 or not isinstance(args[0], RangeValue):
-        raise UserError("adjit.checkpointed takes a range(...) (and snapshots=, every= or "
-                        "max_bytes=)")
+    from .values import Literal, RangeValue, Scalar
+    if len(args) != 1 or not isinstance(args[0], (RangeValue, Scalar, Literal)):
+        raise UserError("adjit.checkpointed takes a range(...), or a while loop's condition "
+                        "(and snapshots=, every= or max_bytes=)")
     unknown = set(kwargs) - set(SCHEDULES)
     if unknown:
         raise UserError(f"adjit.checkpointed has no argument {sorted(unknown)[0]!r}")

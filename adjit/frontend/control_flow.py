@@ -372,9 +372,7 @@ class ControlFlow:
                 n = self._range_count(start, stop, step)
                 loop = scf.ForOp(A.idx(0), n, A.idx(1), [v.value for v in init])
             if checkpoint is not None:
-                loop.operation.attributes[adj.CHECKPOINT_ATTR] = ir.DictAttr.get({
-                    checkpoint.schedule: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                                            checkpoint.value)})
+                _mark(loop, checkpoint)
             with self.scope(), ir.InsertionPoint(loop.body):
                 for n_, t, a in zip(names, init_types, loop.inner_iter_args):
                     self.vars[n_] = self._typed(a, t)
@@ -478,9 +476,16 @@ class ControlFlow:
             self.vars[RET] = Literal(False)
         extra = [f for f in (BRK, RET) if f in jumps]
         names = self._carried(node.body, extra=extra)
+        checkpoint: list[Checkpointed] = []
 
         def cond_fn():
             c = self.visit(node.test)
+            if isinstance(c, Checkpointed):     # while adjit.checkpointed(cond, ...)
+                if extra:
+                    raise self.error(node, "a checkpointed loop runs all its steps: it "
+                                           "cannot break or return")
+                checkpoint[:] = [c]
+                c = c.range
             if isinstance(c, (Array, ArrayExpr, tuple)):
                 raise self.error(node.test, "a while condition must be a scalar")
             c = S.truth(c)
@@ -492,10 +497,12 @@ class ControlFlow:
                 self.vars[CONT] = Literal(False)
             self.visit_block(node.body)
 
-        self._while(names, cond_fn, body_fn, node)
+        self._while(names, cond_fn, body_fn, node, checkpoint)
         self._restore_break_flag(outer_brk)
 
-    def _while(self, names: list[str], cond_fn: Callable, body_fn: Callable, node) -> None:
+    def _while(self, names: list[str], cond_fn: Callable, body_fn: Callable, node,
+               checkpoint: list | None = None) -> None:
+        """`checkpoint`: set by cond_fn to the loop's adjit.checkpointed, which marks it."""
         def build(types):
             init = self._initial(names, types)
             init_types = [self._type_of(v) for v in init]
@@ -508,6 +515,8 @@ class ControlFlow:
                     self.vars[n] = self._typed(a, t)
                 c = cond_fn()
                 scf.ConditionOp(S.truth(c).value, list(before.arguments))
+            if checkpoint:
+                _mark(loop, checkpoint[0])
             with self.scope(), ir.InsertionPoint(after):
                 for n, t, a in zip(names, init_types, after.arguments):
                     self.vars[n] = self._typed(a, t)
@@ -555,3 +564,10 @@ class ControlFlow:
                 scf.YieldOp([self._coerce(v, t).value])
         probe.operation.erase()
         return Scalar(final.result, t)
+
+
+def _mark(loop, checkpoint: Checkpointed) -> None:
+    """Marks an scf.for or scf.while as checkpointed with its schedule (adj.checkpoint)."""
+    loop.operation.attributes[adj.CHECKPOINT_ATTR] = ir.DictAttr.get({
+        checkpoint.schedule: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                checkpoint.value)})

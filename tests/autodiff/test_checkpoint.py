@@ -368,3 +368,52 @@ def test_inside_a_plain_loop_with_a_free_array_written():
                             adjit.Active(0.3), 3, 5)[1]
     np.testing.assert_allclose(g, g_all, rtol=1e-13, atol=1e-14)
     assert dc == pytest.approx(dc_all, rel=1e-13)
+
+
+@adjit.jit
+def until(u0, c: float, threshold: float):
+    """A while loop whose step count is known only when it ends."""
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    e = 0.0
+    t = 0
+    while adjit.checkpointed(adjit.sum(u * u) > threshold and t < 1000, snapshots=3):
+        damped(u, v, c, ndrange=u.shape)
+        e = e + adjit.sum(v) * 0.1
+        u, v = v, u
+        t += 1
+    return e + adjit.sum(u * u)
+
+
+@adjit.jit
+def until_all(u0, c: float, threshold: float):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    e = 0.0
+    t = 0
+    while adjit.sum(u * u) > threshold and t < 1000:
+        damped(u, v, c, ndrange=u.shape)
+        e = e + adjit.sum(v) * 0.1
+        u, v = v, u
+        t += 1
+    return e + adjit.sum(u * u)
+
+
+def test_a_while_loop_with_a_step_count_known_only_at_the_end():
+    u0 = np.random.default_rng(6).uniform(-1, 1, 17)
+    threshold = 0.002 * float(np.sum(u0 * u0))     # 11 steps
+    assert until(u0, 0.2, threshold) == pytest.approx(until_all(u0, 0.2, threshold), rel=1e-15)
+    g, g_all = np.zeros_like(u0), np.zeros_like(u0)
+    before = adjit.memory_stats()["checkpoint_steps_recomputed"]
+    dc = adjit.autodiff(adjit.Reverse, until, adjit.Duplicated(u0.copy(), g),
+                        adjit.Active(0.2), threshold)[1]
+    assert adjit.memory_stats()["checkpoint_steps_recomputed"] > before
+    dc_all = adjit.autodiff(adjit.Reverse, until_all, adjit.Duplicated(u0.copy(), g_all),
+                            adjit.Active(0.2), threshold)[1]
+    np.testing.assert_allclose(g, g_all, rtol=1e-13, atol=1e-14)
+    assert dc == pytest.approx(dc_all, rel=1e-13)
+    h = 1e-6
+    e = np.zeros_like(u0)
+    e[4] = h
+    fd = (until(u0 + e, 0.2, threshold) - until(u0 - e, 0.2, threshold)) / (2 * h)
+    assert g[4] == pytest.approx(fd, rel=1e-6, abs=1e-8)

@@ -33,6 +33,7 @@ from mlir.dialects import arith, func, memref, scf
 from ...core.activity import Activity, SHADOWED
 from ...dialects.adj import AdjError, CHECKPOINT_ATTR, KERNEL_ATTR
 from .activity import terminator
+from .memory import written_arrays
 from .ir_util import (alloc_like, callee, clone_op, dims, func_type, index, is_ancestor,
                       is_float, is_memref, memref_type, numel, ops, or_zero, symbol_name,
                       trip_count, walk, zero)
@@ -48,10 +49,52 @@ REVOLVE, PERIODIC = 0, 1
 
 
 # == outlining ==================================================================================
+def _parts(loop: ir.Operation) -> tuple[ir.Block, ir.Value | None, list[ir.Value],
+                                        list[ir.Value]]:
+    """(body, induction variable or None, carried block arguments, initial values) of a
+    checkpointed scf.for, or of an scf.while (its body the `after` block: the `before` one
+    only tests the condition on the values it is given, _check_before)."""
+    if loop.name == "scf.for":
+        body = loop.regions[0].blocks[0]
+        return body, body.arguments[0], list(body.arguments)[1:], list(loop.operands)[3:]
+    body = loop.regions[1].blocks[0]
+    return body, None, list(body.arguments), list(loop.operands)
+
+
+def _check_before(diff: "Host", loop: ir.Operation) -> None:
+    """A checkpointed while loop's condition block forwards its arguments as they are (what
+    the frontend makes of `while adjit.checkpointed(cond, ...)`) and writes no array but its
+    own: then a step is its body, and its condition only tells how many steps run (the
+    reverse pass does not run it again)."""
+    before = loop.regions[0].blocks[0]
+    cond = terminator(before)
+    own = loop.regions[0]
+    writes = [w for o in ops(before)[:-1] for inner in walk(o)
+              for w in written_arrays(inner, diff.callee_writes)]
+    if list(cond.operands)[1:] != list(before.arguments) or any(
+            not _inside_region(w, own) for w in writes):
+        raise AdjError(loop, "a checkpointed while loop's condition reads the values the "
+                             "loop carries and writes none (the reverse pass reruns only "
+                             "the body)")
+
+
+def _inside_region(v: ir.Value, region: ir.Region) -> bool:
+    block = v.owner if isinstance(v, ir.BlockArgument) else v.owner.operation.block
+    while block is not None:
+        if block.region == region:
+            return True
+        op = block.owner.operation if hasattr(block.owner, "operation") else block.owner
+        if op is None or op.parent is None:
+            return False
+        block = op.block
+    return False
+
+
 def outline_checkpointed_loops(diff: "Host", fn: ir.Operation) -> None:
     """Outlines the body of every checkpointed loop of `fn` not nested in another one (whose
     step, differentiated in turn, outlines it)."""
-    marked = [op for op in walk(fn) if op.name == "scf.for" and CHECKPOINT_ATTR in op.attributes]
+    marked = [op for op in walk(fn) if op.name in ("scf.for", "scf.while")
+              and CHECKPOINT_ATTR in op.attributes]
     for loop in marked:
         if any(o != loop and is_ancestor(o, loop) for o in marked):
             continue
@@ -63,8 +106,8 @@ def outline_checkpointed_loops(diff: "Host", fn: ir.Operation) -> None:
 
 
 def _outlined(diff: "Host", loop: ir.Operation) -> bool:
-    first = ops(loop.regions[0].blocks[0])[0]
-    return first.name == "func.call" and STEP_ATTR in diff.symbols[callee(first)].attributes
+    return any(o.name == "func.call" and STEP_ATTR in diff.symbols[callee(o)].attributes
+               for o in ops(_parts(loop)[0]))
 
 
 def _inside(v: ir.Value, loop: ir.Operation) -> bool:
@@ -112,8 +155,9 @@ def _may_be_new(diff: "Host", v: ir.Value, loop: ir.Operation, seen: set) -> boo
 
 
 def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
-    body = loop.regions[0].blocks[0]
-    iv, args = body.arguments[0], list(body.arguments)[1:]
+    if loop.name == "scf.while":
+        _check_before(diff, loop)
+    body, iv, args, _ = _parts(loop)
     yields = list(terminator(body).operands)
     # The values from outside the loop that the body uses: parameters of the step, but
     # constants, which it makes itself.
@@ -147,11 +191,15 @@ def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
     while diff.lookup(name) is not None:
         name += "_"
     results = [y.type for y in scalars] + [ir.IndexType.get()] * len(dynamic)
-    step = diff.new_function(name, [iv.type] + [a.type for a in args] + [v.type for v in free],
-                             results, fn, {STEP_ATTR: ir.UnitAttr.get()}, private=True)
+    # (a while loop's step takes the step number too, which it does not read)
+    step = diff.new_function(name, [ir.IndexType.get()] + [a.type for a in args] +
+                             [v.type for v in free], results, fn,
+                             {STEP_ATTR: ir.UnitAttr.get()}, private=True)
     entry = step.regions[0].blocks[0]
     params = list(entry.arguments)
-    vmap = dict(zip([iv] + args + free, params))
+    vmap = dict(zip(args + free, params[1:]))
+    if iv is not None:
+        vmap[iv] = params[0]
     with ir.InsertionPoint(entry), loop.location:
         for v in constants:
             clone_op(v.owner.operation, vmap)
@@ -176,7 +224,8 @@ def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
     for op in reversed(ops(body)):
         op.erase()
     with ir.InsertionPoint(body), loop.location:
-        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), [iv] + args + free)
+        t = iv if iv is not None else index(0)
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(name), [t] + args + free)
         outs = list(call.results)
         scalar_out, which_out = iter(outs[:n_scalars]), iter(outs[n_scalars:])
         new_yields = []
@@ -210,9 +259,8 @@ def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
     cache = ctx.__dict__.setdefault("_checkpointed", {})
     if op in cache:
         return cache[op]
-    body = op.regions[0].blocks[0]
-    call = ops(body)[0]
-    args, inits = list(body.arguments)[1:], list(op.operands)[3:]
+    body, _, args, inits = _parts(op)
+    call = [o for o in ops(body) if o.name == "func.call"][0]
     yields = list(terminator(body).operands)
     free = list(call.operands)[1 + len(args):]
     scalars = [k for k, a in enumerate(args) if not is_memref(a.type)]
@@ -257,8 +305,10 @@ def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
 
 
 def tape_types(ctx: "Shared", op: ir.Operation) -> list[ir.Type]:
-    """The tape values of a checkpointed loop: the initial contents of its state's arrays."""
-    return [b.type for b in loop_state(ctx, op).buffers]
+    """The tape values of a checkpointed loop: the initial contents of its state's arrays
+    (and for a while loop, the number of steps it ran)."""
+    count = [ir.IndexType.get()] if op.name == "scf.while" else []
+    return [b.type for b in loop_state(ctx, op).buffers] + count
 
 
 # == augmented ===================================================================================
@@ -269,7 +319,38 @@ def augmented(gen: "AugmentedGenerator", op: ir.Operation) -> None:
         copy = alloc_like(gen.vmap[b])
         memref.copy(gen.vmap[b], copy)
         gen.extra[("tape", op, k)] = copy
-    clone_op(op, gen.vmap)
+    if op.name == "scf.for":
+        clone_op(op, gen.vmap)
+    else:
+        gen.extra[("tape", op, len(loop.buffers))] = _counted_while(gen.vmap, op)
+
+
+def _counted_while(vmap: dict, op: ir.Operation) -> ir.Value:
+    """A clone of the scf.while `op` that also counts its steps; returns the count."""
+    idx = ir.IndexType.get()
+    types = [r.type for r in op.results]
+    before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    loop = scf.WhileOp(types + [idx], [vmap.get(v, v) for v in op.operands] + [index(0)])
+    new_before = loop.before.blocks.append(*types, idx)
+    new_after = loop.after.blocks.append(*types, idx)
+    for a, b in zip(before.arguments, new_before.arguments):
+        vmap[a] = b
+    with ir.InsertionPoint(new_before):
+        for o in ops(before)[:-1]:
+            clone_op(o, vmap)
+        cond = terminator(before)
+        scf.ConditionOp(vmap[cond.operands[0]], [vmap[v] for v in list(cond.operands)[1:]] +
+                        [new_before.arguments[len(types)]])
+    for a, b in zip(after.arguments, new_after.arguments):
+        vmap[a] = b
+    with ir.InsertionPoint(new_after):
+        for o in ops(after)[:-1]:
+            clone_op(o, vmap)
+        scf.YieldOp([vmap[v] for v in terminator(after).operands] +
+                    [arith.addi(new_after.arguments[len(types)], index(1))])
+    for r, v in zip(op.results, loop.results):
+        vmap[r] = v
+    return loop.results[len(types)]
 
 
 # == reverse =====================================================================================
@@ -347,8 +428,12 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
     step_fn = gen.ctx.diff.symbols[sig.fn]
     step_results = list(func_type(step_fn).results)
     n_args = len(loop.args)
-    lb, ub, st = (gen.primal(v) for v in list(op.operands)[:3])
-    n = trip_count(lb, ub, st)
+    if op.name == "scf.for":
+        lb, ub, st = (gen.primal(v) for v in list(op.operands)[:3])
+        n = trip_count(lb, ub, st)
+    else:           # a while loop: steps 0, 1, ... of the count the augmented pass kept
+        lb, st = index(0), index(1)
+        n = gen.materialize(("tape", op, len(loop.buffers)))
     free = [gen.primal(v) for v in loop.free]
     free_shadows = [gen.shadow(v) if a in SHADOWED else None
                     for v, a in zip(loop.free, sig.activity[1 + n_args:])]

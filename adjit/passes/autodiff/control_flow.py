@@ -215,6 +215,9 @@ def augmented_parallel(gen: "AugmentedGenerator", op: ir.Operation) -> None:
 
 
 def augmented_while(gen: "AugmentedGenerator", op: ir.Operation) -> None:
+    if CHECKPOINT_ATTR in op.attributes:
+        checkpointed_augmented(gen, op)
+        return
     before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
     counted = ("count", op) in gen.ctx.plan.types
     state = gen.threaded(op)
@@ -474,6 +477,9 @@ def _reverse_sequential(gen: "ReverseGenerator", op: ir.Operation) -> None:
 
 
 def reverse_while(gen: "ReverseGenerator", op: ir.Operation) -> None:
+    if CHECKPOINT_ATTR in op.attributes:
+        checkpointed_reverse(gen, op)
+        return
     before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
     b_args, a_args = list(before.arguments), list(after.arguments)
     if _threaded_positions(gen, b_args + a_args):

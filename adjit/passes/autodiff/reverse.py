@@ -234,7 +234,7 @@ class RevGen:
     def tape_types(self, op: ir.Operation) -> list[ir.Type]:
         if op.name == "func.call":
             return self.ctx.call_info(op)[1].tape
-        if op.name == "scf.for":        # a checkpointed loop's initial state
+        if op.name in ("scf.for", "scf.while"):   # a checkpointed loop's initial state
             return checkpoint_tape_types(self.ctx, op)
         return launch_signature(self.ctx, op)[1].tape
 

@@ -15,10 +15,9 @@ buffers, `jit(grad).lower(u0).compile().memory_analysis().temp_size_in_bytes`), 
 recomputation factor (steps run again / steps: adjit's from the
 memory_stats()["checkpoint_steps_recomputed"] counter, beside Revolve's optimum for k
 snapshots; JAX's is 1 by construction: the backward pass reruns each remat'd step's or
-block's forward once), with ratios to the store-all row. adjit's tape keeps the initial
-state only (a tape serves several reverse calls), so its reverse pass first runs the loop
-again from there to lay down the snapshots: its counts include that sweep (~steps), which
-Revolve's optimum "from a kept initial state" counts too.
+block's forward once), with ratios to the store-all row. adjit's augmented pass runs the
+loop as the schedule's forward sweep (keeping its snapshots on the tape), so the steps run
+again are Revolve's optimum less that sweep's steps - 1.
 
 Before anything is timed every adjit gradient is checked against the store-all one and (when
 JAX is installed) JAX's gradients against adjit's; "err" is max|g - g_store_all| /
@@ -110,9 +109,11 @@ VARIANTS = (("store-all (plain `for`)", store_all, None),
 
 
 def revolve_optimum(steps: int, snapshots: int) -> int:
-    """The fewest steps run again to reverse `steps` steps keeping at most `snapshots` states
-    (the initial one included): opt[f][n] = min_j j + opt[f-1][n-j] + opt[f][j], f states
-    beside the kept one (tests/autodiff/test_checkpoint.py's recursion, vectorised)."""
+    """The fewest steps run again after the loop's own forward run (which advances steps - 1
+    of them in the schedule's sweep) to reverse `steps` steps keeping at most `snapshots`
+    states (the initial one included): opt[f][n] = min_j j + opt[f-1][n-j] + opt[f][j], f
+    states beside the kept one (tests/autodiff/test_checkpoint.py's recursion, vectorised),
+    less steps - 1."""
     n = np.arange(steps + 1, dtype=np.int64)
     prev = np.maximum(n * (n - 1) // 2, 0)           # no state to spare: rerun from the start
     for _ in range(snapshots - 1):
@@ -121,7 +122,7 @@ def revolve_optimum(steps: int, snapshots: int) -> int:
             j = np.arange(1, m)
             cur[m] = np.min(j + prev[m - j] + cur[j])
         prev = cur
-    return int(prev[steps])
+    return int(prev[steps]) - max(steps - 1, 0)
 
 
 def adjit_gradient(f, u0, g, steps: int) -> None:

@@ -14,4 +14,4 @@ LAUNCH_SYMBOL = "__adjit_cuda_launch"
 # extension by name; a host program calls them through hooks that the runtime fills with the
 # extension's addresses.
 CHECKPOINT_SYMBOLS = ("adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to",
-                      "adj_ckpt_slot", "adj_ckpt_free")
+                      "adj_ckpt_slot", "adj_ckpt_free", "adj_ckpt_count")

@@ -56,6 +56,7 @@ HOOKS = {
     "adj_ckpt_to": ("i64", ["i64"]),
     "adj_ckpt_slot": ("i64", ["i64"]),
     "adj_ckpt_free": (None, ["i64"]),
+    "adj_ckpt_count": (None, ["i64"]),
 }
 
 

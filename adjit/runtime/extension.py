@@ -22,7 +22,7 @@ library = ctypes.CDLL(_native.__file__, mode=ctypes.RTLD_GLOBAL)
 # What compiled code calls by name.
 _RUNTIME = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free", "memrefCopy",
             "adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to", "adj_ckpt_slot",
-            "adj_ckpt_free")
+            "adj_ckpt_free", "adj_ckpt_count")
 
 
 def address(name: str) -> int:

@@ -305,24 +305,297 @@ def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
 
 
 def tape_types(ctx: "Shared", op: ir.Operation) -> list[ir.Type]:
-    """The tape values of a checkpointed loop: the initial contents of its state's arrays
-    (and for a while loop, the number of steps it ran)."""
-    count = [ir.IndexType.get()] if op.name == "scf.while" else []
-    return [b.type for b in loop_state(ctx, op).buffers] + count
+    """The tape values of a checkpointed loop (see _Tape)."""
+    loop = loop_state(ctx, op)
+    initial = [b.type for b in loop.buffers]
+    if op.name == "scf.while":       # and the number of steps it ran
+        return initial + [ir.IndexType.get()]
+    dyn = ir.ShapedType.get_dynamic_size()
+    flat = [ir.MemRefType.get([dyn], memref_type(b.type).element_type) for b in loop.buffers]
+    scalars = [loop.args[k].type for k in loop.scalars]
+    return (initial + flat + [ir.MemRefType.get([dyn], t) for t in scalars] +
+            [ir.MemRefType.get([dyn], ir.IndexType.get())] * len(loop.slots) + initial +
+            scalars + [ir.IndexType.get()] * len(loop.slots) +
+            [ir.MemRefType.get([dyn], ir.IntegerType.get_signless(64))])   # (the fresh flag)
+
+
+@dataclass
+class _Tape:
+    """A checkpointed loop's tape, in tape_types' order. Both loops: the initial state's
+    arrays. A while loop: its step count. A for loop: the forward sweep of its schedule,
+    which the augmented pass runs (the snapshots' slots, their scalars and ids, the state
+    before the last step) and a `fresh` flag, which the reverse pass clears: a first reverse
+    call takes the sweep as it is and reverses from the last state; a later one (split mode
+    may reverse a tape again) runs the sweep again from the initial state into the same
+    slots."""
+    initial: list
+    count: object = None
+    slots: list = None
+    scalar_slots: list = None
+    id_slots: list = None
+    last: list = None
+    last_scalars: list = None
+    last_ids: list = None
+    fresh: object = None
+
+    @staticmethod
+    def of(values: list, loop: "_Loop", is_while: bool) -> "_Tape":
+        it = iter(values)
+        take = lambda n: [next(it) for _ in range(n)]   # noqa: E731
+        nb, ns, na = len(loop.buffers), len(loop.scalars), len(loop.slots)
+        if is_while:
+            return _Tape(take(nb), count=next(it))
+        return _Tape(take(nb), None, take(nb), take(ns), take(na), take(nb), take(ns),
+                     take(na), next(it))
+
+    def values(self) -> list:
+        if self.count is not None:
+            return self.initial + [self.count]
+        return (self.initial + self.slots + self.scalar_slots + self.id_slots + self.last +
+                self.last_scalars + self.last_ids + [self.fresh])
+
+
+class _Machine:
+    """The code both passes run for a checkpointed loop's schedule: its context and working
+    slots, the state (carried scalars, which candidate each array slot holds, the arrays'
+    contents in `buffers`), and the actions that move it (advance, take a snapshot,
+    restore). Built from values of the function being generated."""
+
+    def __init__(self, gen, loop: "_Loop", step: str, step_results: list[ir.Type],
+                 n: ir.Value, lb: ir.Value, st: ir.Value, free: list, candidates: list,
+                 buffers: list, inits: list):
+        self.gen, self.loop, self.step, self.step_results = gen, loop, step, step_results
+        self.n, self.lb, self.st, self.free = n, lb, st, free
+        self.candidates, self.buffers, self.inits = candidates, buffers, inits
+        self.ids0 = [index(loop.candidates.index(loop.inits[k])) for k in loop.slots]
+        self.ns = len(inits)
+        self.sizes = [numel(dims(b)) for b in buffers]
+        self.flat = [_flat(b) for b in buffers]
+
+    # -- the schedule -------------------------------------------------------------------------
+    def start(self) -> tuple[ir.Value, ir.Value]:
+        """(the schedule's context, how many working slots it needs: an index)."""
+        loop, n = self.loop, self.n
+        key, value = loop.schedule
+        c = _c64
+        if key == "every":
+            kind, snaps, every = PERIODIC, c(1), c(value)
+            segments = arith.ceildivsi(_i64(n), every)
+            work = arith.addi(arith.maxsi(arith.subi(segments, c(1)), c(0)),
+                              arith.subi(every, c(1)))
+        else:
+            if key == "snapshots":
+                snaps = c(value)
+            else:   # as many states as max_bytes holds, one at least
+                state_bytes = c(8 * (len(loop.scalars) + len(loop.slots)) + 1)
+                for b, size in zip(self.buffers, self.sizes):
+                    state_bytes = arith.addi(state_bytes,
+                                             arith.muli(_i64(size), c(_bytes(b.type))))
+                snaps = arith.maxsi(arith.divsi(c(value), state_bytes), c(1))
+            kind, every = REVOLVE, c(0)
+            work = arith.subi(snaps, c(1))
+        context = _runtime(self.gen, "adj_ckpt_new", [_i64(n), snaps, c(kind), every])
+        return context, _idx(work)
+
+    def slots(self, work: ir.Value) -> tuple[list, list, list]:
+        """Working slots for `work` snapshots: arrays, scalars, ids."""
+        dyn = ir.ShapedType.get_dynamic_size()
+        arrays = [memref.alloc(ir.MemRefType.get([dyn], memref_type(b.type).element_type),
+                               [arith.muli(work, size)], [])
+                  for b, size in zip(self.buffers, self.sizes)]
+        scalars = [memref.alloc(ir.MemRefType.get([dyn], self.loop.args[k].type), [work], [])
+                   for k in self.loop.scalars]
+        ids = [memref.alloc(ir.MemRefType.get([dyn], ir.IndexType.get()), [work], [])
+               for _ in self.loop.slots]
+        return arrays, scalars, ids
+
+    def action(self, context: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(from, to, slot) of the action just taken."""
+        return (_idx(_runtime(self.gen, "adj_ckpt_from", [context])),
+                _idx(_runtime(self.gen, "adj_ckpt_to", [context])),
+                _runtime(self.gen, "adj_ckpt_slot", [context]))
+
+    # -- the state ----------------------------------------------------------------------------
+    def arrays(self, ids: list) -> list:
+        return [_pick(i, self.candidates) for i in ids]
+
+    def operands(self, t: ir.Value, scalars: list, ids: list) -> list:
+        """The step's operands for step t from this state."""
+        vals = [None] * len(self.loop.args)
+        for k, v in zip(self.loop.scalars, scalars):
+            vals[k] = v
+        for k, v in zip(self.loop.slots, self.arrays(ids)):
+            vals[k] = v
+        return [arith.addi(self.lb, arith.muli(t, self.st))] + vals + self.free
+
+    def moved(self, ids: list, out: list) -> list:
+        """The ids after a step whose results are `out`."""
+        def source(m):
+            return ids[m[1]] if m[0] == "slot" else index(m[1])
+        new = []
+        for m in self.loop.moves:
+            if m[0] == "pool":
+                entries = [(j, source(src)) for j, src in enumerate(m[2]) if src is not None]
+                v = entries[0][1]
+                for j, e in entries[1:]:
+                    v = arith.select(arith.cmpi(arith.CmpIPredicate.eq, out[m[1]], index(j)),
+                                     e, v)
+                new.append(v)
+            else:
+                new.append(source(m))
+        return new
+
+    def advance(self, lo: ir.Value, hi: ir.Value, scalars: list, ids: list,
+                again: bool = True) -> list:
+        """The state after primal steps lo .. hi - 1: scalars + ids. `again`: they run a
+        second time (counted: memory_stats' checkpoint_steps_recomputed)."""
+        if again:
+            _runtime(self.gen, "adj_ckpt_count", [_i64(arith.subi(hi, lo))])
+        run = scf.ForOp(lo, hi, index(1), scalars + ids)
+        with ir.InsertionPoint(run.body):
+            got = list(run.inner_iter_args)
+            out = list(func.CallOp(self.step_results, ir.FlatSymbolRefAttr.get(self.step),
+                                   self.operands(run.induction_variable, got[:self.ns],
+                                                 got[self.ns:])).results)
+            scf.YieldOp(out[:self.ns] + self.moved(got[self.ns:], out))
+        return list(run.results)
+
+    def save(self, slots: tuple, at: ir.Value, scalars: list, ids: list) -> None:
+        arrays, scalar_slots, id_slots = slots
+        for f, w, size in zip(self.flat, arrays, self.sizes):
+            _copy(f, index(0), w, arith.muli(at, size), size)
+        for v, m in zip(scalars + ids, scalar_slots + id_slots):
+            memref.store(v, m, [at])
+
+    def load(self, slots: tuple, at: ir.Value) -> list:
+        arrays, scalar_slots, id_slots = slots
+        for f, w, size in zip(self.flat, arrays, self.sizes):
+            _copy(w, arith.muli(at, size), f, index(0), size)
+        return [memref.load(m, [at]) for m in scalar_slots + id_slots]
+
+    def restore(self, slots: tuple, slot: ir.Value, initial: list) -> list:
+        """The state of snapshot `slot` (-1: the initial one, from `initial`'s arrays)."""
+        types = [v.type for v in self.inits + self.ids0]
+        branch = scf.IfOp(arith.cmpi(arith.CmpIPredicate.slt, slot, _c64(0)), types,
+                          has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            for src, f, size in zip(initial, self.flat, self.sizes):
+                _copy(_flat(src), index(0), f, index(0), size)
+            scf.YieldOp(self.inits + self.ids0)
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(self.load(slots, _idx(slot)))
+        return list(branch.results)
+
+    def put(self, dst: list, scalars: list, ids: list) -> None:
+        """Copies the state's arrays into `dst` (the state before the last step)."""
+        for f, b, size in zip(self.flat, dst, self.sizes):
+            _copy(f, index(0), _flat(b), index(0), size)
+
+    def take(self, src: list) -> None:
+        for f, b, size in zip(self.flat, src, self.sizes):
+            _copy(_flat(b), index(0), f, index(0), size)
+
+    def sweep(self, context: ir.Value, slots: tuple, run: ir.Value | None) -> list:
+        """The schedule's actions up to its first turn, run (if `run` is None, the loop's own
+        forward run: not counted, or true: run again) or only stepped through; returns [the
+        pending action] + the state (scalars + ids)."""
+        i64 = ir.IntegerType.get_signless(64)
+        state0 = self.inits + self.ids0
+        types = [v.type for v in state0]
+        loop = scf.WhileOp([i64] + types, state0)
+        before = loop.before.blocks.append(*types)
+        after = loop.after.blocks.append(i64, *types)
+        with ir.InsertionPoint(before):
+            act = _runtime(self.gen, "adj_ckpt_next", [context])
+            going = arith.andi(arith.cmpi(arith.CmpIPredicate.ne, act, _c64(TURN)),
+                               arith.cmpi(arith.CmpIPredicate.ne, act, _c64(DONE)))
+            scf.ConditionOp(going, [act] + list(before.arguments))
+        with ir.InsertionPoint(after):
+            act, state = after.arguments[0], list(after.arguments)[1:]
+            scalars, ids = state[:self.ns], state[self.ns:]
+
+            def execute():
+                lo, hi, slot = self.action(context)
+
+                def on_advance():
+                    return self.advance(lo, hi, scalars, ids, again=run is not None)
+
+                def on_takeshot():
+                    self.save(slots, _idx(slot), scalars, ids)
+                    return state
+                # (the sweep's only restore is of the initial state, which it starts from)
+                return _switch(act, [(ADVANCE, on_advance), (TAKESHOT, on_takeshot)], types,
+                               state)
+
+            if run is None:
+                scf.YieldOp(execute())
+            else:
+                branch = scf.IfOp(run, types, has_else=True)
+                with ir.InsertionPoint(branch.then_block):
+                    scf.YieldOp(execute())
+                with ir.InsertionPoint(branch.else_block):
+                    scf.YieldOp(state)
+                scf.YieldOp(list(branch.results))
+        return list(loop.results)
+
+
+def _c64(v: int) -> ir.Value:
+    return arith.constant(ir.IntegerType.get_signless(64), v)
 
 
 # == augmented ===================================================================================
 def augmented(gen: "AugmentedGenerator", op: ir.Operation) -> None:
-    """The initial state's arrays copied onto the tape, then the loop as it is."""
+    """The initial state's arrays copied onto the tape; then a while loop as it is, counting
+    its steps, or a for loop's schedule's forward sweep (its snapshots kept on the tape,
+    with the state before the last step), then the last step."""
     loop = loop_state(gen.ctx, op)
-    for k, b in enumerate(loop.buffers):
+    initial = []
+    for b in loop.buffers:
         copy = alloc_like(gen.vmap[b])
         memref.copy(gen.vmap[b], copy)
-        gen.extra[("tape", op, k)] = copy
-    if op.name == "scf.for":
-        clone_op(op, gen.vmap)
+        initial.append(copy)
+    if op.name == "scf.while":
+        tape = _Tape(initial, count=_counted_while(gen.vmap, op))
     else:
-        gen.extra[("tape", op, len(loop.buffers))] = _counted_while(gen.vmap, op)
+        tape = _sweep(gen, op, loop, initial)
+    for k, v in enumerate(tape.values()):
+        gen.extra[("tape", op, k)] = v
+
+
+def _sweep(gen: "AugmentedGenerator", op: ir.Operation, loop: "_Loop",
+           initial: list) -> _Tape:
+    step = callee(loop.call)
+    step_results = list(func_type(gen.ctx.diff.symbols[step]).results)
+    lb, ub, st = (gen.vmap[v] for v in list(op.operands)[:3])
+    m = _Machine(gen, loop, step, step_results, trip_count(lb, ub, st), lb, st,
+                 [gen.vmap[v] for v in loop.free], [gen.vmap[c] for c in loop.candidates],
+                 [gen.vmap[b] for b in loop.buffers],
+                 [gen.vmap[loop.inits[k]] for k in loop.scalars])
+    context, work = m.start()
+    slots = m.slots(work)
+    act, *state = m.sweep(context, slots, None)
+    scalars, ids = state[:m.ns], state[m.ns:]
+    last = [alloc_like(b) for b in m.buffers]
+    # The state before the last step is kept, then the last step runs (no turn here).
+    turn = arith.cmpi(arith.CmpIPredicate.eq, act, _c64(TURN))
+    branch = scf.IfOp(turn, [v.type for v in state], has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        m.put(last, scalars, ids)
+        _, hi, _ = m.action(context)
+        scf.YieldOp(m.advance(hi, arith.addi(hi, index(1)), scalars, ids, again=False))
+    with ir.InsertionPoint(branch.else_block):
+        scf.YieldOp(state)
+    final = list(branch.results)
+    _runtime(gen, "adj_ckpt_free", [context])
+    # (of dynamic size, as every tape array: entries take adjit arrays)
+    fresh = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                           ir.IntegerType.get_signless(64)), [index(1)], [])
+    memref.store(_c64(1), fresh, [index(0)])
+    for k, r in zip(loop.scalars, final[:m.ns]):
+        gen.vmap[op.results[k]] = r
+    for k, i in zip(loop.slots, final[m.ns:]):
+        gen.vmap[op.results[k]] = _pick(i, m.candidates)
+    return _Tape(initial, None, *slots, last, scalars, ids, fresh)
 
 
 def _counted_while(vmap: dict, op: ir.Operation) -> ir.Value:
@@ -358,7 +631,7 @@ def _runtime(gen: "ReverseGenerator", name: str, args: list[ir.Value]) -> ir.Val
     """A call of the schedule's runtime function `name` (declared once per module)."""
     diff = gen.ctx.diff
     i64 = ir.IntegerType.get_signless(64)
-    results = [] if name == "adj_ckpt_free" else [i64]
+    results = [] if name in ("adj_ckpt_free", "adj_ckpt_count") else [i64]
     if diff.lookup(name) is None:
         with ir.InsertionPoint(diff.body):
             decl = func.FuncOp(name, ir.FunctionType.get([i64] * len(args), results),
@@ -435,150 +708,88 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
     step_fn = gen.ctx.diff.symbols[sig.fn]
     step_results = list(func_type(step_fn).results)
     n_args = len(loop.args)
-    if op.name == "scf.for":
+    is_while = op.name == "scf.while"
+    tape = _Tape.of([gen.materialize(("tape", op, k))
+                     for k in range(len(tape_types(gen.ctx, op)))], loop, is_while)
+    if is_while:     # steps 0, 1, ... of the count the augmented pass kept
+        lb, st, n = index(0), index(1), tape.count
+    else:
         lb, ub, st = (gen.primal(v) for v in list(op.operands)[:3])
         n = trip_count(lb, ub, st)
-    else:           # a while loop: steps 0, 1, ... of the count the augmented pass kept
-        lb, st = index(0), index(1)
-        n = gen.materialize(("tape", op, len(loop.buffers)))
-    free = [gen.primal(v) for v in loop.free]
     free_shadows = [gen.shadow(v) if a in SHADOWED else None
                     for v, a in zip(loop.free, sig.activity[1 + n_args:])]
-    candidates = [gen.primal(c) for c in loop.candidates]
     slot_dup = [sig.activity[1 + k] in SHADOWED for k in loop.slots]
     cand_shadows = [gen.shadow(c) for c in loop.candidates] if any(slot_dup) else []
-    buffers = [gen.primal(b) for b in loop.buffers]
-    initial = [gen.materialize(("tape", op, k)) for k in range(len(loop.buffers))]
-    inits = [gen.primal(loop.inits[k]) for k in loop.scalars]
-    ids0 = [index(loop.candidates.index(loop.inits[k])) for k in loop.slots]
+    m = _Machine(gen, loop, sig.fn, step_results, n, lb, st,
+                 [gen.primal(v) for v in loop.free], [gen.primal(c) for c in loop.candidates],
+                 [gen.primal(b) for b in loop.buffers],
+                 [gen.primal(loop.inits[k]) for k in loop.scalars])
     active_free = [j for j, a in enumerate(sig.activity[1 + n_args:]) if a == Activity.ACTIVE]
     float_scalars = [k for k in loop.scalars if is_float(loop.args[k].type)]
     d0 = [or_zero(gen.get_adj(op.results[k]), loop.args[k].type) for k in float_scalars]
     free_d0 = [zero(loop.free[j].type) for j in active_free]
+    ns, na, nd = m.ns, len(loop.slots), len(d0)
 
-    # The schedule, and the working slots its snapshots go into.
-    sizes = [numel(dims(b)) for b in buffers]
-    key, value = loop.schedule
+    context, work = m.start()
+    if is_while:
+        slots = m.slots(work)
+        fresh = arith.constant(ir.IntegerType.get_signless(1), 0)
+    else:           # the augmented pass's sweep, taken once (see _Tape)
+        slots = (tape.slots, tape.scalar_slots, tape.id_slots)
+        fresh = arith.cmpi(arith.CmpIPredicate.ne, memref.load(tape.fresh, [index(0)]),
+                           _c64(0))
+        memref.store(_c64(0), tape.fresh, [index(0)])
+    # The sweep to the first turn: stepped through where the augmented pass ran it, run
+    # (from the initial state) otherwise.
+    again = arith.xori(fresh, arith.constant(fresh.type, 1))
+    start_over = scf.IfOp(again, [], has_else=False)
+    with ir.InsertionPoint(start_over.then_block):
+        m.take(tape.initial)
+        scf.YieldOp([])
+    act, *state = m.sweep(context, slots, again)
+    if not is_while:
+        branch = scf.IfOp(fresh, [v.type for v in state], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            m.take(tape.last)
+            scf.YieldOp(tape.last_scalars + tape.last_ids)
+        with ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(state)
+        state = list(branch.results)
+
+    # Then the actions from that turn on: the state is (carried scalars, ids, the carried
+    # floats' adjoints, the free Active scalars' adjoints), and the action taken next.
     i64 = ir.IntegerType.get_signless(64)
-    c = lambda v: arith.constant(i64, v)   # noqa: E731
-    if key == "every":
-        kind, snaps, every = PERIODIC, c(1), c(value)
-        segments = arith.ceildivsi(_i64(n), every)
-        work = arith.addi(arith.maxsi(arith.subi(segments, c(1)), c(0)),
-                          arith.subi(every, c(1)))
-    else:
-        if key == "snapshots":
-            snaps = c(value)
-        else:   # as many states as max_bytes holds, one at least
-            state_bytes = c(8 * (len(loop.scalars) + len(loop.slots)) + 1)
-            for b, size in zip(buffers, sizes):
-                state_bytes = arith.addi(state_bytes, arith.muli(_i64(size), c(_bytes(b.type))))
-            snaps = arith.maxsi(arith.divsi(c(value), state_bytes), c(1))
-        kind, every = REVOLVE, c(0)
-        work = arith.subi(snaps, c(1))
-    schedule = _runtime(gen, "adj_ckpt_new", [_i64(n), snaps, c(kind), every])
-    work = _idx(work)
-    slots_of = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
-                                               memref_type(b.type).element_type),
-                             [arith.muli(work, size)], []) for b, size in zip(buffers, sizes)]
-    flat = [_flat(b) for b in buffers]
-    dyn = ir.ShapedType.get_dynamic_size()
-    scalar_slots = [memref.alloc(ir.MemRefType.get([dyn], loop.args[k].type), [work], [])
-                    for k in loop.scalars]
-    id_slots = [memref.alloc(ir.MemRefType.get([dyn], ir.IndexType.get()), [work], [])
-                for _ in loop.slots]
-
-    # The loop over actions: the state is (carried scalars, which candidate each array slot
-    # holds, the carried floats' adjoints, the free Active scalars' adjoints).
-    state0 = inits + ids0 + d0 + free_d0
+    state0 = state + d0 + free_d0
     types = [v.type for v in state0]
-    ns, na, nd = len(inits), len(ids0), len(d0)
 
-    def split(state):
-        return (state[:ns], state[ns:ns + na], state[ns + na:ns + na + nd],
-                state[ns + na + nd:])
+    def split(values):
+        return (values[:ns], values[ns:ns + na], values[ns + na:ns + na + nd],
+                values[ns + na + nd:])
 
-    def arrays(ids):
-        return [_pick(i, candidates) for i in ids]
-
-    def operands(t, scalars, ids):
-        vals = [None] * n_args
-        for k, v in zip(loop.scalars, scalars):
-            vals[k] = v
-        for k, v in zip(loop.slots, arrays(ids)):
-            vals[k] = v
-        iv = arith.addi(lb, arith.muli(t, st))
-        return [iv] + vals + free
-
-    def moved(ids, out):
-        """The ids after a step whose results are `out`."""
-        def source(m):
-            return ids[m[1]] if m[0] == "slot" else index(m[1])
-        new = []
-        for m in loop.moves:
-            if m[0] == "pool":
-                entries = [(j, source(src)) for j, src in enumerate(m[2]) if src is not None]
-                v = entries[0][1]
-                for j, e in entries[1:]:
-                    v = arith.select(arith.cmpi(arith.CmpIPredicate.eq, out[m[1]], index(j)),
-                                     e, v)
-                new.append(v)
-            else:
-                new.append(source(m))
-        return new
-
-    def advanced(t, scalars, ids):
-        """One primal step from (scalars, ids): the next ones."""
-        out = list(func.CallOp(step_results, ir.FlatSymbolRefAttr.get(sig.fn),
-                               operands(t, scalars, ids)).results)
-        return out[:ns], moved(ids, out)
-
-    loop_op = scf.WhileOp([i64] + types, state0)   # (the last action, the state)
-    before = loop_op.before.blocks.append(*types)
+    loop_op = scf.WhileOp([i64] + types, [act] + state0)
+    before = loop_op.before.blocks.append(i64, *types)
     after = loop_op.after.blocks.append(i64, *types)
     with ir.InsertionPoint(before):
-        action = _runtime(gen, "adj_ckpt_next", [schedule])
-        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ne, action, c(DONE)),
-                        [action] + list(before.arguments))
+        pending = before.arguments[0]
+        scf.ConditionOp(arith.cmpi(arith.CmpIPredicate.ne, pending, _c64(DONE)),
+                        list(before.arguments))
     with ir.InsertionPoint(after):
-        action, state = after.arguments[0], list(after.arguments)[1:]
-        scalars, ids, dscal, dfree = split(state)
-        lo = _idx(_runtime(gen, "adj_ckpt_from", [schedule]))
-        hi = _idx(_runtime(gen, "adj_ckpt_to", [schedule]))
-        slot = _runtime(gen, "adj_ckpt_slot", [schedule])
+        action, values = after.arguments[0], list(after.arguments)[1:]
+        scalars, ids, dscal, dfree = split(values)
+        lo, hi, slot = m.action(context)
 
         def on_advance():
-            run = scf.ForOp(lo, hi, index(1), scalars + ids)
-            with ir.InsertionPoint(run.body):
-                got = list(run.inner_iter_args)
-                s2, i2 = advanced(run.induction_variable, got[:ns], got[ns:])
-                scf.YieldOp(s2 + i2)
-            return list(run.results) + dscal + dfree
+            return m.advance(lo, hi, scalars, ids) + dscal + dfree
 
         def on_takeshot():
-            at = _idx(slot)
-            for f, w, size in zip(flat, slots_of, sizes):
-                _copy(f, index(0), w, arith.muli(at, size), size)
-            for v, m in zip(scalars + ids, scalar_slots + id_slots):
-                memref.store(v, m, [at])
-            return state
+            m.save(slots, _idx(slot), scalars, ids)
+            return values
 
         def on_restore():
-            at = _idx(slot)
-            initial_case = arith.cmpi(arith.CmpIPredicate.slt, slot, c(0))
-            branch = scf.IfOp(initial_case, types[:ns + na], has_else=True)
-            with ir.InsertionPoint(branch.then_block):
-                for src, f, size in zip(initial, flat, sizes):
-                    _copy(_flat(src), index(0), f, index(0), size)
-                scf.YieldOp(inits + ids0)
-            with ir.InsertionPoint(branch.else_block):
-                for f, w, size in zip(flat, slots_of, sizes):
-                    _copy(w, arith.muli(at, size), f, index(0), size)
-                scf.YieldOp([memref.load(m, [at]) for m in scalar_slots + id_slots])
-            return list(branch.results) + dscal + dfree
+            return m.restore(slots, slot, tape.initial) + dscal + dfree
 
         def on_turn():
-            vals = operands(hi, scalars, ids)
+            vals = m.operands(hi, scalars, ids)
             shadows = [None] * len(vals)
             for k, dup in zip(loop.slots, slot_dup):
                 if dup:
@@ -589,7 +800,7 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
             aug = func.CallOp(list(func_type(gen.ctx.diff.symbols[d.aug]).results),
                               ir.FlatSymbolRefAttr.get(d.aug), flat_args)
             n_primal = len(step_results) if sig.with_primal else 0
-            tape = list(aug.results)[n_primal:]
+            step_tape = list(aug.results)[n_primal:]
             by_result = {}
             for pos, k in enumerate(loop.scalars):
                 if k in float_scalars:
@@ -598,7 +809,7 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
                     if is_float(t)] if sig.ret_activity == Activity.ACTIVE else []
             grads = iter(func.CallOp(adjoint_types(func_type(step_fn), sig),
                                      ir.FlatSymbolRefAttr.get(d.rev),
-                                     flat_args + dret + tape).results)
+                                     flat_args + dret + step_tape).results)
             new_d = [zero(loop.args[k].type) for k in float_scalars]
             new_free = list(dfree)
             for pos, a in enumerate(sig.activity):
@@ -615,10 +826,11 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
 
         cases = [(ADVANCE, on_advance), (TAKESHOT, on_takeshot), (RESTORE, on_restore),
                  (TURN, on_turn)]
-        scf.YieldOp(_switch(action, cases, types, state))
+        done = _switch(action, cases, types, values)
+        scf.YieldOp([_runtime(gen, "adj_ckpt_next", [context])] + done)
     result = list(loop_op.results)[1:]
     _, _, dscal, dfree = split(result)
-    _runtime(gen, "adj_ckpt_free", [schedule])
+    _runtime(gen, "adj_ckpt_free", [context])
     for k, dk in zip(float_scalars, dscal):
         gen.add_adj(loop.inits[k], dk)
     for j, dj in zip(active_free, dfree):

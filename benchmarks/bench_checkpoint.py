@@ -280,9 +280,9 @@ def main(steps: int = STEPS, grid: int = GRID, repeat: int = REPEAT) -> None:
     print("JAX's temp size is XLA's buffer assignment (compiled.memory_analysis()), adjit's "
           "the allocator's measured peak: both above the argument and the result. "
           "jax.checkpoint of one step in a fori_loop still keeps every step's carry (the "
-          "loop's residuals): it drops the step's intermediates only. adjit's steps rerun "
-          "include a sweep from the initial state (the only one its tape keeps) that lays "
-          "down the snapshots: ~steps of the count (every=32: ~1 sweep + 1 rerun per step).")
+          "loop's residuals): it drops the step's intermediates only. adjit's forward run is "
+          "the schedule's sweep (it keeps the snapshots), so its steps rerun are Revolve's "
+          "optimum less that sweep (every=32: each step about once more).")
 
 
 if __name__ == "__main__":

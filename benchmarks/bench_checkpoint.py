@@ -47,28 +47,10 @@ JAX_TOL = 1e-3      # JAX (other rounding: XLA fuses and reorders): max|g - g_re
 MiB = 2.0 ** 20
 
 
-# ---- adjit: the user's code (as tests/autodiff/test_checkpoint.py) -----------------------------
-
-@adjit.kernel
-def reaction_diffusion_step(u, v):
-    i, j = adjit.index_nd()
-    n, m = u.shape[0], u.shape[1]
-    if 0 < i < n - 1 and 0 < j < m - 1:
-        c = u[i, j]
-        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * c
-        v[i, j] = c + 0.1 * lap + 0.05 * c * (1.0 - c)
-    else:
-        v[i, j] = u[i, j]
-
-
-@adjit.jit
-def store_all(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in range(steps):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
+# ---- adjit: the user's code -------------------------------------------------------------------
+# G2b's kernel and its store-all loss are bench_grad_workloads.py's (`reaction_diffusion`).
+from bench_grad_workloads import reaction_diffusion as store_all  # noqa: E402
+from bench_grad_workloads import reaction_diffusion_step  # noqa: E402
 
 
 @adjit.jit
@@ -95,7 +77,7 @@ def revolve_32(u0, steps: int):
 def periodic_32(u0, steps: int):
     u = u0.copy()
     v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), every=32):
+    for _ in adjit.checkpointed(range(steps), every=BLOCK):
         reaction_diffusion_step(u, v, ndrange=u.shape)
         u, v = v, u
     return adjit.sum(u * u)

@@ -23,8 +23,8 @@ from mlir.dialects import arith, func, math, memref, scf
 from ...core.activity import Activity
 from ...core.derivative_abi import Mode
 from ...dialects.adj import AdjError, FIXED_POINT_ATTR
-from .ir_util import (alloc_like, dims, fill_zero, for_each_index, func_type, index, is_float,
-                      memref_type, symbol_name, symbol_ref, zero, zeroed_like)
+from .ir_util import (alloc_like, dims, fill_zero, flat_view, for_each_index, func_type, index,
+                      is_float, memref_type, symbol_name, symbol_ref, zero, zeroed_like)
 from .signature import Derivative, Signature, abi, adjoint_types
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ def _max_abs_difference(a: ir.Value, b: ir.Value) -> ir.Value:
     sizes = dims(a)
     for s in sizes:
         n = arith.muli(n, s)
-    flat_a, flat_b = _flat(a), _flat(b)
+    flat_a, flat_b = flat_view(a), flat_view(b)
     loop = scf.ForOp(index(0), n, index(1), [zero(elem)])
     with ir.InsertionPoint(loop.body):
         i = loop.induction_variable
@@ -196,11 +196,3 @@ def _max_abs_difference(a: ir.Value, b: ir.Value) -> ir.Value:
         # NaN-propagating: a NaN change never counts as converged
         scf.YieldOp([arith.maximumf(loop.inner_iter_args[0], d)])
     return loop.results[0]
-
-
-def _flat(m: ir.Value) -> ir.Value:
-    t = memref_type(m.type)
-    if t.rank == 1:
-        return m
-    return memref.collapse_shape(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
-                                                   t.element_type), m, [list(range(t.rank))])

@@ -165,6 +165,15 @@ def dims(m: ir.Value) -> list[ir.Value]:
     return [memref.dim(m, index(d)) for d in range(memref_type(m.type).rank)]
 
 
+def flat_view(m: ir.Value) -> ir.Value:
+    """A contiguous array as 1-D (itself if it is)."""
+    t = memref_type(m.type)
+    if t.rank == 1:
+        return m
+    return memref.collapse_shape(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
+                                                   t.element_type), m, [list(range(t.rank))])
+
+
 def numel(sizes: Sequence[ir.Value]) -> ir.Value:
     n = index(1)
     for s in sizes:

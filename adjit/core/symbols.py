@@ -9,6 +9,13 @@ HOOK_PREFIX = "__adjit_hook_"
 ALLOC_SYMBOL = "_mlir_memref_to_llvm_alloc"
 FREE_SYMBOL = "_mlir_memref_to_llvm_free"
 LAUNCH_SYMBOL = "__adjit_cuda_launch"
+# A copy of `bytes` contiguous bytes, (dst, src, bytes) as i64: each memref.copy of host code
+# (cuMemcpy: device to device, or to and from host memory).
+COPY_SYMBOL = "__adjit_cuda_copy"
+# `bytes` of host memory (pinned) for an allocation marked HOST_MEMORY_ATTR (the working
+# snapshots of a checkpointed loop with spill=True); FREE_SYMBOL frees it too.
+HOST_ALLOC_SYMBOL = "__adjit_host_alloc"
+HOST_MEMORY_ATTR = "adj.host_memory"
 # The checkpointing schedule (runtime/native/checkpoint.cpp) that the reverse pass of a
 # checkpointed loop calls (passes/autodiff/checkpoint.py): CPU code finds these in the native
 # extension by name; a host program calls them through hooks that the runtime fills with the

@@ -7,6 +7,11 @@ pass outlines and reverses by the schedule (passes/autodiff/checkpoint.py).
     for t in adjit.checkpointed(range(steps), every=32):        # a state every 32 steps
     for t in adjit.checkpointed(range(steps), max_bytes=1 << 28)  # as many as fit
     while adjit.checkpointed(t < t_end, snapshots=8):           # steps not known ahead
+    for t in adjit.checkpointed(range(steps), snapshots=8, spill=True)  # (device="cuda")
+
+`spill=True` (a constant) keeps the working snapshots of a `device="cuda"` derivative in
+host memory (pinned) instead of device memory; the schedule and the results are the same,
+and on the CPU it changes nothing.
 
 Outside compiled code it is the range (or the condition) itself, so that the function runs
 in Python too. A while loop's step count is known once it ran: the reverse pass reverses
@@ -25,10 +30,12 @@ SCHEDULES = ("snapshots", "every", "max_bytes")
 class Checkpointed:
     """What `adjit.checkpointed(range(...) or a condition, ...)` is in compiled code: the
     range (a RangeValue) or the while loop's condition (a scalar), and its schedule (one of
-    SCHEDULES, a positive constant)."""
+    SCHEDULES, a positive constant), and whether its working snapshots are spilled to host
+    memory (`spill=`: a device="cuda" derivative's; adj.checkpoint's `spill` key)."""
     range: object
     schedule: str
     value: int
+    spill: bool = False
 
 
 def _schedule(snapshots, every, max_bytes) -> tuple[str, int]:
@@ -46,26 +53,36 @@ def _schedule(snapshots, every, max_bytes) -> tuple[str, int]:
 
 
 def checkpointed(iterable, snapshots: int | None = None, every: int | None = None,
-                 max_bytes: int | None = None):
+                 max_bytes: int | None = None, spill: bool = False):
     """A `range` (or a while loop's condition) whose loop, in an @adjit.jit function, is
     reversed by checkpointing: the
     reverse pass keeps at most `snapshots` states of what the loop carries and writes
     (Revolve's binomial schedule: the fewest steps run again for that many), or one every
     `every` steps (and each segment's states while it is reversed), or as many as
-    `max_bytes` holds. From Python: `iterable` itself."""
+    `max_bytes` holds. `spill=True`: with device="cuda", the working snapshots live in
+    host memory rather than device memory (copied device<->host; the same schedule and
+    results). From Python: `iterable` itself (`spill` ignored)."""
     try:
         _schedule(snapshots, every, max_bytes)
+        _spill(spill)
     except UserError as e:
         raise ValueError(str(e)) from None
     return iterable
+
+
+def _spill(value) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"adjit.checkpointed: spill= must be True or False (a constant), got "
+                        f"{value!r}")
+    return value
 
 
 def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
     from .values import Literal, RangeValue, Scalar
     if len(args) != 1 or not isinstance(args[0], (RangeValue, Scalar, Literal)):
         raise UserError("adjit.checkpointed takes a range(...), or a while loop's condition "
-                        "(and snapshots=, every= or max_bytes=)")
-    unknown = set(kwargs) - set(SCHEDULES)
+                        "(and snapshots=, every= or max_bytes=, and spill=)")
+    unknown = set(kwargs) - set(SCHEDULES) - {"spill"}
     if unknown:
         raise UserError(f"adjit.checkpointed has no argument {sorted(unknown)[0]!r}")
     values = {}
@@ -75,7 +92,7 @@ def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
                             "compiling)")
         values[k] = v.value
     name, value = _schedule(**{k: values.get(k) for k in SCHEDULES})
-    return Checkpointed(args[0], name, value)
+    return Checkpointed(args[0], name, value, _spill(values.get("spill", False)))
 
 
 checkpointed._adjit_compile_call = _compile_call

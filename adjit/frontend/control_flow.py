@@ -567,7 +567,10 @@ class ControlFlow:
 
 
 def _mark(loop, checkpoint: Checkpointed) -> None:
-    """Marks an scf.for or scf.while as checkpointed with its schedule (adj.checkpoint)."""
-    loop.operation.attributes[adj.CHECKPOINT_ATTR] = ir.DictAttr.get({
-        checkpoint.schedule: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                                checkpoint.value)})
+    """Marks an scf.for or scf.while as checkpointed with its schedule (adj.checkpoint), and
+    `spill = true` where its snapshots are spilled to host memory."""
+    entries = {checkpoint.schedule: ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                       checkpoint.value)}
+    if checkpoint.spill:
+        entries["spill"] = ir.BoolAttr.get(True)
+    loop.operation.attributes[adj.CHECKPOINT_ATTR] = ir.DictAttr.get(entries)

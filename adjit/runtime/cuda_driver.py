@@ -3,6 +3,7 @@ accounting: what device arrays (device_array.py) and launches (cuda.py) both sta
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,9 @@ class _Accounting:
 
 
 accounting = _Accounting()
+# Host memory (alloc_host: a checkpointed loop's spilled snapshots), counted apart: it is no
+# GPU memory.
+host_accounting = _Accounting()
 
 
 def alloc(nbytes: int) -> int:
@@ -135,8 +139,50 @@ def alloc_managed(nbytes: int) -> int:
     return int(ptr)
 
 
+def alloc_host(nbytes: int) -> int:
+    """`nbytes` of page-locked host memory (at least one byte; cuMemAllocHost), which the
+    GPU reaches at full speed and copies (cuMemcpy) move to and from device memory; plain
+    malloc where the driver API has no cuMemAllocHost. `free` frees it."""
+    api = driver().api
+    n = max(int(nbytes), 1)
+    if hasattr(api, "cuMemAllocHost"):
+        err, ptr = api.cuMemAllocHost(n)
+        check(err, f"allocating {nbytes} bytes of pinned host memory")
+        ptr, pinned = int(ptr), True
+    else:
+        ptr, pinned = _libc().malloc(n), False
+        if not ptr:
+            raise MemoryError(f"allocating {nbytes} bytes of host memory")
+    with _host_lock:
+        _host[ptr] = pinned
+    host_accounting.add(ptr, int(nbytes))
+    return ptr
+
+
+_host: dict[int, bool] = {}       # address -> pinned (cuMemAllocHost) or malloc'd
+_host_lock = threading.Lock()
+
+
+@functools.cache
+def _libc() -> Any:
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+    return libc
+
+
 def free(ptr: int) -> None:
-    """Frees memory that alloc or alloc_managed gave."""
+    """Frees memory that alloc, alloc_managed or alloc_host gave."""
+    with _host_lock:
+        pinned = _host.pop(ptr, None)
+    if pinned is not None:
+        host_accounting.remove(ptr)
+        if pinned:
+            (err,) = driver().api.cuMemFreeHost(ptr)
+            check(err, "cuMemFreeHost")
+        else:
+            _libc().free(ptr)
+        return
     accounting.remove(ptr)
     (err,) = driver().api.cuMemFree(ptr)
     check(err, "cuMemFree")
@@ -146,4 +192,13 @@ def copy(dst: int, src: int, nbytes: int) -> None:
     """Copies `nbytes` between any two addresses the driver knows (unified addressing)."""
     if nbytes:
         (err,) = driver().api.cuMemcpy(dst, src, nbytes)
+        check(err, "cuMemcpy")
+
+
+def copy_and_wait(dst: int, src: int, nbytes: int) -> None:
+    """`copy`, then waits for it: a device-to-device cuMemcpy may return before it is done
+    (it is ordered with the launches of the default stream, not with the CPU)."""
+    if nbytes:
+        copy(dst, src, nbytes)
+        (err,) = driver().api.cuStreamSynchronize(0)
         check(err, "cuMemcpy")

@@ -9,10 +9,15 @@ The shared object calls the runtime through function pointers that `LoadedProgra
   GPU, and the driver moves pages where they are used;
 - a launch hands the kernel's packed parameter words to cuLaunchKernel as they are
   (runtime/cuda.py: launch_words), then synchronizes, as every launch does;
+- a copy (each contiguous memref.copy of the host code: a checkpointed loop's snapshots and
+  restores, passes/lower_cuda_host.py) is a cuMemcpy, then a wait for it: on the device,
+  where a CPU copy would migrate the managed pages to the host and back;
+- an allocation in host memory (the working snapshots of a checkpointed loop with
+  `spill=True`) is pinned host memory (cuda_driver.alloc_host), which the free hook frees
+  like the rest;
 - the checkpointing schedule of a checkpointed loop's reverse pass (`adj_ckpt_*`,
   CHECKPOINT_SYMBOLS) is the native extension's (runtime/native/checkpoint.cpp), called
-  directly, not through Python. The snapshots and restores it asks for are host loops over
-  managed memory (passes/lower_cuda_host.py).
+  directly, not through Python.
 
 Array arguments are copied into managed memory before the call and back afterwards (NumPy
 arrays by the CPU, GPU arrays by the driver): the host code may touch any of them, which
@@ -38,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.symbols import (ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, FREE_SYMBOL, HOOK_PREFIX,
-                            LAUNCH_SYMBOL)
+from ..core.symbols import (ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, COPY_SYMBOL, FREE_SYMBOL,
+                            HOOK_PREFIX, HOST_ALLOC_SYMBOL, LAUNCH_SYMBOL)
 from ..core.types import ArrayType, parse_type
 from . import cuda, cuda_driver
 from .abi import check_error, make_caller
@@ -54,6 +59,7 @@ FORMAT_VERSION = 3
 _ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
 _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _LAUNCH = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 5)
+_COPY = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 3)
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,8 @@ class LoadedProgram:
         self._local = threading.local()
         # Kept alive as long as the library: compiled code holds their addresses.
         self._callbacks = {ALLOC_SYMBOL: _ALLOC(self._alloc), FREE_SYMBOL: _FREE(self._free),
-                           LAUNCH_SYMBOL: _LAUNCH(self._launch)}
+                           LAUNCH_SYMBOL: _LAUNCH(self._launch), COPY_SYMBOL: _COPY(self._copy),
+                           HOST_ALLOC_SYMBOL: _ALLOC(self._alloc_host)}
         for hook in program.hooks:
             slot = ctypes.c_void_p.in_dll(self._library, hook)
             slot.value = self._hook_address(hook.removeprefix(HOOK_PREFIX))
@@ -223,6 +230,13 @@ class LoadedProgram:
             self._pending().append(e)
             return 0
 
+    def _alloc_host(self, nbytes: int) -> int:
+        try:
+            return cuda_driver.alloc_host(nbytes)
+        except BaseException as e:     # noqa: BLE001
+            self._pending().append(e)
+            return 0
+
     def _free(self, ptr: int | None) -> None:
         if ptr:
             try:
@@ -238,6 +252,15 @@ class LoadedProgram:
             return
         try:
             cuda.launch_words(self.program.kernels[slot], words, nwords, items, block)
+        except BaseException as e:     # noqa: BLE001
+            self._pending().append(e)
+
+    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+        # After a failed call (a NULL allocation among them), nothing more is copied.
+        if self._pending():
+            return
+        try:
+            cuda_driver.copy_and_wait(dst, src, nbytes)
         except BaseException as e:     # noqa: BLE001
             self._pending().append(e)
 

@@ -423,3 +423,57 @@ def test_a_while_loop_with_a_step_count_known_only_at_the_end():
     e[4] = h
     fd = (until(u0 + e, 0.2, threshold) - until(u0 - e, 0.2, threshold)) / (2 * h)
     assert g[4] == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
+@adjit.jit
+def revolve_2_spilled(u0, steps: int):
+    u = u0.copy()
+    v = adjit.empty_like(u)
+    for _ in adjit.checkpointed(range(steps), snapshots=2, spill=True):
+        reaction_diffusion_step(u, v, ndrange=u.shape)
+        u, v = v, u
+    return adjit.sum(u * u)
+
+
+def test_spill_changes_nothing_on_the_cpu(g2b):
+    """spill=True (working snapshots in host memory for device="cuda") is recorded on the
+    loop and changes nothing on the CPU: the same gradient, bit for bit, and the same steps
+    run again."""
+    u0, expected = g2b
+    before = adjit.memory_stats()["checkpoint_steps_recomputed"]
+    plain = gradient(revolve_2, u0, 50)
+    again_plain = adjit.memory_stats()["checkpoint_steps_recomputed"] - before
+    before = adjit.memory_stats()["checkpoint_steps_recomputed"]
+    spilled = gradient(revolve_2_spilled, u0, 50)
+    again_spilled = adjit.memory_stats()["checkpoint_steps_recomputed"] - before
+    np.testing.assert_array_equal(spilled, plain)
+    np.testing.assert_allclose(spilled, expected, rtol=1e-5, atol=1e-6)
+    assert again_spilled == again_plain == rerun(50, 2)
+    assert revolve_2_spilled(u0, 3) == revolve_2(u0, 3)
+    assert list(adjit.checkpointed(range(3), snapshots=2, spill=True)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ("snapshots=2, spill=1", "spill= must be True or False"),
+    ("every=2, spill=n", "spill= must be a constant"),
+])
+def test_bad_spill(tmp_path, kwargs, message):
+    source = tmp_path / "bad_spill.py"
+    source.write_text(f"""import adjit
+
+
+@adjit.jit
+def f(x, n: int):
+    s = 0.0
+    for t in adjit.checkpointed(range(n), {kwargs}):
+        s += x[0]
+    return s
+""")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bad_spill", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(adjit.CompilationError, match=message):
+        module.f(np.ones(3), 4)
+    with pytest.raises(ValueError, match="spill= must be True or False"):
+        adjit.checkpointed(range(3), snapshots=2, spill="yes")

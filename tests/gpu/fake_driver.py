@@ -17,7 +17,9 @@ class FakeDriverAPI:
 
     def __init__(self, kernels):
         self.kernels = kernels          # entry name -> fn(api, params: list[int], grid, block)
-        self.buffers: dict[int, np.ndarray] = {}
+        self.buffers: dict[int, np.ndarray] = {}      # device and managed memory
+        self.host: dict[int, np.ndarray] = {}         # pinned host memory
+        self.copies: list[tuple[int, int, int]] = []
         self.launches: list[tuple] = []
         self.loaded = 0
 
@@ -34,7 +36,21 @@ class FakeDriverAPI:
         self.managed = getattr(self, "managed", 0) + 1
         return self.cuMemAlloc(n)
 
+    def cuMemAllocHost(self, n):
+        """Pinned host memory: a buffer of its own (`host`), counted in `host_allocs`."""
+        buf = np.zeros(n, np.uint8)
+        self.host[buf.ctypes.data] = buf
+        self.host_allocs = getattr(self, "host_allocs", 0) + 1
+        return 0, buf.ctypes.data
+
+    def cuMemFreeHost(self, ptr):
+        self.host.pop(int(ptr))
+        return (0,)
+
     def cuMemcpy(self, dst, src, n):
+        """Any memory to any (unified addressing): a memmove, recorded in `copies` as
+        (dst, src, bytes)."""
+        self.copies.append((int(dst), int(src), int(n)))
         ctypes.memmove(dst, src, n)
         return (0,)
 

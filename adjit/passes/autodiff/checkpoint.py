@@ -16,7 +16,8 @@ Augmented: the loop as it is (the primal step, no tape), after copying the state
 
 Reverse: a loop over the actions of a schedule (runtime/native/checkpoint.cpp, called by
 name: `adj_ckpt_*`): advance (primal steps), take a snapshot (into working slots, allocated
-here, freed by buffer deallocation after the loop), restore (from a slot or the tape's initial state) and turn (the
+here, freed by buffer deallocation after the loop; with `spill=True`, marked
+HOST_MEMORY_ATTR: host memory in a GPU host program), restore (from a slot or the tape's initial state) and turn (the
 step's augmented function, then its reverse one, on the current state: the adjoints of the
 carried scalars and of the free Active scalars flow through it, the arrays' adjoints go into
 their shadows). The tape is only read, so a tape serves several reverse calls.
@@ -31,6 +32,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ...core.activity import Activity, SHADOWED
+from ...core.symbols import HOST_MEMORY_ATTR
 from ...dialects.adj import AdjError, CHECKPOINT_ATTR, KERNEL_ATTR
 from .activity import terminator
 from .memory import written_arrays
@@ -252,6 +254,7 @@ class _Loop:
     moves: list[tuple]                 # per array slot: what it holds next (loop_state)
     buffers: list[ir.Value]            # the arrays whose contents a state holds
     schedule: tuple[str, int]
+    spill: bool = False                # working slots in host memory (HOST_MEMORY_ATTR)
 
 
 def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
@@ -296,10 +299,12 @@ def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
         if is_memref(v.type) and v not in buffers and (
                 1 + len(args) + j in written or ctx.writes.written_after(op, v)):
             buffers.append(v)
+    # {snapshots | every | max_bytes = n} and, where snapshots are spilled, spill = true
     attr = ir.DictAttr(op.attributes[CHECKPOINT_ATTR])
     key = next(k for k in ("snapshots", "every", "max_bytes") if k in attr)
+    spill = "spill" in attr and ir.BoolAttr(attr["spill"]).value
     state = _Loop(op, call, args, inits, free, scalars, slots, candidates, moves, buffers,
-                  (key, ir.IntegerAttr(attr[key]).value))
+                  (key, ir.IntegerAttr(attr[key]).value), spill)
     cache[op] = state
     return state
 
@@ -398,15 +403,22 @@ class _Machine:
         return context, _idx(work)
 
     def slots(self, work: ir.Value) -> tuple[list, list, list]:
-        """Working slots for `work` snapshots: arrays, scalars, ids."""
+        """Working slots for `work` snapshots: arrays, scalars, ids. A spilling loop's are
+        marked HOST_MEMORY_ATTR: a GPU host program allocates them in host memory
+        (lower_cuda_host.py), so that its snapshots and restores copy device<->host; the CPU
+        ignores the mark."""
         dyn = ir.ShapedType.get_dynamic_size()
-        arrays = [memref.alloc(ir.MemRefType.get([dyn], memref_type(b.type).element_type),
-                               [arith.muli(work, size)], [])
+
+        def alloc(t: ir.Type, n: ir.Value) -> ir.Value:
+            m = memref.alloc(ir.MemRefType.get([dyn], t), [n], [])
+            if self.loop.spill:
+                m.owner.attributes[HOST_MEMORY_ATTR] = ir.UnitAttr.get()
+            return m
+
+        arrays = [alloc(memref_type(b.type).element_type, arith.muli(work, size))
                   for b, size in zip(self.buffers, self.sizes)]
-        scalars = [memref.alloc(ir.MemRefType.get([dyn], self.loop.args[k].type), [work], [])
-                   for k in self.loop.scalars]
-        ids = [memref.alloc(ir.MemRefType.get([dyn], ir.IndexType.get()), [work], [])
-               for _ in self.loop.slots]
+        scalars = [alloc(self.loop.args[k].type, work) for k in self.loop.scalars]
+        ids = [alloc(ir.IndexType.get(), work) for _ in self.loop.slots]
         return arrays, scalars, ids
 
     def action(self, context: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:

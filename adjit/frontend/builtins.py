@@ -67,5 +67,7 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      *[(n, getattr(np, _NUMPY_BINARY.get(n, n))) for n in BINARY_MATH],
                      *[(n, None) for n in KERNEL_ONLY],
                      *[(n, getattr(np, n)) for n in ARRAY_FUNCTIONS],
-                     ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min"))]:
+                     ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min")),
+                     ("degrees", np.degrees), ("radians", np.radians),
+                     ("stop_gradient", lambda x: x)]:
     namespace[_name] = Builtin(_name, _impl)

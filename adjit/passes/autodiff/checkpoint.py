@@ -36,9 +36,9 @@ from ...core.symbols import HOST_MEMORY_ATTR
 from ...dialects.adj import AdjError, CHECKPOINT_ATTR, KERNEL_ATTR
 from .activity import terminator
 from .memory import written_arrays
-from .ir_util import (alloc_like, callee, clone_op, dims, func_type, index, is_ancestor,
-                      is_float, is_memref, memref_type, numel, ops, or_zero, symbol_name,
-                      trip_count, walk, zero)
+from .ir_util import (alloc_like, callee, clone_op, dims, flat_view, func_type, index,
+                      is_ancestor, is_float, is_memref, memref_type, numel, ops, or_zero,
+                      symbol_name, trip_count, walk, zero)
 from .signature import abi, adjoint_types
 
 if TYPE_CHECKING:
@@ -375,7 +375,7 @@ class _Machine:
         self.ids0 = [index(loop.candidates.index(loop.inits[k])) for k in loop.slots]
         self.ns = len(inits)
         self.sizes = [numel(dims(b)) for b in buffers]
-        self.flat = [_flat(b) for b in buffers]
+        self.flat = [flat_view(b) for b in buffers]
 
     # -- the schedule -------------------------------------------------------------------------
     def start(self) -> tuple[ir.Value, ir.Value]:
@@ -492,7 +492,7 @@ class _Machine:
                           has_else=True)
         with ir.InsertionPoint(branch.then_block):
             for src, f, size in zip(initial, self.flat, self.sizes):
-                _copy(_flat(src), index(0), f, index(0), size)
+                _copy(flat_view(src), index(0), f, index(0), size)
             scf.YieldOp(self.inits + self.ids0)
         with ir.InsertionPoint(branch.else_block):
             scf.YieldOp(self.load(slots, _idx(slot)))
@@ -501,11 +501,11 @@ class _Machine:
     def put(self, dst: list, scalars: list, ids: list) -> None:
         """Copies the state's arrays into `dst` (the state before the last step)."""
         for f, b, size in zip(self.flat, dst, self.sizes):
-            _copy(f, index(0), _flat(b), index(0), size)
+            _copy(f, index(0), flat_view(b), index(0), size)
 
     def take(self, src: list) -> None:
         for f, b, size in zip(self.flat, src, self.sizes):
-            _copy(_flat(b), index(0), f, index(0), size)
+            _copy(flat_view(b), index(0), f, index(0), size)
 
     def sweep(self, context: ir.Value, slots: tuple, run: ir.Value | None) -> list:
         """The schedule's actions up to its first turn, run (if `run` is None, the loop's own
@@ -659,14 +659,6 @@ def _i64(v: ir.Value) -> ir.Value:
 
 def _idx(v: ir.Value) -> ir.Value:
     return arith.index_cast(ir.IndexType.get(), v)
-
-
-def _flat(m: ir.Value) -> ir.Value:
-    t = memref_type(m.type)
-    if t.rank == 1:
-        return m
-    return memref.collapse_shape(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()],
-                                                   t.element_type), m, [list(range(t.rank))])
 
 
 def _copy(src: ir.Value, src_at: ir.Value, dst: ir.Value, dst_at: ir.Value,

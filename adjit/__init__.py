@@ -19,6 +19,7 @@ from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad
 from .frontend import rules
 from .frontend.checkpointing import checkpointed
 from .frontend.fixed_point import fixed_point
+from .frontend.stop_gradient import stop_gradient
 from .frontend.calls import ROUTES as _ROUTES
 from .frontend.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
@@ -66,4 +67,4 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
            "jvp", "value_and_grad",
-           "vjp", "rules", "checkpointed", "fixed_point", "DeviceArray", "to_device", *sorted(_ns)]
+           "vjp", "rules", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray", "to_device", *sorted(_ns)]

@@ -81,17 +81,6 @@ _math("radians", lambda a: S.binary("*", S.to_float(a), Literal(1.0 / _DEGREES))
       ["radians"])
 
 
-def _stop_gradient(gen, args, kwargs):
-    """adjit.stop_gradient(x): x with no derivative (stop_gradient.py), element-wise."""
-    from .stop_gradient import no_derivative
-    _expect(args, 1, "stop_gradient", kwargs)
-    return lift(lambda a: no_derivative._adjit_compile_call(gen, [S.as_scalar(a)], {}),
-                list(args))
-
-
-_register([namespace["stop_gradient"]], _stop_gradient)
-
-
 def _math_hypot(gen, args, kwargs):
     """math.hypot(*coordinates): the Euclidean norm, one scaled pair at a time (so it cannot
     overflow either); hypot(x) is |x| as a float, hypot() is 0.0."""

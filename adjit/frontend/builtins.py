@@ -68,6 +68,5 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      *[(n, None) for n in KERNEL_ONLY],
                      *[(n, getattr(np, n)) for n in ARRAY_FUNCTIONS],
                      ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min")),
-                     ("degrees", np.degrees), ("radians", np.radians),
-                     ("stop_gradient", lambda x: x)]:
+                     ("degrees", np.degrees), ("radians", np.radians)]:
     namespace[_name] = Builtin(_name, _impl)

@@ -2,7 +2,7 @@
 `lax.stop_gradient`, Taichi's `stop_grad`, Enzyme's `__enzyme_ignore_derivatives`): a call
 of an identity device function whose custom rules give a zero tangent (forward, every lane
 of a batched one) and no adjoint (reverse), so every mode and the GPU treat it alike, and
-the primal code inlines it away. Of an array, element-wise (builtin_calls.py).
+the primal code inlines it away. Of an array, element-wise.
 """
 from __future__ import annotations
 
@@ -32,3 +32,21 @@ def _adjoint(config, dret, tape, x):
     if x.is_const:
         return None
     return 0.0
+
+
+def stop_gradient(x):
+    """x, through which no derivative flows (in compiled code; from Python, x itself)."""
+    return x
+
+
+def _compile_call(gen, args: list, kwargs: dict):
+    from ..core.errors import UserError
+    from . import scalar_ops as S
+    from .builtin_calls import lift
+    if kwargs or len(args) != 1:
+        raise UserError("stop_gradient(x) takes one argument")
+    return lift(lambda a: no_derivative._adjit_compile_call(gen, [S.as_scalar(a)], {}),
+                list(args))
+
+
+stop_gradient._adjit_compile_call = _compile_call

@@ -10,6 +10,8 @@ import functools
 import math as pymath
 from typing import Callable
 
+import numpy as np
+
 from mlir import ir
 from mlir.dialects import memref
 
@@ -419,3 +421,19 @@ _NAMED_HANDLERS = {
     "full_like": _full_like, "arange": _arange}
 for _name, _h in _NAMED_HANDLERS.items():
     _register([namespace[_name]], _h)
+
+
+# NumPy's spellings of the same functions (`np.sin(x)`, `np.sum(x)`, `np.zeros(n)`): NumPy
+# code compiles as written where adjit has the function, whose semantics are NumPy's.
+_NUMPY_SPELLINGS = {
+    **{n: n for n in ("sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log10",
+                      "log1p", "sqrt", "tanh", "sinh", "cosh", "cbrt", "floor", "ceil", "abs",
+                      "isnan", "isinf", "isfinite", "hypot", "copysign", "maximum",
+                      "minimum", "sum", "dot", "zeros", "ones", "empty", "zeros_like",
+                      "ones_like", "empty_like", "copy", "full", "full_like", "arange", "max",
+                      "min", "degrees", "radians")},
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+    "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
+for _np_name, _name in _NUMPY_SPELLINGS.items():
+    if hasattr(np, _np_name):
+        _register([getattr(np, _np_name)], lookup(namespace[_name]))

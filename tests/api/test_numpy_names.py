@@ -1,0 +1,63 @@
+"""NumPy's spellings in compiled code (issue 15, item 3, the functions adjit has): np.sin,
+np.sum, np.zeros, np.maximum, np.arctan2, ... compile as adjit's functions, with NumPy's
+values and dtypes, and differentiate."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adjit
+
+
+@adjit.jit
+def numpy_code(x, y):
+    z = np.sin(x) * np.exp(-x * x) + np.sqrt(np.abs(y)) + np.arctan2(x, y) + np.power(x, 2.0)
+    w = np.maximum(z, 0.1) - np.minimum(x, y) + np.log1p(np.absolute(x)) + np.cbrt(y)
+    total = np.sum(w) + np.max(x) + np.amin(y) + np.degrees(np.min(y))
+    return total, np.zeros_like(x) + np.tanh(w) + np.floor(y) + np.radians(x)
+
+
+def reference(x, y):
+    z = np.sin(x) * np.exp(-x * x) + np.sqrt(np.abs(y)) + np.arctan2(x, y) + np.power(x, 2.0)
+    w = np.maximum(z, 0.1) - np.minimum(x, y) + np.log1p(np.absolute(x)) + np.cbrt(y)
+    total = np.sum(w) + np.max(x) + np.amin(y) + np.degrees(np.min(y))
+    return total, np.zeros_like(x) + np.tanh(w) + np.floor(y) + np.radians(x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numpy_names_compute_what_numpy_does(dtype):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 33).astype(dtype)
+    y = rng.uniform(0.5, 2, 33).astype(dtype)
+    total, arr = numpy_code(x, y)
+    want_total, want_arr = reference(x, y)
+    tol = 2e-5 if dtype == np.float32 else 1e-13
+    assert total == pytest.approx(float(want_total), rel=tol)
+    assert np.asarray(total).dtype == want_total.dtype
+    np.testing.assert_allclose(arr, want_arr, rtol=tol, atol=tol)
+    assert arr.dtype == want_arr.dtype
+
+
+@adjit.jit
+def loss(x):
+    return np.sum(np.sin(x) * np.exp(x))
+
+
+def test_and_they_differentiate():
+    x = np.linspace(-1.0, 1.0, 11)
+    np.testing.assert_allclose(adjit.grad(loss)(x), np.exp(x) * (np.cos(x) + np.sin(x)),
+                               rtol=1e-14)
+    _, t = adjit.jvp(loss, (x,), (np.ones_like(x),))
+    assert t == pytest.approx(float(np.sum(np.exp(x) * (np.cos(x) + np.sin(x)))), rel=1e-13)
+
+
+def test_creation_with_numpy_names():
+    @adjit.jit
+    def make(n: int):
+        a = np.zeros(n) + np.ones(n) * 2.0 + np.arange(n)
+        b = np.full(n, 0.5)
+        return np.dot(a, b), np.copy(a)
+
+    d, a = make(5)
+    np.testing.assert_allclose(a, 2.0 + np.arange(5))
+    assert d == pytest.approx(float(np.dot(2.0 + np.arange(5), np.full(5, 0.5))))

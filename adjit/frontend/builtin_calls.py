@@ -243,6 +243,34 @@ def _reduction(op: str):
     return handler
 
 
+def _mean(gen, args, kwargs):
+    """NumPy's mean of all elements: the sum over the count, in the sum's float type
+    (integers and bools: float64; float32 stays float32)."""
+    _expect(args, 1, "mean", kwargs)
+    total = S.to_float(reduce("sum", args[0]))
+    x = args[0]
+    if isinstance(x, (Array, ArrayExpr)):
+        count = S.from_index(A.numel(A.dims(x) if isinstance(x, Array) else x.shape))
+    else:
+        count = Literal(1)
+    return S.binary("/", total, S.cast(S.to_float(count), total.type))
+
+
+def _where(gen, args, kwargs):
+    """np.where(cond, a, b): a where cond holds, else b, element-wise (a derivative goes to
+    the side chosen)."""
+    _expect(args, 3, "where", kwargs)
+    return lift(S.select, list(args))
+
+
+def _clip(gen, args, kwargs):
+    """np.clip(x, lo, hi) = minimum(maximum(x, lo), hi), NaN propagating as NumPy's."""
+    _expect(args, 3, "clip", kwargs)
+    x, lo, hi = args
+    return lift(lambda a, b, c: S.extremum("minimum", S.extremum("maximum", a, b), c),
+                [x, lo, hi])
+
+
 def _dot(gen, args, kwargs):
     _expect(args, 2, "adjit.dot", kwargs)
     a, b = args
@@ -418,7 +446,8 @@ _NAMED_HANDLERS = {
     "zeros": _creator("zeros", 0), "ones": _creator("ones", 1), "empty": _creator("empty", None),
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
     "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
-    "full_like": _full_like, "arange": _arange}
+    "full_like": _full_like, "arange": _arange, "mean": _mean, "where": _where,
+    "clip": _clip}
 for _name, _h in _NAMED_HANDLERS.items():
     _register([namespace[_name]], _h)
 
@@ -431,7 +460,7 @@ _NUMPY_SPELLINGS = {
                       "isnan", "isinf", "isfinite", "hypot", "copysign", "maximum",
                       "minimum", "sum", "dot", "zeros", "ones", "empty", "zeros_like",
                       "ones_like", "empty_like", "copy", "full", "full_like", "arange", "max",
-                      "min", "degrees", "radians")},
+                      "min", "degrees", "radians", "where", "clip", "mean")},
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
     "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
 for _np_name, _name in _NUMPY_SPELLINGS.items():

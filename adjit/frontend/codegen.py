@@ -558,7 +558,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 return S.from_index(A.numel(shape))
             if attr == "dtype":
                 return PyObj(base.type.dtype)
-            if attr in ("copy", "sum", "max", "min"):
+            if attr in ("copy", "sum", "max", "min", "mean"):
                 return PyObj(_Method(attr, base))
         raise self.error(node, f"unsupported attribute .{attr} of {S.describe(base)}")
 
@@ -780,4 +780,6 @@ class _Method:
         if self.name == "copy":
             gen.require_host("x.copy()")
             return A.copy(self.base)
+        if self.name == "mean":
+            return B.lookup(B.namespace["mean"])(gen, [self.base], {})
         return B.reduce(self.name, self.base)

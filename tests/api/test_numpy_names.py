@@ -61,3 +61,41 @@ def test_creation_with_numpy_names():
     d, a = make(5)
     np.testing.assert_allclose(a, 2.0 + np.arange(5))
     assert d == pytest.approx(float(np.dot(2.0 + np.arange(5), np.full(5, 0.5))))
+
+
+@adjit.jit
+def selected(x):
+    y = np.where(x > 0.0, np.sin(x), x * x)
+    z = np.clip(y, -0.2, 0.5)       # (Python floats: weak, as in NumPy; float32 stays)
+    return np.mean(z) + z.mean() * 0.0, z
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_clip_and_mean(dtype):
+    x = np.linspace(-1.5, 1.5, 12).astype(dtype)
+    m, z = selected(x)
+    want = np.clip(np.where(x > 0, np.sin(x), x * x), -0.2, 0.5).astype(dtype)
+    tol = 1e-6 if dtype == np.float32 else 1e-15
+    np.testing.assert_allclose(z, want, rtol=tol, atol=tol)
+    assert z.dtype == dtype
+    assert m == pytest.approx(float(np.mean(want)), rel=tol)
+    assert np.asarray(m).dtype == np.mean(want).dtype
+
+
+def test_where_clip_and_mean_differentiate():
+    @adjit.jit
+    def f(x):
+        return np.mean(np.clip(np.where(x > 0.0, np.sin(x), x * x), -0.2, 0.5))
+
+    x = np.array([-1.0, -0.3, 0.2, 0.4, 1.0, 1.4])
+    inner = np.where(x > 0, np.sin(x), x * x)
+    slope = np.where(x > 0, np.cos(x), 2 * x) * ((inner > -0.2) & (inner < 0.5))
+    np.testing.assert_allclose(adjit.grad(f)(x), slope / x.size, rtol=1e-14, atol=1e-16)
+
+
+def test_mean_of_integers_is_float64():
+    @adjit.jit
+    def avg(n: int):
+        return np.mean(np.arange(n))
+
+    assert avg(5) == 2.0 and isinstance(avg(5), (float, np.float64))

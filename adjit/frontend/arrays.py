@@ -370,6 +370,55 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
     return S.cast(result, e.dtype) if e.dtype.is_float else result
 
 
+def reduce_axis(op: str, v: Array | ArrayExpr, axis: int | None, keepdims: bool) -> Array:
+    """NumPy's `np.sum/max/min(v, axis=axis, keepdims=keepdims)` of an array with an axis
+    (or with keepdims and no axis): one accumulation along the axis per element of the
+    others, in parallel over those (f32 sums accumulate in f64, as `reduce`'s)."""
+    a = materialize(v)
+    rank = a.type.ndim
+    dtype = a.type.dtype
+    acc_t = _accumulator_type(dtype, op)
+    out_t = dtype if dtype.is_float or op != "sum" else acc_t
+    if axis is None:       # keepdims: the whole reduction, shaped (1, ..., 1)
+        out = alloc(out_t, [idx(1)] * rank)
+        total = S.cast(reduce(op, a), out_t)
+        memref.store(total.value, out.value, [idx(0)] * rank)
+        return out
+    if not -rank <= axis < rank:
+        raise UserError(f"axis {axis} is out of bounds for an array of {rank} dimensions")
+    axis %= rank
+    shape = dims(a)
+    others = [s for k, s in enumerate(shape) if k != axis]
+    out = alloc(out_t, others[:axis] + ([idx(1)] if keepdims else []) + others[axis:])
+    outer = numel(others)
+    if op != "sum":
+        ok = arith.ori(arith.cmpi(arith.CmpIPredicate.ugt, shape[axis], idx(0)),
+                       arith.cmpi(arith.CmpIPredicate.eq, outer, idx(0)))
+        adj.check(ok, "ValueError", f"{op}() along an axis of length 0 (no identity)")
+    loop = scf.ParallelOp([], [idx(0)], [outer], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    with ir.InsertionPoint(body):
+        at = _unravel(body.arguments[0], others)
+        run = scf.ForOp(idx(0), shape[axis], idx(1), [_identity(op, acc_t).value])
+        with ir.InsertionPoint(run.body):
+            where = at[:axis] + [run.induction_variable] + at[axis:]
+            x = S.cast(Scalar(memref.load(a.value, where), dtype), acc_t)
+            scf.YieldOp([_combine(op, Scalar(run.inner_iter_args[0], acc_t), x).value])
+        put = at[:axis] + ([idx(0)] if keepdims else []) + at[axis:]
+        memref.store(S.cast(Scalar(run.results[0], acc_t), out_t).value, out.value, put)
+        scf.ReduceOp([], 0)
+    return out
+
+
+def _unravel(linear: ir.Value, counts: list[ir.Value]) -> list[ir.Value]:
+    """Row-major multi-index of `linear` in a space of extents `counts`."""
+    out = []
+    for c in reversed(counts[1:]):
+        out.append(arith.remui(linear, c))
+        linear = arith.divui(linear, c)
+    return ([linear] if counts else []) + out[::-1]
+
+
 def _in_order(op: str, partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
     final = scf.ForOp(idx(0), count, idx(1), [_identity(op, acc_t).value])
     with ir.InsertionPoint(final.body):

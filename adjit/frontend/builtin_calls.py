@@ -113,6 +113,8 @@ def _minmax(name: str, python: bool):
         return lift(functools.partial(S.extremum, numpy_name), [x, y])
 
     def handler(gen, args, kwargs):
+        if kwargs and not python and len(args) == 1:    # adjit.max(x, axis=..., ...)
+            return _reduction(name)(gen, args, kwargs)
         if kwargs:
             raise UserError(f"{name}() takes no keyword arguments here")
         if len(args) == 1:
@@ -236,24 +238,58 @@ def reduce(op: str, a):
     raise UserError(f"{op}() of {S.describe(a)}")
 
 
+def _axis_arguments(name: str, args: list, kwargs: dict) -> tuple:
+    """(x, axis or None, keepdims) of a reduction `name(x, axis=None, keepdims=False)`, the
+    axis and keepdims constants."""
+    kwargs = dict(kwargs)
+    if not 1 <= len(args) <= 2:
+        raise UserError(f"{name}(x, axis=None, keepdims=False) takes one array")
+    axis = args[1] if len(args) == 2 else kwargs.pop("axis", None)
+    keepdims = kwargs.pop("keepdims", Literal(False))
+    if kwargs:
+        raise UserError(f"{name}() has no argument {sorted(kwargs)[0]!r}")
+    if isinstance(axis, PyObj) and axis.obj is None:
+        axis = None
+    if axis is not None and (not isinstance(axis, Literal) or isinstance(axis.value, bool)
+                             or not isinstance(axis.value, int)):
+        raise UserError(f"{name}(): axis must be a constant integer (or None)")
+    if not isinstance(keepdims, Literal) or not isinstance(keepdims.value, bool):
+        raise UserError(f"{name}(): keepdims must be True or False")
+    return args[0], None if axis is None else axis.value, keepdims.value
+
+
 def _reduction(op: str):
     def handler(gen, args, kwargs):
-        _expect(args, 1, f"adjit.{op}", kwargs)
-        return reduce(op, args[0])
+        x, axis, keepdims = _axis_arguments(op, list(args), kwargs)
+        if (axis is None and not keepdims) or not isinstance(x, (Array, ArrayExpr)):
+            return reduce(op, x)
+        gen.require_host(f"{op}(..., axis=...) (a new array)")
+        return A.reduce_axis(op, x, axis, keepdims)
     return handler
 
 
 def _mean(gen, args, kwargs):
-    """NumPy's mean of all elements: the sum over the count, in the sum's float type
-    (integers and bools: float64; float32 stays float32)."""
-    _expect(args, 1, "mean", kwargs)
-    total = S.to_float(reduce("sum", args[0]))
-    x = args[0]
-    if isinstance(x, (Array, ArrayExpr)):
-        count = S.from_index(A.numel(A.dims(x) if isinstance(x, Array) else x.shape))
+    """NumPy's mean (of all elements, or along an axis): the sum over the count, in the
+    sum's float type (integers and bools: float64; float32 stays float32)."""
+    x, axis, keepdims = _axis_arguments("mean", list(args), kwargs)
+    if not isinstance(x, (Array, ArrayExpr)):
+        return S.to_float(x)
+    shape = A.dims(x) if isinstance(x, Array) else x.shape
+    if axis is None:
+        count = S.from_index(A.numel(shape))
     else:
-        count = Literal(1)
-    return S.binary("/", total, S.cast(S.to_float(count), total.type))
+        if not -len(shape) <= axis < len(shape):
+            raise UserError(f"axis {axis} is out of bounds for an array of {len(shape)} "
+                            "dimensions")
+        count = S.from_index(shape[axis])
+    total = _reduction("sum")(gen, [x], {"axis": Literal(axis) if axis is not None else
+                                          PyObj(None), "keepdims": Literal(keepdims)})
+    if isinstance(total, Scalar):
+        total = S.to_float(total)
+        return S.binary("/", total, S.cast(S.to_float(count), total.type))
+    dtype = total.type.dtype if total.type.dtype.is_float else f64
+    return A.elementwise(lambda t: S.binary("/", S.cast(t, dtype), S.cast(S.to_float(count),
+                                                                         dtype)), [total])
 
 
 def _where(gen, args, kwargs):
@@ -466,3 +502,7 @@ _NUMPY_SPELLINGS = {
 for _np_name, _name in _NUMPY_SPELLINGS.items():
     if hasattr(np, _np_name):
         _register([getattr(np, _np_name)], lookup(namespace[_name]))
+# np.max(x, 1) reduces along axis 1 (adjit.max(a, b) is the element-wise maximum)
+for _np_name, _op in (("max", "max"), ("amax", "max"), ("min", "min"), ("amin", "min")):
+    if hasattr(np, _np_name):
+        _register([getattr(np, _np_name)], _reduction(_op))

@@ -775,11 +775,10 @@ class _Method:
         self.name, self.base = name, base
 
     def call(self, gen: CodeGenerator, args, kwargs):
-        if args or kwargs:
-            raise UserError(f".{self.name}() takes no arguments in adjit")
         if self.name == "copy":
+            if args or kwargs:
+                raise UserError(".copy() takes no arguments in adjit")
             gen.require_host("x.copy()")
             return A.copy(self.base)
-        if self.name == "mean":
-            return B.lookup(B.namespace["mean"])(gen, [self.base], {})
-        return B.reduce(self.name, self.base)
+        # x.sum(axis=None, keepdims=False), x.mean(...), x.max(...), x.min(...): NumPy's
+        return B.lookup(B.namespace[self.name])(gen, [self.base, *args], kwargs)

@@ -99,3 +99,55 @@ def test_mean_of_integers_is_float64():
         return np.mean(np.arange(n))
 
     assert avg(5) == 2.0 and isinstance(avg(5), (float, np.float64))
+
+
+@adjit.jit
+def along_axes(x):
+    return (np.sum(x, axis=0), np.sum(x, 1), x.sum(axis=-1, keepdims=True), np.max(x, 0),
+            np.mean(x, axis=0), x.mean(1), np.min(x, axis=1, keepdims=True),
+            np.sum(x, keepdims=True), adjit.max(x, axis=-2))
+
+
+def along_axes_numpy(x):
+    return (np.sum(x, axis=0), np.sum(x, 1), x.sum(axis=-1, keepdims=True), np.max(x, 0),
+            np.mean(x, axis=0), x.mean(1), np.min(x, axis=1, keepdims=True),
+            np.sum(x, keepdims=True), np.max(x, axis=-2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 5), (1, 7)])
+def test_reductions_along_an_axis(dtype, shape):
+    x = (np.random.default_rng(3).standard_normal(shape) * 10).astype(dtype)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(along_axes(x), along_axes_numpy(x)):
+        assert np.shape(got) == np.shape(want)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_a_mean_along_an_axis_differentiates():
+    @adjit.jit
+    def loss(w, x):
+        h = np.tanh(x * w)
+        return np.sum(np.mean(h, axis=0) ** 2)
+
+    rng = np.random.default_rng(1)
+    w, x = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
+    h = np.tanh(x * w)
+    expected = (2 * h.mean(0) / 5)[None, :] * (1 - h ** 2) * x
+    np.testing.assert_allclose(adjit.grad(loss)(w, x), expected, rtol=1e-13, atol=1e-15)
+
+
+def test_bad_axes_are_refused():
+    @adjit.jit
+    def out_of_range(x):
+        return np.sum(x, axis=2)
+
+    @adjit.jit
+    def not_constant(x, k: int):
+        return np.sum(x, axis=k)
+
+    with pytest.raises(adjit.CompilationError, match="axis 2 is out of bounds"):
+        out_of_range(np.ones((2, 2)))
+    with pytest.raises(adjit.CompilationError, match="axis must be a constant integer"):
+        not_constant(np.ones((2, 2)), 0)

@@ -135,6 +135,24 @@ def as_expr(a: Array | ArrayExpr) -> ArrayExpr:
                      lambda i: Scalar(memref.load(view, [i]), a.type.dtype))
 
 
+def transpose(v: Array | ArrayExpr) -> ArrayExpr:
+    """NumPy's `x.T` (the axes reversed), lazily: element i of the result is element
+    ravel(reversed(unravel(i))) of `v`, so a transpose fuses into the loop that uses it and
+    copies nothing unless it is stored."""
+    e = as_expr(v)
+    if len(e.shape) < 2:
+        return e
+    shape = list(reversed(e.shape))
+
+    def element(i: ir.Value) -> Scalar:
+        at = list(reversed(_unravel(i, shape)))
+        linear = at[0]
+        for k in range(1, len(at)):
+            linear = arith.addi(arith.muli(linear, e.shape[k]), at[k])
+        return e.element(linear)
+    return ArrayExpr(e.dtype, shape, element)
+
+
 def same_shape(x: ArrayExpr, y: ArrayExpr) -> list[ir.Value]:
     """x's shape, with a runtime check that y has it too (shapes are dynamic)."""
     if len(x.shape) != len(y.shape):

@@ -292,6 +292,13 @@ def _mean(gen, args, kwargs):
                                                                          dtype)), [total])
 
 
+def _transpose(gen, args, kwargs):
+    if kwargs or len(args) != 1:
+        raise UserError("transpose(x) takes one array (and reverses its axes)")
+    x = args[0]
+    return A.transpose(x) if isinstance(x, (Array, ArrayExpr)) else x
+
+
 def _where(gen, args, kwargs):
     """np.where(cond, a, b): a where cond holds, else b, element-wise (a derivative goes to
     the side chosen)."""
@@ -483,7 +490,7 @@ _NAMED_HANDLERS = {
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
     "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
     "full_like": _full_like, "arange": _arange, "mean": _mean, "where": _where,
-    "clip": _clip}
+    "clip": _clip, "transpose": _transpose}
 for _name, _h in _NAMED_HANDLERS.items():
     _register([namespace[_name]], _h)
 
@@ -496,7 +503,7 @@ _NUMPY_SPELLINGS = {
                       "isnan", "isinf", "isfinite", "hypot", "copysign", "maximum",
                       "minimum", "sum", "dot", "zeros", "ones", "empty", "zeros_like",
                       "ones_like", "empty_like", "copy", "full", "full_like", "arange", "max",
-                      "min", "degrees", "radians", "where", "clip", "mean")},
+                      "min", "degrees", "radians", "where", "clip", "mean", "transpose")},
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
     "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
 for _np_name, _name in _NUMPY_SPELLINGS.items():

@@ -69,5 +69,6 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      *[(n, getattr(np, n)) for n in ARRAY_FUNCTIONS],
                      ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min")),
                      ("degrees", np.degrees), ("radians", np.radians),
-                     ("where", np.where), ("clip", np.clip), ("mean", np.mean)]:
+                     ("where", np.where), ("clip", np.clip), ("mean", np.mean),
+                     ("transpose", np.transpose)]:
     namespace[_name] = Builtin(_name, _impl)

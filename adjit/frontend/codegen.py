@@ -558,7 +558,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 return S.from_index(A.numel(shape))
             if attr == "dtype":
                 return PyObj(base.type.dtype)
-            if attr in ("copy", "sum", "max", "min", "mean"):
+            if attr == "T":
+                return A.transpose(base)
+            if attr in ("copy", "sum", "max", "min", "mean", "transpose"):
                 return PyObj(_Method(attr, base))
         raise self.error(node, f"unsupported attribute .{attr} of {S.describe(base)}")
 
@@ -780,5 +782,9 @@ class _Method:
                 raise UserError(".copy() takes no arguments in adjit")
             gen.require_host("x.copy()")
             return A.copy(self.base)
+        if self.name == "transpose":
+            if args or kwargs:
+                raise UserError(".transpose() takes no axes in adjit (it reverses them)")
+            return A.transpose(self.base)
         # x.sum(axis=None, keepdims=False), x.mean(...), x.max(...), x.min(...): NumPy's
         return B.lookup(B.namespace[self.name])(gen, [self.base, *args], kwargs)

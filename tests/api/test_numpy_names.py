@@ -151,3 +151,35 @@ def test_bad_axes_are_refused():
         out_of_range(np.ones((2, 2)))
     with pytest.raises(adjit.CompilationError, match="axis must be a constant integer"):
         not_constant(np.ones((2, 2)), 0)
+
+
+@adjit.jit
+def transposed(x, y):
+    a = x.T * 2.0 + y
+    b = np.transpose(x) + x.transpose()
+    return a, b, np.sum(x.T, axis=0), x.T.T + 0.0
+
+
+def test_transpose_lazily_and_its_derivative():
+    x = np.arange(6.0).reshape(2, 3)
+    y = np.ones((3, 2))
+    a, b, s, t = transposed(x, y)
+    np.testing.assert_array_equal(a, x.T * 2 + y)
+    np.testing.assert_array_equal(b, 2 * x.T)
+    np.testing.assert_array_equal(s, x.T.sum(0))
+    np.testing.assert_array_equal(t, x)
+
+    @adjit.jit
+    def three(x):
+        return x.T + 0.0
+
+    x3 = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(three(x3), x3.T)
+
+    @adjit.jit
+    def loss(w, v):
+        return np.sum((w.T * v) ** 2)
+
+    rng = np.random.default_rng(0)
+    w, v = rng.standard_normal((3, 2)), rng.standard_normal((2, 3))
+    np.testing.assert_allclose(adjit.grad(loss)(w, v), (2 * (w.T * v) * v).T, rtol=1e-14)

@@ -315,11 +315,19 @@ def _clip(gen, args, kwargs):
 
 
 def _dot(gen, args, kwargs):
+    """dot of two 1-D arrays (a sum of products, adjit.sum's accumulation), or NumPy's dot
+    of 1-D and 2-D arrays otherwise (matmul)."""
     _expect(args, 2, "adjit.dot", kwargs)
     a, b = args
-    if not all(isinstance(x, (Array, ArrayExpr)) and x.type.ndim == 1 for x in (a, b)):
-        raise UserError("adjit.dot takes two 1-D arrays")
-    return A.reduce("sum", A.elementwise(lambda x, y: S.binary("*", x, y), [a, b]))
+    if all(isinstance(x, (Array, ArrayExpr)) and x.type.ndim == 1 for x in (a, b)):
+        return A.reduce("sum", A.elementwise(lambda x, y: S.binary("*", x, y), [a, b]))
+    return _matmul(gen, args, kwargs)
+
+
+def _matmul(gen, args, kwargs):
+    _expect(args, 2, "matmul", kwargs)
+    gen.require_host("matmul (a new array)")
+    return A.matmul(*args)
 
 
 def _shape_arg(gen, shape) -> list[ir.Value]:
@@ -490,7 +498,7 @@ _NAMED_HANDLERS = {
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
     "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
     "full_like": _full_like, "arange": _arange, "mean": _mean, "where": _where,
-    "clip": _clip, "transpose": _transpose}
+    "clip": _clip, "transpose": _transpose, "matmul": _matmul}
 for _name, _h in _NAMED_HANDLERS.items():
     _register([namespace[_name]], _h)
 
@@ -503,7 +511,8 @@ _NUMPY_SPELLINGS = {
                       "isnan", "isinf", "isfinite", "hypot", "copysign", "maximum",
                       "minimum", "sum", "dot", "zeros", "ones", "empty", "zeros_like",
                       "ones_like", "empty_like", "copy", "full", "full_like", "arange", "max",
-                      "min", "degrees", "radians", "where", "clip", "mean", "transpose")},
+                      "min", "degrees", "radians", "where", "clip", "mean", "transpose",
+                      "matmul")},
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
     "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
 for _np_name, _name in _NUMPY_SPELLINGS.items():

@@ -70,5 +70,5 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min")),
                      ("degrees", np.degrees), ("radians", np.radians),
                      ("where", np.where), ("clip", np.clip), ("mean", np.mean),
-                     ("transpose", np.transpose)]:
+                     ("transpose", np.transpose), ("matmul", np.matmul)]:
     namespace[_name] = Builtin(_name, _impl)

@@ -615,6 +615,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         return S.binary(op, a, b)
 
     def visit_BinOp(self, node: ast.BinOp):
+        if isinstance(node.op, ast.MatMult):
+            self.require_host("@ (matmul: a new array)")
+            return A.matmul(self.visit(node.left), self.visit(node.right))
         return self._binary(self._binop_symbol(node.op), self.visit(node.left),
                             self.visit(node.right))
 

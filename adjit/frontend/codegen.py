@@ -616,8 +616,13 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp):
         if isinstance(node.op, ast.MatMult):
+            left, right = self.visit(node.left), self.visit(node.right)
+            if not all(isinstance(v, (Array, ArrayExpr)) for v in (left, right)):
+                raise self.error(node, "unsupported operator MatMult (@) on "
+                                       f"{S.describe(left)} and {S.describe(right)}: @ "
+                                       "multiplies 1-D and 2-D arrays")
             self.require_host("@ (matmul: a new array)")
-            return A.matmul(self.visit(node.left), self.visit(node.right))
+            return A.matmul(left, right)
         return self._binary(self._binop_symbol(node.op), self.visit(node.left),
                             self.visit(node.right))
 

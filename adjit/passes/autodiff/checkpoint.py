@@ -1,26 +1,30 @@
-"""Checkpointed loops (`adjit.checkpointed`, an scf.for marked `adj.checkpoint`): reverse mode
-keeps a few states of the loop instead of every step's tape, and runs steps again from them.
+"""Checkpointed loops (`adjit.checkpointed`, an scf.for or scf.while marked `adj.checkpoint`):
+reverse mode keeps a few states of the loop instead of every step's tape, and runs steps
+again from them.
 
 Outlining (`outline_checkpointed_loops`, before a function's reverse derivative is built):
 the loop's body becomes a function, the step, `@__adj_step_*(t, carried..., free...) ->
-(carried scalars...)`, and the body a call of it; the arrays the loop carries must be ones
-it carries or ones made before it (`u, v = v, u`), so that which array each carried position
-holds after a step is a fixed mapping (`_Loop.moves`). The state, found here and not listed
-by the user, is what a step reads that may have changed by the time the reverse pass runs
-it again: the carried scalars, which array each carried position holds, and the contents of
-every array the step writes (the carried ones and free ones) or that is written after the
-loop (`_Loop.buffers`).
+(carried scalars..., [which array]...)`, and the body a call of it; the arrays the loop
+carries must be ones it carries or ones made before it (`u, v = v, u`), so that which array
+each carried position holds after a step is a fixed mapping or one the step returns
+(`_Loop.moves`). The state, found here and not listed by the user, is what a step reads
+that may have changed by the time the reverse pass runs it again: the carried scalars,
+which array each carried position holds, and the contents of every array the step writes
+(the carried ones and free ones) or that is written after the loop (`_Loop.buffers`). A
+while loop's condition block only decides how many steps run.
 
-Augmented: the loop as it is (the primal step, no tape), after copying the state's arrays
-(the initial state) onto the tape: `("tape", loop, k)`, one array per state buffer.
+Augmented: the state's initial arrays copied onto the tape; then a for loop runs as its
+schedule's forward sweep (`_Machine.sweep`: its snapshots, and the state before the last
+step, on the tape, `_Tape`), then the last step; a while loop runs as it is, counting its
+steps.
 
-Reverse: a loop over the actions of a schedule (runtime/native/checkpoint.cpp, called by
-name: `adj_ckpt_*`): advance (primal steps), take a snapshot (into working slots, allocated
-here, freed by buffer deallocation after the loop; with `spill=True`, marked
-HOST_MEMORY_ATTR: host memory in a GPU host program), restore (from a slot or the tape's initial state) and turn (the
-step's augmented function, then its reverse one, on the current state: the adjoints of the
-carried scalars and of the free Active scalars flow through it, the arrays' adjoints go into
-their shadows). The tape is only read, so a tape serves several reverse calls.
+Reverse: the rest of the schedule (runtime/native/checkpoint.cpp, called by name:
+`adj_ckpt_*`): advance (primal steps), take a snapshot (into the working slots; with
+`spill=True`, marked HOST_MEMORY_ATTR: host memory in a GPU host program), restore (from a
+slot or the tape's initial state) and turn (the step's augmented function, then its reverse
+one, on the current state: the adjoints of the carried scalars and of the free Active
+scalars flow through it, the arrays' adjoints go into their shadows). A tape may be
+reversed again: its `fresh` flag tells the reverse pass to run the sweep again itself.
 """
 from __future__ import annotations
 

@@ -53,34 +53,22 @@ from bench_grad_workloads import reaction_diffusion as store_all  # noqa: E402
 from bench_grad_workloads import reaction_diffusion_step  # noqa: E402
 
 
-@adjit.jit
-def revolve_10(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=10):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
+def checkpointed_loss(snapshots=None, every=None):
+    """G2b's loss with its loop checkpointed so (None: a schedule not given)."""
+    @adjit.jit
+    def loss(u0, steps: int):
+        u = u0.copy()
+        v = adjit.empty_like(u)
+        for _ in adjit.checkpointed(range(steps), snapshots=snapshots, every=every):
+            reaction_diffusion_step(u, v, ndrange=u.shape)
+            u, v = v, u
+        return adjit.sum(u * u)
+    return loss
 
 
-@adjit.jit
-def revolve_32(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=32):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def periodic_32(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), every=BLOCK):
-        reaction_diffusion_step(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
+revolve_10 = checkpointed_loss(snapshots=10)
+revolve_32 = checkpointed_loss(snapshots=32)
+periodic_32 = checkpointed_loss(every=BLOCK)
 
 
 # (row name, function, Revolve snapshots or None)

@@ -282,8 +282,11 @@ def _mean(gen, args, kwargs):
             raise UserError(f"axis {axis} is out of bounds for an array of {len(shape)} "
                             "dimensions")
         count = S.from_index(shape[axis])
-    total = _reduction("sum")(gen, [x], {"axis": Literal(axis) if axis is not None else
-                                          PyObj(None), "keepdims": Literal(keepdims)})
+    if axis is None and not keepdims:
+        total = reduce("sum", x)
+    else:
+        gen.require_host("mean(..., axis=...) (a new array)")
+        total = A.reduce_axis("sum", x, axis, keepdims)
     if isinstance(total, Scalar):
         total = S.to_float(total)
         return S.binary("/", total, S.cast(S.to_float(count), total.type))

@@ -78,7 +78,7 @@ def _spill(value) -> bool:
 
 
 def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
-    from .values import Literal, RangeValue, Scalar
+    from .values import Literal, PyObj, RangeValue, Scalar
     if len(args) != 1 or not isinstance(args[0], (RangeValue, Scalar, Literal)):
         raise UserError("adjit.checkpointed takes a range(...), or a while loop's condition "
                         "(and snapshots=, every= or max_bytes=, and spill=)")
@@ -87,6 +87,8 @@ def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
         raise UserError(f"adjit.checkpointed has no argument {sorted(unknown)[0]!r}")
     values = {}
     for k, v in kwargs.items():
+        if isinstance(v, PyObj) and v.obj is None:   # (None: not given, as from Python)
+            continue
         if not isinstance(v, Literal):
             raise UserError(f"adjit.checkpointed: {k}= must be a constant (known while "
                             "compiling)")

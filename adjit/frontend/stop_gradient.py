@@ -2,36 +2,41 @@
 `lax.stop_gradient`, Taichi's `stop_grad`, Enzyme's `__enzyme_ignore_derivatives`): a call
 of an identity device function whose custom rules give a zero tangent (forward, every lane
 of a batched one) and no adjoint (reverse), so every mode and the GPU treat it alike, and
-the primal code inlines it away. Of an array, element-wise.
+the primal code inlines it away. Of an array, element-wise. The function and its rules are
+made when code first uses stop_gradient (parsing their source costs `import adjit` 3 ms).
 """
 from __future__ import annotations
 
-from . import rules
-from .functions import device_function
+import functools
 
 
-@device_function
-def no_derivative(x):
-    return x
+@functools.cache
+def no_derivative():
+    """The identity device function with zero-derivative rules."""
+    from . import rules
+    from .functions import device_function
 
+    @device_function
+    def stop_gradient_identity(x):
+        return x
 
-@rules.forward(no_derivative)
-def _tangent(config, x):
-    if config.width == 1:
-        return x.val, 0.0
-    return x.val, tuple(0.0 for _ in x.dval)
+    @rules.forward(stop_gradient_identity)
+    def _tangent(config, x):
+        if config.width == 1:
+            return x.val, 0.0
+        return x.val, tuple(0.0 for _ in x.dval)
 
+    @rules.augmented_primal(stop_gradient_identity)
+    def _augmented(config, x):
+        return rules.AugmentedReturn(x.val, None, None)
 
-@rules.augmented_primal(no_derivative)
-def _augmented(config, x):
-    return rules.AugmentedReturn(x.val, None, None)
+    @rules.reverse(stop_gradient_identity)
+    def _adjoint(config, dret, tape, x):
+        if x.is_const:
+            return None
+        return 0.0
 
-
-@rules.reverse(no_derivative)
-def _adjoint(config, dret, tape, x):
-    if x.is_const:
-        return None
-    return 0.0
+    return stop_gradient_identity
 
 
 def stop_gradient(x):
@@ -45,8 +50,8 @@ def _compile_call(gen, args: list, kwargs: dict):
     from .builtin_calls import lift
     if kwargs or len(args) != 1:
         raise UserError("stop_gradient(x) takes one argument")
-    return lift(lambda a: no_derivative._adjit_compile_call(gen, [S.as_scalar(a)], {}),
-                list(args))
+    identity = no_derivative()
+    return lift(lambda a: identity._adjit_compile_call(gen, [S.as_scalar(a)], {}), list(args))
 
 
 stop_gradient._adjit_compile_call = _compile_call

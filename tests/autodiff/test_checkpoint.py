@@ -36,38 +36,18 @@ def store_all(u0, steps: int):
     return adjit.sum(u * u)
 
 
-def with_schedule(**schedule):
+def with_schedule(snapshots=None, every=None, max_bytes=None):
     """The G2b loss with its loop checkpointed so (compiled for each: a schedule is a
-    constant of the code, here a closure's)."""
-    snapshots, every, max_bytes = (schedule.get(k) for k in ("snapshots", "every",
-                                                              "max_bytes"))
-    if snapshots is not None:
-        @adjit.jit
-        def loss(u0, steps: int):
-            u = u0.copy()
-            v = adjit.empty_like(u)
-            for _ in adjit.checkpointed(range(steps), snapshots=snapshots):
-                reaction_diffusion_step(u, v, ndrange=u.shape)
-                u, v = v, u
-            return adjit.sum(u * u)
-    elif every is not None:
-        @adjit.jit
-        def loss(u0, steps: int):
-            u = u0.copy()
-            v = adjit.empty_like(u)
-            for _ in adjit.checkpointed(range(steps), every=every):
-                reaction_diffusion_step(u, v, ndrange=u.shape)
-                u, v = v, u
-            return adjit.sum(u * u)
-    else:
-        @adjit.jit
-        def loss(u0, steps: int):
-            u = u0.copy()
-            v = adjit.empty_like(u)
-            for _ in adjit.checkpointed(range(steps), max_bytes=max_bytes):
-                reaction_diffusion_step(u, v, ndrange=u.shape)
-                u, v = v, u
-            return adjit.sum(u * u)
+    constant of the code, here a closure's; None is a schedule not given)."""
+    @adjit.jit
+    def loss(u0, steps: int):
+        u = u0.copy()
+        v = adjit.empty_like(u)
+        for _ in adjit.checkpointed(range(steps), snapshots=snapshots, every=every,
+                                    max_bytes=max_bytes):
+            reaction_diffusion_step(u, v, ndrange=u.shape)
+            u, v = v, u
+        return adjit.sum(u * u)
     return loss
 
 

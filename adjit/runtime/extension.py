@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ctypes
 
+from ..core.symbols import ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, FREE_SYMBOL
+
 try:
     from . import _native
 except ImportError as e:     # the sources used without installing them
@@ -19,10 +21,8 @@ except ImportError as e:     # the sources used without installing them
 # closed.
 library = ctypes.CDLL(_native.__file__, mode=ctypes.RTLD_GLOBAL)
 
-# What compiled code calls by name.
-_RUNTIME = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free", "memrefCopy",
-            "adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to", "adj_ckpt_slot",
-            "adj_ckpt_free", "adj_ckpt_count")
+# What compiled code calls by name (and checkpointed loops' schedule: checkpoint.cpp).
+_RUNTIME = (ALLOC_SYMBOL, FREE_SYMBOL, "memrefCopy", *CHECKPOINT_SYMBOLS)
 
 
 def address(name: str) -> int:

@@ -17,6 +17,7 @@ from mlir.dialects import memref
 
 from ..dialects import adj
 from . import arrays as A
+from .matmul import matmul
 from . import scalar_ops as S
 from .builtins import PREDICATES, UNARY_MATH, namespace
 from ..core.errors import UserError
@@ -330,7 +331,7 @@ def _dot(gen, args, kwargs):
 def _matmul(gen, args, kwargs):
     _expect(args, 2, "matmul", kwargs)
     gen.require_host("matmul (a new array)")
-    return A.matmul(*args)
+    return matmul(*args)
 
 
 def _shape_arg(gen, shape) -> list[ir.Value]:

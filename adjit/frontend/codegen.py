@@ -16,6 +16,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref
 
 from . import arrays as A
+from .matmul import matmul
 from . import builtin_calls as B
 from . import lazy as L
 from . import scalar_ops as S
@@ -622,7 +623,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                                        f"{S.describe(left)} and {S.describe(right)}: @ "
                                        "multiplies 1-D and 2-D arrays")
             self.require_host("@ (matmul: a new array)")
-            return A.matmul(left, right)
+            return matmul(left, right)
         return self._binary(self._binop_symbol(node.op), self.visit(node.left),
                             self.visit(node.right))
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core.activity import Activity
 from ..runtime.device_array import DeviceArray
+from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks, service
 from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
@@ -141,6 +142,8 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
         anns = [_with_values(a, device_value) for a in anns]
         types, values = specialise_cuda(f, [a.val for a in anns])
     elif device == "cpu":
+        # Other libraries' CPU arrays (and shadows) as NumPy views of them (runtime/foreign.py)
+        anns = [_with_values(a, host_value) for a in anns]
         types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
     else:
         raise ValueError(f"autodiff: device must be 'cpu' or 'cuda', got {device!r}")
@@ -335,6 +338,7 @@ def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dic
 
 def _grad_call(f, argnums, args, with_value: bool):
     nums = _argnums(argnums, len(args))
+    args = host_values(args)     # (a torch tensor's gradient: a NumPy array, as for NumPy's)
     anns, shadows = _reverse_annotations(args, nums)
     grads, value = autodiff(ReverseWithPrimal, f, *anns)
     if value is None or not np.isscalar(value):
@@ -463,6 +467,7 @@ def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     of N, whose rows are used in place), and the result's tangent is an N-tuple."""
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
+    primals = host_values(primals)
     if width is None:
         anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
                                     convert=True))
@@ -502,6 +507,7 @@ def vjp(f, *primals):
     """JAX's vjp: `(f(*primals), pullback)`. `pullback(cotangent)`, the cotangent shaped like
     the result (a float scalar or array), returns one cotangent per primal: arrays for array
     primals, scalars for scalar primals."""
+    primals = host_values(primals)
     value = f(*primals)
     one_value = isinstance(value, np.ndarray) or np.isscalar(value)
     if not (one_value and np.issubdtype(np.asarray(value).dtype, np.floating)):

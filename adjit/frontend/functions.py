@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 import numpy as np
 
 from ..runtime import native_dispatch
+from ..runtime.foreign import host_value
 from ..core.errors import CompilationError
 from .source import SourceInfo, parse_source
 from ..core.types import ArrayType, ScalarType, as_scalar_type, type_of_value
@@ -127,6 +128,7 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
     types, values = [], []
     for p, ann, a in zip(params, anns, args):
         try:
+            a = host_value(a, device)    # a CPU array of another library: a NumPy view of it
             t = type_of_value(a, device)
         except TypeError as e:
             raise TypeError(f"{name}(): argument {p!r}: {e}") from None

@@ -3,7 +3,9 @@
 These are the frontend's view; `mlir()` gives the MLIR type each one lowers to (importing MLIR
 only then: types are part of the API, which works without MLIR). Arrays are
 C-contiguous `memref<?x...xT>` (dynamic sizes, identity layout) so that one specialisation
-serves every shape of a given rank.
+serves every shape of a given rank; a strided array (a NumPy view, Fortran order, a slice
+in compiled code) is `memref<?x...xT, strided<[?, ...], offset: ?>>`, a specialisation of
+its own, so that contiguous arrays keep the code LLVM vectorises best.
 """
 from __future__ import annotations
 
@@ -74,13 +76,27 @@ _BY_DTYPE = {t.np_dtype: t for t in SCALARS}
 class ArrayType:
     dtype: ScalarType
     ndim: int
+    # Any strides and offset (in elements, negative ones too), not only C order.
+    strided: bool = False
 
     def mlir(self) -> ir.MemRefType:
         from mlir import ir
-        return ir.MemRefType.get([ir.ShapedType.get_dynamic_size()] * self.ndim, self.dtype.mlir())
+        dyn = ir.ShapedType.get_dynamic_size()
+        if not self.strided:
+            return ir.MemRefType.get([dyn] * self.ndim, self.dtype.mlir())
+        layout = ir.StridedLayoutAttr.get(dyn, [dyn] * self.ndim)
+        return ir.MemRefType.get([dyn] * self.ndim, self.dtype.mlir(), layout)
+
+    def contiguous(self) -> ArrayType:
+        """The C-contiguous array type of this dtype and rank."""
+        return ArrayType(self.dtype, self.ndim) if self.strided else self
+
+    def strided_too(self) -> ArrayType:
+        """The strided array type of this dtype and rank (it takes contiguous arrays too)."""
+        return self if self.strided else ArrayType(self.dtype, self.ndim, True)
 
     def __repr__(self) -> str:
-        return f"adjit.Array[{self.dtype!r}, {self.ndim}]"
+        return f"adjit.Array[{self.dtype!r}, {self.ndim}{', strided' if self.strided else ''}]"
 
 
 class _ArrayAnnotation:
@@ -138,15 +154,15 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
 
 
 @functools.cache
-def _array_type(dtype: np.dtype, ndim: int) -> ArrayType:
-    return ArrayType(as_scalar_type(dtype), ndim)
+def _array_type(dtype: np.dtype, ndim: int, strided: bool = False) -> ArrayType:
+    return ArrayType(as_scalar_type(dtype), ndim, strided)
 
 
 def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
     """The adjit type of a Python argument (specialisation key), or TypeError. Arrays in GPU
     memory (`__cuda_array_interface__`) are arguments of `device="cuda"` launches only."""
     if isinstance(value, np.ndarray):
-        return _array_type(value.dtype, value.ndim)
+        return _array_type(value.dtype, value.ndim, not value.flags.c_contiguous)
     if getattr(type(value), "is_adjit_device_array", False) and device == "cuda":
         return _array_type(value.dtype, value.ndim)   # (its __cuda_array_interface__ is slower)
     interface = getattr(value, "__cuda_array_interface__", None)
@@ -169,15 +185,18 @@ def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
 
 
 def type_code(t: ScalarType | ArrayType) -> str:
-    """'f32' for a scalar type, 'a2f32' for a 2-D array of f32: how the JSON spells types."""
-    return f"a{t.ndim}{t.dtype.name}" if isinstance(t, ArrayType) else t.name
+    """'f32' for a scalar type, 'a2f32' for a 2-D array of f32 ('s2f32' strided): how the
+    JSON spells types."""
+    if isinstance(t, ArrayType):
+        return f"{'s' if t.strided else 'a'}{t.ndim}{t.dtype.name}"
+    return t.name
 
 
 def parse_type(code: str) -> ScalarType | ArrayType:
     """The type that type_code spelled `code`; ValueError for anything else."""
     by_name = {t.name: t for t in (*SCALARS, index)}
-    match = re.fullmatch(r"a(\d+)(\w+)", code)
-    dtype = by_name.get(match.group(2) if match else code)
+    match = re.fullmatch(r"([as])(\d+)(\w+)", code)
+    dtype = by_name.get(match.group(3) if match else code)
     if dtype is None:
         raise ValueError(f"{code!r} is not an adjit type code")
-    return ArrayType(dtype, int(match.group(1))) if match else dtype
+    return ArrayType(dtype, int(match.group(2)), match.group(1) == "s") if match else dtype

@@ -11,10 +11,10 @@ from mlir.dialects import arith, math, memref, scf
 from ..dialects import adj
 from ..passes.autodiff.reduction import CHUNK, LANES as SUM_LANES, pairwise_sum
 from . import scalar_ops as S
-from ..core.errors import UserError
+from ..core.errors import InternalCompilerError, UserError
 from .lazy import consumed, created, element_scope
 from ..core.types import ArrayType, ScalarType, f32, f64, i64, index
-from .values import Array, ArrayExpr, Literal, Scalar
+from .values import Array, ArrayExpr, Literal, Read, Scalar, SliceValue
 
 # CHUNK elements per partial result, SUM_LANES accumulators per chunk: the launch rule's sums
 # of per-item adjoints (passes/autodiff/reduction.py) are built the same way. A chunk's sum is a loop over SUM_LANES accumulators whose adds
@@ -46,6 +46,8 @@ def numel(shape: Sequence[ir.Value]) -> ir.Value:
 
 def flat(a: Array) -> ir.Value:
     """A 1-D view of a C-contiguous array."""
+    if a.type.strided:
+        raise InternalCompilerError("arrays.flat of a strided array")
     if a.type.ndim == 1:
         return a.value
     t = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], a.type.dtype.mlir())
@@ -125,52 +127,244 @@ def _bounds_check(a: Array, subs: list[ir.Value]) -> ir.Value:
 def as_expr(a: Array | ArrayExpr) -> ArrayExpr:
     if isinstance(a, ArrayExpr):
         return a
+    t = a.type.dtype
+    reads = (Read(a, True),)
     if a.type.ndim == 0:
         # One element, with no index (collapse_shape cannot make a 1-D view of a 0-d
         # memref): element i of it is the element, for any i.
-        return ArrayExpr(a.type.dtype, [], lambda i: Scalar(memref.load(a.value, []),
-                                                             a.type.dtype))
+        return ArrayExpr(t, [], lambda i: Scalar(memref.load(a.value, []), t),
+                         lambda ids: Scalar(memref.load(a.value, []), t), True, reads)
+
+    def at(ids) -> Scalar:
+        return Scalar(memref.load(a.value, list(ids)), t)
+
+    if a.type.strided:
+        return nd_expr(t, dims(a), at, reads)
     view = flat(a)
-    return ArrayExpr(a.type.dtype, dims(a),
-                     lambda i: Scalar(memref.load(view, [i]), a.type.dtype))
+    return ArrayExpr(t, dims(a), lambda i: Scalar(memref.load(view, [i]), t), at, True, reads)
+
+
+def nd_expr(dtype: ScalarType, shape: list[ir.Value], at: Callable[[list], Scalar],
+            reads: tuple[Read, ...] | None) -> ArrayExpr:
+    """An expression whose elements are computed at a multi-index (a view's, a broadcast
+    one's): a loop nest over its shape computes it; its flat element i, which only a 1-D
+    one has cheaply, is at(unravel(i))."""
+    if len(shape) <= 1:
+        return ArrayExpr(dtype, shape, lambda i: at([i] if shape else []), at, True, reads)
+    return ArrayExpr(dtype, shape, lambda i: at(_unravel(i, shape)), at, False, reads)
+
+
+def element_at(e: ArrayExpr, ids: Sequence[ir.Value]) -> Scalar:
+    """Element `ids` of `e` (a multi-index of its rank)."""
+    if e.at is not None:
+        return e.at(list(ids))
+    return e.element(_ravel(list(ids), e.shape))
+
+
+def _ravel(ids: list[ir.Value], shape: Sequence[ir.Value]) -> ir.Value:
+    if not ids:
+        return idx(0)
+    linear = ids[0]
+    for k in range(1, len(ids)):
+        linear = arith.addi(arith.muli(linear, shape[k]), ids[k])
+    return linear
+
+
+def _shifted(reads: tuple[Read, ...] | None) -> tuple[Read, ...] | None:
+    """The reads of an expression whose elements are read at other indices than their own."""
+    return None if reads is None else tuple(Read(r.array, False) for r in reads)
 
 
 def transpose(v: Array | ArrayExpr) -> ArrayExpr:
-    """NumPy's `x.T` (the axes reversed), lazily: element i of the result is element
-    ravel(reversed(unravel(i))) of `v`, so a transpose fuses into the loop that uses it and
-    copies nothing unless it is stored."""
+    """NumPy's `x.T` (the axes reversed), lazily: element (i, j) of the result is element
+    (j, i) of `v`, so a transpose fuses into the loop that uses it and copies nothing
+    unless it is stored."""
     e = as_expr(v)
     if len(e.shape) < 2:
         return e
-    shape = list(reversed(e.shape))
+    return nd_expr(e.dtype, list(reversed(e.shape)),
+                   lambda ids: element_at(e, list(reversed(ids))), _shifted(e.reads))
 
-    def element(i: ir.Value) -> Scalar:
-        at = list(reversed(_unravel(i, shape)))
-        linear = at[0]
-        for k in range(1, len(at)):
-            linear = arith.addi(arith.muli(linear, e.shape[k]), at[k])
-        return e.element(linear)
-    return ArrayExpr(e.dtype, shape, element)
+
+# ---- views --------------------------------------------------------------------------------
+
+def static_size(v: ir.Value) -> int | None:
+    """The value of an index known at compile time (an arith.constant), else None."""
+    owner = v.owner if isinstance(v, ir.OpResult) else None
+    if owner is not None and owner.name == "arith.constant":
+        attr = owner.attributes["value"]
+        if isinstance(attr, ir.IntegerAttr):
+            return attr.value
+    return None
+
+
+def slice_bounds(lower, upper, step, n: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(first index, length, step) of Python's slice `lower:upper:step` of a dimension of
+    `n` elements, as slice.indices computes them: negative bounds count from the end and
+    bounds are clipped, so an empty or reversed slice has length 0. Each of lower, upper,
+    step is None or an integer Scalar/Literal; a step known to be 0 is refused, a computed
+    one raises ValueError."""
+    i64t = ir.IndexType.get()
+    zero, one = idx(0), idx(1)
+    if step is None:
+        by, sign = one, 1
+    else:
+        by = S.to_index(step)
+        known = static_size(by)
+        sign = None if known is None else (1 if known > 0 else -1 if known < 0 else 0)
+        if sign == 0:
+            raise UserError("slice step cannot be zero")
+        if sign is None:
+            adj.check(arith.cmpi(arith.CmpIPredicate.ne, by, zero), "ValueError",
+                      "slice step cannot be zero")
+    negative = (arith.cmpi(arith.CmpIPredicate.slt, by, zero) if sign is None
+                else arith.constant(ir.IntegerType.get_signless(1), int(sign < 0)))
+    minus_one = arith.constant(i64t, -1)
+    lo_bound = arith.select(negative, minus_one, zero)     # the bounds clip to [lo, hi]
+    hi_bound = arith.select(negative, arith.subi(n, one), n)
+
+    def clip(v, default: ir.Value) -> ir.Value:
+        if v is None:
+            return default
+        x = S.to_index(v)
+        x = arith.select(arith.cmpi(arith.CmpIPredicate.slt, x, zero), arith.addi(x, n), x)
+        x = arith.maxsi(x, lo_bound)
+        return arith.minsi(x, hi_bound)
+
+    start = clip(lower, arith.select(negative, hi_bound, lo_bound))
+    stop = clip(upper, arith.select(negative, lo_bound, hi_bound))
+    # length = ceil((stop - start) / step) when positive, else 0
+    span = arith.subi(stop, start)
+    by_safe = arith.select(arith.cmpi(arith.CmpIPredicate.eq, by, zero), one, by)
+    adjust = arith.select(negative, arith.addi(span, one), arith.subi(span, one))
+    length = arith.addi(arith.divsi(adjust, by_safe), one)
+    empty = arith.select(negative, arith.cmpi(arith.CmpIPredicate.sge, stop, start),
+                         arith.cmpi(arith.CmpIPredicate.sle, stop, start))
+    length = arith.select(empty, zero, length)
+    # (an empty slice's first index may be n, one past the end: nothing is read there, but
+    # the view's offset must stay inside for the pass's views; clamp it)
+    start = arith.select(empty, zero, start)
+    return start, length, by
+
+
+def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
+    """`a[items]` for basic indexing: per item an integer (a dimension dropped), a
+    SliceValue, or None (np.newaxis: a new dimension of size 1); an Ellipsis has been
+    expanded and missing trailing items are whole slices. A `memref.subview` (no copy:
+    writes through it reach `a`); with a new axis, a lazy expression over that view,
+    which reads it (new axes are for broadcasting)."""
+    offsets, sizes, strides, kept, new_axes = [], [], [], [], []
+    d = 0
+    for item in items:
+        if item is None:
+            new_axes.append(len(kept) + len(new_axes))
+            continue
+        if d >= a.type.ndim:
+            raise UserError(f"too many indices for a {a.type.ndim}-D array")
+        n = memref.dim(a.value, idx(d))
+        if isinstance(item, SliceValue):
+            start, length, by = slice_bounds(item.lower, item.upper, item.step, n)
+            offsets.append(start)
+            sizes.append(length)
+            strides.append(by)
+            kept.append(length)
+        else:
+            i = S.to_index(item)
+            if isinstance(item, Literal) and item.value < 0:
+                i = arith.addi(n, i)
+            if debug:
+                inside = arith.cmpi(arith.CmpIPredicate.ult, i, n)
+                adj.check(inside, "IndexError", f"index out of bounds for a "
+                                                f"{a.type.ndim}-D array")
+            offsets.append(i)
+            sizes.append(1)
+            strides.append(1)
+        d += 1
+    for k in range(d, a.type.ndim):
+        n = memref.dim(a.value, idx(k))
+        offsets.append(0)
+        sizes.append(n)
+        strides.append(1)
+        kept.append(n)
+    t = ArrayType(a.type.dtype, len(kept), True)
+    sub = Array(memref.subview(a.value, offsets, sizes, strides, result_type=t.mlir()), t,
+                a.root, a.fresh)
+    if not new_axes:
+        return sub
+    inner = as_expr(sub)
+    shape = list(kept)
+    for p in new_axes:
+        shape.insert(p, idx(1))
+
+    def at(ids):
+        return element_at(inner, [i for k, i in enumerate(ids) if k not in new_axes])
+    return nd_expr(sub.type.dtype, shape, at, _shifted(inner.reads))
 
 
 def same_shape(x: ArrayExpr, y: ArrayExpr) -> list[ir.Value]:
     """x's shape, with a runtime check that y has it too (shapes are dynamic)."""
     if len(x.shape) != len(y.shape):
         raise UserError(f"element-wise operation between a {len(x.shape)}-D and a "
-                        f"{len(y.shape)}-D array (adjit broadcasts scalars only)")
-    ok = None
-    for a, b in zip(x.shape, y.shape):
-        eq = arith.cmpi(arith.CmpIPredicate.eq, a, b)
-        ok = eq if ok is None else arith.andi(ok, eq)
-    adj.check(ok, "ValueError", "element-wise operation on arrays of different shapes")
-    # Iterate over the smaller of the two so a mismatch never reads out of bounds.
-    return [arith.minui(a, b) for a, b in zip(x.shape, y.shape)]
+                        f"{len(y.shape)}-D array")
+    return _checked_sizes([list(x.shape), list(y.shape)])
+
+
+def _checked_sizes(sizes: list[list[ir.Value]]) -> list[ir.Value]:
+    """Per dimension, the one size all of `sizes` have, checked at run time; the smallest,
+    so that a mismatch (reported when the call returns) never reads out of bounds."""
+    out = []
+    for ds in zip(*sizes):
+        size = ds[0]
+        for d in ds[1:]:
+            if d == size:
+                continue
+            adj.check(arith.cmpi(arith.CmpIPredicate.eq, size, d), "ValueError",
+                      "operands could not be broadcast together: their shapes differ (a "
+                      "dimension of size 1 broadcasts where the compiler knows it is 1: "
+                      "a new axis, keepdims=True, or a missing leading dimension)")
+            size = arith.minui(size, d)
+        out.append(size)
+    return out
+
+
+def broadcast(exprs: list[ArrayExpr]) -> tuple[list[ir.Value], list[Callable]]:
+    """NumPy's broadcasting of `exprs`: (the result's shape, per expression a map from the
+    result's multi-index to its own). Missing leading dimensions broadcast, and so do
+    dimensions known at compile time to be 1 (np.newaxis, keepdims=True); other sizes are
+    dynamic and must be equal (checked at run time, ValueError)."""
+    rank = max(len(e.shape) for e in exprs)
+    shape = []
+    for d in range(rank):
+        sizes = [e.shape[d - rank + len(e.shape)] for e in exprs if d - rank + len(e.shape) >= 0]
+        dynamic = [v for v in sizes if static_size(v) != 1]
+        shape.append(_checked_sizes([[v] for v in dynamic])[0] if dynamic else idx(1))
+
+    def mapping(e: ArrayExpr) -> Callable:
+        lead = rank - len(e.shape)
+        ones = {k for k, v in enumerate(e.shape) if static_size(v) == 1}
+        return lambda ids: [idx(0) if k in ones else ids[lead + k] for k in range(len(e.shape))]
+
+    return shape, [mapping(e) for e in exprs]
+
+
+def _broadcasts(exprs: list[ArrayExpr]) -> bool:
+    """Whether the expressions have different ranks or a dimension known to be 1 where
+    another's is not."""
+    if len({len(e.shape) for e in exprs}) > 1:
+        return True
+    for ds in zip(*(e.shape for e in exprs)):
+        ones = [static_size(v) == 1 for v in ds]
+        if any(ones) and not all(ones):
+            return True
+    return False
 
 
 def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExpr | Scalar:
-    """Lifts a scalar function over operands of which at least one is an array. 0-d arrays
-    broadcast as NumPy's do, like scalars; when every array operand is 0-d the result is a
-    scalar, as a NumPy ufunc's is (`np.array(2.0) * 3.0` is a float64)."""
+    """Lifts a scalar function over operands of which at least one is an array, with NumPy's
+    broadcasting (`broadcast`). 0-d arrays broadcast as NumPy's do, like scalars; when every
+    array operand is 0-d the result is a scalar, as a NumPy ufunc's is (`np.array(2.0) *
+    3.0` is a float64). Arrays of one shape read in C order combine at a flat index (one
+    flat loop); otherwise at a multi-index (a loop nest)."""
     consumed(*operands)   # (lazy.py: no longer pending on its own)
     exprs = [as_expr(o) if isinstance(o, (Array, ArrayExpr)) else None for o in operands]
     if all(e is None or not e.shape for e in exprs):
@@ -178,19 +372,47 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
         with element_scope():
             return S.as_scalar(fn(*[e.element(zero) if e is not None else o
                                     for e, o in zip(exprs, operands)]))
-    first = next(e for e in exprs if e is not None and e.shape)
-    shape = first.shape
-    for e in exprs:
-        if e is not None and e is not first and e.shape:
-            shape = same_shape(ArrayExpr(first.dtype, shape, first.element), e)
+    shaped = [e for e in exprs if e is not None and e.shape]
+    reads = (None if any(e.reads is None for e in exprs if e is not None)
+             else tuple(r for e in exprs if e is not None for r in e.reads))
+    dtype = _result_dtype(fn, exprs, operands)
+    zero = idx(0)
 
-    def element(i: ir.Value):
-        # One scope per element: a lazy name read twice here (`r * r`) is emitted once.
+    def scalar_of(e, o, get):
+        if e is None:
+            return o
+        return e.element(zero) if not e.shape else get(e)
+
+    if not _broadcasts(shaped):
+        shape = _checked_sizes([list(e.shape) for e in shaped])
+
+        def element(i: ir.Value):
+            # One scope per element: a lazy name read twice here (`r * r`) is emitted once.
+            with element_scope():
+                return S.as_scalar(fn(*[scalar_of(e, o, lambda e: e.element(i))
+                                        for e, o in zip(exprs, operands)]))
+
+        def at(ids):
+            with element_scope():
+                return S.as_scalar(fn(*[scalar_of(e, o, lambda e: element_at(e, ids))
+                                        for e, o in zip(exprs, operands)]))
+
+        linear = all(e.linear for e in shaped)
+        if linear:
+            return created(ArrayExpr(dtype, shape, element, at, True, reads))
+        return created(nd_expr(dtype, shape, at, reads))
+
+    shape, maps = broadcast(shaped)
+    mapped = dict(zip(map(id, shaped), maps))
+
+    def at_b(ids):
         with element_scope():
-            args = [e.element(i) if e is not None else o for e, o in zip(exprs, operands)]
-            return S.as_scalar(fn(*args))
+            return S.as_scalar(fn(*[scalar_of(e, o, lambda e: element_at(e, mapped[id(e)](ids)))
+                                    for e, o in zip(exprs, operands)]))
 
-    return created(ArrayExpr(_result_dtype(fn, exprs, operands), shape, element))
+    # (an operand read along a broadcast dimension reads one element many times: not
+    # pointwise)
+    return created(nd_expr(dtype, shape, at_b, _shifted(reads)))
 
 
 def _result_dtype(fn, exprs, operands) -> ScalarType:
@@ -219,33 +441,107 @@ def materialize(v) -> Array:
     return out
 
 
+def contiguous(v) -> Array:
+    """`v` in C-contiguous memory: itself if it is, else a copy."""
+    a = materialize(v)
+    return copy(a) if a.type.strided else a
+
+
+def _disjoint(a: Array, b: Array) -> bool:
+    """Whether the compiler knows two arrays share no memory: different known roots, one
+    of them an allocation of this function."""
+    return (a.root is not None and b.root is not None and a.root != b.root
+            and (a.fresh or b.fresh))
+
+
+def _safe_in_place(out: Array, e: ArrayExpr) -> bool:
+    """Whether `e` may be written into `out` element by element: each array it reads is
+    read at the element's own index of `out` itself (`x += y`: NumPy's in-place updates),
+    a whole array read pointwise (as adjit always took them: arguments that are not
+    strided views do not overlap in part), or memory `out` cannot be in."""
+    if e.reads is None:
+        return False
+    for r in e.reads:
+        if _disjoint(r.array, out):
+            continue
+        if r.pointwise and (r.array.value == out.value
+                            or not (r.array.type.strided or out.type.strided)):
+            continue
+        return False
+    return True
+
+
 def store_into(out: Array, e: ArrayExpr | Scalar) -> None:
-    """Writes expression `e` (of `out`'s shape) into `out`, element by element: in place is
-    safe, since element i of `e` reads only element i of its arrays. A 0-d `out` takes its
-    one element (`e` may then be a scalar: what an expression of 0-d arrays gives)."""
+    """Writes expression `e` (of `out`'s shape) into `out`, element by element. Where `e`
+    reads memory of `out` other than element by element (`u[1:] = u[:-1]`), it is computed
+    into a new array first, as NumPy's assignment does. A 0-d `out` takes its one element
+    (`e` may then be a scalar: what an expression of 0-d arrays gives)."""
     consumed(e)
     if out.type.ndim == 0:
         v = e if isinstance(e, Scalar) else e.element(idx(0))
         memref.store(S.cast(v, out.type.dtype).value, out.value, [])
         return
-    view = flat(out)
-    loop = scf.ParallelOp([], [idx(0)], [numel(e.shape)], [idx(1)], [])
-    body = loop.regions[0].blocks.append(ir.IndexType.get())
+    if not _safe_in_place(out, e):
+        e = as_expr(materialize(e))
+    if e.linear and not out.type.strided:
+        view = flat(out)
+        loop = scf.ParallelOp([], [idx(0)], [numel(e.shape)], [idx(1)], [])
+        body = loop.regions[0].blocks.append(ir.IndexType.get())
+        with ir.InsertionPoint(body):
+            i = body.arguments[0]
+            memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
+            scf.ReduceOp([], 0)
+        return
+    for_each(e.shape, lambda ids: memref.store(
+        S.cast(element_at(e, ids), out.type.dtype).value, out.value, ids))
+
+
+def for_each(shape: Sequence[ir.Value], body_fn: Callable[[list], None]) -> None:
+    """body_fn(ids) at every multi-index of `shape`, in parallel (a loop nest)."""
+    rank = len(shape)
+    loop = scf.ParallelOp([], [idx(0)] * rank, list(shape), [idx(1)] * rank, [])
+    body = loop.regions[0].blocks.append(*[ir.IndexType.get()] * rank)
     with ir.InsertionPoint(body):
-        i = body.arguments[0]
-        memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
+        body_fn(list(body.arguments))
         scf.ReduceOp([], 0)
+
+
+def assign(out: Array, value) -> None:
+    """`out[...] = value` (NumPy's assignment into a view): a scalar fills it, an array
+    broadcasts to its shape."""
+    if not isinstance(value, (Array, ArrayExpr)):
+        fill(out, value)
+        return
+    e = as_expr(value)
+    target = dims(out)
+    if len(e.shape) > len(target):
+        raise UserError(f"cannot assign a {len(e.shape)}-D array into a {len(target)}-D view")
+    if not _broadcasts([e, ArrayExpr(e.dtype, target, e.element)]) and e.linear:
+        e = ArrayExpr(e.dtype, _checked_sizes([list(e.shape), target]), e.element, e.at,
+                      True, e.reads)
+    else:
+        probe = ArrayExpr(e.dtype, target, e.element)
+        shape, maps = broadcast([e, probe])
+        shape = _checked_sizes([shape, target])
+        inner = e
+        e = nd_expr(e.dtype, shape, lambda ids: element_at(inner, maps[0](ids)),
+                    _shifted(e.reads))
+    store_into(out, e)
 
 
 def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
     t = ArrayType(dtype, len(shape))
-    return Array(memref.alloc(t.mlir(), list(shape), []), t)
+    m = memref.alloc(t.mlir(), list(shape), [])
+    return Array(m, t, m, True)
 
 
 def fill(a: Array, v) -> None:
     value = S.convert(v, a.type.dtype).value
     if a.type.ndim == 0:
         memref.store(value, a.value, [])
+        return
+    if a.type.strided:
+        for_each(dims(a), lambda ids: memref.store(value, a.value, ids))
         return
     view = flat(a)
     loop = scf.ParallelOp([], [idx(0)], [numel(dims(a))], [idx(1)], [])
@@ -306,7 +602,10 @@ def copy(a: Array | ArrayExpr) -> Array:
     if isinstance(a, ArrayExpr):
         return materialize(a)
     out = alloc(a.type.dtype, dims(a))
-    memref.copy(a.value, out.value)
+    if a.type.strided:
+        store_into(out, as_expr(a))     # (a loop LLVM can vectorise, not memrefCopy's)
+    else:
+        memref.copy(a.value, out.value)
     return out
 
 
@@ -346,6 +645,8 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
         return v if op != "sum" or v.type.is_float else S.cast(v, _accumulator_type(v.type, op))
     consumed(v)
     e = as_expr(v)
+    if not e.linear:      # (a view, a transpose, a broadcast: computed in C order first)
+        e = as_expr(contiguous(e))
     acc_t = _accumulator_type(e.dtype, op)
     n = numel(e.shape)
     if op != "sum":

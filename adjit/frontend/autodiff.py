@@ -83,8 +83,6 @@ def _check_shadow(where: str, a: Duplicated, d, t, reverse: bool, device: str) -
             raise ValueError(f"{where}: the shadow has shape {d.shape} and dtype "
                              f"{d.dtype}; it must match the array: {a.val.shape} "
                              f"{a.val.dtype}")
-        if isinstance(d, np.ndarray) and not d.flags.c_contiguous:
-            raise ValueError(f"{where}: the shadow must be C-contiguous")
     else:
         if not t.is_float:
             raise TypeError(f"{where} is an integer or bool ({t!r}) marked "
@@ -145,6 +143,11 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
         # Other libraries' CPU arrays (and shadows) as NumPy views of them (runtime/foreign.py)
         anns = [_with_values(a, host_value) for a in anns]
         types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
+        # A shadow takes its array's type in the derivative's ABI: a strided shadow of a
+        # contiguous array makes both strided (a contiguous array is a strided one too).
+        types = [t.strided_too() if isinstance(t, ArrayType) and not t.strided and any(
+                     isinstance(d, np.ndarray) and not d.flags.c_contiguous
+                     for d in _shadows(a)) else t for t, a in zip(types, anns)]
     else:
         raise ValueError(f"autodiff: device must be 'cpu' or 'cuda', got {device!r}")
     _check(f.__name__, f.params, anns, types, reverse, device)
@@ -155,6 +158,11 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
     elif ndrange is not None:
         raise TypeError(f"{f.__name__} is not a kernel: ndrange= is for kernels")
     return anns, types, values, nd, wgs
+
+
+def _shadows(a: Annotation) -> tuple:
+    return a.dval if isinstance(a, BatchDuplicated) else (a.dval,) \
+        if isinstance(a, Duplicated) else ()
 
 
 def _with_values(a: Annotation, convert: Callable) -> Annotation:

@@ -88,8 +88,8 @@ _ARRAYS = (np.ndarray, DeviceArray)
 
 
 def _overlap(a: Any, b: Any) -> bool:
-    """Whether two arrays' bytes overlap. Arguments are C-contiguous (the calling convention
-    asks it), so the byte ranges NumPy's bounds check compares are exactly their memory."""
+    """Whether two arrays' bytes may overlap: NumPy's bounds check, exact for C-contiguous
+    arrays, conservative for strided views (x[::2] and x[1::2] count as overlapping)."""
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return bool(np.may_share_memory(a, b))
     if isinstance(a, DeviceArray) and isinstance(b, DeviceArray):

@@ -23,8 +23,9 @@ from . import scalar_ops as S
 from ..core.errors import CompilationError, UserError, located
 from ..dialects import adj
 from .source import Name, SourceInfo, resolve_name
-from ..core.types import ArrayType, ScalarType, as_scalar_type, promote
-from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
+from ..core.types import ArrayType, ScalarType, as_scalar_type, index, promote
+from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape,
+                     SliceValue)
 from .control_flow import BRK, CONT, RET, ControlFlow, computed, jumps_in
 
 
@@ -240,7 +241,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             # An expression this statement made before the write and has not used yet
             # (`x*2 + g(x)`): computed now; whoever holds it reads the array from here on.
             memo[id(e)] = A.materialize(e)
-            e.element = A.as_expr(memo[id(e)]).element
+            done = A.as_expr(memo[id(e)])
+            e.element, e.at, e.linear, e.reads = done.element, done.at, done.linear, done.reads
         lazy = [(n, v) for n, v in self.vars.items() if _lazy_in(v)]
         if not lazy and not memo:
             return list(values)
@@ -322,6 +324,11 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             self.assign(node.target, new)
         elif isinstance(node.target, ast.Subscript):
             arr, subs = self._subscript_target(node.target)
+            if isinstance(subs, Array):        # a view: `u[1:-1] += ...`, in place
+                value = self.visit(node.value)
+                self.require_host(f"array arithmetic ({op}=)")
+                A.assign(subs, self._binary(op, subs, value))
+                return
             current = A.load(arr, subs, self.debug)
             new = self._binary(op, current, self.visit(node.value))
             A.store(arr, subs, new, self.debug)
@@ -343,6 +350,12 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 self.assign(t, v)
         elif isinstance(target, ast.Subscript):
             arr, subs = self._subscript_target(target)
+            if isinstance(subs, Array):        # a view: `v[1:-1] = expr`, NumPy's assignment
+                if not isinstance(value, (Array, ArrayExpr, Scalar, Literal)):
+                    raise self.error(target, f"cannot assign {S.describe(value)} into an array")
+                self.require_host("assignment into a slice")
+                A.assign(subs, value)
+                return
             if isinstance(value, (Array, ArrayExpr)):
                 raise self.error(target, "assigning an array into an element")
             A.store(arr, subs, value, self.debug)
@@ -358,11 +371,48 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             raise self.error(node, f"cannot unpack {len(value)} values into {n} names")
         return list(value)
 
-    def _subscript_target(self, node: ast.Subscript) -> tuple[Array, list[ir.Value]]:
+    def _subscript_target(self, node: ast.Subscript) -> tuple[Array, list[ir.Value] | Array]:
+        """(the array, the element's indices), or (the array, the view) that `node` writes."""
         arr, = self.force_lazy([self.visit(node.value)])   # a write: lazy names first
         if not isinstance(arr, Array):
             raise self.error(node, f"cannot assign into an element of {S.describe(arr)}")
-        return arr, self.subscripts(arr, self.visit(node.slice))
+        sub = self.visit(node.slice)
+        items = self._view_items(arr, sub)
+        if items is None:
+            return arr, self.subscripts(arr, sub)
+        target = A.view(arr, items, self.debug)
+        if not isinstance(target, Array):
+            raise self.error(node, "cannot assign through a new axis (np.newaxis / None)")
+        return arr, target
+
+    def _view_items(self, arr: Array, sub) -> list | None:
+        """The items of `arr[sub]` as arrays.view takes them when it is a view (a slice,
+        `...`, a new axis, or fewer integers than dimensions), else None (one element)."""
+        items = list(sub) if isinstance(sub, tuple) else \
+            [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
+        basic = all(isinstance(s, (Scalar, Literal)) for s in items)
+        if basic and len(items) == arr.type.ndim:
+            return None
+        for s in items:
+            if isinstance(s, (RangeValue, Array, ArrayExpr)):
+                raise UserError("adjit indexes with integers, slices, ... and np.newaxis "
+                                "(fancy indexing with arrays is not supported)")
+            if isinstance(s, Scalar) and not (s.type.is_int or s.type == index):
+                raise UserError(f"an index must be an integer, got {S.describe(s)}")
+        ellipses = [k for k, s in enumerate(items) if isinstance(s, PyObj) and s.obj is Ellipsis]
+        if len(ellipses) > 1:
+            raise UserError("an index can only have a single ellipsis ('...')")
+        out = [None if isinstance(s, PyObj) and s.obj is None else s for s in items]
+        for s in out:
+            if isinstance(s, PyObj) and s.obj is not Ellipsis:
+                raise UserError(f"cannot index an array with {S.describe(s)}")
+        used = sum(1 for s in out if s is not None and not isinstance(s, PyObj))
+        if used > arr.type.ndim:
+            raise UserError(f"too many indices for a {arr.type.ndim}-D array: {used}")
+        if ellipses:
+            k = ellipses[0]
+            out[k:k + 1] = [SliceValue(None, None, None)] * (arr.type.ndim - used)
+        return out
 
     def subscripts(self, arr: Array, sub) -> list[ir.Value]:
         """The index values of element `arr[sub]`. A constant negative index counts from
@@ -392,7 +442,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         """Python parameter names -> values of the function's arguments (custom-rule
         compilation overrides this to bind annotated arguments)."""
         params = [a.arg for a in self.src.tree.args.args]
-        return {name: Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
+        return {name: Array(v, t, v) if isinstance(t, ArrayType) else Scalar(v, t)
                 for name, t, v in zip(params, self.arg_types, args)}
 
     def returned_items(self, value, node: ast.Return) -> list:
@@ -420,6 +470,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 raise self.error(node, f"cannot return {S.describe(item)}")
             if isinstance(item, Array) and self.kind != "jit":
                 raise self.error(node, "device functions return scalars only")
+            if isinstance(item, Array) and item.type.strided:
+                item = A.copy(item)   # (a view returns as a new C-contiguous array)
             out.append(item)
         self.tuple_result = isinstance(v, (tuple, Shape))
         return out
@@ -461,8 +513,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant):
         if isinstance(node.value, (bool, int, float)):
             return Literal(node.value)
-        if node.value is None:
-            return PyObj(None)
+        if node.value is None or node.value is Ellipsis:
+            return PyObj(node.value)
         if isinstance(node.value, str):
             return PyObj(node.value)
         raise self.error(node, f"unsupported constant {node.value!r}")
@@ -498,6 +550,19 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         if isinstance(obj, np.ndarray):
             raise self.error(node, f"global array {name!r}: pass arrays as arguments")
         return PyObj(obj)
+
+    def visit_Slice(self, node: ast.Slice):
+        parts = []
+        for part in (node.lower, node.upper, node.step):
+            v = None if part is None else self.visit(part)
+            if isinstance(v, PyObj) and v.obj is None:
+                v = None
+            if v is not None and not (isinstance(v, Literal) and isinstance(v.value, int)
+                                      and not isinstance(v.value, bool)
+                                      or isinstance(v, Scalar) and v.type.is_int):
+                raise self.error(node, f"slice bounds must be integers, got {S.describe(v)}")
+            parts.append(v)
+        return SliceValue(*parts)
 
     def visit_Tuple(self, node: ast.Tuple):
         return tuple(self.visit(e) for e in node.elts)
@@ -585,6 +650,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         elif isinstance(base, ArrayExpr):
             base = A.materialize(base)
         if isinstance(base, Array):
+            items = self._view_items(base, sub)
+            if items is not None:
+                return A.view(base, items, self.debug)
             return A.load(base, self.subscripts(base, sub), self.debug)
         if isinstance(base, PyObj) and isinstance(sub, (PyObj, Literal)):
             # A compile-time Python object (a global tuple of constants, say).

@@ -135,14 +135,12 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
         if isinstance(t, ArrayType):
             if isinstance(ann, ScalarType):
                 raise TypeError(f"{name}(): argument {p!r} is annotated {ann!r} but got an array")
-            if isinstance(ann, ArrayType) and ann != t:
+            if isinstance(ann, ArrayType) and ann.contiguous() != t.contiguous():
                 raise TypeError(f"{name}(): argument {p!r} must be {ann!r}, got an array of "
                                 f"dtype {a.dtype} with ndim {a.ndim}")
-            # (GPU arrays come as DeviceArrays, which cuda_launch checked are contiguous)
-            if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
-                raise ValueError(f"{name}(): argument {p!r} is a non-contiguous array view; "
-                                 "adjit takes C-contiguous arrays (use np.ascontiguousarray, "
-                                 "which copies)")
+            # A strided array (a NumPy view, Fortran order) is taken as it is, by a
+            # specialisation of its own (core/types.py). (GPU arrays come as DeviceArrays,
+            # which cuda_launch checked are contiguous.)
         elif ann is not None:
             if isinstance(ann, ArrayType):
                 raise TypeError(f"{name}(): argument {p!r} must be {ann!r}, got {type(a).__name__}")
@@ -160,9 +158,10 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
 
 
 def _signature(args: tuple) -> tuple:
-    """What a call's specialisation depends on, cheaply: each array's dtype and rank, each
-    other argument's Python type (the annotation does the rest)."""
-    return tuple((a.dtype, a.ndim) if type(a) is np.ndarray else type(a) for a in args)
+    """What a call's specialisation depends on, cheaply: each array's dtype, rank and whether
+    it is C-contiguous, each other argument's Python type (the annotation does the rest)."""
+    return tuple((a.dtype, a.ndim, a.flags.c_contiguous) if type(a) is np.ndarray else type(a)
+                 for a in args)
 
 
 def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> tuple | None:

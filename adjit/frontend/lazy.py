@@ -133,7 +133,7 @@ class NamedExpr(ArrayExpr):
     often the name is read there (`r * r`)."""
 
     def __init__(self, e: ArrayExpr):
-        inner = e.element
+        inner, inner_at = e.element, e.at
 
         def element(i: ir.Value):
             if not _scopes:
@@ -145,7 +145,18 @@ class NamedExpr(ArrayExpr):
                 hit = memo[key] = (self, inner(i))
             return hit[1]
 
-        super().__init__(e.dtype, e.shape, element)
+        def at(ids: list):
+            if not _scopes or inner_at is None:
+                return inner_at(ids) if inner_at is not None else None
+            memo = _scopes[-1]
+            key = (id(self), *ids)
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = (self, inner_at(ids))
+            return hit[1]
+
+        super().__init__(e.dtype, e.shape, element, at if inner_at is not None else None,
+                         e.linear, e.reads)
         consumed(e)
 
     __eq__ = object.__eq__      # identity, not the dataclass's field comparison

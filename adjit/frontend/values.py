@@ -26,23 +26,53 @@ class Literal:
 
 @dataclass
 class Array:
-    """A memref SSA value (an array passed in or allocated)."""
+    """A memref SSA value (an array passed in or allocated, or a view of one)."""
     value: ir.Value
     type: ArrayType
+    # The memory it is in, where the compiler knows it: the function argument or the
+    # allocation it is (or views). Two arrays of different known roots share no memory
+    # unless both roots are arguments (a caller may pass one array twice); None: unknown.
+    root: ir.Value | None = None
+    fresh: bool = False        # root is an allocation made in this function
+
+
+@dataclass
+class Read:
+    """One array an expression reads: `pointwise` when element `ids` of the expression
+    reads element `ids` of that array (the same memref value), not a shifted, transposed or
+    broadcast element."""
+    array: Array
+    pointwise: bool
 
 
 @dataclass
 class ArrayExpr:
-    """A lazy element-wise expression over arrays of one shape. `element(i)` emits element
-    `i` of the C-order flattened result; it is materialised (one fused loop) only when bound
-    to a name, passed on, returned or reduced, so `sin(exp(x))*z + 0.5*x*x` is one loop."""
+    """A lazy element-wise expression. `element(i)` emits element `i` of the C-order
+    flattened result, `at(ids)` the element at a multi-index; it is materialised (one fused
+    loop) only when bound to a name, passed on, returned or reduced, so
+    `sin(exp(x))*z + 0.5*x*x` is one loop. `linear`: element(i) is the cheap one (arrays of
+    one shape, C order, read at the same flat index), so a flat loop computes it; otherwise
+    (views, transposes, broadcasting) a loop nest over the shape calls `at`. `reads`: the
+    arrays it reads (None: not known), so that a store into an array it reads other than
+    pointwise computes it first (NumPy's `u[1:] = u[:-1]`)."""
     dtype: ScalarType
     shape: list[ir.Value]          # index values
     element: Callable[[ir.Value], Scalar]
+    at: Callable[[list], Scalar] | None = None
+    linear: bool = True
+    reads: tuple[Read, ...] | None = None
 
     @property
     def type(self) -> ArrayType:
         return ArrayType(self.dtype, len(self.shape))
+
+
+@dataclass
+class SliceValue:
+    """`lo:hi:step` in a subscript (None where not given)."""
+    lower: object
+    upper: object
+    step: object
 
 
 @dataclass

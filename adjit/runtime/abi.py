@@ -67,6 +67,8 @@ _NO_BYTES = ctypes.c_char * 0
 def _array_converter(t: ArrayType, where: str, written: bool) -> Callable[[object], bytes]:
     # A descriptor is packed into bytes, which ctypes passes as a pointer to their contents:
     # several times cheaper than filling a ctypes Structure.
+    if t.strided:
+        return _strided_converter(t, where, written)
     dtype, rank = _DTYPES[t.dtype.name], t.ndim
     pack = struct.Struct(f"{3 + 2 * rank}q").pack
     strides = _STRIDES.get(rank, row_major_strides)
@@ -93,6 +95,32 @@ def _array_converter(t: ArrayType, where: str, written: bool) -> Callable[[objec
             ptr = a.ctypes.data
         shape = a.shape
         return pack(ptr, ptr, 0, *shape, *strides(shape))
+
+    return convert
+
+
+def _strided_converter(t: ArrayType, where: str, written: bool) -> Callable[[object], bytes]:
+    """A strided parameter takes any array of its dtype and rank: its own strides (in
+    elements, negative ones included) go into the descriptor, its data pointer (the address
+    of element 0) is the aligned pointer, offset 0. Nothing is copied."""
+    dtype, rank = _DTYPES[t.dtype.name], t.ndim
+    pack = struct.Struct(f"{3 + 2 * rank}q").pack
+    size = dtype.itemsize
+
+    def convert(a) -> bytes:
+        if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != rank:
+            got = (f"a {a.ndim}-D array of {a.dtype}" if isinstance(a, np.ndarray)
+                   else type(a).__name__)
+            raise TypeError(f"{where} must be a {rank}-D NumPy array of {dtype}, got {got}")
+        if written and not a.flags.writeable:
+            raise ValueError(f"{where} is written by the compiled code, but this NumPy "
+                             "array is read-only")
+        if any(s % size for s in a.strides):
+            raise ValueError(f"{where} has strides {a.strides} (bytes) that are not whole "
+                             f"elements of {size} bytes; adjit takes such an array as a copy "
+                             "(np.ascontiguousarray)")
+        ptr = a.ctypes.data
+        return pack(ptr, ptr, 0, *a.shape, *(s // size for s in a.strides))
 
     return convert
 

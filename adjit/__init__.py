@@ -30,6 +30,19 @@ _install(_ROUTES)
 globals().update(_ns)   # index, index_nd, sin, ..., atomic_add, zeros, sum, ...
 
 
+def __getattr__(name: str):
+    """`adjit.torch` and `adjit.jax` (adjit/interop/): imported on first use, so that
+    `import adjit` imports neither PyTorch nor JAX."""
+    if name == "torch":
+        from .interop import torch as module
+    elif name == "jax":
+        from .interop import jax as module
+    else:
+        raise AttributeError(f"module 'adjit' has no attribute {name!r}")
+    globals()[name] = module
+    return module
+
+
 def memory_stats() -> dict:
     """Bytes adjit itself allocated: `bytes_in_use`, `peak_bytes`."""
     from .runtime.memory import memory_stats as stats

@@ -1,0 +1,282 @@
+"""`adjit.torch`: adjit functions and kernel launches as differentiable PyTorch operations.
+
+    step = adjit.torch.function(simulate)             # an @adjit.jit function
+    loss = step(u0, 50, 0.1)                           # tensors in, tensors out
+    heat = adjit.torch.function(heat_step, outputs=("v",))   # a kernel: what it writes
+    v = heat(u, v0, 0.1, ndrange=u.shape)              # a new tensor; v0 is unchanged
+
+Each call is a `torch.autograd.Function`: its backward is adjit's reverse mode, its `jvp`
+adjit's forward mode (torch.autograd.forward_ad, torch.func.jvp), and `requires_grad`
+decides the activities (an argument that does not require grad is Const). Tensors are
+passed without copies: a CPU tensor as a NumPy view of its memory (`Tensor.numpy()` of it
+detached), a CUDA tensor as a DeviceArray viewing it (`__cuda_array_interface__`), the call
+then running with device="cuda"; array results come back as tensors viewing adjit's arrays
+(`torch.from_numpy`). A kernel's outputs are copies of the tensors passed for them (the
+kernel may read them), which it fills and which are returned: torch's operations do not
+change their inputs.
+
+This module imports torch; `import adjit` does not import it (adjit/__init__.py loads this
+module on first use of `adjit.torch`).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch.autograd import forward_ad
+
+from ..runtime.device_array import as_device_array
+from .operation import Operation, float_result
+
+WHO = "adjit.torch.function"
+_DTYPES = {torch.float32, torch.float64, torch.int32, torch.int64, torch.bool}
+
+
+def function(f: Any, *, outputs: Sequence[str | int] | str | int | None = None) -> "TorchFunction":
+    """`f`, an @adjit.jit function or an @adjit.kernel (with `outputs`, the parameters it
+    writes), as a differentiable operation on torch tensors: see the module's doc."""
+    return TorchFunction(f, outputs)
+
+
+class TorchFunction:
+    """What `adjit.torch.function` returns: call it with the function's arguments (tensors,
+    Python numbers); a kernel's also takes `ndrange=` (default: its first output's shape)."""
+
+    def __init__(self, f: Any, outputs: Any):
+        self.op = Operation(f, outputs, WHO)
+        self.__name__ = self.op.name
+        self.__doc__ = getattr(f, "__doc__", None)
+
+    def __repr__(self) -> str:
+        return f"<adjit.torch.function of {self.op.name}>"
+
+    def __call__(self, *args, ndrange: Any = None):
+        op = self.op
+        if len(args) != len(op.params):
+            raise TypeError(f"{op.name}() takes {len(op.params)} arguments "
+                            f"({', '.join(op.params)}), got {len(args)}")
+        nd = None
+        if op.is_kernel:
+            first = args[op.outputs[0]]
+            if ndrange is None and not isinstance(first, torch.Tensor):
+                raise TypeError(f"kernel {op.name}: ndrange= is needed (output "
+                                f"{op.params[op.outputs[0]]!r} is no tensor)")
+            nd = tuple(first.shape) if ndrange is None else ndrange
+            nd = (nd,) if isinstance(nd, int) else tuple(int(n) for n in nd)
+        elif ndrange is not None:
+            raise TypeError(f"{op.name} is not a kernel: ndrange= is for kernels")
+        # Without a gradient to record (no input requires grad, or grad mode is off, and no
+        # forward-mode level is open), the autograd.Function machinery (~15 us) is skipped.
+        if forward_ad._current_level < 0 and not (
+                torch.is_grad_enabled()
+                and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+            return _forward(self, nd, args)
+        return _Call.apply(self, nd, *args)
+
+
+# ---- tensors <-> what adjit takes -----------------------------------------------------------
+def _device(op: Operation, args: Sequence) -> str:
+    devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+    if len(devices) > 1:
+        raise ValueError(f"{WHO}: {op.name}'s tensors are on several devices "
+                         f"({', '.join(sorted(devices))}); move them to one")
+    device = devices.pop() if devices else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"{WHO}: {op.name}: tensors on {device!r} are not supported "
+                         "(CPU and CUDA tensors are)")
+    return device
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """`t` without torch.func's wrappers (under torch.func.grad, backward and jvp see its
+    tracking tensors, which have no storage): the tensor holding the data."""
+    functorch = torch._C._functorch
+    while functorch.is_functorch_wrapped_tensor(t):
+        t = functorch.get_unwrapped(t)
+    return t
+
+
+def _view(t: torch.Tensor) -> Any:
+    """A contiguous tensor as adjit takes it, without a copy."""
+    t = t.detach()
+    if t.device.type == "cuda":
+        return as_device_array(_plain(t))
+    try:
+        return t.numpy()      # (the fastest view: ~1 us)
+    except RuntimeError:      # under torch.func: its wrapped tensor's data, through DLPack
+        return np.from_dlpack(_plain(t))
+
+
+def _value(op: Operation, i: int, a: Any) -> Any:
+    """Argument `i` as adjit takes it: tensors as views (a 0-d one as a scalar unless the
+    parameter is annotated as an array), anything else as it is (adjit checks it)."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    p = op.params[i]
+    if a.dtype not in _DTYPES:
+        raise TypeError(f"{WHO}: {op.name}(): argument {p!r} is a tensor of {a.dtype}; adjit "
+                        "takes float32, float64, int32, int64 and bool")
+    if a.ndim == 0 and i not in op.array_params and i not in op.outputs:
+        return _view(a)[()] if a.device.type == "cpu" else np.asarray(a.item(), _np_dtype(a))
+    if not a.is_contiguous():
+        raise ValueError(f"{WHO}: {op.name}(): argument {p!r} is a non-contiguous tensor "
+                         f"(shape {tuple(a.shape)}, strides {a.stride()}); pass "
+                         f"{p}.contiguous(), which copies")
+    return _view(a)
+
+
+def _np_dtype(t: torch.Tensor) -> np.dtype:
+    return np.dtype(str(t.dtype).removeprefix("torch."))
+
+
+def _tensor(v: Any, device: str) -> torch.Tensor:
+    """An adjit result as a tensor viewing it (a NumPy scalar: a 0-d tensor)."""
+    if isinstance(v, np.ndarray):
+        t = torch.from_numpy(v)
+    elif getattr(type(v), "is_adjit_device_array", False):
+        return torch.from_dlpack(v)
+    else:
+        t = torch.from_numpy(np.asarray(v))
+    return t if device == "cpu" else t.to(device)
+
+
+def _prepare(call: TorchFunction, nd: Any, args: Sequence) -> tuple[str, list, dict]:
+    """(device, the values for adjit, the output tensors made for a kernel by position)."""
+    op = call.op
+    device = _device(op, args)
+    values, made = [], {}
+    for i, a in enumerate(args):
+        if i in op.outputs:
+            if not isinstance(a, torch.Tensor):
+                raise TypeError(f"{WHO}: kernel {op.name}: output {op.params[i]!r} must be a "
+                                f"tensor, got {type(a).__name__}")
+            made[i] = a.detach().clone(memory_format=torch.contiguous_format)
+            values.append(_value(op, i, made[i]))
+        else:
+            values.append(_value(op, i, a))
+    return device, values, made
+
+
+def _forward(call: TorchFunction, nd: Any, args: Sequence) -> Any:
+    device, values, made = _prepare(call, nd, args)
+    result = call.op.call(values, nd, device)
+    if call.op.is_kernel:
+        outs = tuple(made[i] for i in call.op.outputs)
+        return outs[0] if len(outs) == 1 else outs
+    if isinstance(result, tuple):
+        return tuple(_tensor(r, device) for r in result)
+    return _tensor(result, device)
+
+
+class _Call(torch.autograd.Function):
+    """One call of a TorchFunction, recorded for autograd: inputs (the TorchFunction, the
+    ndrange, the arguments)."""
+
+    @staticmethod
+    def forward(call: TorchFunction, nd: Any, *args) -> Any:
+        return _forward(call, nd, args)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: Any) -> None:
+        call, nd, *args = inputs
+        ctx.call, ctx.nd = call, nd
+        # Tensors are saved through ctx (autograd then refuses a backward after one of them
+        # changed in place); other arguments are kept as they are.
+        ctx.layout = [None if isinstance(a, torch.Tensor) else a for a in args]
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+        ctx.tuple_result = isinstance(output, tuple) and not call.op.is_kernel
+        outs = output if isinstance(output, tuple) else (output,)
+        integer = [o for o in outs if not o.is_floating_point()]
+        if integer:
+            ctx.mark_non_differentiable(*integer)
+
+    @staticmethod
+    def backward(ctx, *cotangents) -> tuple:
+        call, nd, op = ctx.call, ctx.nd, ctx.call.op
+        args = _saved(ctx)
+        wanted = ctx.needs_input_grad[2:]
+        device, values, _ = _prepare(call, nd, args)
+        made: dict[int, torch.Tensor] = {}
+
+        def zeros(i: int) -> Any:
+            made[i] = torch.zeros_like(args[i], memory_format=torch.contiguous_format)
+            return _view(made[i])
+
+        def copy(i: int) -> Any:
+            return _view(args[i].detach().clone(memory_format=torch.contiguous_format))
+
+        if op.is_kernel:
+            seeds = []
+            for k, i in enumerate(op.outputs):
+                ct = cotangents[k]
+                made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
+                           if ct is None else ct.detach().clone(
+                               memory_format=torch.contiguous_format))
+                seeds.append(_view(made[i]))
+            grads = op.reverse(values, wanted, seeds, nd, device, zeros, copy)
+            scale = None
+        else:
+            ct = cotangents[0]
+            if ct is None:
+                return (None, None, *[None] * len(args))
+            if ctx.tuple_result:
+                float_result(tuple(cotangents), WHO, op.name)     # (refused: no derivative)
+            value = ct.detach()
+            if value.ndim == 0:     # a scalar result: unit seed, then scaled
+                scale, seed = value, value
+            else:
+                scale, seed = None, _view(value.contiguous())
+            grads = op.reverse(values, wanted, [seed], nd, device, zeros, copy)
+        out = []
+        for i, g in enumerate(grads):
+            if g is None:
+                out.append(None)
+                continue
+            t = made[i] if i in made else torch.as_tensor(g, dtype=args[i].dtype,
+                                                          device=args[i].device)
+            out.append(t if scale is None else t * scale.to(t.dtype))
+        return (None, None, *out)
+
+    @staticmethod
+    def jvp(ctx, *tangents) -> Any:
+        call, nd, op = ctx.call, ctx.nd, ctx.call.op
+        args = _saved(ctx)
+        device, values, _ = _prepare(call, nd, args)
+        made: dict[int, torch.Tensor] = {}
+        dirs = []
+        for i, (a, t) in enumerate(zip(args, tangents[2:])):
+            if t is None or i in op.outputs or not isinstance(a, torch.Tensor):
+                dirs.append(None)
+            elif a.ndim == 0 and i not in op.array_params:
+                dirs.append(t.item())
+            else:
+                dirs.append(_view(t.detach().contiguous()))
+
+        def copy(i: int) -> Any:
+            return _view(args[i].detach().clone(memory_format=torch.contiguous_format))
+
+        def output_tangent(i: int) -> Any:
+            t = tangents[2 + i]
+            made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
+                       if t is None else t.detach().clone(memory_format=torch.contiguous_format))
+            return _view(made[i])
+
+        tangent = op.tangent(values, dirs, nd, device, copy, output_tangent)
+        if op.is_kernel:
+            outs = tuple(made[i] for i in op.outputs)
+            return outs[0] if len(outs) == 1 else outs
+        if tangent is None:
+            return None
+        return _tensor(tangent, device)
+
+
+def _saved(ctx) -> list:
+    """The call's arguments again: its saved tensors in their places."""
+    tensors = iter(ctx.saved_tensors)
+    return [next(tensors) if a is None else a for a in ctx.layout]
+
+
+__all__ = ["function", "TorchFunction"]

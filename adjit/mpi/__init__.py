@@ -1,0 +1,223 @@
+"""adjit.mpi: differentiable communication between MPI ranks, in compiled code and around it.
+
+    from adjit import mpi
+    comm = mpi.Comm().cart((2, 2))            # a 2x2 process grid over the ranks
+    u = comm.scatter(global_u, width=1)       # this rank's block, with 1 ghost layer
+
+    @adjit.jit
+    def loss(u0, steps: int, comm: int):      # a communicator is passed as an int
+        u = u0.copy(); v = adjit.empty_like(u)
+        for _ in range(steps):
+            mpi.halo_exchange(u, 1, comm)     # ghosts of width 1 from the neighbours
+            step(u, v, ndrange=u.shape)
+            u, v = v, u
+        return mpi.replicated(mpi.allreduce(adjit.sum(u * u), comm), comm)
+
+    g = adjit.grad(loss)(u, 10, comm)         # the gradient, on every rank its own block
+
+Operations (compiled code and Python alike; arrays are changed in place):
+- `halo_exchange(u, width, comm)`: fills `u`'s ghost layers (`width` cells on each side of
+  each decomposed axis: the first axes, one per dimension of `comm`'s process grid, or axis
+  0 for a communicator without one) from the neighbours' owned cells; ghosts at the edge of
+  a non-periodic grid are left as they are (the boundary condition is the caller's).
+- `allreduce(x, comm, op="sum")` (also "max", "min") of a float, the same on every rank;
+  `allreduce_array(u, comm)`: the element-wise sum over ranks, in place.
+- `bcast(x, root, comm)` of a float; `bcast_array(u, root, comm)` in place.
+- `send(u, dest, tag, comm)` / `recv(u, source, tag, comm)`: blocking, paired.
+- `replicated(y, comm)`: y; for the one result every rank returns (a loss): see below.
+
+Derivatives (custom rules, _ops.py) in every mode. Each rank seeds its own result, so what
+adjit differentiates is the sum over ranks of their results: a loss that every rank returns
+(an allreduce) is counted once through `replicated`, which gives each copy 1/size of the
+seed. Then `adjit.grad` on every rank gives each its block of the single-process gradient.
+
+Errors: every operation checks its status; a rank that finds an error (a message whose
+size differs from what its array needs, an MPI error, `ADJIT_MPI_TIMEOUT` seconds without a
+message) or whose Python code raises tells every rank, and each raises a RuntimeError where
+it communicates next instead of waiting; `last_error()` says what happened. An uncaught
+exception then ends the job (MPI_Abort, after ADJIT_MPI_ABORT_GRACE seconds).
+The MPI library is mpi4py's (MPICH's ABI: the `mpich` wheel, Intel MPI, Cray MPICH); CPU
+code only (`device="cuda"` functions cannot call these yet).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _ops
+from ._native import error as _error, start as _start, status as _status
+
+__all__ = ["Comm", "halo_exchange", "allreduce", "allreduce_array", "bcast", "bcast_array",
+           "send", "recv", "replicated", "last_error", "failed"]
+
+_OPS = {"sum": _ops.allreduce_sum, "max": _ops.allreduce_max, "min": _ops.allreduce_min}
+
+
+class Comm(int):
+    """A communicator: an int (its MPI handle, which compiled code takes as an i64
+    argument) with mpi4py's communicator behind it (`.mpi`). `Comm()` duplicates
+    COMM_WORLD (collective: every rank makes it), `Comm(c)` an mpi4py communicator, so that
+    adjit's messages never meet the program's own."""
+
+    def __new__(cls, mpi_comm=None, *, _own=None):
+        MPI, _ = _start()
+        if _own is None:
+            base = MPI.COMM_WORLD if mpi_comm is None else mpi_comm
+            _own = base.Dup()
+            _own.Set_errhandler(MPI.ERRORS_RETURN)
+        self = super().__new__(cls, _own.handle & 0xFFFFFFFF)
+        self.mpi = _own
+        self.rank, self.size = _own.Get_rank(), _own.Get_size()
+        topo = _own.Get_topology()
+        self.dims = tuple(_own.dims) if topo == MPI.CART else (self.size,)
+        self.periods = tuple(bool(p) for p in _own.periods) if topo == MPI.CART else (False,)
+        self.coords = tuple(_own.coords) if topo == MPI.CART else (self.rank,)
+        return self
+
+    def __repr__(self) -> str:
+        return f"adjit.mpi.Comm(rank {self.rank} of {self.size}, grid {self.dims})"
+
+    def __reduce__(self):
+        raise TypeError("an adjit.mpi.Comm belongs to its process")
+
+    def cart(self, dims, periods=False) -> "Comm":
+        """A communicator over the same ranks arranged in a process grid `dims` (a tuple
+        whose product is the number of ranks; a 0 entry is chosen by MPI_Dims_create);
+        `periods`: a bool or one per axis. Collective."""
+        MPI, _ = _start()
+        dims = list(MPI.Compute_dims(self.size, list(dims)))
+        if int(np.prod(dims)) != self.size:
+            raise ValueError(f"adjit.mpi: a process grid {tuple(dims)} needs "
+                             f"{int(np.prod(dims))} ranks, the communicator has {self.size}")
+        periods = [bool(periods)] * len(dims) if isinstance(periods, bool) else list(periods)
+        cart = self.mpi.Create_cart(dims, periods=periods, reorder=False)
+        cart.Set_errhandler(MPI.ERRORS_RETURN)
+        return Comm(_own=cart)
+
+    # ---- blocks of a global array (Python helpers, not differentiated) -------------------
+    def _block(self, shape, width: int):
+        shape = tuple(shape)
+        if len(shape) < len(self.dims):
+            raise ValueError(f"adjit.mpi: a {len(shape)}-D array on a {len(self.dims)}-D "
+                             "process grid")
+        starts, sizes = [], []
+        for d, (n, p, c) in enumerate(zip(shape, self.dims, self.coords)):
+            if n % p:
+                raise ValueError(f"adjit.mpi: axis {d} of length {n} does not split evenly "
+                                 f"over {p} ranks")
+            starts.append(c * (n // p))
+            sizes.append(n // p)
+        return starts, sizes
+
+    def scatter(self, global_array, width: int = 1) -> np.ndarray:
+        """This rank's block of `global_array` (which every rank holds), with `width` ghost
+        cells on each side of each decomposed axis: owned cells copied, ghosts filled from
+        the global array where it has them (wrapping around on periodic axes), else 0."""
+        a = np.asarray(global_array)
+        starts, sizes = self._block(a.shape, width)
+        index = []
+        for d, (s, n) in enumerate(zip(starts, sizes)):
+            idx = np.arange(s - width, s + n + width)
+            if self.periods[d]:
+                idx %= a.shape[d]
+            index.append(idx)
+        k = len(index)
+        out = np.zeros([n + 2 * width for n in sizes] + list(a.shape[k:]), a.dtype)
+        valid = [(i >= 0) & (i < a.shape[d]) for d, i in enumerate(index)]
+        src = a[np.ix_(*[np.clip(i, 0, a.shape[d] - 1) for d, i in enumerate(index)])]
+        mask = np.ix_(*valid) if k > 1 else (valid[0],)
+        keep = np.zeros(out.shape[:k], bool)
+        keep[mask] = True
+        out[keep] = src[keep]
+        return out
+
+    def owned(self, local, width: int = 1) -> np.ndarray:
+        """The cells of a local block this rank owns (without its ghosts): a view."""
+        k = len(self.dims)
+        return local[tuple(slice(width, n - width) for n in local.shape[:k])]
+
+    def gather(self, local, width: int = 1) -> np.ndarray:
+        """The global array from every rank's block (its owned cells), on every rank."""
+        mine = np.ascontiguousarray(self.owned(local, width))
+        blocks = self.mpi.allgather((self.coords, mine))
+        k = len(self.dims)
+        shape = [mine.shape[d] * self.dims[d] for d in range(k)] + list(mine.shape[k:])
+        out = np.empty(shape, mine.dtype)
+        for coords, b in blocks:
+            out[tuple(slice(c * b.shape[d], (c + 1) * b.shape[d])
+                      for d, c in enumerate(coords))] = b
+        return out
+
+
+def last_error() -> str:
+    """What failed (on this rank, or the notice of the rank that failed), or ''."""
+    return _error() if failed() else ""
+
+
+def failed() -> bool:
+    """Whether a communication failed (here or on another rank): adjit.mpi's operations
+    then raise at once, on every rank."""
+    _start()
+    return _status() != 0
+
+
+# ---- the operations, callable from Python and from compiled code ----------------------------
+def _forward(fn):
+    """A Python-level operation whose calls in compiled code compile `fn` (an @adjit.func
+    with rules), and from Python run `fn` compiled."""
+    def python_call(*args):
+        _start()
+        return _python_wrapper(fn)(*args)
+
+    python_call.__name__ = fn.__name__
+    python_call.__doc__ = fn.__doc__
+    python_call._adjit_compile_call = lambda gen, args, kwargs: fn._adjit_compile_call(
+        gen, args, kwargs)
+    return python_call
+
+
+_WRAPPERS: dict = {}
+
+
+def _python_wrapper(fn):
+    """An @adjit.jit function that calls `fn` (what a call from Python runs)."""
+    if fn not in _WRAPPERS:
+        _WRAPPERS[fn] = _ops.python_entry(fn)
+    return _WRAPPERS[fn]
+
+
+halo_exchange = _forward(_ops.halo_exchange)
+allreduce_array = _forward(_ops.allreduce_array)
+bcast = _forward(_ops.bcast)
+bcast_array = _forward(_ops.bcast_array)
+send = _forward(_ops.send)
+recv = _forward(_ops.recv)
+replicated = _forward(_ops.replicated)
+
+
+def allreduce(x, comm, op: str = "sum"):
+    """The sum (op="sum"), maximum or minimum over the ranks of the float x, on every rank
+    (computed in f64). Its adjoint: the sum over ranks of the result's adjoints, to every
+    rank (sum) or to the rank that held the extreme (max, min; the lowest such rank)."""
+    if op not in _OPS:
+        raise ValueError(f"adjit.mpi.allreduce: op must be 'sum', 'max' or 'min', not {op!r}")
+    _start()
+    return _python_wrapper(_OPS[op])(x, comm)
+
+
+def _compile_allreduce(gen, args: list, kwargs: dict):
+    from ..core.errors import UserError
+    from ..frontend.values import Literal, PyObj
+    args = list(args)
+    op = kwargs.pop("op", None)
+    if len(args) == 3 and op is None:
+        op = args.pop()
+    if kwargs or len(args) != 2:
+        raise UserError("adjit.mpi.allreduce(x, comm, op='sum') takes x, comm and op")
+    name = ("sum" if op is None else op.value if isinstance(op, Literal)
+            else op.obj if isinstance(op, PyObj) else None)
+    if name not in _OPS:
+        raise UserError("adjit.mpi.allreduce: op must be the constant 'sum', 'max' or 'min'")
+    return _OPS[name]._adjit_compile_call(gen, args, {})
+
+
+allreduce._adjit_compile_call = _compile_allreduce

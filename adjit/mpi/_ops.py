@@ -1,0 +1,356 @@
+"""adjit.mpi's operations as `@adjit.func`s with custom rules (frontend/rules.py), so that
+every mode differentiates them where compiled code calls them, all-Const calls included
+(the rules run there too, so every rank takes part in every communication).
+
+The rules are the transposes of linear maps between ranks (Enzyme's MPI adjoints):
+- halo exchange: each ghost cell becomes a copy of a cell another rank owns; the adjoint
+  sends the ghosts' adjoints back, the owner adds them into its cell, the ghosts' adjoints
+  become 0 (runtime/native/mpi.cpp, `halo`);
+- sum-allreduce: y = sum over ranks of x; the adjoint of every x is the sum over ranks of
+  the adjoints of y (an allreduce of the adjoints); max/min: the same sum, to the rank that
+  held the extreme only;
+- broadcast from root: the root's adjoint is the sum over ranks of theirs (a reduce), the
+  other ranks' become 0 (their values were overwritten);
+- send/recv: the adjoint of a send receives the adjoint of what was sent and adds it; the
+  adjoint of a recv sends the buffer's adjoint back and zeroes it.
+Forward mode applies the same operation to the tangents (each is linear in its data; a
+max/min's tangent is the holder's, summed with zeros from the others).
+
+What is differentiated is the program of all ranks together, each rank seeding its own
+result: the derivative of the sum over ranks of their results (see `replicated`)."""
+from __future__ import annotations
+
+from ..frontend import rules
+from ..frontend.functions import device_function as func, jit
+from ._intrinsics import (ALLREDUCE_SUM, BCAST, HALO, RECV, S_BCAST, S_MAX, S_MIN, S_SUM, SEND,
+                          array_call, comm_rank, held_extreme, scalar_call)
+
+
+# ---- halo exchange ----------------------------------------------------------------------
+@func
+def halo_exchange(u, width, comm):
+    array_call(u, HALO, comm, width, 0, 0)
+
+
+@rules.forward(halo_exchange)
+def _halo_forward(config, u, width, comm):
+    array_call(u.val, HALO, comm.val, width.val, 0, 0)
+    if u.dval is not None:
+        array_call(u.dval, HALO, comm.val, width.val, 0, 0)
+
+
+@rules.augmented_primal(halo_exchange)
+def _halo_augmented(config, u, width, comm):
+    array_call(u.val, HALO, comm.val, width.val, 0, 0)
+    return rules.AugmentedReturn(None, None, None)
+
+
+@rules.reverse(halo_exchange)
+def _halo_reverse(config, dret, tape, u, width, comm):
+    if u.dval is not None:
+        array_call(u.dval, HALO, comm.val, width.val, 0, 1)
+    return None, None, None
+
+
+# ---- allreduce of an array (sum, in place): its own transpose ------------------------------
+@func
+def allreduce_array(u, comm):
+    array_call(u, ALLREDUCE_SUM, comm, 0, 0, 0)
+
+
+@rules.forward(allreduce_array)
+def _allreduce_array_forward(config, u, comm):
+    array_call(u.val, ALLREDUCE_SUM, comm.val, 0, 0, 0)
+    if u.dval is not None:
+        array_call(u.dval, ALLREDUCE_SUM, comm.val, 0, 0, 0)
+
+
+@rules.augmented_primal(allreduce_array)
+def _allreduce_array_augmented(config, u, comm):
+    array_call(u.val, ALLREDUCE_SUM, comm.val, 0, 0, 0)
+    return rules.AugmentedReturn(None, None, None)
+
+
+@rules.reverse(allreduce_array)
+def _allreduce_array_reverse(config, dret, tape, u, comm):
+    if u.dval is not None:
+        array_call(u.dval, ALLREDUCE_SUM, comm.val, 0, 0, 1)
+    return None, None
+
+
+# ---- broadcast of an array (in place) -----------------------------------------------------
+@func
+def bcast_array(u, root, comm):
+    array_call(u, BCAST, comm, root, 0, 0)
+
+
+@rules.forward(bcast_array)
+def _bcast_array_forward(config, u, root, comm):
+    array_call(u.val, BCAST, comm.val, root.val, 0, 0)
+    if u.dval is not None:
+        array_call(u.dval, BCAST, comm.val, root.val, 0, 0)
+
+
+@rules.augmented_primal(bcast_array)
+def _bcast_array_augmented(config, u, root, comm):
+    array_call(u.val, BCAST, comm.val, root.val, 0, 0)
+    return rules.AugmentedReturn(None, None, None)
+
+
+@rules.reverse(bcast_array)
+def _bcast_array_reverse(config, dret, tape, u, root, comm):
+    if u.dval is not None:
+        array_call(u.dval, BCAST, comm.val, root.val, 0, 1)
+    return None, None, None
+
+
+# ---- send and recv (blocking, in pairs) ---------------------------------------------------
+@func
+def send(u, dest, tag, comm):
+    array_call(u, SEND, comm, dest, tag, 0)
+
+
+@rules.forward(send)
+def _send_forward(config, u, dest, tag, comm):
+    array_call(u.val, SEND, comm.val, dest.val, tag.val, 0)
+    if u.dval is not None:
+        array_call(u.dval, SEND, comm.val, dest.val, tag.val, 0)
+
+
+@rules.augmented_primal(send)
+def _send_augmented(config, u, dest, tag, comm):
+    array_call(u.val, SEND, comm.val, dest.val, tag.val, 0)
+    return rules.AugmentedReturn(None, None, None)
+
+
+@rules.reverse(send)
+def _send_reverse(config, dret, tape, u, dest, tag, comm):
+    if u.dval is not None:
+        array_call(u.dval, SEND, comm.val, dest.val, tag.val, 1)
+    return None, None, None, None
+
+
+@func
+def recv(u, source, tag, comm):
+    array_call(u, RECV, comm, source, tag, 0)
+
+
+@rules.forward(recv)
+def _recv_forward(config, u, source, tag, comm):
+    array_call(u.val, RECV, comm.val, source.val, tag.val, 0)
+    if u.dval is not None:
+        array_call(u.dval, RECV, comm.val, source.val, tag.val, 0)
+
+
+@rules.augmented_primal(recv)
+def _recv_augmented(config, u, source, tag, comm):
+    array_call(u.val, RECV, comm.val, source.val, tag.val, 0)
+    return rules.AugmentedReturn(None, None, None)
+
+
+@rules.reverse(recv)
+def _recv_reverse(config, dret, tape, u, source, tag, comm):
+    if u.dval is not None:
+        array_call(u.dval, RECV, comm.val, source.val, tag.val, 1)
+    return None, None, None, None
+
+
+# ---- scalar collectives -------------------------------------------------------------------
+@func
+def allreduce_sum(x, comm):
+    return scalar_call(x, S_SUM, comm, 0)
+
+
+@rules.forward(allreduce_sum)
+def _sum_forward(config, x, comm):
+    y = scalar_call(x.val, S_SUM, comm.val, 0)
+    if x.dval is None:
+        return y, None
+    return y, scalar_call(x.dval, S_SUM, comm.val, 0)
+
+
+@rules.augmented_primal(allreduce_sum)
+def _sum_augmented(config, x, comm):
+    return rules.AugmentedReturn(scalar_call(x.val, S_SUM, comm.val, 0), None, None)
+
+
+@rules.reverse(allreduce_sum)
+def _sum_reverse(config, dret, tape, x, comm):
+    if x.is_const:
+        return None, None
+    if dret is None:
+        return 0.0, None
+    return scalar_call(dret, S_SUM, comm.val, 0), None
+
+
+@func
+def allreduce_max(x, comm):
+    return scalar_call(x, S_MAX, comm, 0)
+
+
+@rules.forward(allreduce_max)
+def _max_forward(config, x, comm):
+    y = scalar_call(x.val, S_MAX, comm.val, 0)
+    if x.dval is None:
+        return y, None
+    # The holder's tangent; the other ranks add zeros.
+    held = float(held_extreme())
+    return y, scalar_call(held * x.dval, S_SUM, comm.val, 0)
+
+
+@rules.augmented_primal(allreduce_max)
+def _max_augmented(config, x, comm):
+    y = scalar_call(x.val, S_MAX, comm.val, 0)
+    return rules.AugmentedReturn(y, None, float(held_extreme()))
+
+
+@rules.reverse(allreduce_max)
+def _max_reverse(config, dret, tape, x, comm):
+    if x.is_const:
+        return None, None
+    if dret is None:
+        return 0.0, None
+    return tape * scalar_call(dret, S_SUM, comm.val, 0), None
+
+
+@func
+def allreduce_min(x, comm):
+    return scalar_call(x, S_MIN, comm, 0)
+
+
+@rules.forward(allreduce_min)
+def _min_forward(config, x, comm):
+    y = scalar_call(x.val, S_MIN, comm.val, 0)
+    if x.dval is None:
+        return y, None
+    held = float(held_extreme())
+    return y, scalar_call(held * x.dval, S_SUM, comm.val, 0)
+
+
+@rules.augmented_primal(allreduce_min)
+def _min_augmented(config, x, comm):
+    y = scalar_call(x.val, S_MIN, comm.val, 0)
+    return rules.AugmentedReturn(y, None, float(held_extreme()))
+
+
+@rules.reverse(allreduce_min)
+def _min_reverse(config, dret, tape, x, comm):
+    if x.is_const:
+        return None, None
+    if dret is None:
+        return 0.0, None
+    return tape * scalar_call(dret, S_SUM, comm.val, 0), None
+
+
+@func
+def bcast(x, root, comm):
+    return scalar_call(x, S_BCAST, comm, root)
+
+
+@rules.forward(bcast)
+def _bcast_forward(config, x, root, comm):
+    y = scalar_call(x.val, S_BCAST, comm.val, root.val)
+    if x.dval is None:
+        return y, None
+    return y, scalar_call(x.dval, S_BCAST, comm.val, root.val)
+
+
+@rules.augmented_primal(bcast)
+def _bcast_augmented(config, x, root, comm):
+    return rules.AugmentedReturn(scalar_call(x.val, S_BCAST, comm.val, root.val), None, None)
+
+
+@rules.reverse(bcast)
+def _bcast_reverse(config, dret, tape, x, root, comm):
+    if x.is_const:
+        return None, None, None
+    if dret is None:
+        return 0.0, None, None
+    total = scalar_call(dret, S_SUM, comm.val, 0)
+    if comm_rank(comm.val) == root.val:
+        return total, None, None
+    return 0.0, None, None
+
+
+# ---- one result of the whole program ----------------------------------------------------
+@func
+def replicated(x, comm):
+    return x
+
+
+@rules.forward(replicated)
+def _replicated_forward(config, x, comm):
+    if x.dval is None:
+        return x.val, None
+    return x.val, x.dval
+
+
+@rules.augmented_primal(replicated)
+def _replicated_augmented(config, x, comm):
+    return rules.AugmentedReturn(x.val, None, None)
+
+
+@rules.reverse(replicated)
+def _replicated_reverse(config, dret, tape, x, comm):
+    if x.is_const:
+        return None, None
+    if dret is None:
+        return 0.0, None
+    # Every rank holds this value and seeds it: the program's derivative counts one copy.
+    return dret / scalar_call(1.0, S_SUM, comm.val, 0), None
+
+
+# ---- what a call from Python runs ---------------------------------------------------------
+@jit
+def _py_halo_exchange(u, width, comm):
+    halo_exchange(u, width, comm)
+
+
+@jit
+def _py_allreduce_array(u, comm):
+    allreduce_array(u, comm)
+
+
+@jit
+def _py_bcast_array(u, root, comm):
+    bcast_array(u, root, comm)
+
+
+@jit
+def _py_send(u, dest, tag, comm):
+    send(u, dest, tag, comm)
+
+
+@jit
+def _py_recv(u, source, tag, comm):
+    recv(u, source, tag, comm)
+
+
+@jit
+def _py_allreduce_sum(x, comm):
+    return allreduce_sum(x, comm)
+
+
+@jit
+def _py_allreduce_max(x, comm):
+    return allreduce_max(x, comm)
+
+
+@jit
+def _py_allreduce_min(x, comm):
+    return allreduce_min(x, comm)
+
+
+@jit
+def _py_bcast(x, root, comm):
+    return bcast(x, root, comm)
+
+
+@jit
+def _py_replicated(x, comm):
+    return replicated(x, comm)
+
+
+def python_entry(fn):
+    """The @adjit.jit function that runs operation `fn` for a call from Python."""
+    return globals()["_py_" + fn.__name__]

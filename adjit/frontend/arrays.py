@@ -319,9 +319,9 @@ def _checked_sizes(sizes: list[list[ir.Value]]) -> list[ir.Value]:
             if d == size:
                 continue
             adj.check(arith.cmpi(arith.CmpIPredicate.eq, size, d), "ValueError",
-                      "operands could not be broadcast together: their shapes differ (a "
-                      "dimension of size 1 broadcasts where the compiler knows it is 1: "
-                      "a new axis, keepdims=True, or a missing leading dimension)")
+                      "element-wise operation (which broadcasts along missing leading "
+                      "dimensions and along dimensions known to be 1 when compiling: a new "
+                      "axis, keepdims=True) on arrays of different shapes")
             size = arith.minui(size, d)
         out.append(size)
     return out
@@ -437,7 +437,7 @@ def materialize(v) -> Array:
         return v
     consumed(v)
     out = alloc(v.dtype, v.shape)
-    store_into(out, v)
+    store_into(out, v, new=True)
     return out
 
 
@@ -471,17 +471,18 @@ def _safe_in_place(out: Array, e: ArrayExpr) -> bool:
     return True
 
 
-def store_into(out: Array, e: ArrayExpr | Scalar) -> None:
+def store_into(out: Array, e: ArrayExpr | Scalar, new: bool = False) -> None:
     """Writes expression `e` (of `out`'s shape) into `out`, element by element. Where `e`
     reads memory of `out` other than element by element (`u[1:] = u[:-1]`), it is computed
     into a new array first, as NumPy's assignment does. A 0-d `out` takes its one element
-    (`e` may then be a scalar: what an expression of 0-d arrays gives)."""
+    (`e` may then be a scalar: what an expression of 0-d arrays gives). `new`: `out` was
+    just allocated for it (nothing in `e` reads it)."""
     consumed(e)
     if out.type.ndim == 0:
         v = e if isinstance(e, Scalar) else e.element(idx(0))
         memref.store(S.cast(v, out.type.dtype).value, out.value, [])
         return
-    if not _safe_in_place(out, e):
+    if not new and not _safe_in_place(out, e):
         e = as_expr(materialize(e))
     if e.linear and not out.type.strided:
         view = flat(out)
@@ -568,7 +569,7 @@ def arange(start, stop, step, dtype: ScalarType | None) -> ArrayExpr:
     def element(i: ir.Value) -> Scalar:
         return S.binary("+", first, S.binary("*", S.cast(Scalar(i, index), dtype), delta))
 
-    return created(ArrayExpr(dtype, [_arange_length(lo, hi, by)], element))
+    return created(ArrayExpr(dtype, [_arange_length(lo, hi, by)], element, reads=()))
 
 
 def _is_float(v) -> bool:
@@ -603,7 +604,7 @@ def copy(a: Array | ArrayExpr) -> Array:
         return materialize(a)
     out = alloc(a.type.dtype, dims(a))
     if a.type.strided:
-        store_into(out, as_expr(a))     # (a loop LLVM can vectorise, not memrefCopy's)
+        store_into(out, as_expr(a), new=True)   # (a loop LLVM vectorises, not memrefCopy's)
     else:
         memref.copy(a.value, out.value)
     return out

@@ -143,14 +143,14 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
         # Other libraries' CPU arrays (and shadows) as NumPy views of them (runtime/foreign.py)
         anns = [_with_values(a, host_value) for a in anns]
         types, values = specialise(f.__name__, f.params, f.annotations, [a.val for a in anns])
-        # A shadow takes its array's type in the derivative's ABI: a strided shadow of a
-        # contiguous array makes both strided (a contiguous array is a strided one too).
-        types = [t.strided_too() if isinstance(t, ArrayType) and not t.strided and any(
-                     isinstance(d, np.ndarray) and not d.flags.c_contiguous
-                     for d in _shadows(a)) else t for t, a in zip(types, anns)]
     else:
         raise ValueError(f"autodiff: device must be 'cpu' or 'cuda', got {device!r}")
     _check(f.__name__, f.params, anns, types, reverse, device)
+    # A shadow takes its array's type in the derivative's ABI: a strided shadow of a
+    # contiguous array makes both strided (a contiguous array is a strided one too).
+    types = [t.strided_too() if isinstance(t, ArrayType) and not t.strided and any(
+                 isinstance(d, np.ndarray) and not d.flags.c_contiguous
+                 for d in _shadows(a)) else t for t, a in zip(types, anns)]
     nd = wgs = None
     if isinstance(f, Kernel):
         nd = _ndrange_tuple(ndrange, f.__name__)

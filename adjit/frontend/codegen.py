@@ -326,7 +326,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             arr, subs = self._subscript_target(node.target)
             if isinstance(subs, Array):        # a view: `u[1:-1] += ...`, in place
                 value = self.visit(node.value)
-                self.require_host(f"array arithmetic ({op}=)")
+                self._assigning_a_view(arr, subs)
                 A.assign(subs, self._binary(op, subs, value))
                 return
             current = A.load(arr, subs, self.debug)
@@ -353,7 +353,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             if isinstance(subs, Array):        # a view: `v[1:-1] = expr`, NumPy's assignment
                 if not isinstance(value, (Array, ArrayExpr, Scalar, Literal)):
                     raise self.error(target, f"cannot assign {S.describe(value)} into an array")
-                self.require_host("assignment into a slice")
+                self._assigning_a_view(arr, subs)
                 A.assign(subs, value)
                 return
             if isinstance(value, (Array, ArrayExpr)):
@@ -385,6 +385,15 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             raise self.error(node, "cannot assign through a new axis (np.newaxis / None)")
         return arr, target
 
+    def _assigning_a_view(self, arr: Array, view: Array) -> None:
+        """Refuses a write into a view outside @adjit.jit code: a loop over its elements,
+        which a kernel's work item or a device function does not run."""
+        if self.kind != "jit":
+            raise UserError(f"assigning into a view of a {arr.type.ndim}-D array (a slice, or "
+                            f"{arr.type.ndim - view.type.ndim} indices) writes many elements: "
+                            "only @adjit.jit functions do; a kernel writes single elements "
+                            "(give one index per dimension)")
+
     def _view_items(self, arr: Array, sub) -> list | None:
         """The items of `arr[sub]` as arrays.view takes them when it is a view (a slice,
         `...`, a new axis, or fewer integers than dimensions), else None (one element)."""
@@ -408,7 +417,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 raise UserError(f"cannot index an array with {S.describe(s)}")
         used = sum(1 for s in out if s is not None and not isinstance(s, PyObj))
         if used > arr.type.ndim:
-            raise UserError(f"too many indices for a {arr.type.ndim}-D array: {used}")
+            raise UserError(f"indexing a {arr.type.ndim}-D array with {used} indices: too many")
         if ellipses:
             k = ellipses[0]
             out[k:k + 1] = [SliceValue(None, None, None)] * (arr.type.ndim - used)
@@ -468,7 +477,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 item = S.as_scalar(item)
             if not isinstance(item, (Scalar, Array)):
                 raise self.error(node, f"cannot return {S.describe(item)}")
-            if isinstance(item, Array) and self.kind != "jit":
+            # (a rule's tape may hold arrays: rules.py; returned_items checked the rest)
+            if isinstance(item, Array) and self.kind not in ("jit", "rule"):
                 raise self.error(node, "device functions return scalars only")
             if isinstance(item, Array) and item.type.strided:
                 item = A.copy(item)   # (a view returns as a new C-contiguous array)
@@ -691,7 +701,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                                        f"{S.describe(left)} and {S.describe(right)}: @ "
                                        "multiplies 1-D and 2-D arrays")
             self.require_host("@ (matmul: a new array)")
-            return matmul(left, right)
+            return matmul(self, left, right)
         return self._binary(self._binop_symbol(node.op), self.visit(node.left),
                             self.visit(node.right))
 

@@ -15,9 +15,11 @@ it. pure_callback needs none of that and runs wherever JAX does, at the cost of 
 host-callback machinery (~100 us a call, benchmarks/bench_interop.py): worth it for
 simulators and kernels of a millisecond or more, a reason to move to jax.ffi for tiny ones.
 
-Buffers: the callback receives JAX's arrays, which adjit views through DLPack without a
+Buffers: JAX hands the callback its operands as arrays of its own (copies of them: JAX's
+host-callback machinery makes them), which adjit views through DLPack without a further
 copy (read-only: adjit refuses to write them); a kernel's outputs are copies (JAX's arrays
 are immutable), and pure_callback copies each result into XLA's buffer (its contract).
+Zero copies in and out would take jax.ffi.
 Forward mode (`jax.jvp`, `jax.jacfwd`) is not available: JAX does not differentiate a
 custom_vjp function in forward mode, and a pure_callback has no transpose for a custom_jvp
 to be reversed through; use adjit's own jvp.

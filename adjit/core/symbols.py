@@ -22,3 +22,8 @@ HOST_MEMORY_ATTR = "adj.host_memory"
 # extension's addresses.
 CHECKPOINT_SYMBOLS = ("adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to",
                       "adj_ckpt_slot", "adj_ckpt_free", "adj_ckpt_count")
+# The matrix products of compiled code (runtime/native/gemm.cpp; frontend/matmul.py):
+# (flags, A, B, C), three 3-D memrefs; through NumPy's OpenBLAS where the extension found it.
+# CPU code finds them in the extension by name; a host program through hooks, like the
+# checkpointing schedule's.
+GEMM_SYMBOLS = ("adj_gemm_f32", "adj_gemm_f64")

@@ -331,7 +331,7 @@ def _dot(gen, args, kwargs):
 def _matmul(gen, args, kwargs):
     _expect(args, 2, "matmul", kwargs)
     gen.require_host("matmul (a new array)")
-    return matmul(*args)
+    return matmul(gen, *args)
 
 
 def _shape_arg(gen, shape) -> list[ir.Value]:

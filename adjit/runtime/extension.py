@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ..core.symbols import ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, FREE_SYMBOL
+from ..core.symbols import ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, FREE_SYMBOL, GEMM_SYMBOLS
 
 try:
     from . import _native
@@ -21,8 +21,9 @@ except ImportError as e:     # the sources used without installing them
 # closed.
 library = ctypes.CDLL(_native.__file__, mode=ctypes.RTLD_GLOBAL)
 
-# What compiled code calls by name (and checkpointed loops' schedule: checkpoint.cpp).
-_RUNTIME = (ALLOC_SYMBOL, FREE_SYMBOL, "memrefCopy", *CHECKPOINT_SYMBOLS)
+# What compiled code calls by name (and checkpointed loops' schedule: checkpoint.cpp; the
+# matrix products: gemm.cpp).
+_RUNTIME = (ALLOC_SYMBOL, FREE_SYMBOL, "memrefCopy", *CHECKPOINT_SYMBOLS, *GEMM_SYMBOLS)
 
 
 def address(name: str) -> int:
@@ -33,3 +34,40 @@ def address(name: str) -> int:
 def runtime_symbols() -> dict[str, int]:
     """The symbols compiled code calls in the extension, with their addresses."""
     return {name: address(name) for name in _RUNTIME}
+
+
+def _register_blas() -> str | None:
+    """Gives gemm.cpp the sgemm and dgemm of the OpenBLAS that NumPy's wheel bundles (in
+    numpy.libs/ or numpy/.dylibs/, already loaded by `import numpy`; its cblas names carry
+    the `scipy_` prefix and, with 64-bit integers, a `64_` suffix); returns its path, or
+    None if there is none (products then run gemm.cpp's loop nest)."""
+    import glob
+    import os
+
+    import numpy
+    root = os.path.dirname(numpy.__file__)
+    found = sorted(glob.glob(os.path.join(root + ".libs", "*openblas*"))
+                   + glob.glob(os.path.join(root, ".dylibs", "*openblas*")))
+    for path in found:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix, ilp64 in (("scipy_", "64_", 1), ("", "64_", 1), ("scipy_", "", 0),
+                                      ("", "", 0)):
+            try:
+                s, d = (getattr(lib, f"{prefix}cblas_{t}gemm{suffix}") for t in "sd")
+            except AttributeError:
+                continue
+            library.adj_gemm_register(ctypes.c_int64(_pointer(s)), ctypes.c_int64(_pointer(d)),
+                                      ctypes.c_int64(ilp64))
+            return path
+    return None
+
+
+def _pointer(fn) -> int:
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+# The BLAS the matrix products call (None: gemm.cpp's own loop nest).
+BLAS_LIBRARY = _register_blas()

@@ -194,7 +194,17 @@ def alloc_like(m: ir.Value, shape: Sequence[ir.Value] | None = None) -> ir.Value
     t = memref_type(m.type)
     sizes = list(shape) if shape is not None else dims(m)
     dynamic = [s for s, n in zip(sizes, t.shape) if n == ir.ShapedType.get_dynamic_size()]
-    return memref.alloc(t, dynamic, [])
+    return alloc_as(t, dynamic)
+
+
+def alloc_as(t: ir.MemRefType, dynamic: Sequence[ir.Value]) -> ir.Value:
+    """A new C-contiguous buffer usable as a `t` (dynamic extents `dynamic`): of a strided
+    type (a view's: its offset and strides are not the allocation's to choose), the
+    contiguous buffer cast to it."""
+    if not isinstance(t.layout, ir.StridedLayoutAttr):
+        return memref.alloc(t, list(dynamic), [])
+    plain = ir.MemRefType.get(t.shape, t.element_type, memory_space=t.memory_space)
+    return memref.cast(t, memref.alloc(plain, list(dynamic), []))
 
 
 def for_each_index(sizes: Sequence[ir.Value], body) -> None:

@@ -115,6 +115,15 @@ def _memref_inputs(fn: ir.Operation | None) -> set[int]:
     return {k for k, t in enumerate(inputs) if is_memref(t)}
 
 
+def _declared_writes(fn: ir.Operation | None) -> set[int]:
+    """A declaration's written memref arguments: those its `adj.writes` attribute lists (a
+    runtime function that reads some of its arrays: frontend/matmul.py's products), else
+    every one."""
+    if fn is not None and "adj.writes" in fn.attributes:
+        return {ir.IntegerAttr(k).value for k in ir.ArrayAttr(fn.attributes["adj.writes"])}
+    return _memref_inputs(fn)
+
+
 def _has_body(fn: ir.Operation | None) -> bool:
     return fn is not None and len(fn.regions[0].blocks) > 0
 
@@ -131,7 +140,8 @@ def function_writes(fn: ir.Operation, callee_writes: Callable[[str], set[int]],
 
 class WrittenArguments:
     """`written(name)`: the indices of @name's memref arguments it may write (every memref
-    argument of a function without a body), over the top-level functions `symbols`.
+    argument of a function without a body, unless it says which: _declared_writes), over the
+    top-level functions `symbols`.
 
     A call's array results join only the arguments its callee may return (`returned`): an
     array the callee allocates is no alias of the caller's arguments, so writing it (or an
@@ -148,7 +158,7 @@ class WrittenArguments:
             fn = self.symbols.get(name)
             self._writes[name] = set()   # provisional, for recursion
             if not _has_body(fn):
-                self._writes[name] = _memref_inputs(fn)
+                self._writes[name] = _declared_writes(fn)
             else:
                 self._writes[name] = function_writes(fn, self, self._classes_of(name, fn))
         return self._writes[name]

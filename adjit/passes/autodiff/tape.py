@@ -33,7 +33,7 @@ from typing import Callable, Hashable
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_util import (dims, for_each_index, index, is_ancestor, is_memref, linear_index,
+from .ir_util import (alloc_as, dims, for_each_index, index, is_ancestor, is_memref, linear_index,
                       memref_type, numel, parent_op)
 from .signature import TapeField
 
@@ -260,8 +260,8 @@ class StackReader:
         mt = memref_type(t)
         sizes = [self.pop(ir.IndexType.get()) for _ in range(mt.rank)][::-1]
         buf, top = self._take(mt.element_type, numel(sizes))
-        new = memref.alloc(mt, [s for s, n in zip(sizes, mt.shape)
-                                if n == ir.ShapedType.get_dynamic_size()], [])
+        new = alloc_as(mt, [s for s, n in zip(sizes, mt.shape)
+                            if n == ir.ShapedType.get_dynamic_size()])
         for_each_index(sizes, lambda i: memref.store(
             memref.load(buf, [arith.addi(top, linear_index(i, sizes))]), new, i))
         return new

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..frontend import rules
 from ..frontend.functions import device_function as func, jit
-from ._intrinsics import (ALLREDUCE_SUM, BCAST, HALO, RECV, S_BCAST, S_MAX, S_MIN, S_SUM, SEND,
+from ._intrinsics import (ALLREDUCE_SUM, BCAST, CHANNEL, HALO, RECV, S_BCAST, S_MAX, S_MIN, S_SUM, SEND,
                           array_call, comm_rank, held_extreme, scalar_call)
 
 
@@ -105,54 +105,103 @@ def _bcast_array_reverse(config, dret, tape, u, root, comm):
 
 
 # ---- send and recv (blocking, in pairs) ---------------------------------------------------
+# The values a send passes reach the array a recv fills on another rank, which the activity
+# analysis cannot see: it would find the sent array useless and the received one unvaried,
+# and prune both rules' derivative work (a wrong gradient). So every send and recv of a
+# compiled function also takes one hidden float array of that function, the channel
+# (`_channel`), which the runtime never touches: a send writes it, a recv reads it, so what
+# is sent varies what is received and what is received being useful makes what is sent
+# useful. (Across compiled functions the channel is not shared: a send and the recv it
+# pairs with go in one function; the SPMD branches `if rank == 0: send(...) else: recv(...)`
+# are in one.)
 @func
-def send(u, dest, tag, comm):
+def _send(u, dest, tag, comm, channel):
     array_call(u, SEND, comm, dest, tag, 0)
+    array_call(channel, CHANNEL, comm, 0, 0, 0)
 
 
-@rules.forward(send)
-def _send_forward(config, u, dest, tag, comm):
+@rules.forward(_send)
+def _send_forward(config, u, dest, tag, comm, channel):
     array_call(u.val, SEND, comm.val, dest.val, tag.val, 0)
     if u.dval is not None:
         array_call(u.dval, SEND, comm.val, dest.val, tag.val, 0)
 
 
-@rules.augmented_primal(send)
-def _send_augmented(config, u, dest, tag, comm):
+@rules.augmented_primal(_send)
+def _send_augmented(config, u, dest, tag, comm, channel):
     array_call(u.val, SEND, comm.val, dest.val, tag.val, 0)
     return rules.AugmentedReturn(None, None, None)
 
 
-@rules.reverse(send)
-def _send_reverse(config, dret, tape, u, dest, tag, comm):
+@rules.reverse(_send)
+def _send_reverse(config, dret, tape, u, dest, tag, comm, channel):
     if u.dval is not None:
         array_call(u.dval, SEND, comm.val, dest.val, tag.val, 1)
-    return None, None, None, None
+    return None, None, None, None, None
 
 
 @func
-def recv(u, source, tag, comm):
+def _recv(u, source, tag, comm, channel):
     array_call(u, RECV, comm, source, tag, 0)
+    array_call(channel, CHANNEL, comm, 0, 0, 0)
 
 
-@rules.forward(recv)
-def _recv_forward(config, u, source, tag, comm):
+@rules.forward(_recv)
+def _recv_forward(config, u, source, tag, comm, channel):
     array_call(u.val, RECV, comm.val, source.val, tag.val, 0)
     if u.dval is not None:
         array_call(u.dval, RECV, comm.val, source.val, tag.val, 0)
 
 
-@rules.augmented_primal(recv)
-def _recv_augmented(config, u, source, tag, comm):
+@rules.augmented_primal(_recv)
+def _recv_augmented(config, u, source, tag, comm, channel):
     array_call(u.val, RECV, comm.val, source.val, tag.val, 0)
     return rules.AugmentedReturn(None, None, None)
 
 
-@rules.reverse(recv)
-def _recv_reverse(config, dret, tape, u, source, tag, comm):
+@rules.reverse(_recv)
+def _recv_reverse(config, dret, tape, u, source, tag, comm, channel):
     if u.dval is not None:
         array_call(u.dval, RECV, comm.val, source.val, tag.val, 1)
-    return None, None, None, None
+    return None, None, None, None, None
+
+
+def _channel(gen):
+    """The function's channel: a 1-element f64 array made at its entry (once)."""
+    from mlir import ir
+    from mlir.dialects import arith
+    from ..core.errors import UserError
+    from ..core.types import f64
+    from ..frontend import arrays as A
+    if gen.kind == "kernel":
+        raise UserError("adjit.mpi.send/recv are called from @adjit.jit code, not kernels")
+    cached = getattr(gen, "_adjit_mpi_channel", None)
+    if cached is not None and cached[0] == gen.entry_block:
+        return cached[1]
+    with ir.InsertionPoint.at_block_begin(gen.entry_block), ir.Location.unknown():
+        channel = A.alloc(f64, [arith.constant(ir.IndexType.get(), 1)])
+    gen._adjit_mpi_channel = (gen.entry_block, channel)
+    return channel
+
+
+def _with_channel(fn, name: str):
+    def operation(u, peer, tag, comm):
+        raise RuntimeError(f"adjit.mpi.{name} from Python goes through adjit.mpi")
+
+    def compile_call(gen, args: list, kwargs: dict):
+        from ..core.errors import UserError
+        if kwargs or len(args) != 4:
+            raise UserError(f"adjit.mpi.{name}(array, {'dest' if name == 'send' else 'source'}"
+                            ", tag, comm) takes four arguments")
+        return fn._adjit_compile_call(gen, list(args) + [_channel(gen)], {})
+
+    operation.__name__ = name
+    operation._adjit_compile_call = compile_call
+    return operation
+
+
+send = _with_channel(_send, "send")
+recv = _with_channel(_recv, "recv")
 
 
 # ---- scalar collectives -------------------------------------------------------------------

@@ -63,7 +63,9 @@ enum Constant {
 };
 
 // What compiled code asks for (adjit/mpi/_ops.py spells the same numbers).
-enum ArrayOp : int64_t { HALO = 0, ALLREDUCE_SUM = 1, BCAST = 2, SEND = 3, RECV = 4 };
+// CHANNEL does nothing: it is how compiled code shows the autodiff pass that a send's data
+// reaches a recv (adjit/mpi/_ops.py).
+enum ArrayOp : int64_t { HALO = 0, ALLREDUCE_SUM = 1, BCAST = 2, SEND = 3, RECV = 4, CHANNEL = 5 };
 enum ScalarOp : int64_t { S_SUM = 0, S_MAX = 1, S_MIN = 2, S_BCAST = 3 };
 enum Kind : int64_t { K_F64 = 0, K_F32 = 1, K_I64 = 2, K_I32 = 3 };
 
@@ -368,6 +370,7 @@ int halo(char* a, const int64_t* sizes, int ndim, Handle comm, int64_t kind, int
 int array_op(char* a, const int64_t* sizes, int ndim, int64_t opcode, Handle comm,
              int64_t kind, int64_t x, int64_t y, int64_t adjoint) {
     static const char* names[] = {"halo_exchange", "allreduce", "bcast", "send", "recv"};
+    if (opcode == CHANNEL) return 0;
     const char* op = opcode >= 0 && opcode <= RECV ? names[opcode] : "?";
     std::lock_guard<std::mutex> guard(lock);
     if (!ready(op) || notice_arrived()) return 1;

@@ -34,6 +34,12 @@ def idx(v: int) -> ir.Value:
 
 
 def dims(a: Array) -> list[ir.Value]:
+    """The sizes of `a`; those of an allocation are the values it was made with, so that a
+    size known when compiling (keepdims=True's 1) stays known for broadcasting."""
+    owner = a.value.owner if isinstance(a.value, ir.OpResult) else None
+    if owner is not None and owner.name == "memref.alloc" and \
+            len(owner.operands) == a.type.ndim:
+        return list(owner.operands)
     return [memref.dim(a.value, idx(d)) for d in range(a.type.ndim)]
 
 
@@ -247,6 +253,28 @@ def slice_bounds(lower, upper, step, n: ir.Value) -> tuple[ir.Value, ir.Value, i
     return start, length, by
 
 
+def _subview(source: ir.Value, offsets: list, sizes: list, strides: list) -> ir.Value:
+    """memref.subview with the result type MLIR infers (static strides where the source's
+    and the step are known), rank-reduced by the sizes given as the constant 1: the
+    verifier takes no other layout for a rank-reduced view. The caller casts it to the
+    fully dynamic strided type (arrays of one rank are one type to the compiler)."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    src = ir.MemRefType(source.type)
+    src_strides, _ = src.get_strides_and_offset()
+    out_sizes, out_strides = [], []
+    for size, step, stride in zip(sizes, strides, src_strides):
+        if isinstance(size, int):      # a dropped dimension
+            continue
+        out_sizes.append(dyn)
+        known = step if isinstance(step, int) else static_size(step)
+        out_strides.append(stride * known if known is not None and stride != dyn else dyn)
+    layout = ir.StridedLayoutAttr.get(dyn, out_strides)
+    result = ir.MemRefType.get(out_sizes, src.element_type, layout)
+    steps = [s if isinstance(s, int) or static_size(s) is None else static_size(s)
+             for s in strides]
+    return memref.subview(source, offsets, sizes, steps, result_type=result)
+
+
 def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
     """`a[items]` for basic indexing: per item an integer (a dimension dropped), a
     SliceValue, or None (np.newaxis: a new dimension of size 1); an Ellipsis has been
@@ -287,7 +315,7 @@ def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
         strides.append(1)
         kept.append(n)
     t = ArrayType(a.type.dtype, len(kept), True)
-    sub = Array(memref.subview(a.value, offsets, sizes, strides, result_type=t.mlir()), t,
+    sub = Array(memref.cast(t.mlir(), _subview(a.value, offsets, sizes, strides)), t,
                 a.root, a.fresh)
     if not new_axes:
         return sub
@@ -330,19 +358,48 @@ def _checked_sizes(sizes: list[list[ir.Value]]) -> list[ir.Value]:
 def broadcast(exprs: list[ArrayExpr]) -> tuple[list[ir.Value], list[Callable]]:
     """NumPy's broadcasting of `exprs`: (the result's shape, per expression a map from the
     result's multi-index to its own). Missing leading dimensions broadcast, and so do
-    dimensions known at compile time to be 1 (np.newaxis, keepdims=True); other sizes are
-    dynamic and must be equal (checked at run time, ValueError)."""
+    dimensions of size 1: known when compiling (np.newaxis, keepdims=True), or at run time,
+    where an index is then 0 if its dimension is 1 (a select LLVM hoists out of the loop).
+    Sizes that are neither equal nor 1 raise ValueError when the call returns."""
     rank = max(len(e.shape) for e in exprs)
     shape = []
     for d in range(rank):
         sizes = [e.shape[d - rank + len(e.shape)] for e in exprs if d - rank + len(e.shape) >= 0]
-        dynamic = [v for v in sizes if static_size(v) != 1]
-        shape.append(_checked_sizes([[v] for v in dynamic])[0] if dynamic else idx(1))
+        dynamic = []
+        for v in sizes:
+            if static_size(v) != 1 and not any(v == w for w in dynamic):
+                dynamic.append(v)
+        if not dynamic:
+            shape.append(idx(1))
+            continue
+        size = dynamic[0]
+        for v in dynamic[1:]:
+            one_a = arith.cmpi(arith.CmpIPredicate.eq, size, idx(1))
+            one_b = arith.cmpi(arith.CmpIPredicate.eq, v, idx(1))
+            ok = arith.ori(arith.ori(one_a, one_b), arith.cmpi(arith.CmpIPredicate.eq, size, v))
+            adj.check(ok, "ValueError", "element-wise operation on arrays of different "
+                                        "shapes that do not broadcast")
+            # (a mismatch is reported when the call returns: iterate over the smaller, so
+            # that nothing is read out of bounds before)
+            size = arith.select(one_a, v, arith.select(one_b, size, arith.minui(size, v)))
+        shape.append(size)
 
     def mapping(e: ArrayExpr) -> Callable:
         lead = rank - len(e.shape)
         ones = {k for k, v in enumerate(e.shape) if static_size(v) == 1}
-        return lambda ids: [idx(0) if k in ones else ids[lead + k] for k in range(len(e.shape))]
+        # dimensions whose size is not the result's own value: 1 at run time, perhaps
+        maybe = {k for k, v in enumerate(e.shape)
+                 if k not in ones and not v == shape[lead + k]}
+        units = {k: arith.cmpi(arith.CmpIPredicate.eq, e.shape[k], idx(1)) for k in maybe}
+
+        def at(ids):
+            out = []
+            for k in range(len(e.shape)):
+                i = ids[lead + k]
+                out.append(idx(0) if k in ones else
+                           arith.select(units[k], idx(0), i) if k in maybe else i)
+            return out
+        return at
 
     return shape, [mapping(e) for e in exprs]
 
@@ -383,7 +440,9 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
             return o
         return e.element(zero) if not e.shape else get(e)
 
-    if not _broadcasts(shaped):
+    if not _broadcasts(shaped) and all(e.linear for e in shaped):
+        # Arrays of one rank in C order: one flat loop, their sizes checked equal (one
+        # that is 1 only at run time does not broadcast here: ValueError, documented).
         shape = _checked_sizes([list(e.shape) for e in shaped])
 
         def element(i: ir.Value):
@@ -397,10 +456,7 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
                 return S.as_scalar(fn(*[scalar_of(e, o, lambda e: element_at(e, ids))
                                         for e, o in zip(exprs, operands)]))
 
-        linear = all(e.linear for e in shaped)
-        if linear:
-            return created(ArrayExpr(dtype, shape, element, at, True, reads))
-        return created(nd_expr(dtype, shape, at, reads))
+        return created(ArrayExpr(dtype, shape, element, at, True, reads))
 
     shape, maps = broadcast(shaped)
     mapped = dict(zip(map(id, shaped), maps))
@@ -411,8 +467,9 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
                                     for e, o in zip(exprs, operands)]))
 
     # (an operand read along a broadcast dimension reads one element many times: not
-    # pointwise)
-    return created(nd_expr(dtype, shape, at_b, _shifted(reads)))
+    # pointwise; views of one shape are read pointwise)
+    return created(nd_expr(dtype, shape, at_b, reads if not _broadcasts(shaped)
+                           else _shifted(reads)))
 
 
 def _result_dtype(fn, exprs, operands) -> ScalarType:

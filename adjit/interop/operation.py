@@ -83,7 +83,8 @@ class Operation:
         outputs (a framework would not see the change), from the compiled specialisation's
         written parameters: compiled on the first call of each signature (the call compiles
         it anyway), a set look-up after."""
-        key = (tuple((v.dtype, v.ndim) if _is_array(v) else type(v) for v in values), ndim)
+        key = (tuple((v.dtype, v.ndim) if type(v) is np.ndarray or _is_array(v) else type(v)
+                     for v in values), ndim)
         if key in self._checked:
             return
         types, _ = specialise(self.name, self.params, self.f.annotations, values)

@@ -76,16 +76,13 @@ class TorchFunction:
 
 
 # ---- tensors <-> what adjit takes -----------------------------------------------------------
-def _device(op: Operation, args: Sequence) -> str:
-    devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
-    if len(devices) > 1:
-        raise ValueError(f"{WHO}: {op.name}'s tensors are on several devices "
-                         f"({', '.join(sorted(devices))}); move them to one")
-    device = devices.pop() if devices else "cpu"
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"{WHO}: {op.name}: tensors on {device!r} are not supported "
-                         "(CPU and CUDA tensors are)")
-    return device
+def _device_of(op: Operation, a: torch.Tensor) -> str:
+    if a.is_cuda:
+        return "cuda"
+    if a.is_cpu:
+        return "cpu"
+    raise ValueError(f"{WHO}: {op.name}: tensors on {a.device.type!r} are not supported "
+                     "(CPU and CUDA tensors are)")
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
@@ -99,13 +96,12 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
 
 def _view(t: torch.Tensor) -> Any:
     """A contiguous tensor as adjit takes it, without a copy."""
-    t = t.detach()
-    if t.device.type == "cuda":
-        return as_device_array(_plain(t))
-    try:
-        return t.numpy()      # (the fastest view: ~1 us)
+    if t.is_cuda:
+        return as_device_array(_plain(t.detach()))
+    try:      # the fastest view (~1 us); detach() only where needed costs another
+        return (t.detach() if t.requires_grad else t).numpy()
     except RuntimeError:      # under torch.func: its wrapped tensor's data, through DLPack
-        return np.from_dlpack(_plain(t))
+        return np.from_dlpack(_plain(t.detach()))
 
 
 def _value(op: Operation, i: int, a: Any) -> Any:
@@ -113,13 +109,13 @@ def _value(op: Operation, i: int, a: Any) -> Any:
     parameter is annotated as an array), anything else as it is (adjit checks it)."""
     if not isinstance(a, torch.Tensor):
         return a
-    p = op.params[i]
     if a.dtype not in _DTYPES:
-        raise TypeError(f"{WHO}: {op.name}(): argument {p!r} is a tensor of {a.dtype}; adjit "
-                        "takes float32, float64, int32, int64 and bool")
+        raise TypeError(f"{WHO}: {op.name}(): argument {op.params[i]!r} is a tensor of "
+                        f"{a.dtype}; adjit takes float32, float64, int32, int64 and bool")
     if a.ndim == 0 and i not in op.array_params and i not in op.outputs:
-        return _view(a)[()] if a.device.type == "cpu" else np.asarray(a.item(), _np_dtype(a))
+        return _view(a)[()] if not a.is_cuda else np.asarray(a.item(), _np_dtype(a))[()]
     if not a.is_contiguous():
+        p = op.params[i]
         raise ValueError(f"{WHO}: {op.name}(): argument {p!r} is a non-contiguous tensor "
                          f"(shape {tuple(a.shape)}, strides {a.stride()}); pass "
                          f"{p}.contiguous(), which copies")
@@ -144,18 +140,22 @@ def _tensor(v: Any, device: str) -> torch.Tensor:
 def _prepare(call: TorchFunction, nd: Any, args: Sequence) -> tuple[str, list, dict]:
     """(device, the values for adjit, the output tensors made for a kernel by position)."""
     op = call.op
-    device = _device(op, args)
-    values, made = [], {}
+    device, values, made = None, [], {}
     for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            where = _device_of(op, a)
+            if device is not None and where != device:
+                raise ValueError(f"{WHO}: {op.name}'s tensors are on several devices (cpu "
+                                 "and cuda); move them to one")
+            device = where
         if i in op.outputs:
             if not isinstance(a, torch.Tensor):
                 raise TypeError(f"{WHO}: kernel {op.name}: output {op.params[i]!r} must be a "
                                 f"tensor, got {type(a).__name__}")
             made[i] = a.detach().clone(memory_format=torch.contiguous_format)
-            values.append(_value(op, i, made[i]))
-        else:
-            values.append(_value(op, i, a))
-    return device, values, made
+            a = made[i]
+        values.append(_value(op, i, a))
+    return device or "cpu", values, made
 
 
 def _forward(call: TorchFunction, nd: Any, args: Sequence) -> Any:

@@ -670,7 +670,7 @@ def copy(a: Array | ArrayExpr) -> Array:
 # ---- reductions ----------------------------------------------------------------------
 
 def _accumulator_type(t: ScalarType, op: str) -> ScalarType:
-    if op != "sum":
+    if op not in ("sum", "prod"):
         return t
     if t == f32:
         return f64      # f32 sums accumulate in f64: more accurate than NumPy's pairwise sum
@@ -680,6 +680,8 @@ def _accumulator_type(t: ScalarType, op: str) -> ScalarType:
 def _combine(op: str, acc: Scalar, x: Scalar) -> Scalar:
     if op == "sum":
         return S.binary("+", acc, x)
+    if op == "prod":
+        return S.binary("*", acc, x)
     # np.maximum's / np.minimum's: NaN-propagating, as np.max / np.min; bools by or / and
     return S.extremum("maximum" if op == "max" else "minimum", acc, x)
 
@@ -687,6 +689,8 @@ def _combine(op: str, acc: Scalar, x: Scalar) -> Scalar:
 def _identity(op: str, t: ScalarType) -> Scalar:
     if op == "sum":
         return S.as_scalar(Literal(0), t)
+    if op == "prod":
+        return S.as_scalar(Literal(1), t)
     if t.is_float:
         return S.as_scalar(Literal(float("-inf") if op == "max" else float("inf")), t)
     if t.is_bool:
@@ -700,14 +704,15 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
     scalar (an expression of 0-d arrays) is its own max and min, and its sum has the sum's
     type (bools and integers sum as i64)."""
     if isinstance(v, Scalar):
-        return v if op != "sum" or v.type.is_float else S.cast(v, _accumulator_type(v.type, op))
+        return v if op not in ("sum", "prod") or v.type.is_float \
+            else S.cast(v, _accumulator_type(v.type, op))
     consumed(v)
     e = as_expr(v)
     if not e.linear:      # (a view, a transpose, a broadcast: computed in C order first)
         e = as_expr(contiguous(e))
     acc_t = _accumulator_type(e.dtype, op)
     n = numel(e.shape)
-    if op != "sum":
+    if op in ("max", "min"):
         ok = arith.cmpi(arith.CmpIPredicate.ugt, n, idx(0))
         adj.check(ok, "ValueError", f"{op}() of an empty array (no identity)")
     chunks = arith.ceildivui(n, idx(CHUNK))
@@ -719,7 +724,7 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
         c = body.arguments[0]
         lo = arith.muli(c, idx(CHUNK))
         hi = arith.minui(arith.addi(lo, idx(CHUNK)), n)
-        reassociable = op == "sum" and acc_t.is_float
+        reassociable = op in ("sum", "prod") and acc_t.is_float
         lanes = SUM_LANES if reassociable else LANES
         full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), idx(lanes)), idx(lanes)))
         init = [_identity(op, acc_t).value] * lanes
@@ -755,7 +760,7 @@ def reduce_axis(op: str, v: Array | ArrayExpr, axis: int | None, keepdims: bool)
     rank = a.type.ndim
     dtype = a.type.dtype
     acc_t = _accumulator_type(dtype, op)
-    out_t = dtype if dtype.is_float or op != "sum" else acc_t
+    out_t = dtype if dtype.is_float or op not in ("sum", "prod") else acc_t
     if axis is None:       # keepdims: the whole reduction, shaped (1, ..., 1)
         out = alloc(out_t, [idx(1)] * rank)
         total = S.cast(reduce(op, a), out_t)
@@ -768,7 +773,7 @@ def reduce_axis(op: str, v: Array | ArrayExpr, axis: int | None, keepdims: bool)
     others = [s for k, s in enumerate(shape) if k != axis]
     out = alloc(out_t, others[:axis] + ([idx(1)] if keepdims else []) + others[axis:])
     outer = numel(others)
-    if op != "sum":
+    if op in ("max", "min"):
         ok = arith.ori(arith.cmpi(arith.CmpIPredicate.ugt, shape[axis], idx(0)),
                        arith.cmpi(arith.CmpIPredicate.eq, outer, idx(0)))
         adj.check(ok, "ValueError", f"{op}() along an axis of length 0 (no identity)")

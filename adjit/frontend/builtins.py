@@ -26,6 +26,9 @@ BINARY_MATH = ("pow", "atan2", "hypot", "copysign", "maximum", "minimum")
 # Array creation and reductions with NumPy's names and signatures (compiled functions only).
 ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_like",
                    "empty_like", "copy", "full", "full_like", "arange")
+# NumPy's, with NumPy's names and meanings (frontend/numpy_calls.py compiles them)
+NUMPY_ARRAY_FUNCTIONS = ("prod", "argmax", "argmin", "linspace", "concatenate", "stack",
+                         "reshape", "ravel")
 
 
 class Builtin:
@@ -70,5 +73,6 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min")),
                      ("degrees", np.degrees), ("radians", np.radians),
                      ("where", np.where), ("clip", np.clip), ("mean", np.mean),
-                     ("transpose", np.transpose), ("matmul", np.matmul)]:
+                     ("transpose", np.transpose), ("matmul", np.matmul),
+                     *[(n, getattr(np, n)) for n in NUMPY_ARRAY_FUNCTIONS]]:
     namespace[_name] = Builtin(_name, _impl)

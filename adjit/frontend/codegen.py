@@ -19,6 +19,7 @@ from . import arrays as A
 from .matmul import matmul
 from . import builtin_calls as B
 from . import lazy as L
+from . import numpy_calls as NP   # (registers NumPy's array functions)
 from . import scalar_ops as S
 from ..core.errors import CompilationError, UserError, located
 from ..dialects import adj
@@ -636,7 +637,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 return PyObj(base.type.dtype)
             if attr == "T":
                 return A.transpose(base)
-            if attr in ("copy", "sum", "max", "min", "mean", "transpose"):
+            if attr in ("copy", "sum", "max", "min", "mean", "transpose", *NP.METHODS):
                 return PyObj(_Method(attr, base))
         raise self.error(node, f"unsupported attribute .{attr} of {S.describe(base)}")
 
@@ -873,5 +874,7 @@ class _Method:
             if args or kwargs:
                 raise UserError(".transpose() takes no axes in adjit (it reverses them)")
             return A.transpose(self.base)
+        if self.name in NP.METHODS:    # x.reshape(2, 3), x.ravel(), x.prod(), ...
+            return NP.METHODS[self.name](gen, [self.base, *args], kwargs)
         # x.sum(axis=None, keepdims=False), x.mean(...), x.max(...), x.min(...): NumPy's
         return B.lookup(B.namespace[self.name])(gen, [self.base, *args], kwargs)

@@ -40,8 +40,19 @@ struct Blas {
     void *dgemm = nullptr;
     bool ilp64 = true;
     bool enabled = true;
+    // openblas_set_num_threads_local: the threads of BLAS calls made from this thread.
+    int (*set_local_threads)(int) = nullptr;
+    int64_t threads = 1;       // adjit's (core/threads.py), over which products are split
 };
 Blas blas;
+
+// parallel.cpp's pool, the one compiled code's parallel loops run on.
+extern "C" void adj_parallel_for(void (*body)(void *, int64_t, int64_t), void *ctx, int64_t n,
+                                 int64_t threads, int64_t size);
+// Work (multiply-adds) below which a product runs on the caller alone, and per block above:
+// about 20 us of a core's sgemm, more than a hand-off to the pool costs.
+constexpr int64_t SERIAL_WORK = int64_t(1) << 20;
+constexpr int64_t MIN_ROWS = 16;
 
 template <class T> void *blas_fn() {
     return sizeof(T) == 4 ? blas.sgemm : blas.dgemm;
@@ -175,6 +186,38 @@ template <class T> void product(Mat<T> a, Mat<T> b, Mat<T> c, bool ta, bool tb,
                 c.at(i, j) = (accumulate ? c.at(i, j) : T(0)) + sc[size_t(i * n + j)];
 }
 
+// Rows [lo, hi) of op(A) and C: a product of its own.
+template <class T> struct Rows {
+    Mat<T> a, b, c;       // op(A) (its rows split), B, C
+    bool tb, accumulate;
+
+    static void run(void *ctx, int64_t lo, int64_t hi) {
+        auto *r = static_cast<Rows *>(ctx);
+        // The BLAS's own threads would compete with the pool's for the cores (both spin
+        // while they wait): each block is one thread's product.
+        if (blas.set_local_threads) blas.set_local_threads(1);
+        Mat<T> a{r->a.p + lo * r->a.rs, hi - lo, r->a.cols, r->a.rs, r->a.cs};
+        Mat<T> c{r->c.p + lo * r->c.rs, hi - lo, r->c.cols, r->c.rs, r->c.cs};
+        product(a, r->b, c, false, r->tb, r->accumulate);
+    }
+};
+
+// C (+)= op(A) op(B), its rows split over adjit's pool where the work is large enough.
+template <class T> void split_product(Mat<T> a, Mat<T> b, Mat<T> c, bool ta, bool tb,
+                                      bool accumulate) {
+    Rows<T> rows{ta ? a.transposed() : a, b, c, tb, accumulate};
+    int64_t work = c.rows * c.cols * rows.a.cols;
+    int64_t parts = std::min({blas.threads, c.rows / MIN_ROWS, work / SERIAL_WORK});
+    bool blas_on = blas.enabled && blas_fn<T>() != nullptr;
+    if (parts <= 1 || !blas_on || blas.set_local_threads == nullptr) {
+        // one product (the BLAS's own threads, if it cannot be told to use one)
+        if (blas_on && blas.set_local_threads) blas.set_local_threads(1);
+        product(a, b, c, ta, tb, accumulate);
+        return;
+    }
+    adj_parallel_for(&Rows<T>::run, &rows, c.rows, parts, 0);
+}
+
 template <class T> void gemm(int64_t flags, const Memref3<T> &a, const Memref3<T> &b,
                              const Memref3<T> &c) {
     bool ta = flags & TRANS_A, tb = flags & TRANS_B, acc = flags & ACCUMULATE;
@@ -183,7 +226,7 @@ template <class T> void gemm(int64_t flags, const Memref3<T> &a, const Memref3<T
         // A C of batch 1 sums the batch: the first product sets it (unless accumulating),
         // the others add.
         bool add = acc || (c.size[0] == 1 && k > 0);
-        product(a.matrix(k), b.matrix(k), c.matrix(k), ta, tb, add);
+        split_product(a.matrix(k), b.matrix(k), c.matrix(k), ta, tb, add);
     }
 }
 
@@ -212,11 +255,15 @@ ADJ_EXPORT void adj_gemm_f64(int64_t flags, MEMREF3(double, a), MEMREF3(double, 
 }
 
 // The BLAS to call: cblas_sgemm and cblas_dgemm's addresses (0: none), with 64-bit integers
-// if `ilp64`. Called once when the extension loads (runtime/extension.py).
-ADJ_EXPORT void adj_gemm_register(int64_t sgemm, int64_t dgemm, int64_t ilp64) {
+// if `ilp64`; openblas_set_num_threads_local's (0: none); adjit's thread count. Called once
+// when the extension loads (runtime/extension.py).
+ADJ_EXPORT void adj_gemm_register(int64_t sgemm, int64_t dgemm, int64_t ilp64,
+                                  int64_t set_local_threads, int64_t threads) {
     blas.sgemm = reinterpret_cast<void *>(sgemm);
     blas.dgemm = reinterpret_cast<void *>(dgemm);
     blas.ilp64 = ilp64 != 0;
+    blas.set_local_threads = reinterpret_cast<int (*)(int)>(set_local_threads);
+    blas.threads = std::max<int64_t>(1, threads);
 }
 
 // Whether products go to the registered BLAS (1) or the loop nest (0), which tests switch to

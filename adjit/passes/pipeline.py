@@ -182,9 +182,12 @@ def llvm_ir_text(module: ir.Module, num_threads: int | None = None) -> str:
     return str(translate_module_to_llvmir(copy.operation))
 
 
-# Inside each gpu.module: inline the body into the entry, then to the NVVM/LLVM dialects.
-_TO_NVVM = ("gpu.module(inline,symbol-dce,canonicalize,arith-expand,convert-scf-to-cf,"
-            "convert-math-to-llvm,convert-gpu-to-nvvm,canonicalize,cse),"
+# Inside each gpu.module: inline the body into the entry, then to the NVVM/LLVM dialects
+# (views, memref.subview of a row or a slice, become descriptor arithmetic first, as on the
+# CPU: expand-strided-metadata).
+_TO_NVVM = ("gpu.module(inline,symbol-dce,canonicalize,arith-expand,expand-strided-metadata,"
+            "lower-affine,convert-scf-to-cf,convert-math-to-llvm,convert-gpu-to-nvvm,"
+            "canonicalize,cse),"
             "reconcile-unrealized-casts")
 
 

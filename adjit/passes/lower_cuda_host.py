@@ -45,7 +45,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from ..core.symbols import (ALLOC_SYMBOL, COPY_SYMBOL, FREE_SYMBOL, HOOK_PREFIX,
+from ..core.symbols import (ALLOC_SYMBOL, COPY_SYMBOL, FREE_SYMBOL, GEMM_SYMBOLS, HOOK_PREFIX,
                             HOST_ALLOC_SYMBOL, HOST_MEMORY_ATTR, LAUNCH_SYMBOL)
 from ..core.kernel import GpuKernel
 from .kernel_abi import check_ndrange_bounds, guarded_at, is_kernel, launched
@@ -71,6 +71,10 @@ HOOKS = {
     "adj_ckpt_slot": ("i64", ["i64"]),
     "adj_ckpt_free": (None, ["i64"]),
     "adj_ckpt_count": (None, ["i64"]),
+    # the matrix products (GEMM_SYMBOLS; runtime/native/gemm.cpp, on the CPU over managed
+    # memory): flags, then three 3-D memrefs as the default calling convention expands them
+    **{symbol: (None, ["i64"] + (["!llvm.ptr"] * 2 + ["i64"] * 7) * 3)
+       for symbol in GEMM_SYMBOLS},
 }
 
 

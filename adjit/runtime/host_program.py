@@ -17,7 +17,8 @@ The shared object calls the runtime through function pointers that `LoadedProgra
   like the rest;
 - the checkpointing schedule of a checkpointed loop's reverse pass (`adj_ckpt_*`,
   CHECKPOINT_SYMBOLS) is the native extension's (runtime/native/checkpoint.cpp), called
-  directly, not through Python.
+  directly, not through Python; so are the matrix products (`adj_gemm_*`, GEMM_SYMBOLS:
+  gemm.cpp, NumPy's OpenBLAS on the CPU, reading and writing managed memory).
 
 Array arguments are copied into managed memory before the call and back afterwards (NumPy
 arrays by the CPU, GPU arrays by the driver): the host code may touch any of them, which
@@ -44,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..core.symbols import (ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, COPY_SYMBOL, FREE_SYMBOL,
-                            HOOK_PREFIX, HOST_ALLOC_SYMBOL, LAUNCH_SYMBOL)
+                            GEMM_SYMBOLS, HOOK_PREFIX, HOST_ALLOC_SYMBOL, LAUNCH_SYMBOL)
 from ..core.types import ArrayType, parse_type
 from . import cuda, cuda_driver
 from .abi import check_error, make_caller
@@ -167,7 +168,7 @@ class LoadedProgram:
         of the native extension (the checkpointing schedule: C++ state, no Python)."""
         if symbol in self._callbacks:
             return ctypes.cast(self._callbacks[symbol], ctypes.c_void_p).value
-        if symbol in CHECKPOINT_SYMBOLS:
+        if symbol in CHECKPOINT_SYMBOLS or symbol in GEMM_SYMBOLS:
             from .extension import address
             return address(symbol)
         raise KernelCacheError(f"host program {self.program.name} calls runtime function "

@@ -555,12 +555,28 @@ def store_into(out: Array, e: ArrayExpr | Scalar, new: bool = False) -> None:
 
 
 def for_each(shape: Sequence[ir.Value], body_fn: Callable[[list], None]) -> None:
-    """body_fn(ids) at every multi-index of `shape`, in parallel (a loop nest)."""
-    rank = len(shape)
-    loop = scf.ParallelOp([], [idx(0)] * rank, list(shape), [idx(1)] * rank, [])
-    body = loop.regions[0].blocks.append(*[ir.IndexType.get()] * rank)
+    """body_fn(ids) at every multi-index of `shape`: a loop nest, parallel over the first
+    dimension (as the runtime splits any parallel loop), serial scf.for inside. (A
+    multi-dimensional scf.parallel whose iterations add into shared adjoints, a stencil's
+    or a broadcast operand's, reverses as one serial loop over the linearised space, two
+    divisions per element to unravel it; this nest reverses as nested loops.)"""
+    loop = scf.ParallelOp([], [idx(0)], [shape[0]], [idx(1)], [])
+    body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):
-        body_fn(list(body.arguments))
+        ids = [body.arguments[0]]
+
+        def nest(d: int) -> None:
+            if d == len(shape):
+                body_fn(list(ids))
+                return
+            inner = scf.ForOp(idx(0), shape[d], idx(1), [])
+            with ir.InsertionPoint(inner.body):
+                ids.append(inner.induction_variable)
+                nest(d + 1)
+                ids.pop()
+                scf.YieldOp([])
+
+        nest(1)
         scf.ReduceOp([], 0)
 
 

@@ -20,6 +20,7 @@ from .frontend import rules
 from .frontend.checkpointing import checkpointed
 from .frontend.fixed_point import fixed_point
 from .frontend.stop_gradient import stop_gradient
+from .frontend import matmul_rules as _matmul_rules  # noqa: F401 (the products' rules)
 from .frontend.calls import ROUTES as _ROUTES
 from .frontend.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device

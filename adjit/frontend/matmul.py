@@ -28,12 +28,11 @@ products at compile time, as the lanes of a batched tangent are a Python tuple.
 """
 from __future__ import annotations
 
-import functools
 
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..core.errors import UserError
+from ..core.errors import InternalCompilerError, UserError
 from ..core.symbols import GEMM_SYMBOLS
 from ..core.types import ArrayType, f32, f64, promote
 from ..dialects import adj
@@ -286,30 +285,13 @@ taped = _Primitive(_taped)
 adjoints = _Primitive(_adjoints)
 
 
-@functools.cache
+# matmul_into, the device function whose custom rules are the products' derivatives, is made
+# by matmul_rules.py (imported by the API: it needs functions.py and rules.py, which import
+# the code generator that imports this module), which hands its maker over here.
+_MAKERS: list = []
+
+
 def _functions():
-    """matmul_into and its rules, made on first use (parsing their source at `import adjit`
-    would cost every program that never multiplies matrices)."""
-    from . import rules
-    from .functions import device_function
-
-    @device_function
-    def matmul_into(a, b, c):
-        gemm(0, a, b, c)
-
-    @rules.forward(matmul_into)
-    def _forward(config, a, b, c):
-        gemm(0, a.val, b.val, c.val)
-        tangents(a, b, c)
-
-    @rules.augmented_primal(matmul_into)
-    def _augmented(config, a, b, c):
-        gemm(0, a.val, b.val, c.val)
-        return rules.AugmentedReturn(None, None, taped(config, a, b))
-
-    @rules.reverse(matmul_into)
-    def _reverse(config, dret, tape, a, b, c):
-        adjoints(config, tape, a, b, c)
-        return None, None, None
-
-    return matmul_into
+    if not _MAKERS:
+        raise InternalCompilerError("adjit.frontend.matmul_rules was not imported")
+    return _MAKERS[0]()

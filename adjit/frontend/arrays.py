@@ -314,9 +314,14 @@ def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
         sizes.append(n)
         strides.append(1)
         kept.append(n)
-    t = ArrayType(a.type.dtype, len(kept), True)
-    sub = Array(memref.cast(t.mlir(), _subview(a.value, offsets, sizes, strides)), t,
-                a.root, a.fresh)
+    whole = all(isinstance(item, SliceValue) and item.lower is None and item.upper is None
+                and item.step is None for item in items if item is not None)
+    if whole and new_axes:
+        sub = a        # (`b[None, :]`: the array itself under new axes, no view to see through)
+    else:
+        t = ArrayType(a.type.dtype, len(kept), True)
+        sub = Array(memref.cast(t.mlir(), _subview(a.value, offsets, sizes, strides)), t,
+                    a.root, a.fresh)
     if not new_axes:
         return sub
     inner = as_expr(sub)

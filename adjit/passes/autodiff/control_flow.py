@@ -27,7 +27,8 @@ from .checkpoint import augmented as checkpointed_augmented
 from .checkpoint import reverse as checkpointed_reverse
 from .activity import terminator
 from .adjoints import NeedsTape, Scope
-from .ir_util import index, is_float, is_memref, or_zero, ops, trip_count, unravel, walk
+from .ir_util import (for_each_index, index, is_float, is_memref, or_zero, ops,
+                      trip_count, unravel, walk)
 from .loop_slots import LoopSlots, carry_in, sum_slots
 from .memory_ops import add_into
 from .op_facts import facts
@@ -375,11 +376,12 @@ def _thread_shadows(gen: "ReverseGenerator", scope: Scope, yielded: list[ir.Valu
 def reverse_parallel(gen: "ReverseGenerator", op: ir.Operation) -> None:
     if op.results:
         raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
-    if _parallel_safe(gen, op):
+    private = _parallel_safe(gen, op)
+    if private is not None:
         state = gen.checkpoint()
         attempt: list[ir.Operation] = []
         try:
-            _reverse_parallel(gen, op, attempt)
+            _reverse_parallel(gen, op, attempt, private)
             return
         except NeedsTape:
             gen.rollback(state)
@@ -399,23 +401,128 @@ def _parallel_safe(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     reversal LLVM vectorises; measured again once reversed loops vectorised with Active
     scalars: 2.7 -> 4.1 ms. The sequential reversal runs from the arrays' ends, which the
     augmented pass touched last and the cache still holds; the parallel one starts each
-    thread's share from its beginning, evicted by then.)"""
+    thread's share from its beginning, evicted by then.)
+    Generalised to the frontend's loop nests (arrays.for_each): a load whose first index is
+    the iteration's, where every access of that array in the loop is through the same
+    memref at that first index, reads the iteration's own row. And a load at indices that
+    do not depend on the iteration, from an array the loop only loads from (a broadcast
+    operand, `x @ w + b`'s b), is allowed too: its adjoint goes to a private copy of the
+    shadow per chunk of iterations, summed into the shadow after the loop (the returned
+    list of such arrays; None: not safe)."""
     args = list(op.regions[0].blocks[0].arguments)
     if len(args) != 1:
-        return False
+        return None
+    iv = args[0]
+    accesses = _accesses(op)
+    varying = _depends_on(op, iv)
+    private: list[ir.Value] = []
     for inner in walk(op):
-        if inner.name == "memref.load" and _at(inner, args[0]):
+        if inner.name == "memref.load" and _at(inner, iv):
+            continue
+        if inner.name == "memref.load" and _own_row(inner, iv, accesses):
             continue
         if facts(inner.name).shared_adds and gen.act.relevant(inner):
+            m = inner.operands[0]
+            if inner.name == "memref.load" and _broadcast_load(inner, op, varying, accesses):
+                if m not in private:
+                    private.append(m)
+                continue
+            return None
+    return private
+
+
+def _root(m: ir.Value) -> ir.Value:
+    """The array `m` views (itself if it is no view)."""
+    while isinstance(m, ir.OpResult) and facts(m.owner.operation.name).view:
+        m = m.owner.operation.operands[0]
+    return m
+
+
+def _accesses(op: ir.Operation) -> dict:
+    """Per root array, the ops inside `op` that touch its elements or pass it on."""
+    out: dict = {}
+    for inner in walk(op):
+        if inner == op or inner.name == "memref.dim" or facts(inner.name).view:
+            continue
+        for v in inner.operands:
+            if is_memref(v.type):
+                out.setdefault(_root(v), []).append(inner)
+    return out
+
+
+def _depends_on(op: ir.Operation, iv: ir.Value) -> set:
+    """The values inside `op` computed from `iv` (through operands and the block arguments
+    of regions whose op takes one)."""
+    deps = {iv}
+    for inner in walk(op):
+        if inner == op:
+            continue
+        if any(v in deps for v in inner.operands):
+            deps.update(inner.results)
+            for region in inner.regions:
+                for block in region.blocks:
+                    deps.update(block.arguments)
+    return deps
+
+
+def _own_row(load: ir.Operation, iv: ir.Value, accesses: dict) -> bool:
+    """Whether `load` reads the iteration's own row: its first index is `iv`, and every
+    access of its array in the loop is a load or store through the same memref at that
+    first index (distinct iterations then touch distinct rows)."""
+    m = load.operands[0]
+    indices = list(load.operands)[1:]
+    if not indices or indices[0] != iv:
+        return False
+    for other in accesses.get(_root(m), []):
+        if other.name == "memref.load":
+            at, where = other.operands[0], list(other.operands)[1:]
+        elif other.name == "memref.store":
+            at, where = other.operands[1], list(other.operands)[2:]
+        else:
+            return False
+        if at != m or not where or where[0] != iv:
             return False
     return True
 
 
+def _broadcast_load(load: ir.Operation, op: ir.Operation, varying: set,
+                    accesses: dict) -> bool:
+    """A load at indices independent of the iteration, from an array defined outside the
+    loop (not a view) that the loop only loads from."""
+    m = load.operands[0]
+    if _root(m) != m or _defined_inside(m, op):
+        return False
+    if any(v in varying for v in list(load.operands)[1:]):
+        return False
+    return all(other.name == "memref.load" and other.operands[0] == m
+               for other in accesses.get(m, []))
+
+
+def _defined_inside(v: ir.Value, op: ir.Operation) -> bool:
+    owner = v.owner.operation if isinstance(v, ir.OpResult) else v.owner.owner
+    while owner is not None:
+        if owner == op:
+            return True
+        owner = owner.parent if hasattr(owner, "parent") else None
+    return False
+
+
+# Chunks of a reversed parallel loop with private adjoint copies (_parallel_safe): as many
+# as the machines here have threads, at most; each holds a copy of the broadcast arrays'
+# shadows (a bias: 256 floats).
+PRIVATE_CHUNKS = 16
+
+
 def _reverse_parallel(gen: "ReverseGenerator", op: ir.Operation,
-                      attempt: list[ir.Operation]) -> None:
+                      attempt: list[ir.Operation], private: list[ir.Value] = ()) -> None:
     """scf.parallel again; each iteration's adjoints of outer values go to a buffer slot,
     summed afterwards. Values the iterations need must be recomputable (NeedsTape); `attempt`
-    receives the ops to erase if they are not."""
+    receives the ops to erase if they are not. With `private` arrays, the iterations run
+    in PRIVATE_CHUNKS parallel chunks, each adding those arrays' adjoints into a copy of
+    their shadows of its own, summed into the shadows afterwards."""
+    if private:
+        _reverse_parallel_private(gen, op, attempt, private)
+        return
     body = op.regions[0].blocks[0]
     lb, ub, step = (gen.primal(v) for v in op.operands)
     total = trip_count(lb, ub, step)
@@ -445,6 +552,100 @@ def _reverse_parallel(gen: "ReverseGenerator", op: ir.Operation,
     for o, buf, t in zip(outer, partials, acc):
         value = pairwise_sum(buf, total, t)
         gen.add_adj(o, value if t == o.type else arith.truncf(o.type, value))
+
+
+def _reverse_parallel_private(gen: "ReverseGenerator", op: ir.Operation,
+                              attempt: list[ir.Operation], private: list[ir.Value]) -> None:
+    lb, ub, step = (gen.primal(v) for v in op.operands)
+    total = trip_count(lb, ub, step)
+    outer = gen.outer(op)
+    acc = [accumulator_type(o.type) if is_float(o.type) else o.type for o in outer]
+    dyn = ir.ShapedType.get_dynamic_size()
+    partials = [memref.alloc(ir.MemRefType.get([dyn], t), [total], []) for t in acc]
+    chunks = index(PRIVATE_CHUNKS)
+    per = arith.ceildivui(total, chunks)
+    copies = []       # (array, its shadow, sizes, elements, the chunks' copies: 1-D)
+    for m in private:
+        shadow = gen.shadow(m)
+        mt = ir.MemRefType(m.type)
+        sizes = [memref.dim(gen.primal(m), index(d)) for d in range(mt.rank)]
+        n = index(1)
+        for d in sizes:
+            n = arith.muli(n, d)
+        buf = memref.alloc(ir.MemRefType.get([dyn], mt.element_type), [arith.muli(n, chunks)],
+                           [])
+        zero = arith.constant(mt.element_type, 0.0)
+        fill = scf.ForOp(index(0), arith.muli(n, chunks), index(1))
+        with ir.InsertionPoint(fill.body):
+            memref.store(zero, buf, [fill.induction_variable])
+            scf.YieldOp([])
+        copies.append((m, shadow, sizes, n, buf))
+        attempt += [buf.owner.operation, fill.operation]
+    loop = scf.ParallelOp([], [index(0)], [chunks], [index(1)], [])
+    attempt += [p.owner.operation for p in partials] + [loop.operation]
+    block = loop.regions[0].blocks.append(ir.IndexType.get())
+    saved = {m: gen.shadow_params.get(m) for m, *_ in copies}
+    try:
+        _private_chunks(gen, op, block, copies, outer, partials, acc, lb, step, per, total)
+    finally:        # (also when the body needs a tape: the sequential reversal follows)
+        for m, old in saved.items():
+            if old is None:
+                gen.shadow_params.pop(m, None)
+            else:
+                gen.shadow_params[m] = old
+    for o, buf, t in zip(outer, partials, acc):
+        value = pairwise_sum(buf, total, t)
+        gen.add_adj(o, value if t == o.type else arith.truncf(o.type, value))
+    for m, shadow, sizes, n, buf in copies:
+        # shadow[e] += sum over the chunks of their copies' element e
+        def add(ids, shadow=shadow, sizes=sizes, n=n, buf=buf):
+            linear = index(0)
+            for i, d in zip(ids, sizes):
+                linear = arith.addi(arith.muli(linear, d), i)
+            total_c = memref.load(shadow, ids)
+            for k in range(PRIVATE_CHUNKS):
+                at = arith.addi(linear, arith.muli(index(k), n))
+                total_c = arith.addf(total_c, memref.load(buf, [at]))
+            memref.store(total_c, shadow, ids)
+        for_each_index(sizes, add)
+
+
+def _private_chunks(gen, op, block, copies, outer, partials, acc, lb, step, per, total):
+    """The body of _reverse_parallel_private's loop over chunks: chunk c's copies of the
+    private shadows stand for them while it reverses its iterations, in order."""
+    body = op.regions[0].blocks[0]
+    dyn = ir.ShapedType.get_dynamic_size()
+    with ir.InsertionPoint(block):
+        c = block.arguments[0]
+        first = arith.muli(c, per)
+        last = arith.minui(arith.addi(first, per), total)
+        for m, _, sizes, n, buf in copies:
+            strides, stride = [], index(1)
+            for d in reversed(sizes):
+                strides.append(stride)
+                stride = arith.muli(stride, d)
+            strides.reverse()
+            rank = len(sizes)
+            t = ir.MemRefType.get([dyn] * rank, ir.MemRefType(m.type).element_type,
+                                  ir.StridedLayoutAttr.get(dyn, [dyn] * rank))
+            gen.shadow_params[m] = memref.reinterpret_cast(
+                t, buf, [arith.muli(c, n)], sizes, strides, [dyn], [dyn] * rank,
+                [dyn] * rank)
+        run = scf.ForOp(first, last, index(1))
+        with ir.InsertionPoint(run.body):
+            k = run.induction_variable
+            scope = gen.enter(body)
+            scope.parallel = True
+            scope.values[body.arguments[0]] = arith.addi(lb, arith.muli(k, step))
+            _open(gen, outer, [[None] for _ in outer])
+            gen.reverse_block(body)
+            gen.leave()
+            out = gen.close_frame(outer)
+            for v, o, buf, t in zip(out, outer, partials, acc):
+                value = or_zero(v, o.type)
+                memref.store(value if t == o.type else arith.extf(t, value), buf, [k])
+            scf.YieldOp([])
+        scf.ReduceOp([], 0)
 
 
 def _reverse_sequential(gen: "ReverseGenerator", op: ir.Operation) -> None:

@@ -95,7 +95,7 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
 
 
 def _view(t: torch.Tensor) -> Any:
-    """A contiguous tensor as adjit takes it, without a copy."""
+    """A tensor as adjit takes it, without a copy (on the GPU a contiguous one)."""
     if t.is_cuda:
         return as_device_array(_plain(t.detach()))
     try:      # the fastest view (~1 us); detach() only where needed costs another
@@ -114,12 +114,12 @@ def _value(op: Operation, i: int, a: Any) -> Any:
                         f"{a.dtype}; adjit takes float32, float64, int32, int64 and bool")
     if a.ndim == 0 and i not in op.array_params and i not in op.outputs:
         return _view(a)[()] if not a.is_cuda else np.asarray(a.item(), _np_dtype(a))[()]
-    if not a.is_contiguous():
+    if a.is_cuda and not a.is_contiguous():    # (adjit's GPU arrays are C-contiguous)
         p = op.params[i]
-        raise ValueError(f"{WHO}: {op.name}(): argument {p!r} is a non-contiguous tensor "
-                         f"(shape {tuple(a.shape)}, strides {a.stride()}); pass "
+        raise ValueError(f"{WHO}: {op.name}(): argument {p!r} is a non-contiguous CUDA "
+                         f"tensor (shape {tuple(a.shape)}, strides {a.stride()}); pass "
                          f"{p}.contiguous(), which copies")
-    return _view(a)
+    return _view(a)     # (a strided CPU tensor is a strided NumPy view: no copy)
 
 
 def _np_dtype(t: torch.Tensor) -> np.dtype:

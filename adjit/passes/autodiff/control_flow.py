@@ -636,7 +636,8 @@ def _private_chunks(gen, op, block, copies, outer, partials, acc, lb, step, per,
             k = run.induction_variable
             scope = gen.enter(body)
             scope.parallel = True
-            scope.values[body.arguments[0]] = arith.addi(lb, arith.muli(k, step))
+            with ir.InsertionPoint(scope.marker):   # (before what the scope emits first)
+                scope.values[body.arguments[0]] = arith.addi(lb, arith.muli(k, step))
             _open(gen, outer, [[None] for _ in outer])
             gen.reverse_block(body)
             gen.leave()

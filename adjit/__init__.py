@@ -11,6 +11,14 @@ from .frontend.builtins import namespace as _ns
 from .core.errors import CompilationError, InternalCompilerError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
 from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
+from .core.types import VecArrayType, VecType, mat, vec
+
+# Warp's small vector, matrix and quaternion types (f32; the d suffix: f64)
+vec2, vec3, vec4 = (vec(n, f32) for n in (2, 3, 4))
+vec2d, vec3d, vec4d = (vec(n, f64) for n in (2, 3, 4))
+mat22, mat33, mat44 = (mat(n, n, f32) for n in (2, 3, 4))
+mat22d, mat33d, mat44d = (mat(n, n, f64) for n in (2, 3, 4))
+quat, quatd = VecType("quat", (4,), f32), VecType("quat", (4,), f64)
 from .frontend.modes import (Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed, Forward,
                              ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
                              ReverseWithPrimal)
@@ -74,7 +82,9 @@ def wait_for_builds(timeout: float | None = None) -> bool:
 
 
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
-           "InternalCompilerError", "Array",
+           "InternalCompilerError", "Array", "VecType", "VecArrayType", "vec", "mat",
+           "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "mat22", "mat33", "mat44",
+           "mat22d", "mat33d", "mat44d", "quat", "quatd",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
            "reset_peak_memory", "release_cached_memory", "wait_for_builds", "Active", "BatchDuplicated", "Const", "Duplicated",
            "DuplicatedNoNeed", "Forward",

@@ -99,6 +99,93 @@ class ArrayType:
         return f"adjit.Array[{self.dtype!r}, {self.ndim}{', strided' if self.strided else ''}]"
 
 
+@dataclass(frozen=True)
+class VecType:
+    """A small vector, matrix or quaternion of `dtype` (Warp's `vec3`, `mat33`, `quat`): a
+    value of compiled code whose components are separate scalars (the autodiff pass sees
+    only those), and, outside compiled code, a NumPy array of `shape`. An array of them is a
+    NumPy array whose trailing dimensions are `shape` (`adjit.Array[adjit.vec3, 1]` takes
+    an (n, 3) float32 array, zero copy)."""
+    kind: str                # "vec", "mat" or "quat"
+    shape: tuple[int, ...]   # (n,) for vec and quat, (n, m) for mat
+    dtype: ScalarType
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def name(self) -> str:
+        """How mangled symbol names and type codes spell it: 'v3f32', 'm33f64', 'q4f32'."""
+        return f"{self.kind[0]}{''.join(map(str, self.shape))}{self.dtype.name}"
+
+    def __repr__(self) -> str:
+        suffix = {"f32": "", "f64": "d"}.get(self.dtype.name)
+        if self.kind == "quat" and suffix is not None:
+            return f"adjit.quat{suffix}"
+        if suffix is not None and all(2 <= d <= 4 for d in self.shape) and \
+                (self.kind == "vec" or self.shape[0] == self.shape[1]):
+            return f"adjit.{self.kind}{''.join(map(str, self.shape))}{suffix}"
+        return f"adjit.{self.kind}({', '.join(map(str, self.shape))}, {self.dtype!r})"
+
+    # Outside compiled code a value is a NumPy array (to pass to a kernel parameter
+    # annotated with this type, or to hold in an array of them): `adjit.vec3(1, 2, 3)`,
+    # `adjit.vec3()` (zeros), `adjit.vec3(s)` (every component s), a matrix from its
+    # components in row-major order.
+    def __call__(self, *args):
+        out = np.zeros(self.shape, self.dtype.np_dtype)
+        if self.kind == "quat" and not args:
+            out[3] = 1      # the identity rotation, as Warp's quat()
+        elif len(args) == 1 and np.ndim(args[0]) == 0:
+            out[...] = args[0]
+        elif len(args) == 1:
+            out[...] = np.asarray(args[0]).reshape(self.shape)
+        elif len(args) == self.size:
+            out[...] = np.array(args, dtype=self.dtype.np_dtype).reshape(self.shape)
+        elif args:
+            raise TypeError(f"{self!r}() takes 0, 1 or {self.size} components, got {len(args)}")
+        return out
+
+
+def vec(n: int, dtype=None) -> VecType:
+    """`adjit.vec(n, dtype)`: the type of n-component vectors (f32 by default, as Warp's)."""
+    if not isinstance(n, int) or n < 1:
+        raise TypeError(f"adjit.vec(n, dtype): n must be a positive int, got {n!r}")
+    return VecType("vec", (n,), f32 if dtype is None else as_scalar_type(dtype))
+
+
+def mat(n: int, m: int, dtype=None) -> VecType:
+    """`adjit.mat(n, m, dtype)`: the type of n-by-m matrices (f32 by default)."""
+    if not all(isinstance(d, int) and d >= 1 for d in (n, m)):
+        raise TypeError(f"adjit.mat(n, m, dtype): n and m must be positive ints, got {n!r}, {m!r}")
+    return VecType("mat", (n, m), f32 if dtype is None else as_scalar_type(dtype))
+
+
+def quat_type(dtype=None) -> VecType:
+    return VecType("quat", (4,), f32 if dtype is None else as_scalar_type(dtype))
+
+
+@dataclass(frozen=True)
+class VecArrayType:
+    """`adjit.Array[adjit.vec3, 1]`: the annotation of an array of small vectors, which is
+    an array of `vec.dtype` with `ndim + len(vec.shape)` dimensions, the trailing ones
+    `vec.shape` (checked when called, and in the compiled code)."""
+    vec: VecType
+    ndim: int
+
+    @property
+    def array(self) -> ArrayType:
+        return ArrayType(self.vec.dtype, self.ndim + len(self.vec.shape))
+
+    @property
+    def name(self) -> str:
+        """How mangled symbol names spell it (a device function's parameter type)."""
+        return f"va{self.ndim}{self.vec.name}"
+
+    def __repr__(self) -> str:
+        return f"adjit.Array[{self.vec!r}, {self.ndim}]"
+
+
 class _ArrayAnnotation:
     """`adjit.Array[adjit.f32, 2]`: the annotation form of an array type."""
 
@@ -108,6 +195,8 @@ class _ArrayAnnotation:
         dtype, ndim = key
         if not isinstance(ndim, int) or ndim < 0:
             raise TypeError(f"adjit.Array ndim must be a non-negative int, got {ndim!r}")
+        if isinstance(dtype, VecType):
+            return VecArrayType(dtype, ndim)
         return ArrayType(as_scalar_type(dtype), ndim)
 
 
@@ -184,9 +273,9 @@ def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
                     + (", and GPU arrays" if device == "cuda" else ""))
 
 
-def type_code(t: ScalarType | ArrayType) -> str:
-    """'f32' for a scalar type, 'a2f32' for a 2-D array of f32 ('s2f32' strided): how the
-    JSON spells types."""
+def type_code(t: ScalarType | ArrayType | VecType) -> str:
+    """'f32' for a scalar type, 'a2f32' for a 2-D array of f32 ('s2f32' strided), 'v3f32'
+    for a vec3: how the JSON spells types."""
     if isinstance(t, ArrayType):
         return f"{'s' if t.strided else 'a'}{t.ndim}{t.dtype.name}"
     return t.name

@@ -76,3 +76,87 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      ("transpose", np.transpose), ("matmul", np.matmul),
                      *[(n, getattr(np, n)) for n in NUMPY_ARRAY_FUNCTIONS]]:
     namespace[_name] = Builtin(_name, _impl)
+
+
+# ---- small vectors, matrices and quaternions (frontend/vectors.py compiles them) -----------
+# Outside compiled code a vector is a NumPy array of its shape (adjit.vec3(1, 2, 3)), a
+# quaternion one of 4 (x, y, z, w), and these are Warp's builtins on them, in NumPy.
+def _normalize(v):
+    v = np.asarray(v)
+    n = np.sqrt(np.dot(v, v))
+    return v / n if n > 0 else np.zeros_like(v)
+
+
+def _length(v):
+    v = np.asarray(v)
+    return np.sqrt(np.dot(v, v))
+
+
+def _inverse(m):
+    m = np.asarray(m)
+    d = np.linalg.det(m)
+    return np.linalg.inv(m).astype(m.dtype) if d != 0 else np.zeros_like(m)
+
+
+def _quat_mul(a, b):
+    x1, y1, z1, w1 = a
+    x2, y2, z2, w2 = b
+    return np.array([w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+                     w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2],
+                    dtype=np.result_type(a, b))
+
+
+def _mul(a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.multiply(a, b)
+    if np.ndim(a) == 1 and np.ndim(b) == 1:
+        if len(a) == len(b) == 4:
+            return _quat_mul(a, b)   # the only mul of two 1-D values Warp has
+        raise TypeError("mul() of two vectors: use dot() or cw_mul()")
+    return np.matmul(a, b)
+
+
+def _quat_rotate(q, v):
+    q, v = np.asarray(q), np.asarray(v)
+    qv, w = q[:3], q[3]
+    return v * (2 * w * w - 1) + np.cross(qv, v) * w * 2 + qv * np.dot(qv, v) * 2
+
+
+def _quat_inverse(q):
+    q = np.array(q)
+    q[:3] = -q[:3]
+    return q
+
+
+def _quat_from_axis_angle(axis, angle):
+    axis = np.asarray(axis)
+    return np.array([*(axis * np.sin(angle / 2)), np.cos(angle / 2)], dtype=axis.dtype)
+
+
+def _quat_to_matrix(q):
+    q = np.asarray(q)
+    return np.stack([_quat_rotate(q, e) for e in np.eye(3, dtype=q.dtype)], axis=1)
+
+
+def _skew(v):
+    x, y, z = v
+    return np.array([[0, -z, y], [z, 0, -x], [-y, x, 0]], dtype=np.asarray(v).dtype)
+
+
+def _identity(n, dtype=np.float32):
+    return np.eye(n, dtype=getattr(dtype, "np_dtype", dtype))
+
+
+VECTOR_FUNCTIONS = {
+    "cross": np.cross, "length": _length, "length_sq": lambda v: np.dot(v, v),
+    "normalize": _normalize, "outer": np.outer, "determinant": np.linalg.det,
+    "inverse": _inverse, "mul": _mul, "diag": np.diag, "identity": _identity,
+    "trace": np.trace, "skew": _skew, "cw_mul": np.multiply, "cw_div": np.divide,
+    "quat_from_axis_angle": _quat_from_axis_angle, "quat_rotate": _quat_rotate,
+    "quat_rotate_inv": lambda q, v: _quat_rotate(_quat_inverse(q), v),
+    "quat_inverse": _quat_inverse, "quat_to_matrix": _quat_to_matrix,
+    "matrix_from_rows": lambda *r: np.stack(r), "matrix_from_cols": lambda *c: np.stack(c, 1),
+    "vector": lambda *a: np.array(a),
+}
+for _name, _impl in VECTOR_FUNCTIONS.items():
+    namespace[_name] = Builtin(_name, _impl)

@@ -21,12 +21,13 @@ from . import builtin_calls as B
 from . import lazy as L
 from . import numpy_calls as NP   # (registers NumPy's array functions)
 from . import scalar_ops as S
+from . import vectors as V
 from ..core.errors import CompilationError, UserError, located
 from ..dialects import adj
 from .source import Name, SourceInfo, resolve_name
-from ..core.types import ArrayType, ScalarType, as_scalar_type, index, promote
+from ..core.types import ArrayType, ScalarType, VecType, as_scalar_type, index, promote
 from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape,
-                     SliceValue)
+                     SliceValue, Vec, VecArray)
 from .control_flow import BRK, CONT, RET, ControlFlow, computed, jumps_in
 
 
@@ -48,6 +49,12 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def _reset(self) -> None:
         """The state of one pass over the body."""
         self.vars: dict[str, object] = {}
+        # Variables holding a vector: name -> its type; its components are the variables
+        # `name[0]`, `name[1]`, ... (vectors.py: control flow merges and carries them).
+        self.vec_names: dict[str, VecType] = {}
+        # Per result of the Python function, its VecType or None (the IR's results are
+        # the scalars of each vector: vectors.regroup gathers them at a call).
+        self.result_layout: list | None = None
         self._one_branch: dict[str, int] = {}   # variables an if bound on one branch only
         self.result_types: list | None = None
         self._loop_depth = 0
@@ -80,16 +87,17 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def _compile_once(self, flagged: bool) -> func.FuncOp:
         tree = self.src.tree
         with self._loc(tree):
-            inputs = [t.mlir() for t in self.arg_types]
+            inputs = [t.mlir() for t in V.flat_types(self.arg_types)]
             fn = func.FuncOp(self.symbol, (inputs, []), visibility="private")
             entry = fn.add_entry_block()
             # The user's names, for messages about this function (passes/ndrange_bounds.py).
             fn.operation.attributes[adj.SOURCE_ATTR] = ir.DictAttr.get({
                 "name": ir.StringAttr.get(self.pyfn.__name__),
-                "args": ir.ArrayAttr.get([ir.StringAttr.get(a.arg)
-                                          for a in self.src.tree.args.args])})
+                "args": ir.ArrayAttr.get([ir.StringAttr.get(a) for a in V.flat_names(
+                    [a.arg for a in self.src.tree.args.args], self.arg_types)])})
         self.entry_block = entry      # where a kernel's local arrays are allocated
-        self.vars.update(self.bind_params(list(entry.arguments)))
+        with ir.InsertionPoint(entry), self._loc(tree):   # (vector parameters emit code)
+            self.vars.update(self.bind_params(list(entry.arguments)))
         self.vars.update(self.bound)
         body = tree.body
         with ir.InsertionPoint(entry):
@@ -323,6 +331,12 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 A.store_into(current, new)
                 return
             self.assign(node.target, new)
+        elif isinstance(node.target, (ast.Subscript, ast.Attribute)) and \
+                isinstance(node.target.value, ast.Name) and isinstance(
+                    self._lookup(node.target.value.id, node.target.value), (Vec, VecArray)):
+            # `x[i] += v` (an array of vectors), `v[k] += s`, `v.x += s`
+            current = self.visit(node.target)
+            self.assign(node.target, self._binary(op, current, self.visit(node.value)))
         elif isinstance(node.target, ast.Subscript):
             arr, subs = self._subscript_target(node.target)
             if isinstance(subs, Array):        # a view: `u[1:-1] += ...`, in place
@@ -337,6 +351,13 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             raise self.error(node, "augmented assignment must target a name or an element")
 
     def assign(self, target: ast.expr, value) -> None:
+        if isinstance(target, ast.Name) and isinstance(value, Vec):
+            self._bind_vector(target.id, value)
+            return
+        if isinstance(target, ast.Name) and target.id in self.vec_names:
+            self._unbind_vector(target.id)
+        if self._assign_vector_item(target, value):
+            return
         if isinstance(target, ast.Name):
             if isinstance(value, ArrayExpr):
                 value = self.bind_lazy(target.id, value)
@@ -362,6 +383,60 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             A.store(arr, subs, value, self.debug)
         else:
             raise self.error(target, f"cannot assign to {type(target).__name__}")
+
+    def _bind_vector(self, name: str, v: Vec) -> None:
+        """`name = v`: one variable per component (vectors.py), so that ifs and loops merge
+        and carry them as scalars."""
+        self._unbind_vector(name)
+        self.vars.pop(name, None)
+        self.vec_names[name] = v.type
+        for k, x in enumerate(v.items):
+            self.vars[f"{name}[{k}]"] = x
+
+    def _unbind_vector(self, name: str) -> None:
+        t = self.vec_names.pop(name, None)
+        for k in range(t.size if t is not None else 0):
+            self.vars.pop(f"{name}[{k}]", None)
+
+    def _vector_in(self, name: str, node: ast.AST) -> Vec | None:
+        """The vector variable `name` holds (its components gathered), or None."""
+        t = self.vec_names.get(name)
+        if t is None or name in self.vars:
+            return None
+        items = []
+        for k in range(t.size):
+            x = self.vars.get(f"{name}[{k}]")
+            if x is None:
+                if f"{name}[{k}]" in self._one_branch:
+                    raise self.error(node, f"variable {name!r} is assigned on only one branch "
+                                           f"of the if at line {self._one_branch[f'{name}[{k}]']}"
+                                           ": give it a value before the if or on every branch")
+                return None
+            items.append(x)
+        # (a merge may have promoted some components: an if that gives f32 on one branch
+        # and f64 on the other)
+        return V.make(t.kind, t.shape, items)
+
+    def _assign_vector_item(self, target: ast.expr, value) -> bool:
+        """`x[i] = v` into an array of vectors, `v[k] = s`, `m[i, j] = s`, `v.x = s` into a
+        vector variable (rebinding its components). False for any other target."""
+        if not isinstance(target, (ast.Subscript, ast.Attribute)):
+            return False
+        base_node = target.value
+        if not isinstance(base_node, ast.Name):
+            return False
+        base = self._lookup(base_node.id, base_node)
+        if isinstance(base, VecArray) and isinstance(target, ast.Subscript):
+            V.store(self, base, self.visit(target.slice), value)
+            return True
+        if not isinstance(base, Vec):
+            return False
+        if isinstance(target, ast.Attribute):
+            new = V.with_item(base, Literal(V.axis(base, target.attr)), value)
+        else:
+            new = V.with_item(base, self.visit(target.slice), value)
+        self._bind_vector(base_node.id, new)
+        return True
 
     def _unpack(self, value, n: int, node: ast.AST) -> list:
         if isinstance(value, Shape):
@@ -452,8 +527,17 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         """Python parameter names -> values of the function's arguments (custom-rule
         compilation overrides this to bind annotated arguments)."""
         params = [a.arg for a in self.src.tree.args.args]
-        return {name: Array(v, t, v) if isinstance(t, ArrayType) else Scalar(v, t)
-                for name, t, v in zip(params, self.arg_types, args)}
+        kind = "kernel" if self.kind == "kernel" else "function"
+        values = V.bind(params, self.arg_types, args, V.annotations(self.pyfn),
+                        f"{kind} {self.pyfn.__name__}")
+        out = {}
+        for name, v in values.items():
+            if isinstance(v, Vec):
+                self._bind_vector(name, v)   # (into self.vars, with its components)
+                out.update({f"{name}[{k}]": x for k, x in enumerate(v.items)})
+            else:
+                out[name] = v
+        return out
 
     def returned_items(self, value, node: ast.Return) -> list:
         """The returned Python value as a list of results (overridden for custom rules)."""
@@ -466,6 +550,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         if self.kind == "kernel":
             raise self.error(node, "kernels return nothing: write results into an array")
         items = self.returned_items(v, node)
+        # A vector result is its scalars (vectors.regroup gathers them at a call).
+        self.result_layout = [x.type if isinstance(x, Vec) else None for x in items]
+        items = [y for x in items for y in (x.items if isinstance(x, Vec) else [x])]
         out = []
         memo: dict[int, Array] = {}   # (`return r, r` of a lazy r: one array, as in NumPy)
         for item in items:
@@ -536,6 +623,10 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def _lookup(self, name: str, node: ast.AST):
         if name in self.vars:
             return self.vars[name]
+        if name in self.vec_names:
+            v = self._vector_in(name, node)
+            if v is not None:
+                return v
         if name in self._one_branch:
             raise self.error(node, f"variable {name!r} is assigned on only one branch of the "
                                    f"if at line {self._one_branch[name]}: give it a value "
@@ -625,6 +716,16 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             except AttributeError:
                 raise self.error(node, f"{ast.unparse(node.value)} has no attribute {attr!r}") \
                     from None
+        if isinstance(base, Vec):
+            return base.items[V.axis(base, attr)]
+        if isinstance(base, VecArray):
+            if attr == "shape":     # (Warp's: the shape of the array of vectors)
+                return Shape(A.dims(base.array)[:base.type.ndim - len(base.vec.shape)])
+            if attr == "ndim":
+                return Literal(base.type.ndim - len(base.vec.shape))
+            if attr == "dtype":
+                return PyObj(base.vec)
+            base = base.array     # (its other attributes are its array's: x.copy(), x.T)
         if isinstance(base, (Array, ArrayExpr)):
             if attr == "shape":
                 return Shape(A.dims(base) if isinstance(base, Array) else list(base.shape))
@@ -656,6 +757,10 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             if not (isinstance(sub, Literal) and isinstance(sub.value, int)):
                 raise self.error(node, "tuples are indexed with constants")
             return base[sub.value]
+        if isinstance(base, Vec):
+            return V.subscript(base, sub)
+        if isinstance(base, VecArray):
+            return V.load(self, base, sub)
         if isinstance(base, L.NamedExpr):
             base = self._compute_named(base)
         elif isinstance(base, ArrayExpr):
@@ -684,6 +789,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         return symbols[type(op)]
 
     def _binary(self, op: str, a, b):
+        if isinstance(a, Vec) or isinstance(b, Vec):
+            return V.binary(op, a, b)
         for v in (a, b):
             if not isinstance(v, (Scalar, Literal, Array, ArrayExpr)):
                 raise UserError(f"operator {op} on {S.describe(v)}")
@@ -697,6 +804,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def visit_BinOp(self, node: ast.BinOp):
         if isinstance(node.op, ast.MatMult):
             left, right = self.visit(node.left), self.visit(node.right)
+            if isinstance(left, Vec) or isinstance(right, Vec):
+                return V.binary("@", left, right)
             if not all(isinstance(v, (Array, ArrayExpr)) for v in (left, right)):
                 raise self.error(node, "unsupported operator MatMult (@) on "
                                        f"{S.describe(left)} and {S.describe(right)}: @ "
@@ -710,6 +819,11 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         v = self.visit(node.operand)
         if isinstance(node.op, ast.UAdd):
             return v
+        if isinstance(v, Vec):
+            if not isinstance(node.op, ast.USub):
+                raise self.error(node, f"unsupported operator {type(node.op).__name__} on "
+                                       f"{S.describe(v)}")
+            return V.negate(v)
         fn = {ast.USub: S.negate, ast.Not: S.logical_not, ast.Invert: S.invert}[type(node.op)]
         if isinstance(v, (Array, ArrayExpr)):
             if isinstance(node.op, ast.Not):
@@ -739,6 +853,8 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 r = Literal(same if isinstance(op, ast.Is) else not same)
             elif type(op) not in ops:
                 raise self.error(node, f"unsupported comparison {type(op).__name__}")
+            elif isinstance(left, Vec) or isinstance(right, Vec):
+                r = V.equal(ops[type(op)], left, right)
             elif isinstance(left, (Array, ArrayExpr)) or isinstance(right, (Array, ArrayExpr)):
                 sym = ops[type(op)]
                 r = A.elementwise(lambda x, y: S.compare(sym, x, y), [left, right])
@@ -801,7 +917,19 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             return PyObj(obj(*map(_python, args), **{k: _python(v) for k, v in kwargs.items()}))
         handler = B.lookup(obj)
         if handler is not None:
-            return handler(self, args, kwargs)
+            if obj is B.namespace["atomic_add"] or not any(isinstance(a, VecArray)
+                                                           for a in args):
+                return handler(self, args, kwargs)
+            # An array of vectors is its array to the array functions; `zeros_like(x)`
+            # and the like of one is an array of the same vectors.
+            like = args[0] if isinstance(args[0], VecArray) and obj in _LIKE else None
+            out = handler(self, [a.array if isinstance(a, VecArray) else a for a in args],
+                          kwargs)
+            if like is not None and isinstance(out, Array) and out.type.ndim == like.type.ndim:
+                return VecArray(out, like.vec)
+            return out
+        if isinstance(obj, VecType):
+            return V.construct(obj, args, kwargs)
         if isinstance(obj, ScalarType):
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{obj!r}(x) takes one argument")
@@ -829,6 +957,12 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             return as_scalar_type(v.obj)
         except TypeError as e:
             raise self.error(node, str(e)) from None
+
+
+# The array functions whose result is like their first argument (of its vectors, for an
+# array of vectors).
+_LIKE = tuple(B.namespace[n] for n in ("zeros_like", "ones_like", "empty_like", "full_like",
+                                       "copy"))
 
 
 def _lazy_in(v) -> list:

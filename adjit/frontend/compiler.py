@@ -18,8 +18,9 @@ from .codegen import CodeGenerator
 from ..passes.ndrange_bounds import annotate as annotate_ndrange_bounds
 from .compiled import Compiled
 from ..core.errors import UserError
-from ..core.types import ArrayType, ScalarType, i64
-from .values import Array, ArrayExpr, Literal, Scalar, Shape
+from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, i64
+from . import vectors as V
+from .values import Array, ArrayExpr, Literal, Scalar, Shape, Vec, VecArray
 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
@@ -58,6 +59,9 @@ class CompileUnit:
         # what must run on the module before it is lowered (the autodiff pass, when the code
         # calls derivatives), each once
         self.before_lowering: list[Callable[[CompileUnit], None]] = []
+        # symbol -> per result of the Python function, its VecType or None, for functions
+        # that return vectors (whose IR results are their scalars: frontend/vectors.py)
+        self.vector_results: dict[str, list] = {}
 
     def finish(self) -> None:
         """Runs what must run before the module is lowered (before_lowering), once."""
@@ -84,6 +88,8 @@ class CompileUnit:
         op.operation.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
         self._active.discard(key)
         out = (symbol, gen.result_types or [], getattr(gen, "tuple_result", False))
+        if any(gen.result_layout or []):
+            self.vector_results[symbol] = gen.result_layout
         self.compiled[key] = out
         self.functions[symbol] = (fn, tuple(arg_types), out[1])
         return out
@@ -232,16 +238,20 @@ def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):
         raise UserError(f"{fn.__name__}() takes {len(fn.params)} arguments, got {len(args)}")
     values, types = [], []
     for p, ann, a in zip(fn.params, fn.annotations, args):
-        v = _operand(a, ann, f"{fn.__name__}(): argument {p!r}")
+        v = _operand(a, ann, f"{fn.__name__}(): argument {p!r}", keep_vectors=True)
         values.append(v)
-        types.append(v.type)
+        types.append(V.operand_type(v))
     symbol, results, is_tuple = gen.unit.function(fn, types)
     call = func.CallOp([t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol),
-                       [v.value for v in values])
+                       [x for v in values for x in V.flat_values(v)])
     outs = [Array(r, t) if isinstance(t, ArrayType) else Scalar(r, t)
             for r, t in zip(call.results, results)]
     if not results:
         return None
+    layout = gen.unit.vector_results.get(symbol)
+    if layout is not None:     # vector results: their scalars gathered
+        outs = V.regroup(outs, layout)
+        return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
     return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
 
 
@@ -273,13 +283,29 @@ def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> 
     values = [_operand(a, ann, f"kernel {k.__name__}: argument {p!r}")
               for p, ann, a in zip(k.params, k.annotations, args)]
     symbol = gen.unit.kernel(k, [v.type for v in values], len(extents))
-    adj.launch(symbol, function_type(gen.unit, symbol), [v.value for v in values],
-               extents, wg_static)
+    # (a vector argument is its components: the kernel's parameters are those scalars)
+    adj.launch(symbol, function_type(gen.unit, symbol),
+               [x for v in values for x in V.flat_values(v)], extents, wg_static)
 
 
-def _operand(a, ann, what: str):
-    """A call argument as a typed value, converted to the parameter's annotation."""
+def _operand(a, ann, what: str, keep_vectors: bool = False):
+    """A call argument as a typed value, converted to the parameter's annotation (an array
+    of vectors passed to a device function stays one where `keep_vectors`)."""
     from . import arrays as A
+    if isinstance(a, VecArray):
+        if isinstance(ann, VecArrayType) and ann.vec != a.vec:
+            raise UserError(f"{what} must be {ann!r}, got {S.describe(a)}")
+        if keep_vectors and (ann is None or isinstance(ann, VecArrayType)):
+            return a
+        a = a.array
+    if isinstance(a, Vec):
+        if isinstance(ann, VecType):
+            if ann.shape != a.type.shape:
+                raise UserError(f"{what} must be {ann!r}, got {S.describe(a)}")
+            return V.of_type(ann, a.items)
+        if ann is not None:
+            raise UserError(f"{what} must be {ann!r}, got {S.describe(a)}")
+        return a
     if isinstance(a, ArrayExpr):
         a = A.materialize(a)
     if isinstance(a, Array):
@@ -287,7 +313,7 @@ def _operand(a, ann, what: str):
             raise UserError(f"{what} must be {ann!r}, got {a.type!r}")
         return a
     if isinstance(a, (Scalar, Literal)):
-        if isinstance(ann, ArrayType):
+        if isinstance(ann, (ArrayType, VecType, VecArrayType)):
             raise UserError(f"{what} must be {ann!r}, got a scalar")
         s = S.as_scalar(a, ann)
         return S.cast(s, ann) if ann is not None else s

@@ -290,8 +290,15 @@ class ControlFlow:
         extra = set(extra)
         if RET in extra:   # returned values leave the loop with the return flag
             extra |= {n for n in self.vars if n.startswith("%rv")}
-        names = sorted(n for n in _assigned_names(body) | extra
-                       if n in self.vars and not isinstance(self.vars[n], PyObj))
+        assigned = _assigned_names(body) | extra
+        # A vector variable is its components `v[0]`, `v[1]`... (vectors.py): carried when
+        # the body rebinds it or assigns into it (`v[k] = s`, `v.x = s`).
+        stored = {n.value.id for s in body for n in ast.walk(s)
+                  if isinstance(n, (ast.Subscript, ast.Attribute)) and
+                  isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+        names = sorted(n for n in self.vars
+                       if (n in assigned or "[" in n and n[:n.index("[")] in assigned | stored)
+                       and not isinstance(self.vars[n], PyObj))
         for n in names:
             if isinstance(self.vars[n], ArrayExpr):
                 self.vars[n] = A.materialize(self.vars[n])

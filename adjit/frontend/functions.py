@@ -18,7 +18,8 @@ from ..runtime import native_dispatch
 from ..runtime.foreign import host_value
 from ..core.errors import CompilationError
 from .source import SourceInfo, parse_source
-from ..core.types import ArrayType, ScalarType, as_scalar_type, type_of_value
+from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
+                          type_of_value)
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
@@ -107,7 +108,7 @@ def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
         ann = p.annotation
         if ann is inspect.Parameter.empty:
             out.append(None)
-        elif isinstance(ann, (ScalarType, ArrayType)):
+        elif isinstance(ann, (ScalarType, ArrayType, VecType, VecArrayType)):
             out.append(ann)
         else:
             try:
@@ -127,6 +128,11 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
                         f"got {len(args)}")
     types, values = [], []
     for p, ann, a in zip(params, anns, args):
+        if isinstance(ann, (VecType, VecArrayType)):
+            t, a = _vector_argument(name, p, ann, a, device)
+            types.append(t)
+            values.append(a)
+            continue
         try:
             a = host_value(a, device)    # a CPU array of another library: a NumPy view of it
             t = type_of_value(a, device)
@@ -155,6 +161,39 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
         types.append(t)
         values.append(a)
     return types, values
+
+
+def _vector_argument(name: str, p: str, ann: VecType | VecArrayType, a, device: str):
+    """(type, value) of an argument for a parameter annotated with a vector type: a NumPy
+    array (a vector: of its shape; an array of vectors: with its shape trailing), converted
+    to the dtype only where it is a vector (an array of vectors is passed by reference, so
+    it must be of the dtype already)."""
+    vec = ann if isinstance(ann, VecType) else ann.vec
+    what = f"{name}(): argument {p!r} ({ann!r})"
+    if isinstance(ann, VecType) and not hasattr(a, "__cuda_array_interface__") and \
+            not isinstance(a, np.ndarray):
+        a = np.asarray(a, dtype=vec.dtype.np_dtype)
+    a = host_value(a, device)
+    try:
+        t = type_of_value(a, device)
+    except TypeError as e:
+        raise TypeError(f"{what}: {e}") from None
+    want = vec.shape if isinstance(ann, VecType) else None
+    shape = tuple(a.shape)
+    if not isinstance(t, ArrayType):
+        raise TypeError(f"{what}: got {type(a).__name__}, not an array")
+    if isinstance(ann, VecType) and shape != want:
+        raise ValueError(f"{what}: got an array of shape {shape}, not {want}")
+    if isinstance(ann, VecArrayType) and (t.ndim != ann.array.ndim or
+                                          shape[ann.ndim:] != vec.shape):
+        raise ValueError(f"{what}: needs an array of {ann.array.ndim} dimensions whose "
+                         f"trailing ones are {vec.shape}, got shape {shape}")
+    if t.dtype != vec.dtype:
+        if isinstance(ann, VecArrayType):
+            raise TypeError(f"{what}: needs dtype {vec.dtype.np_dtype}, got {a.dtype}")
+        a = a.astype(vec.dtype.np_dtype)
+        t = type_of_value(a, device)
+    return t, a
 
 
 def _signature(args: tuple) -> tuple:

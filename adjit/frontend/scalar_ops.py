@@ -53,6 +53,11 @@ def describe(v) -> str:
         return f"an array {v.type!r}"
     if isinstance(v, Shape):
         return "a shape tuple"
+    from .values import Vec, VecArray
+    if isinstance(v, Vec):
+        return f"a {v.type!r} value"
+    if isinstance(v, VecArray):
+        return f"an array of {v.vec!r} (an array {v.array.type!r})"
     if isinstance(v, tuple):
         return f"a tuple of {len(v)}"
     if isinstance(v, Scalar):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..core.types import ArrayType, ScalarType
+from ..core.types import ArrayType, ScalarType, VecType
 
 if TYPE_CHECKING:     # the API imports this module without MLIR
     from mlir import ir
@@ -93,3 +93,25 @@ class PyObj:
     """A Python object named in user code (a module, a dtype, a function to call), known
     at compile time."""
     obj: object
+
+
+@dataclass
+class Vec:
+    """A small vector, matrix or quaternion (frontend/vectors.py): its components, each a
+    Scalar of `type.dtype`, in row-major order. Compiled code holds them as separate
+    scalars (a function's parameter or result of this type is that many scalars), so the
+    autodiff pass differentiates vector code as the scalar code it is."""
+    type: VecType
+    items: tuple[Scalar, ...]
+
+
+@dataclass
+class VecArray:
+    """An array of small vectors: `array`, whose trailing dimensions are `vec.shape`,
+    indexed by the leading ones (`x[i]` is a Vec, `x[i] = v` stores one)."""
+    array: Array
+    vec: VecType
+
+    @property
+    def type(self) -> ArrayType:
+        return self.array.type

@@ -1,0 +1,56 @@
+"""Vectors and quaternions on the GPU path, without a GPU: the cloth kernels of
+examples/cloth_toss.py (arrays of vec3, a quat parameter, normalize/length/dot/quat_rotate,
+atomic_add of vectors) compile to PTX that ptxas accepts for sm_90, and so do their forward
+and reverse derivative kernels."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mlir", reason="compiling kernels needs MLIR")
+
+import adjit                                                      # noqa: E402
+from adjit import Const, Duplicated, Forward, Reverse            # noqa: E402
+from adjit.core.types import ArrayType                            # noqa: E402
+from adjit.frontend.cuda_launch import gpu_kernel                 # noqa: E402
+from test_ptx import assemble                                     # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import cloth_toss as cloth                                        # noqa: E402
+
+F32 = adjit.f32
+V1 = ArrayType(F32, 2)      # an array of vec3 is an (n, 3) array
+
+
+def _types(name):
+    return {"place": [V1, ArrayType(F32, 1), ArrayType(F32, 1), V1, V1],
+            "spring_forces": [V1, V1, ArrayType(adjit.i64, 2), ArrayType(F32, 1), adjit.f64,
+                              adjit.f64, V1],
+            "integrate": [V1, V1, V1, adjit.f64, adjit.f64, V1, V1]}[name]
+
+
+@pytest.mark.parametrize("name", ["place", "spring_forces", "integrate"])
+def test_the_cloth_kernels_assemble(name, tmp_path):
+    kernel = gpu_kernel(getattr(cloth, name), _types(name), 1)
+    assert ".extern" not in kernel.ptx and "__nv_" not in kernel.ptx
+    assemble(kernel.ptx, tmp_path)
+
+
+@pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
+def test_the_spring_force_derivative_kernels_assemble(mode, tmp_path):
+    from adjit.frontend.derivative import Derivative
+    rest, springs, rest_length = cloth.cloth(3)
+    x = rest + 0.1
+    anns = [Duplicated(x, np.ones_like(x)), Duplicated(np.zeros_like(x), np.ones_like(x)),
+            Const(springs), Const(rest_length), Const(50.0), Const(0.5),
+            Duplicated(np.zeros_like(x), np.ones_like(x))]
+    d = Derivative(cloth.spring_forces, mode, anns, _types("spring_forces"),
+                   (len(springs),), None)
+    _, program = d.host_program("t", "sm_90")
+    assert program.kernels
+    for k in program.kernels:
+        assert ".entry" in k.ptx and ".extern" not in k.ptx and "__nv_" not in k.ptx, k.entry
+        assemble(k.ptx, tmp_path)

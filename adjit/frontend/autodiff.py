@@ -169,7 +169,9 @@ def _with_values(a: Annotation, convert: Callable) -> Annotation:
     """A copy of `a` whose value and shadow are converted (the user's annotation is kept)."""
     out = copy.copy(a)
     out.val = convert(a.val)
-    out.dval = tuple(map(convert, a.dval)) if isinstance(a, BatchDuplicated) else convert(a.dval)
+    # (a BatchDuplicated's tangents that are not a tuple are left for _check to name)
+    out.dval = (tuple(map(convert, a.dval)) if isinstance(a, BatchDuplicated)
+                and isinstance(a.dval, tuple) else convert(a.dval))
     return out
 
 

@@ -38,6 +38,7 @@ from ..core.types import ArrayType, f32, f64, promote
 from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
+from .late import MAKERS
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar
 
 # gemm.cpp's flags
@@ -287,11 +288,9 @@ adjoints = _Primitive(_adjoints)
 
 # matmul_into, the device function whose custom rules are the products' derivatives, is made
 # by matmul_rules.py (imported by the API: it needs functions.py and rules.py, which import
-# the code generator that imports this module), which hands its maker over here.
-_MAKERS: list = []
-
-
+# the code generator that imports this module), which registers its maker in late.py.
 def _functions():
-    if not _MAKERS:
+    maker = MAKERS.get("matmul_into")
+    if maker is None:
         raise InternalCompilerError("adjit.frontend.matmul_rules was not imported")
-    return _MAKERS[0]()
+    return maker()

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import functools
 
-from . import matmul
-from .matmul import adjoints, gemm, taped, tangents
+from .late import MAKERS
 
 
 @functools.cache
 def _functions():
     """matmul_into and its rules, made on first use (parsing their source at `import adjit`
-    would cost every program that never multiplies matrices)."""
+    would cost every program that never multiplies matrices; importing matmul.py would
+    import MLIR, which `import adjit` must not)."""
     from . import rules
     from .functions import device_function
+    from .matmul import adjoints, gemm, taped, tangents
 
     @device_function
     def matmul_into(a, b, c):
@@ -39,4 +40,4 @@ def _functions():
     return matmul_into
 
 
-matmul._MAKERS.append(_functions)
+MAKERS["matmul_into"] = _functions

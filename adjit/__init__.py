@@ -12,6 +12,7 @@ from .core.errors import CompilationError, InternalCompilerError
 from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
 from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
 from .core.types import VecArrayType, VecType, mat, vec
+from .frontend.structs import struct, zeros_like as zeros_like_struct
 
 # Warp's small vector, matrix and quaternion types (f32; the d suffix: f64)
 vec2, vec3, vec4 = (vec(n, f32) for n in (2, 3, 4))
@@ -82,7 +83,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
 
 
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
-           "InternalCompilerError", "Array", "VecType", "VecArrayType", "vec", "mat",
+           "InternalCompilerError", "Array", "struct", "zeros_like_struct", "VecType", "VecArrayType", "vec", "mat",
            "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "mat22", "mat33", "mat44",
            "mat22d", "mat33d", "mat44d", "quat", "quatd",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",

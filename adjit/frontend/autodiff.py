@@ -23,6 +23,7 @@ from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forw
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
 from ..core.types import ArrayType
+from .structs import flatten_annotations, struct_type, zeros_like as structs_zeros_like
 
 if TYPE_CHECKING:
     from .compiled import LoadedDerivative
@@ -126,10 +127,15 @@ def _flatten_args(mode: Mode, anns: list[Annotation], types: list, values: list)
 
 
 # ---- entry points ------------------------------------------------------------------------
-def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: str = "cpu"):
+def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: str = "cpu",
+             flat: bool = False):
+    """`flat`: `args` give a struct argument as its fields (autodiff's)."""
     if not isinstance(f, (Function, Kernel)):
         raise TypeError(f"autodiff differentiates @adjit.jit, @adjit.func or @adjit.kernel "
                         f"functions, got {f!r}")
+    if f.struct_layout is not None and not flat:
+        raise TypeError(f"{f.__name__} takes a struct: autodiff, grad and value_and_grad "
+                        "differentiate it (Duplicated(s, ds)); autodiff_thunk and vjp do not")
     anns = _annotate(args)
     if device == "cuda":
         if isinstance(f, Function) and f.kind != "jit":
@@ -191,8 +197,23 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     if isinstance(f, Transform):        # a derivative of a derivative: compiled
         return routes().autodiff_of_transform(mode, f, args)
+    if isinstance(f, (Function, Kernel)) and f.struct_layout is not None:
+        # Struct arguments: their fields' annotations (structs.flatten_annotations); the
+        # derivatives of a Duplicated struct's float scalars are added to its shadow.
+        flat, finish = flatten_annotations(f, args, mode.reverse)
+        out = _autodiff(mode, f, flat, ndrange, workgroupsize, device)
+        if not mode.reverse:
+            return out
+        if mode.with_primal:
+            return finish(out[0]), out[1]
+        return finish(out)
+    return _autodiff(mode, f, args, ndrange, workgroupsize, device)
+
+
+def _autodiff(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device: str):
+    """autodiff of a declaration, a struct argument given as its fields."""
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
-                                            device)
+                                            device, flat=True)
     flat = _flatten_args(mode, anns, types, values)
     if device == "cuda":
         # A host program, whose launches (a kernel's own, or a function's) are the launch
@@ -338,6 +359,9 @@ def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dic
     for k, a in enumerate(args):
         if k not in nums:
             anns.append(Const(a))
+        elif struct_type(a) is not None:     # a struct of the derivatives of its fields
+            shadows[k] = structs_zeros_like(a)
+            anns.append(Duplicated(a, shadows[k]))
         elif isinstance(a, np.ndarray):
             shadows[k] = np.zeros_like(a)
             anns.append(Duplicated(a, shadows[k]))

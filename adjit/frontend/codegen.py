@@ -26,8 +26,9 @@ from ..core.errors import CompilationError, UserError, located
 from ..dialects import adj
 from .source import Name, SourceInfo, resolve_name
 from ..core.types import ArrayType, ScalarType, VecType, as_scalar_type, index, promote
+from .structs import StructType, flatten_params
 from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape,
-                     SliceValue, Vec, VecArray)
+                     SliceValue, StructValue, Vec, VecArray)
 from .control_flow import BRK, CONT, RET, ControlFlow, computed, jumps_in
 
 
@@ -94,7 +95,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             fn.operation.attributes[adj.SOURCE_ATTR] = ir.DictAttr.get({
                 "name": ir.StringAttr.get(self.pyfn.__name__),
                 "args": ir.ArrayAttr.get([ir.StringAttr.get(a) for a in V.flat_names(
-                    [a.arg for a in self.src.tree.args.args], self.arg_types)])})
+                    self._flat_params()[0], self.arg_types)])})
         self.entry_block = entry      # where a kernel's local arrays are allocated
         with ir.InsertionPoint(entry), self._loc(tree):   # (vector parameters emit code)
             self.vars.update(self.bind_params(list(entry.arguments)))
@@ -331,9 +332,10 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                 A.store_into(current, new)
                 return
             self.assign(node.target, new)
-        elif isinstance(node.target, (ast.Subscript, ast.Attribute)) and \
+        elif isinstance(node.target, (ast.Subscript, ast.Attribute)) and (
                 isinstance(node.target.value, ast.Name) and isinstance(
-                    self._lookup(node.target.value.id, node.target.value), (Vec, VecArray)):
+                    self._lookup(node.target.value.id, node.target.value), (Vec, VecArray))
+                or self._struct_field(node.target.value) or self._struct_field(node.target)):
             # `x[i] += v` (an array of vectors), `v[k] += s`, `v.x += s`
             current = self.visit(node.target)
             self.assign(node.target, self._binary(op, current, self.visit(node.value)))
@@ -422,7 +424,17 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         vector variable (rebinding its components). False for any other target."""
         if not isinstance(target, (ast.Subscript, ast.Attribute)):
             return False
+        if self._struct_field(target) and isinstance(target, ast.Attribute):
+            raise self.error(target, f"cannot assign to {ast.unparse(target)}: a struct's "
+                                     "fields are read-only in compiled code (an array field "
+                                     f"is written through: {ast.unparse(target)}[i] = ...)")
         base_node = target.value
+        if self._struct_field(base_node) and isinstance(target, ast.Subscript):
+            base = self.visit(base_node)        # `s.pos[i] = v`: an array field
+            if isinstance(base, VecArray):
+                V.store(self, base, self.visit(target.slice), value)
+                return True
+            return False
         if not isinstance(base_node, ast.Name):
             return False
         base = self._lookup(base_node.id, base_node)
@@ -437,6 +449,16 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             new = V.with_item(base, self.visit(target.slice), value)
         self._bind_vector(base_node.id, new)
         return True
+
+    def _struct_field(self, node: ast.AST) -> bool:
+        """Whether `node` is a field of a struct variable (`s.pos`, `s.inner.x`): read
+        without emitting anything."""
+        if not isinstance(node, ast.Attribute):
+            return False
+        root = node.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return isinstance(root, ast.Name) and isinstance(self.vars.get(root.id), StructValue)
 
     def _unpack(self, value, n: int, node: ast.AST) -> list:
         if isinstance(value, Shape):
@@ -526,18 +548,25 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def bind_params(self, args: list[ir.Value]) -> dict:
         """Python parameter names -> values of the function's arguments (custom-rule
         compilation overrides this to bind annotated arguments)."""
-        params = [a.arg for a in self.src.tree.args.args]
+        names, anns, layout = self._flat_params()
         kind = "kernel" if self.kind == "kernel" else "function"
-        values = V.bind(params, self.arg_types, args, V.annotations(self.pyfn),
-                        f"{kind} {self.pyfn.__name__}")
+        values = V.bind(names, self.arg_types, args, anns, f"{kind} {self.pyfn.__name__}")
         out = {}
-        for name, v in values.items():
+        for name, st in zip([a.arg for a in self.src.tree.args.args], layout):
+            v = values[name] if st is None else _gather_struct(st, name, values)
             if isinstance(v, Vec):
                 self._bind_vector(name, v)   # (into self.vars, with its components)
                 out.update({f"{name}[{k}]": x for k, x in enumerate(v.items)})
             else:
                 out[name] = v
         return out
+
+    def _flat_params(self) -> tuple[list, list, list]:
+        """(names, annotations, layout) of the IR's parameters: a struct parameter is its
+        fields, `s.mass`, ... (structs.flatten_params)."""
+        params = [a.arg for a in self.src.tree.args.args]
+        anns = V.annotations(self.pyfn)
+        return flatten_params(params, list(anns) + [None] * (len(params) - len(anns)))
 
     def returned_items(self, value, node: ast.Return) -> list:
         """The returned Python value as a list of results (overridden for custom rules)."""
@@ -716,6 +745,11 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             except AttributeError:
                 raise self.error(node, f"{ast.unparse(node.value)} has no attribute {attr!r}") \
                     from None
+        if isinstance(base, StructValue):
+            if attr not in base.fields:
+                raise self.error(node, f"struct {base.type.name} has no field {attr!r} (its "
+                                       f"fields: {', '.join(base.fields)})")
+            return base.fields[attr]
         if isinstance(base, Vec):
             return base.items[V.axis(base, attr)]
         if isinstance(base, VecArray):
@@ -957,6 +991,14 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             return as_scalar_type(v.obj)
         except TypeError as e:
             raise self.error(node, str(e)) from None
+
+
+def _gather_struct(st: StructType, prefix: str, values: dict) -> StructValue:
+    """The struct parameter `prefix` from its bound fields' values (named as
+    structs.leaves names them)."""
+    return StructValue(st, {n: _gather_struct(t, f"{prefix}.{n}", values)
+                            if isinstance(t, StructType) else values[f"{prefix}.{n}"]
+                            for n, t in st.fields})
 
 
 # The array functions whose result is like their first argument (of its vectors, for an

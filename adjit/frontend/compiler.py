@@ -20,7 +20,7 @@ from .compiled import Compiled
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, i64
 from . import vectors as V
-from .values import Array, ArrayExpr, Literal, Scalar, Shape, Vec, VecArray
+from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
@@ -234,6 +234,7 @@ def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):
     if fn.kind == "jit" and gen.kind != "jit":
         raise UserError(f"{fn.__name__} is an @adjit.jit function: kernels and device "
                         "functions call @adjit.func functions only")
+    args = _struct_fields(fn, args, f"{fn.__name__}()")
     if len(args) != len(fn.params):
         raise UserError(f"{fn.__name__}() takes {len(fn.params)} arguments, got {len(args)}")
     values, types = [], []
@@ -277,6 +278,7 @@ def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> 
                    for w in items):
             raise UserError("workgroupsize= inside compiled code must be constant ints")
         wg_static = tuple(w.value for w in items)
+    args = _struct_fields(k, args, f"kernel {k.__name__}")
     if len(args) != len(k.params):
         raise UserError(f"kernel {k.__name__} takes {len(k.params)} arguments, "
                         f"got {len(args)}")
@@ -286,6 +288,30 @@ def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> 
     # (a vector argument is its components: the kernel's parameters are those scalars)
     adj.launch(symbol, function_type(gen.unit, symbol),
                [x for v in values for x in V.flat_values(v)], extents, wg_static)
+
+
+def _struct_fields(target, args: list, what: str) -> list:
+    """The arguments of a call in compiled code with each struct argument replaced by its
+    leaf fields' values, as `target`'s parameters are (structs.py)."""
+    from .structs import leaves
+    if target.struct_layout is None:
+        return args
+    if len(args) != len(target.struct_layout):
+        raise UserError(f"{what} takes {len(target.struct_layout)} arguments, got {len(args)}")
+    out = []
+    for p, st, a in zip(target.struct_params, target.struct_layout, args):
+        if st is None:
+            out.append(a)
+            continue
+        if not (isinstance(a, StructValue) and a.type is st):
+            raise UserError(f"{what}: argument {p!r} must be a {st.name} struct, got "
+                            f"{S.describe(a)}")
+        for _, _, path in leaves(st, ""):
+            v = a
+            for n in path:
+                v = v.fields[n]
+            out.append(v)
+    return out
 
 
 def _operand(a, ann, what: str, keep_vectors: bool = False):

@@ -35,7 +35,7 @@ from .functions import Function, Kernel
 from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
 from .modes import Mode as ApiMode
-from .values import Array, Literal, PyObj, Scalar
+from .values import Array, Literal, PyObj, Scalar, StructValue
 
 if TYPE_CHECKING:
     from .autodiff import Grad, Jacobian
@@ -80,6 +80,10 @@ def _value(v, what: str):
         return S.as_scalar(v)
     if isinstance(v, (Scalar, Array)):
         return v
+    if isinstance(v, StructValue):
+        raise UserError(f"{what} is a {v.type.name} struct: a derivative inside compiled code "
+                        "takes scalars and arrays (pass the struct's fields, or call "
+                        "adjit.autodiff from Python, which takes Duplicated(s, ds))")
     raise UserError(f"{what} is {S.describe(v)}; a derivative takes scalars and arrays")
 
 

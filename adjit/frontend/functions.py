@@ -18,6 +18,7 @@ from ..runtime import native_dispatch
 from ..runtime.foreign import host_value
 from ..core.errors import CompilationError
 from .source import SourceInfo, parse_source
+from .structs import StructType, flatten_args, flatten_params, struct_type
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
                           type_of_value)
 
@@ -110,6 +111,8 @@ def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
             out.append(None)
         elif isinstance(ann, (ScalarType, ArrayType, VecType, VecArrayType)):
             out.append(ann)
+        elif isinstance(ann, type) and struct_type(ann) is not None:
+            out.append(struct_type(ann))
         else:
             try:
                 out.append(as_scalar_type(ann))
@@ -271,10 +274,17 @@ class _Decorated:
         self.source = parse_source(pyfn)
         self.params = list(inspect.signature(pyfn).parameters)
         self.annotations = annotations_of(pyfn, self.source)
+        # A struct parameter is its fields (structs.py): `params` and `annotations` are
+        # theirs, `struct_params` the Python parameters and `struct_layout` each one's
+        # StructType or None (None throughout: no struct parameter).
+        self.struct_params, self.struct_layout = self.params, None
+        if any(isinstance(a, StructType) for a in self.annotations):
+            self.params, self.annotations, self.struct_layout = flatten_params(
+                self.params, self.annotations)
         # call signature (_signature) -> (its key in _cache, the Compiled it ran): _fast_path
         self._fast: dict = {}
         # Native calls of what _fast holds (runtime/native_dispatch.py; None: the Python path)
-        self._native = native_dispatch.dispatcher()
+        self._native = native_dispatch.dispatcher() if self.struct_layout is None else None
         self._cache = {}
 
     @property
@@ -320,6 +330,8 @@ class Function(_Decorated):
         (cuda_jit.py). `__call__` (native_dispatch.function_call) comes here for what the
         native dispatcher does not take."""
         device = _keywords(self.__name__, kwargs, {"device": None})["device"]
+        if self.struct_layout is not None:
+            args = flatten_args(self, args)
         if device is None:
             fast = _fast_path(self._fast, self._cache, _signature(args), args)
             if fast is not None:
@@ -338,6 +350,8 @@ class Function(_Decorated):
         return result
 
     def lower(self, *args, device: str | None = None) -> Lowered:
+        if self.struct_layout is not None:
+            args = flatten_args(self, args)
         if self._device(device) == "cuda":
             return routes().lower_on_gpu(self, args, None)
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
@@ -393,6 +407,8 @@ class Kernel(_Decorated):
         kw = _keywords(f"kernel {self.__name__}", kwargs,
                        {"ndrange": None, "workgroupsize": None, "device": "cpu"})
         ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
+        if self.struct_layout is not None:
+            args = flatten_args(self, args)
         nd = _ndrange_tuple(ndrange, self.__name__)
         wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if device == "cpu":
@@ -413,6 +429,8 @@ class Kernel(_Decorated):
         self._fast[signature] = (key, compiled)
 
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
+        if self.struct_layout is not None:
+            args = flatten_args(self, args)
         nd = _ndrange_tuple(ndrange, self.__name__)
         wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if self._check_device(device) == "cuda":

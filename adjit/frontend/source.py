@@ -114,6 +114,11 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
     if id(obj) in seen:
         return
     seen.add(id(obj))
+    # (an @adjit.struct parameter's layout: code compiled for it reads fields by position)
+    for st in getattr(obj, "struct_layout", None) or ():
+        if st is not None:
+            from .structs import layout_text
+            digest.update(b"\0" + layout_text(st).encode())
     sources = [(obj.pyfn, obj.source), *getattr(obj, "rules", {}).values()]
     for pyfn, source in sources:
         digest.update(b"\0" + "\n".join(source.lines).encode())

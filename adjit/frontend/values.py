@@ -115,3 +115,13 @@ class VecArray:
     @property
     def type(self) -> ArrayType:
         return self.array.type
+
+
+@dataclass
+class StructValue:
+    """An `@adjit.struct` value in compiled code (frontend/structs.py): its fields' values
+    (Scalar, Vec, Array, VecArray, StructValue) by name. Only a parameter is one (the
+    function's arguments, which dominate its body), so its fields are read anywhere; they
+    are not assigned (an array field is written through)."""
+    type: object            # structs.StructType
+    fields: dict

@@ -31,6 +31,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from .builtin_calls import _register, lookup
 from .builtins import namespace
+from .structs import struct_type
 from ..core.errors import UserError
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type, f32,
                           promote)
@@ -633,12 +634,14 @@ def flat_names(names: Sequence[str], types: Sequence) -> list[str]:
 
 
 def annotations(pyfn) -> list:
-    """Per parameter, its vector annotation (a VecType or VecArrayType) or None."""
+    """Per parameter, its vector annotation (a VecType or VecArrayType), its struct's
+    StructType (structs.py), or None."""
     try:
         sig = inspect.signature(pyfn, eval_str=True)
     except Exception:     # (functions.annotations_of reported it when it was decorated)
         return []
-    return [p.annotation if isinstance(p.annotation, (VecType, VecArrayType)) else None
+    return [p.annotation if isinstance(p.annotation, (VecType, VecArrayType)) else
+            struct_type(p.annotation) if isinstance(p.annotation, type) else None
             for p in sig.parameters.values()]
 
 

@@ -316,8 +316,10 @@ def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
         kept.append(n)
     whole = all(isinstance(item, SliceValue) and item.lower is None and item.upper is None
                 and item.step is None for item in items if item is not None)
-    if whole and new_axes:
-        sub = a        # (`b[None, :]`: the array itself under new axes, no view to see through)
+    if whole:
+        # (`u[...]`, `u[:]`, `b[None, :]`: the array itself, under any new axes; a whole
+        # view of it would only hide its layout from the loops that read or write it)
+        sub = a
     else:
         t = ArrayType(a.type.dtype, len(kept), True)
         sub = Array(memref.cast(t.mlir(), _subview(a.value, offsets, sizes, strides)), t,

@@ -669,9 +669,10 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         return self._from_python(obj, name, node)
 
     def _from_python(self, obj, name: str, node: ast.AST):
-        if isinstance(obj, (Scalar, Array, Literal)):   # fields of rule arguments
+        if isinstance(obj, (Scalar, Array, Literal, Vec, VecArray)):  # fields of rule arguments
             return obj
-        if isinstance(obj, tuple) and obj and all(isinstance(o, (Scalar, Array)) for o in obj):
+        if isinstance(obj, tuple) and obj and all(isinstance(o, (Scalar, Array, Vec))
+                                                  for o in obj):
             return obj                                  # batched tangents of rule arguments
         if isinstance(obj, (bool, int, float)):
             return Literal(obj)

@@ -22,8 +22,9 @@ from .compiler import CompileUnit
 from ..core.errors import UserError
 from .rules import AugmentedReturn, Config, RuleArg
 from ..core.derivative_abi import DerivativeABI, Mode
-from ..core.types import ArrayType
-from .values import Array, Literal, PyObj, Scalar
+from ..core.types import ArrayType, VecArrayType, VecType
+from . import vectors as V
+from .values import Array, Literal, PyObj, Scalar, Vec, VecArray
 
 
 class RuleCodeGenerator(CodeGenerator):
@@ -32,9 +33,15 @@ class RuleCodeGenerator(CodeGenerator):
 
     def __init__(self, unit, rule, source, kind: str, arg_types: list, activity: list[str],
                  ret_activity: str, config: Config, symbol: str, primal_type, tape=None,
-                 target: str = "the function"):
+                 target: str = "the function", result_vec: VecType | None = None):
+        """`arg_types`: the function's parameter types, a vector's VecType (the IR's
+        parameters, and `activity`, are its components: frontend/vectors.py); `result_vec`:
+        the type of its result where that is a vector (`primal_type` is then a
+        component's)."""
         self.rule_kind, self.activity, self.ret_activity = kind, activity, ret_activity
         self.target = target
+        self.user_arg_types, self.result_vec = list(arg_types), result_vec
+        arg_types = V.flat_types(arg_types)
         # A function with no result has no primal to give, whatever the pass asks.
         if primal_type is None and config.needs_primal:
             config = Config(False, config.needs_shadow, config.overwritten, config.width)
@@ -55,18 +62,19 @@ class RuleCodeGenerator(CodeGenerator):
     def _flat_inputs(self, arg_types: list) -> list:
         flat = self._abi().inputs(arg_types)
         if self.rule_kind == "reverse":
-            if self.ret_activity == Activity.ACTIVE:
-                flat.append(self.primal_type)
+            if self.ret_activity == Activity.ACTIVE:    # (a vector result: one per component)
+                flat += [self.primal_type] * (self.result_vec.size if self.result_vec else 1)
             flat.extend(self.tape_in[0] if self.tape_in else [])
         return flat
 
     def bind_params(self, args: list[ir.Value]) -> dict:
         names = [a.arg for a in self.src.tree.args.args]
         lead = 3 if self.rule_kind == "reverse" else 1
-        if len(names) != lead + len(self.activity):
+        if len(names) != lead + len(self.user_arg_types):
             want = "config, dret, tape" if lead == 3 else "config"
             raise self.error(self.src.tree, f"a {self.rule_kind} rule takes ({want}, then one "
-                                            f"parameter per argument: {len(self.activity)})")
+                                            f"parameter per argument: "
+                                            f"{len(self.user_arg_types)})")
 
         def value(v, t):
             return Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
@@ -75,21 +83,63 @@ class RuleCodeGenerator(CodeGenerator):
         bound = {names[0]: PyObj(self.config)}
         rule_args = []
         abi = self._abi()
-        for k, act in enumerate(self.activity):
-            val = value(*next(it))
-            dval = None
-            if abi.has_shadow(k):
-                # batched tangents (config.width N > 1): an N-tuple
-                lanes = [value(*next(it)) for _ in range(abi.width)]
-                dval = lanes[0] if abi.width == 1 else tuple(lanes)
-            rule_args.append(RuleArg(val, dval, act))
+        for k, (first, t) in enumerate(zip(self._positions(), self.user_arg_types)):
+            vals, dvals, acts = [], [], []
+            for j in range(first, first + (t.size if isinstance(t, VecType) else 1)):
+                vals.append(value(*next(it)))
+                dval = None
+                if abi.has_shadow(j):
+                    # batched tangents (config.width N > 1): an N-tuple
+                    lanes = [value(*next(it)) for _ in range(abi.width)]
+                    dval = lanes[0] if abi.width == 1 else tuple(lanes)
+                dvals.append(dval)
+                acts.append(self.activity[j])
+            if isinstance(t, VecType):
+                rule_args.append(self._vector_arg(t, vals, dvals, acts))
+            elif isinstance(t, VecArrayType):
+                rule_args.append(RuleArg(VecArray(vals[0], t.vec), None if dvals[0] is None
+                                         else VecArray(dvals[0], t.vec), acts[0]))
+            else:
+                rule_args.append(RuleArg(vals[0], dvals[0], acts[0]))
         if self.rule_kind == "reverse":
-            dret = value(*next(it)) if self.ret_activity == Activity.ACTIVE else None
-            bound[names[1]] = dret if dret is not None else PyObj(None)
+            n = self.result_vec.size if self.result_vec is not None else 1
+            dret = [value(*next(it)) for _ in range(n)] \
+                if self.ret_activity == Activity.ACTIVE else None
+            if dret is not None and self.result_vec is not None:
+                dret = [V.of_type(self.result_vec, dret)]
+            bound[names[1]] = dret[0] if dret is not None else PyObj(None)
             bound[names[2]] = self._rebuild_tape([value(*p) for p in it])
         for name, ra in zip(names[lead:], rule_args):
             bound[name] = PyObj(ra)
         return bound
+
+    def _positions(self) -> list[int]:
+        """The position in `activity` (the IR's parameters) of each Python parameter's
+        first one (a vector has one per component)."""
+        out, pos = [], 0
+        for t in self.user_arg_types:
+            out.append(pos)
+            pos += t.size if isinstance(t, VecType) else 1
+        return out
+
+    def _vector_arg(self, t: VecType, vals: list, dvals: list, acts: list) -> RuleArg:
+        """A vector argument: its components' values, and their tangents or shadows as a
+        vector where any has one (zero for a Const component: the autodiff pass finds
+        activity per component, so `vec3(x, 0.0, 0.0)` has two Const ones). Its activity
+        is its components' where they agree, else that of the non-Const ones."""
+        live = [a for a in acts if a != Activity.CONST]
+        act = live[0] if live else Activity.CONST
+        val = V.of_type(t, vals)
+        if all(d is None for d in dvals):
+            return RuleArg(val, None, act)
+        width = next(len(d) if isinstance(d, tuple) else 1 for d in dvals if d is not None)
+
+        def lane(w):
+            return V.of_type(t, [V.zero(v) if d is None else d[w] if isinstance(d, tuple)
+                                 else d for v, d in zip(vals, dvals)])
+        return RuleArg(val, lane(0) if width == 1 and not isinstance(
+            next(d for d in dvals if d is not None), tuple) else tuple(map(lane, range(width))),
+            act)
 
     def _rebuild_tape(self, values: list):
         if not self.tape_in:
@@ -97,6 +147,7 @@ class RuleCodeGenerator(CodeGenerator):
         structure = self.tape_in[1]
         if structure == "none":
             return PyObj(None)
+        values = V.regroup(values, self.tape_in[2])     # (vectors on the tape)
         if structure == "one":
             return values[0]
         return tuple(values)
@@ -110,13 +161,17 @@ class RuleCodeGenerator(CodeGenerator):
         if kind == "augmented":
             return self._augmented_items(value)
         items = list(value) if isinstance(value, tuple) else [value]
-        if len(items) != len(self.activity):
+        if len(items) != len(self.user_arg_types):
             raise UserError(f"a reverse rule returns one entry per argument "
-                            f"({len(self.activity)}), this one returns {len(items)}")
+                            f"({len(self.user_arg_types)}), this one returns {len(items)}")
         names = self._param_names()
         out = []
-        for k, (act, t, g) in enumerate(zip(self.activity, self.primal_arg_types, items)):
+        for k, (first, ut, g) in enumerate(zip(self._positions(), self.user_arg_types, items)):
             what = f"argument {k} ({names[k]})"
+            if isinstance(ut, VecType):
+                out += self._vector_adjoint(ut, first, g, what)
+                continue
+            act, t = self.activity[first], self.primal_arg_types[first]
             if act == Activity.ACTIVE:
                 if _is_none(g):
                     raise UserError(f"a reverse rule gives the adjoint of {what}, which is "
@@ -128,6 +183,34 @@ class RuleCodeGenerator(CodeGenerator):
                 raise UserError(f"a reverse rule gives None for {what}, which {why}; this "
                                 f"one gives {S.describe(g)}")
         return out
+
+    def _vector_adjoint(self, t: VecType, first: int, g, what: str) -> list:
+        """The adjoints of a vector argument's Active components from the vector `g` the
+        reverse rule gives for it (None where no component is Active)."""
+        acts = self.activity[first:first + t.size]
+        if not any(a == Activity.ACTIVE for a in acts):
+            if not _is_none(g):
+                raise UserError(f"a reverse rule gives None for {what}, which is not Active; "
+                                f"this one gives {S.describe(g)}")
+            return []
+        if not (isinstance(g, Vec) and g.type.shape == t.shape):
+            raise UserError(f"a reverse rule gives the adjoint of {what}, a {t!r}, as a "
+                            f"{t!r}; this one gives {S.describe(g)}")
+        return [S.cast(S.as_scalar(x, t.dtype), t.dtype)
+                for x, a in zip(g.items, acts) if a == Activity.ACTIVE]
+
+    def _result(self, v, what: str) -> list:
+        """The primal (or a tangent) the rule gives, as the IR's results: a scalar, or a
+        vector result's components."""
+        if self.result_vec is None:
+            return [self._scalar(v, what)]
+        t = self.result_vec
+        if _is_none(v):
+            raise UserError(f"{what} is None, but the rule's config asks for it")
+        if not (isinstance(v, Vec) and v.type.shape == t.shape):
+            raise UserError(f"{what} must be a {t!r} ({self.target} returns one), got "
+                            f"{S.describe(v)}")
+        return list(V.of_type(t, v.items).items)
 
     def _forward_items(self, value) -> list:
         cfg = self.config
@@ -147,15 +230,17 @@ class RuleCodeGenerator(CodeGenerator):
                             f"{len(items)} values")
         out = []
         if cfg.needs_primal:
-            out.append(self._scalar(primal, "the primal"))
+            out += self._result(primal, "the primal")
         if has_tangent and cfg.width == 1:
-            out.append(self._scalar(tangent, "the tangent"))
+            out += self._result(tangent, "the tangent")
         elif has_tangent:
             if not isinstance(tangent, tuple) or len(tangent) != cfg.width:
                 raise UserError(f"a forward rule of width {cfg.width} (config.width) returns "
                                 f"(primal, (tangent 0, ..., tangent {cfg.width - 1})); this "
                                 f"one's tangent is {_describe(tangent)}")
-            out += [self._scalar(t, f"tangent {k}") for k, t in enumerate(tangent)]
+            lanes = [self._result(t, f"tangent {k}") for k, t in enumerate(tangent)]
+            # (the ABI's order: each result's N tangents together)
+            out += [lane[c] for c in range(len(lanes[0])) for lane in lanes]
         return out
 
     def _augmented_items(self, value) -> list:
@@ -172,7 +257,7 @@ class RuleCodeGenerator(CodeGenerator):
                             f"this one is {S.describe(value.shadow)}")
         out = []
         if cfg.needs_primal:
-            out.append(self._scalar(value.primal, "the primal"))
+            out += self._result(value.primal, "the primal")
         tape = value.tape
         if _is_none(tape):
             items, structure = [], "none"
@@ -183,10 +268,15 @@ class RuleCodeGenerator(CodeGenerator):
         for t in items:
             if isinstance(t, Literal):
                 t = S.as_scalar(t)
-            if not isinstance(t, (Scalar, Array)):
-                raise UserError(f"a tape holds scalars and arrays, not {S.describe(t)}")
+            if not isinstance(t, (Scalar, Array, Vec)):
+                raise UserError(f"a tape holds scalars, vectors and arrays, not "
+                                f"{S.describe(t)}")
         items = [S.as_scalar(t) if isinstance(t, Literal) else t for t in items]
-        self.tape_out = ([t.type for t in items], structure)
+        # (a vector is its components on the tape; the layout regroups them for the
+        # reverse rule)
+        layout = [t.type if isinstance(t, Vec) else None for t in items]
+        items = [x for t in items for x in (t.items if isinstance(t, Vec) else [t])]
+        self.tape_out = ([t.type for t in items], structure, layout)
         return out + items
 
     def _param_names(self) -> list[str]:
@@ -292,12 +382,16 @@ class FunctionRules:
             k += 1                     # a symbol of another origin: never reuse it
             name = f"{base}_{k}"
         primal_type = results[0] if results else None
+        layout = unit.vector_results.get(fn_symbol) or [None]
+        if len(layout) > 1:
+            raise UserError(f"custom rules of {target.__name__}: a function with rules returns "
+                            "one scalar or one vector")
         gen = RuleCodeGenerator(unit, rule, source, kind, list(arg_types), activity,
                                 ret_activity, cfg, name, primal_type, self._tapes.get(ident),
-                                target.__name__)
+                                target.__name__, layout[0])
         with unit.ctx:
             fn = unit.add(gen)
             fn.operation.attributes["adj.rule_key"] = ir.StringAttr.get(rule_key)
         if kind == "augmented":
-            self._tapes[ident] = gen.tape_out or ([], "none")
+            self._tapes[ident] = gen.tape_out or ([], "none", [])
         return name

@@ -22,7 +22,7 @@ from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debu
 from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
-from ..core.types import ArrayType
+from ..core.types import ArrayType, VecType
 from .structs import flatten_annotations, struct_type, zeros_like as structs_zeros_like
 
 if TYPE_CHECKING:
@@ -211,7 +211,33 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
 
 
 def _autodiff(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device: str):
-    """autodiff of a declaration, a struct argument given as its fields."""
+    """autodiff of a declaration, a struct argument given as its fields. An Active argument
+    of a parameter annotated with a vector type (`Active(adjit.vec3(1, 2, 3))`) is, from
+    Python, a small array: reverse mode differentiates it as Duplicated with a zero shadow,
+    which it returns as its derivative (an array of the vector's shape)."""
+    vectors = {}
+    args = list(args)
+    for k, (a, ann) in enumerate(zip(args, f.annotations)):
+        if isinstance(a, Active) and isinstance(ann, VecType):
+            if not mode.reverse:
+                raise TypeError(f"{f.__name__}(): argument {f.params[k]!r} ({ann!r}): forward "
+                                "mode takes Duplicated(v, dv) (dv the tangent vector), not "
+                                "Active")
+            val = np.array(a.val, dtype=ann.dtype.np_dtype)   # (a copy: the user's stays)
+            if val.shape != ann.shape:
+                raise ValueError(f"{f.__name__}(): argument {f.params[k]!r} ({ann!r}): got "
+                                 f"shape {val.shape}, not {ann.shape}")
+            vectors[k] = np.zeros_like(val)
+            args[k] = Duplicated(val, vectors[k])
+    out = _autodiff_flat(mode, f, args, ndrange, workgroupsize, device)
+    if not vectors or not mode.reverse:
+        return out
+    grads = out[0] if mode.with_primal else out
+    grads = tuple(vectors.get(k, g) for k, g in enumerate(grads))
+    return (grads, out[1]) if mode.with_primal else grads
+
+
+def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device: str):
     anns, types, values, nd, wgs = _prepare(f, args, ndrange, workgroupsize, mode.reverse,
                                             device, flat=True)
     flat = _flatten_args(mode, anns, types, values)

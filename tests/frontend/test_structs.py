@@ -339,3 +339,40 @@ def test_struct_layout_is_in_the_cache_fingerprint():
             return t.a
         return f
     assert fingerprint(make(False)) != fingerprint(make(True))
+
+
+# ---- Active vector arguments -------------------------------------------------------------
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_an_active_vector_argument_gets_its_gradient_as_an_array(dt):
+    V = adjit.vec3 if dt == np.float32 else adjit.vec3d
+
+    @adjit.jit
+    def pull(x: Array[V, 1], target: V, k: float):
+        e = 0.0
+        for i in range(x.shape[0]):
+            d = x[i] - target
+            e += k * adjit.length(d)
+        return e
+
+    x = rng.random((4, 3)).astype(dt)
+    target = V(0.5, -0.2, 0.1)
+
+    def ref(t, k):
+        return float(np.sum(k * np.linalg.norm(x.astype(np.float64) - t, axis=1)))
+    grads, value = adjit.autodiff(ReverseWithPrimal, pull, x, Active(target), Active(2.0))
+    tol = 1e-3 if dt == np.float32 else 1e-7
+    np.testing.assert_allclose(value, ref(target.astype(np.float64), 2.0), rtol=tol)
+    g = grads[1]
+    assert isinstance(g, np.ndarray) and g.shape == (3,) and g.dtype == dt
+    eps = 1e-6
+    t64 = target.astype(np.float64)
+    fd = [(ref(t64 + e, 2.0) - ref(t64 - e, 2.0)) / (2 * eps) for e in np.eye(3) * eps]
+    np.testing.assert_allclose(g, fd, rtol=tol, atol=tol)
+    np.testing.assert_allclose(grads[2], ref(t64, 1.0), rtol=tol)
+    # a plain NumPy array or a list is a vector too
+    g2 = adjit.autodiff(Reverse, pull, x, Active([0.5, -0.2, 0.1]), 2.0)[1]
+    np.testing.assert_allclose(g2, g, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"argument 'target' .*shape \(2,\), not \(3,\)"):
+        adjit.autodiff(Reverse, pull, x, Active(np.ones(2)), 2.0)
+    with pytest.raises(TypeError, match="forward mode takes Duplicated"):
+        adjit.autodiff(Forward, pull, x, Active(target), 2.0)

@@ -78,6 +78,10 @@ class ArrayType:
     ndim: int
     # Any strides and offset (in elements, negative ones too), not only C order.
     strided: bool = False
+    # Dimensions that are 1 (an argument's, known when it is specialised): the compiler then
+    # knows them to be 1, so they broadcast as NumPy's do ((n, m) + (1, m)) while arrays
+    # of one rank otherwise keep one flat loop. The memref type is the same.
+    units: tuple[int, ...] = ()
 
     def mlir(self) -> ir.MemRefType:
         from mlir import ir
@@ -88,15 +92,20 @@ class ArrayType:
         return ir.MemRefType.get([dyn] * self.ndim, self.dtype.mlir(), layout)
 
     def contiguous(self) -> ArrayType:
-        """The C-contiguous array type of this dtype and rank."""
-        return ArrayType(self.dtype, self.ndim) if self.strided else self
+        """The C-contiguous array type of this dtype and rank (no unit dimensions known)."""
+        return ArrayType(self.dtype, self.ndim) if self.strided or self.units else self
 
     def strided_too(self) -> ArrayType:
         """The strided array type of this dtype and rank (it takes contiguous arrays too)."""
-        return self if self.strided else ArrayType(self.dtype, self.ndim, True)
+        return self if self.strided else ArrayType(self.dtype, self.ndim, True, self.units)
+
+    def without_units(self) -> ArrayType:
+        return ArrayType(self.dtype, self.ndim, self.strided) if self.units else self
 
     def __repr__(self) -> str:
-        return f"adjit.Array[{self.dtype!r}, {self.ndim}{', strided' if self.strided else ''}]"
+        extra = (", strided" if self.strided else "") + \
+            (f", units={self.units}" if self.units else "")
+        return f"adjit.Array[{self.dtype!r}, {self.ndim}{extra}]"
 
 
 @dataclass(frozen=True)
@@ -243,15 +252,22 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
 
 
 @functools.cache
-def _array_type(dtype: np.dtype, ndim: int, strided: bool = False) -> ArrayType:
-    return ArrayType(as_scalar_type(dtype), ndim, strided)
+def _array_type(dtype: np.dtype, ndim: int, strided: bool = False,
+                units: tuple[int, ...] = ()) -> ArrayType:
+    return ArrayType(as_scalar_type(dtype), ndim, strided, units)
+
+
+def unit_dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The dimensions of `shape` that are 1."""
+    return tuple(k for k, n in enumerate(shape) if n == 1) if 1 in shape else ()
 
 
 def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
     """The adjit type of a Python argument (specialisation key), or TypeError. Arrays in GPU
     memory (`__cuda_array_interface__`) are arguments of `device="cuda"` launches only."""
     if isinstance(value, np.ndarray):
-        return _array_type(value.dtype, value.ndim, not value.flags.c_contiguous)
+        return _array_type(value.dtype, value.ndim, not value.flags.c_contiguous,
+                           unit_dims(value.shape))
     if getattr(type(value), "is_adjit_device_array", False) and device == "cuda":
         return _array_type(value.dtype, value.ndim)   # (its __cuda_array_interface__ is slower)
     interface = getattr(value, "__cuda_array_interface__", None)
@@ -277,15 +293,19 @@ def type_code(t: ScalarType | ArrayType | VecType) -> str:
     """'f32' for a scalar type, 'a2f32' for a 2-D array of f32 ('s2f32' strided), 'v3f32'
     for a vec3: how the JSON spells types."""
     if isinstance(t, ArrayType):
-        return f"{'s' if t.strided else 'a'}{t.ndim}{t.dtype.name}"
+        units = f"u{''.join(map(str, t.units))}" if t.units else ""
+        return f"{'s' if t.strided else 'a'}{t.ndim}{t.dtype.name}{units}"
     return t.name
 
 
 def parse_type(code: str) -> ScalarType | ArrayType:
     """The type that type_code spelled `code`; ValueError for anything else."""
     by_name = {t.name: t for t in (*SCALARS, index)}
-    match = re.fullmatch(r"([as])(\d+)(\w+)", code)
+    match = re.fullmatch(r"([as])(\d+)(bool|index|[fi]\d\d)(?:u(\d+))?", code)
     dtype = by_name.get(match.group(3) if match else code)
     if dtype is None:
         raise ValueError(f"{code!r} is not an adjit type code")
-    return ArrayType(dtype, int(match.group(2)), match.group(1) == "s") if match else dtype
+    if not match:
+        return dtype
+    units = tuple(int(c) for c in match.group(4)) if match.group(4) else ()
+    return ArrayType(dtype, int(match.group(2)), match.group(1) == "s", units)

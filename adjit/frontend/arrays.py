@@ -40,7 +40,8 @@ def dims(a: Array) -> list[ir.Value]:
     if owner is not None and owner.name == "memref.alloc" and \
             len(owner.operands) == a.type.ndim:
         return list(owner.operands)
-    return [memref.dim(a.value, idx(d)) for d in range(a.type.ndim)]
+    units = a.type.units      # (dimensions of an argument known to be 1: core/types.py)
+    return [idx(1) if d in units else memref.dim(a.value, idx(d)) for d in range(a.type.ndim)]
 
 
 def numel(shape: Sequence[ir.Value]) -> ir.Value:

@@ -220,10 +220,10 @@ class ControlFlow:
         if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
             # (a lazy name bound in a branch is computed into an array at its end)
             if not (isinstance(a, (Array, ArrayExpr)) and isinstance(b, (Array, ArrayExpr))
-                    and a.type == b.type):
+                    and a.type.without_units() == b.type.without_units()):
                 raise self.error(node, f"variable {name!r} is {S.describe(a)} on one branch "
                                        f"and {S.describe(b)} on the other")
-            return a.type
+            return a.type.without_units()   # (either array: its unit dimensions unknown)
         if isinstance(a, Literal) and isinstance(b, Literal):
             ta, tb = S.literal_type(a.value), S.literal_type(b.value)
             return promote(ta, tb)
@@ -316,7 +316,9 @@ class ControlFlow:
 
     @staticmethod
     def _type_of(v):
-        return v.type if isinstance(v, (Scalar, Array, ArrayExpr)) else S.literal_type(v.value)
+        if isinstance(v, Array):     # (a loop may carry arrays of other shapes round)
+            return v.type.without_units()
+        return v.type if isinstance(v, (Scalar, ArrayExpr)) else S.literal_type(v.value)
 
     def _loop_with_retry(self, names: list[str], build: Callable[[dict], tuple]) -> None:
         """Builds a loop; if a carried variable's type changes in the body (`s = 0` then

@@ -20,7 +20,7 @@ from ..core.errors import CompilationError
 from .source import SourceInfo, parse_source
 from .structs import StructType, flatten_args, flatten_params, struct_type
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
-                          type_of_value)
+                          type_of_value, unit_dims)
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
@@ -200,10 +200,11 @@ def _vector_argument(name: str, p: str, ann: VecType | VecArrayType, a, device: 
 
 
 def _signature(args: tuple) -> tuple:
-    """What a call's specialisation depends on, cheaply: each array's dtype, rank and whether
-    it is C-contiguous, each other argument's Python type (the annotation does the rest)."""
-    return tuple((a.dtype, a.ndim, a.flags.c_contiguous) if type(a) is np.ndarray else type(a)
-                 for a in args)
+    """What a call's specialisation depends on, cheaply: each array's dtype, rank, whether
+    it is C-contiguous and which dimensions are 1, each other
+    argument's Python type (the annotation does the rest)."""
+    return tuple((a.dtype, a.ndim, a.flags.c_contiguous, 1 in a.shape and unit_dims(a.shape))
+                 if type(a) is np.ndarray else type(a) for a in args)
 
 
 def _fast_path(memo: dict, cache: dict, signature, args: tuple) -> tuple | None:

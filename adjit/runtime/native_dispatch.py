@@ -39,11 +39,13 @@ def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Se
     params = []
     for i, t in enumerate(arg_types):
         if isinstance(t, ArrayType):
+            if t.strided:        # (the native path takes C-contiguous arrays only)
+                return False
             params.append((_dispatch.ARRAY, np.ndarray, t.dtype.np_dtype.num, t.ndim,
-                           i in written))
+                           i in written, sum(1 << d for d in t.units)))
         elif t.name in _KIND:
             pytype = type(values[i]) if i < len(values) else int
-            params.append((_KIND[t.name], pytype, 0, 0, False))
+            params.append((_KIND[t.name], pytype, 0, 0, False, 0))
         else:
             return False
     result = _KIND[result_types[0].name] if result_types else _dispatch.NONE

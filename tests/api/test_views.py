@@ -285,9 +285,50 @@ def test_broadcasting_between_ranks(xs, ys):
 def test_sizes_that_do_not_broadcast_raise():
     with pytest.raises(ValueError, match="different shapes"):
         broadcast_3d(_rand((2, 3, 4)), _rand(3))
-    # A dimension that is 1 only at run time does not broadcast (documented): refused.
     with pytest.raises(ValueError, match="different shapes"):
-        broadcast_3d(_rand((3, 4)), _rand((1, 4)))
+        broadcast_3d(_rand((3, 4)), _rand((2, 4)))
+
+
+@pytest.mark.parametrize("xs, ys", [((3, 4), (1, 4)), ((3, 1), (1, 4)), ((3, 4), (3, 1)),
+                                    ((1,), (5,)), ((1, 1), (2, 3)), ((2, 1, 4), (3, 1)),
+                                    ((1, 3, 1), (2, 1, 5))])
+def test_arguments_with_dimensions_of_one_broadcast(xs, ys):
+    """Which dimensions of an argument are 1 is part of its specialisation (the compiler
+    then knows them), so whole arrays of one rank broadcast as NumPy's do; the same
+    function called again with other sizes is another specialisation."""
+    x, y = _rand(xs), _rand(ys)
+    _close(broadcast_3d(x, y), x * y)
+    z = _rand(np.broadcast_shapes(xs, ys))
+    _close(broadcast_3d(z, z), z * z)
+
+
+@adjit.jit
+def squared_distance(x, y):
+    return np.sum((x - y) ** 2)
+
+
+def test_gradients_through_a_run_time_unit_dimension():
+    x, y = _rand((5, 4)), _rand((1, 4))
+    gx, gy = adjit.grad(squared_distance, argnums=(0, 1))(x, y)
+    _close(gx, 2 * (x - y))
+    _close(gy, -2 * (x - y).sum(axis=0, keepdims=True))
+    fd = _central(lambda v: float(np.sum((x - v) ** 2)), y.copy())
+    np.testing.assert_allclose(gy, fd, rtol=1e-6, atol=1e-8)
+
+
+@adjit.kernel
+def scale_by_first(out, s):
+    i = adjit.index()
+    out[i] = s[0] * 2.0
+
+
+def test_the_call_fast_path_keeps_unit_dimensions_apart():
+    out = np.zeros(4)
+    for v in (3.0, 1.0, 5.0):              # (the native dispatcher matches unit dimensions)
+        scale_by_first(out, np.array([v]), ndrange=4)
+        np.testing.assert_array_equal(out, np.full(4, 2 * v))
+    scale_by_first(out, np.array([4.0, 9.0]), ndrange=4)
+    np.testing.assert_array_equal(out, np.full(4, 8.0))
 
 
 # ---- derivatives -----------------------------------------------------------------------

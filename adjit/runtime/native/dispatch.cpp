@@ -39,6 +39,7 @@ struct Param {
     int type_num;      // ARRAY: the NumPy dtype number
     int rank;          // ARRAY
     bool written;      // ARRAY: the compiled code may write it (read-only arrays refused)
+    uint32_t units;    // ARRAY: bit r set where dimension r is 1 (a specialisation of its own)
 };
 
 struct Spec {
@@ -145,6 +146,7 @@ public:
             p.type_num = nb::cast<int>(t[2]);
             p.rank = nb::cast<int>(t[3]);
             p.written = nb::cast<bool>(t[4]);
+            p.units = nb::cast<uint32_t>(t[5]);
             if (p.kind == ARRAY && p.rank > MAX_RANK) return;   // the Python path takes it
             s.params.push_back(p);
         }
@@ -233,6 +235,8 @@ private:
                 const npy_intp *shape = PyArray_DIMS(a);
                 int64_t stride = 1;
                 for (int r = p.rank - 1; r >= 0; --r) {   // row-major, as abi.py's strides
+                    // (which dimensions are 1 is part of the specialisation: core/types.py)
+                    if ((shape[r] == 1) != ((p.units >> r) & 1u)) return false;
                     d.sizes_strides[r] = shape[r];
                     d.sizes_strides[p.rank + r] = stride;
                     stride *= shape[r];

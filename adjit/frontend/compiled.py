@@ -5,11 +5,12 @@ so that a new process whose code is all cached makes them without MLIR.
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from ..runtime import native_dispatch
 from ..runtime.compiled_module import CompiledModule
-from ..core.types import parse_type, type_code
+from ..core.types import VecType, f32, f64, parse_type, type_code
 
 if TYPE_CHECKING:
     from .functions import Function, Kernel
@@ -20,17 +21,26 @@ class Compiled:
     its entry in two halves for functions.py's fast path (`convert_all`, `invoke`)."""
 
     def __init__(self, module: CompiledModule, entry: str, arg_types: list, result_types: list,
-                 tuple_result: bool, written, target: Function | Kernel, adj_text: str):
+                 tuple_result: bool, written, target: Function | Kernel, adj_text: str,
+                 vectors: list | None = None):
         self.module, self.adj_text = module, adj_text
         self._native_spec = (entry, arg_types, result_types, tuple_result, written,
                              target.__name__)
         self.meta = {"entry": entry, "args": [type_code(t) for t in arg_types],
                      "results": [type_code(t) for t in result_types], "tuple": tuple_result,
                      "written": sorted(written)}
+        if vectors and any(vectors):
+            self.meta["vectors"] = [type_code(v) if v is not None else None for v in vectors]
         call = module.function(entry, arg_types, result_types, written, target.__name__,
                                target.params)
         self.convert_all = call.convert_all
-        if tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
+        if vectors and any(vectors):
+            # The entry returns a vector's components one by one (the compiler's view of
+            # it); Python gets a NumPy array of its shape, as outside compiled code.
+            regroup = _regrouping(vectors, tuple_result)
+            self.call = lambda *args: regroup(call(*args))
+            self.invoke = lambda values: regroup(call.invoke(values))
+        elif tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
             self.call = lambda *args: (call(*args),)
             self.invoke = lambda values: (call.invoke(values),)
         else:
@@ -47,9 +57,34 @@ class Compiled:
     @classmethod
     def from_meta(cls, module: CompiledModule, meta: dict, target: Function | Kernel,
                   adj_text: str) -> Compiled:
+        vectors = [_vec_type(c) if c is not None else None for c in meta.get("vectors", ())]
         return cls(module, meta["entry"], [parse_type(c) for c in meta["args"]],
                    [parse_type(c) for c in meta["results"]], bool(meta["tuple"]),
-                   meta["written"], target, adj_text)
+                   meta["written"], target, adj_text, vectors or None)
+
+
+def _regrouping(layout: list, tuple_result: bool):
+    """A function from an entry's flat results to the function's: each vector's components
+    (VecType in `layout`, one entry per result of the Python function) as one array."""
+    import numpy as np
+
+    def regroup(out):
+        flat = iter(out if isinstance(out, tuple) else (out,))
+        items = [next(flat) if v is None else
+                 np.array([next(flat) for _ in range(v.size)], v.dtype.np_dtype).reshape(v.shape)
+                 for v in layout]
+        return tuple(items) if tuple_result or len(items) != 1 else items[0]
+    return regroup
+
+
+def _vec_type(code: str) -> VecType:
+    """The VecType that type_code spelled `code` ('v3f32', 'm33f64', 'q4f32')."""
+    match = re.fullmatch(r"([vmq])(\d+)(f32|f64)", code)
+    if match is None:
+        raise ValueError(f"{code!r} is not a vector type code")
+    kind = {"v": "vec", "m": "mat", "q": "quat"}[match.group(1)]
+    return VecType(kind, tuple(int(c) for c in match.group(2)),
+                   {"f32": f32, "f64": f64}[match.group(3)])
 
 
 class LoadedDerivative:

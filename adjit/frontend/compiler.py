@@ -142,7 +142,7 @@ def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
         written = written_arguments(unit.module, entry)
         module = compile_module(unit.module)
     return Compiled(module, entry, arg_types, result_types, tuple_result, written, target,
-                    adj_text)
+                    adj_text, getattr(unit, "entry_vectors", None))
 
 
 def function_unit(fn: "Function", types: list, debug: bool,
@@ -152,6 +152,8 @@ def function_unit(fn: "Function", types: list, debug: bool,
     unit = CompileUnit(debug)
     with unit.ctx:
         symbol, results, is_tuple = unit.function(fn, types)
+        # (its vector results, which Python gets back as arrays: compiled.Compiled)
+        unit.entry_vectors = unit.vector_results.get(symbol)
 
         def body(args):
             call = func.CallOp([t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol),

@@ -84,14 +84,36 @@ def _jit_sum(x: Array[adjit.vec3d, 1], g: adjit.vec3d):
 def test_jit_vectors_and_vector_arguments_from_python():
     x = rng.random((5, 3))
     g = adjit.vec3d(0.5, -1.0, 2.0)
-    # A vector returned to Python comes back as its components: (x, y, z, dot).
-    result = _jit_sum(x, g)
+    # A vector returned to Python comes back as a NumPy array of its shape and dtype.
+    total, dot = _jit_sum(x, g)
     expected = np.cross(x, g).sum(0)
-    assert len(result) == 4
-    np.testing.assert_allclose(np.array(result[:3]), expected, rtol=1e-12)
-    np.testing.assert_allclose(result[3], expected @ g, rtol=1e-12)
-    result = _jit_sum(x, [0.5, -1.0, 2.0])   # any sequence of 3 numbers
-    np.testing.assert_allclose(np.array(result[:3]), expected, rtol=1e-12)
+    assert isinstance(total, np.ndarray) and total.shape == (3,) and total.dtype == np.float64
+    np.testing.assert_allclose(total, expected, rtol=1e-12)
+    np.testing.assert_allclose(dot, expected @ g, rtol=1e-12)
+    total, _ = _jit_sum(x, [0.5, -1.0, 2.0])   # any sequence of 3 numbers
+    np.testing.assert_allclose(total, expected, rtol=1e-12)
+
+
+@adjit.jit
+def _jit_shapes(v: adjit.vec3, s: adjit.f32):
+    return adjit.normalize(v) * s, adjit.outer(v, v), adjit.quat_from_axis_angle(v, s)
+
+
+@adjit.jit
+def _jit_one_vector(v: adjit.vec3):
+    return -v
+
+
+def test_vector_matrix_and_quaternion_results_are_arrays_of_their_shape():
+    v = adjit.vec3(1.0, 2.0, 2.0)
+    n, m, q = _jit_shapes(v, np.float32(3.0))
+    np.testing.assert_allclose(n, v / 3.0 * 3.0, rtol=1e-6)
+    assert n.dtype == m.dtype == q.dtype == np.float32
+    assert m.shape == (3, 3) and q.shape == (4,)
+    np.testing.assert_allclose(m, np.outer(v, v), rtol=1e-6)
+    one = _jit_one_vector(v)
+    assert isinstance(one, np.ndarray) and one.shape == (3,)
+    np.testing.assert_array_equal(one, -v)
 
 
 def test_python_side_constructors():
@@ -540,3 +562,32 @@ def test_kernel_on_arrays_of_vectors_differentiated():
         _springs(xm, rest, fm, ndrange=n)
         fd[k] = np.sum((fp - fm) * dfx) / (2 * eps)
     np.testing.assert_allclose(dx, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_vector_results_from_the_disk_cache(tmp_path):
+    """A new process that loads the compiled function from the disk cache (its meta says
+    which results are vectors) gives the same arrays."""
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "vec_cache.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np, adjit
+        @adjit.jit
+        def f(v: adjit.vec3, s: adjit.f32):
+            return adjit.outer(v, v) * s, s
+        m, s = f(adjit.vec3(1, 2, 3), np.float32(2.0))
+        assert isinstance(m, np.ndarray) and m.shape == (3, 3) and m.dtype == np.float32
+        import sys
+        compiled = any(n.startswith("mlir") for n in sys.modules)
+        adjit.wait_for_builds()
+        print(m.sum(), s, compiled)
+    """))
+    env = {**__import__("os").environ, "ADJIT_CACHE_DIR": str(tmp_path / "cache"),
+           "ADJIT_DISK_CACHE": "1"}
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    # (the second process loads the cached code, without MLIR)
+    assert [r.stdout for r in runs] == ["72.0 2.0 True\n", "72.0 2.0 False\n"]

@@ -12,7 +12,7 @@ from mlir.dialects import arith, memref, scf
 import numpy as np
 
 from ..core.errors import UserError
-from ..core.types import ArrayType, bool_, f64, i64, index, promote
+from ..core.types import ArrayType, ScalarType, bool_, f64, i64, index, promote
 from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
@@ -146,14 +146,23 @@ def _shape(v) -> list[ir.Value]:
     return A.dims(v) if isinstance(v, Array) else list(v.shape)
 
 
-def _concatenate(gen, args, kwargs):
+def _joined(name: str, gen, args, kwargs) -> tuple[list, int, ScalarType]:
+    """(the arrays, the axis, their promoted dtype) of `name((a, b, ...), axis=0)`."""
     kwargs = dict(kwargs)
     if not args:
-        raise UserError("concatenate((a, b, ...), axis=0)")
-    items = _arrays(args[0], "concatenate")
-    axis = _axis(kwargs, list(args), 1, "concatenate")
-    _no_more(kwargs, "concatenate")
-    gen.require_host("concatenate (a new array)")
+        raise UserError(f"{name}((a, b, ...), axis=0)")
+    items = _arrays(args[0], name)
+    axis = _axis(kwargs, list(args), 1, name)
+    _no_more(kwargs, name)
+    gen.require_host(f"{name} (a new array)")
+    dtype = items[0].type.dtype
+    for v in items[1:]:
+        dtype = promote(dtype, v.type.dtype)
+    return items, axis, dtype
+
+
+def _concatenate(gen, args, kwargs):
+    items, axis, dtype = _joined("concatenate", gen, args, kwargs)
     rank = items[0].type.ndim
     if rank == 0:
         raise UserError("concatenate(): zero-dimensional arrays cannot be concatenated")
@@ -164,9 +173,6 @@ def _concatenate(gen, args, kwargs):
         raise UserError(f"concatenate(): axis {axis} is out of bounds for {rank} dimensions")
     axis %= rank
     shapes = [_shape(v) for v in items]
-    dtype = items[0].type.dtype
-    for v in items[1:]:
-        dtype = promote(dtype, v.type.dtype)
     total = shapes[0][axis]
     for s in shapes[1:]:
         total = arith.addi(total, s[axis])
@@ -201,13 +207,7 @@ def _copy_into(part: Array, v) -> None:
 
 
 def _stack(gen, args, kwargs):
-    kwargs = dict(kwargs)
-    if not args:
-        raise UserError("stack((a, b, ...), axis=0)")
-    items = _arrays(args[0], "stack")
-    axis = _axis(kwargs, list(args), 1, "stack")
-    _no_more(kwargs, "stack")
-    gen.require_host("stack (a new array)")
+    items, axis, dtype = _joined("stack", gen, args, kwargs)
     rank = items[0].type.ndim
     if any(v.type.ndim != rank for v in items):
         raise UserError("stack(): all input arrays must have the same shape")
@@ -219,9 +219,6 @@ def _stack(gen, args, kwargs):
         for k in range(rank):
             adj.check(arith.cmpi(arith.CmpIPredicate.eq, s[k], shapes[0][k]), "ValueError",
                       "stack(): all input arrays must have the same shape")
-    dtype = items[0].type.dtype
-    for v in items[1:]:
-        dtype = promote(dtype, v.type.dtype)
     shape = list(shapes[0])
     shape.insert(axis, A.idx(len(items)))
     out = A.alloc(dtype, shape)

@@ -232,63 +232,43 @@ def _sum_reverse(config, dret, tape, x, comm):
     return scalar_call(dret, S_SUM, comm.val, 0), None
 
 
-@func
-def allreduce_max(x, comm):
-    return scalar_call(x, S_MAX, comm, 0)
+def _extremum(op: int, name: str):
+    """The allreduce of the max (op S_MAX) or the min (S_MIN) of a scalar: its derivative
+    goes to the rank that held the extreme (held_extreme: 1.0 there, 0.0 elsewhere), whose
+    tangent, or adjoint, the others receive as a sum. One body for both (`op` a constant of
+    the code, a closure's)."""
+    def extremum(x, comm):
+        return scalar_call(x, op, comm, 0)
+    extremum.__name__ = extremum.__qualname__ = name
+    extremum = func(extremum)
+
+    @rules.forward(extremum)
+    def _forward(config, x, comm):
+        y = scalar_call(x.val, op, comm.val, 0)
+        if x.dval is None:
+            return y, None
+        # The holder's tangent; the other ranks add zeros.
+        held = float(held_extreme())
+        return y, scalar_call(held * x.dval, S_SUM, comm.val, 0)
+
+    @rules.augmented_primal(extremum)
+    def _augmented(config, x, comm):
+        y = scalar_call(x.val, op, comm.val, 0)
+        return rules.AugmentedReturn(y, None, float(held_extreme()))
+
+    @rules.reverse(extremum)
+    def _reverse(config, dret, tape, x, comm):
+        if x.is_const:
+            return None, None
+        if dret is None:
+            return 0.0, None
+        return tape * scalar_call(dret, S_SUM, comm.val, 0), None
+
+    return extremum
 
 
-@rules.forward(allreduce_max)
-def _max_forward(config, x, comm):
-    y = scalar_call(x.val, S_MAX, comm.val, 0)
-    if x.dval is None:
-        return y, None
-    # The holder's tangent; the other ranks add zeros.
-    held = float(held_extreme())
-    return y, scalar_call(held * x.dval, S_SUM, comm.val, 0)
-
-
-@rules.augmented_primal(allreduce_max)
-def _max_augmented(config, x, comm):
-    y = scalar_call(x.val, S_MAX, comm.val, 0)
-    return rules.AugmentedReturn(y, None, float(held_extreme()))
-
-
-@rules.reverse(allreduce_max)
-def _max_reverse(config, dret, tape, x, comm):
-    if x.is_const:
-        return None, None
-    if dret is None:
-        return 0.0, None
-    return tape * scalar_call(dret, S_SUM, comm.val, 0), None
-
-
-@func
-def allreduce_min(x, comm):
-    return scalar_call(x, S_MIN, comm, 0)
-
-
-@rules.forward(allreduce_min)
-def _min_forward(config, x, comm):
-    y = scalar_call(x.val, S_MIN, comm.val, 0)
-    if x.dval is None:
-        return y, None
-    held = float(held_extreme())
-    return y, scalar_call(held * x.dval, S_SUM, comm.val, 0)
-
-
-@rules.augmented_primal(allreduce_min)
-def _min_augmented(config, x, comm):
-    y = scalar_call(x.val, S_MIN, comm.val, 0)
-    return rules.AugmentedReturn(y, None, float(held_extreme()))
-
-
-@rules.reverse(allreduce_min)
-def _min_reverse(config, dret, tape, x, comm):
-    if x.is_const:
-        return None, None
-    if dret is None:
-        return 0.0, None
-    return tape * scalar_call(dret, S_SUM, comm.val, 0), None
+allreduce_max = _extremum(S_MAX, "allreduce_max")
+allreduce_min = _extremum(S_MIN, "allreduce_min")
 
 
 @func

@@ -36,15 +36,16 @@ def store_all(u0, steps: int):
     return adjit.sum(u * u)
 
 
-def with_schedule(snapshots=None, every=None, max_bytes=None):
+def with_schedule(snapshots=None, every=None, max_bytes=None, spill=False):
     """The G2b loss with its loop checkpointed so (compiled for each: a schedule is a
-    constant of the code, here a closure's; None is a schedule not given)."""
+    constant of the code, here a closure's; None is a schedule not given). The GPU tests
+    (tests/gpu/test_checkpoint_gpu.py) use these too."""
     @adjit.jit
     def loss(u0, steps: int):
         u = u0.copy()
         v = adjit.empty_like(u)
         for _ in adjit.checkpointed(range(steps), snapshots=snapshots, every=every,
-                                    max_bytes=max_bytes):
+                                    max_bytes=max_bytes, spill=spill):
             reaction_diffusion_step(u, v, ndrange=u.shape)
             u, v = v, u
         return adjit.sum(u * u)

@@ -29,71 +29,16 @@ from adjit.core.types import ArrayType
 
 pytest.importorskip("mlir", reason="compiling host programs needs MLIR")
 from test_ptx import assemble                                      # noqa: E402
+from test_checkpoint import store_all, with_schedule                # noqa: E402
 
 N, STEPS = 16, 7
 TYPES = [ArrayType(adjit.f64, 2), adjit.i64]
 
 
-@adjit.kernel
-def reaction_diffusion(u, v):
-    i, j = adjit.index_nd()
-    n, m = u.shape[0], u.shape[1]
-    if 0 < i < n - 1 and 0 < j < m - 1:
-        c = u[i, j]
-        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * c
-        v[i, j] = c + 0.1 * lap + 0.05 * c * (1.0 - c)
-    else:
-        v[i, j] = u[i, j]
-
-
-@adjit.jit
-def store_all(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in range(steps):
-        reaction_diffusion(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def two_snapshots(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=2):
-        reaction_diffusion(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def every_three(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), every=3):
-        reaction_diffusion(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def two_snapshots_spilled(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), snapshots=2, spill=True):
-        reaction_diffusion(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
-
-
-@adjit.jit
-def every_three_spilled(u0, steps: int):
-    u = u0.copy()
-    v = adjit.empty_like(u)
-    for _ in adjit.checkpointed(range(steps), every=3, spill=True):
-        reaction_diffusion(u, v, ndrange=u.shape)
-        u, v = v, u
-    return adjit.sum(u * u)
+# G2b and its checkpointed variants, as the CPU tests have them
+two_snapshots, every_three = with_schedule(snapshots=2), with_schedule(every=3)
+two_snapshots_spilled = with_schedule(snapshots=2, spill=True)
+every_three_spilled = with_schedule(every=3, spill=True)
 
 
 SCHEDULES = {"snapshots2": two_snapshots, "every3": every_three}

@@ -37,7 +37,8 @@ _DEALLOCATE = ("ownership-based-buffer-deallocation,canonicalize,buffer-dealloca
 # scf.parallel, as scf.for nests: split_interior works on those.
 _NESTED_FORS = "func.func(scf-parallel-for-to-nested-fors)"
 # math-to-funcs implements integer powers; math-to-llvm takes the ops LLVM has intrinsics
-# for; math-to-libm calls libm for the rest.
+# for; math-to-libm calls libm for the rest. (log1p and expm1 are expanded before this:
+# math-to-llvm would compute them as log(1+x) and exp(x)-1, cpu_math.py.)
 _TO_LLVM = ("convert-math-to-funcs,convert-scf-to-cf,expand-strided-metadata,lower-affine,"
             "finalize-memref-to-llvm{use-generic-functions=true},"
             "convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
@@ -133,8 +134,8 @@ def cpu_passes(threads: int) -> list[str]:
     parallel = ["adj-serialise-small-loops", "adj-parallel-for"] if threads > 1 else []
     launchers = [f"adj-define-launchers{{threads={threads}}}"] if threads > 1 else []
     return ["adj-privatize-helpers", _PREPARE, _DEALLOCATE, "adj-widen-bool-memrefs", *parallel,
-            _NESTED_FORS, "adj-split-interior", "canonicalize", _TO_LLVM, "adj-relax-atomics",
-            *launchers]
+            _NESTED_FORS, "adj-split-interior", "canonicalize", "adj-expand-log1p-expm1", _TO_LLVM,
+            "adj-relax-atomics", *launchers]
 
 
 def cpu_pipeline(threads: int | None = None) -> str:

@@ -50,6 +50,7 @@ REGISTRY: dict[str, str] = {
     "adj-expand-math": "adjit.passes.math_approx:ExpandMath",
     "adj-privatize-helpers": "adjit.passes.pipeline:PrivatizeHelpers",
     "adj-widen-bool-memrefs": "adjit.passes.pipeline:WidenBoolMemrefs",
+    "adj-expand-log1p-expm1": "adjit.passes.cpu_math:ExpandLog1pExpm1",
     "adj-serialise-small-loops": "adjit.passes.small_loops:SerialiseSmallLoops",
     "adj-parallel-for": "adjit.passes.parallel_for:ParallelFor",
     "adj-split-interior": "adjit.passes.interior:SplitInterior",

@@ -118,6 +118,43 @@ def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
     return Scalar(memref.atomic_rmw(kind, value, a.value, subs), t)
 
 
+def wrapped(i: ir.Value, n: ir.Value | Callable[[], ir.Value]) -> ir.Value:
+    """Index `i` (an index value) into a dimension of `n` elements with Python's meaning: a
+    negative one counts from the end, whether it is a literal or known only at run time
+    (`w[k]`, k = -1), in every kind of code. One compare and select, left out where `i` is
+    known not to be negative (a constant, a work item's id, the counter of a loop from a
+    non-negative start), which keeps the ndrange-bounds analysis's pattern (an access at
+    the item's own id) and the loops LLVM vectorises as they were."""
+    if _non_negative(i):
+        return i
+    n = n() if callable(n) else n
+    return arith.select(arith.cmpi(arith.CmpIPredicate.slt, i, idx(0)), arith.addi(i, n), i)
+
+
+def _non_negative(v: ir.Value) -> bool:
+    """Whether index `v` is surely >= 0, by its definition (through casts)."""
+    while isinstance(v, ir.OpResult) and v.owner.name in (
+            "arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi"):
+        if v.owner.name in ("arith.extui", "arith.index_castui"):
+            return True     # (an unsigned integer)
+        v = v.owner.operands[0]
+    if isinstance(v, ir.BlockArgument):
+        # the counter of an scf.for (its first block argument): lower bound and step known
+        # and not negative
+        owner = v.owner.owner
+        if v.arg_number == 0 and owner is not None and owner.name == "scf.for":
+            lo, step = (static_size(owner.operands[0]), static_size(owner.operands[2]))
+            return lo is not None and lo >= 0 and step is not None and step > 0
+        return False
+    if not isinstance(v, ir.OpResult):
+        return False
+    op = v.owner
+    if op.name == "arith.constant":
+        known = static_size(v)
+        return known is not None and known >= 0
+    return op.name in ("adj.global_id", "adj.index", "memref.dim")
+
+
 def _bounds_check(a: Array, subs: list[ir.Value]) -> ir.Value:
     """Debug mode: whether every index is inside its dimension (unsigned, so negative ones
     are out), reported as an IndexError naming the user's line when it is not."""
@@ -298,9 +335,7 @@ def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
             strides.append(by)
             kept.append(length)
         else:
-            i = S.to_index(item)
-            if isinstance(item, Literal) and item.value < 0:
-                i = arith.addi(n, i)
+            i = wrapped(S.to_index(item), n)
             if debug:
                 inside = arith.cmpi(arith.CmpIPredicate.ult, i, n)
                 adj.check(inside, "IndexError", f"index out of bounds for a "

@@ -522,8 +522,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         return out
 
     def subscripts(self, arr: Array, sub) -> list[ir.Value]:
-        """The index values of element `arr[sub]`. A constant negative index counts from
-        the end, as in Python; a computed one is used as it is (checked in debug mode)."""
+        """The index values of element `arr[sub]`. A negative index counts from the end, as
+        in Python, a constant or a computed one (arrays.wrapped); one still outside after
+        that is out of bounds (checked in debug mode)."""
         items = list(sub) if isinstance(sub, tuple) else \
             [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
         out = []
@@ -531,9 +532,9 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             if isinstance(s, (RangeValue, Array, ArrayExpr)) or s is None:
                 raise UserError("adjit indexes single elements: slices and fancy indexing "
                                 "are not supported")
-            if isinstance(s, Literal) and isinstance(s.value, int) and s.value < 0 \
-                    and d < arr.type.ndim:
-                out.append(arith.addi(memref.dim(arr.value, A.idx(d)), S.to_index(s)))
+            if d < arr.type.ndim:
+                out.append(A.wrapped(S.to_index(s),
+                                     lambda d=d: memref.dim(arr.value, A.idx(d))))
             else:
                 out.append(S.to_index(s))
         return out

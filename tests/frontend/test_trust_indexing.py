@@ -1,0 +1,158 @@
+"""Indexing, views and allocation where features meet (issue 29): run-time negative indices
+wrap as NumPy's do, reshape's -1 known at run time, allocations too large or of a negative
+size, views of views, empty slices under reverse mode, `@` carried out of a loop. Values
+against NumPy (dtype included), derivatives against JAX in float64 and finite differences.
+What could take the process down runs in a subprocess, so that the suite survives it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import adjit
+from fe_helpers import assert_same
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+jnp = jax.numpy
+
+
+def line_of(marker: str) -> int:
+    with open(__file__) as f:
+        for n, line in enumerate(f, start=1):
+            if line.rstrip().endswith(f"# {marker}"):
+                return n
+    raise LookupError(marker)
+
+
+def run_isolated(code: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (a crash there fails the test, not the suite)."""
+    env = dict(os.environ)
+    env.pop("ADJIT_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def fd_check(f, g, x, *rest, eps=1e-6) -> None:
+    """Gradient `g` of f at x (the other arguments held) against central differences along
+    a random direction (adjit.check_grad casts int arguments to float: an index cannot be
+    one)."""
+    d = np.random.default_rng(0).standard_normal(x.shape)
+    fd = (f(x + eps * d, *rest) - f(x - eps * d, *rest)) / (2 * eps)
+    assert abs(fd - np.sum(g * d)) <= 1e-6 * max(1.0, abs(fd))
+
+
+# ---- 1. a negative index known only at run time wraps, as the literal one does ----------
+
+@adjit.jit
+def read_at(w, k):
+    return w[k]
+
+
+@adjit.jit
+def read_2d_at(m, i, j):
+    return m[i, j]
+
+
+@adjit.jit
+def write_at(w, k, v):
+    w[k] = v
+    return w
+
+
+@adjit.jit
+def row_at(m, i):
+    return m[i] * 2.0
+
+
+@adjit.jit
+def computed_index(w, n):
+    k = n - 3          # negative for n < 3
+    return w[k] + w[-1]
+
+
+@pytest.mark.parametrize("k", [-1, -2, -5, 0, 3])
+def test_run_time_negative_index_reads_like_numpy(k):
+    w = np.arange(5.0) * 1.5
+    assert_same(read_at(w, k), w[k])
+    m = np.arange(30, dtype=np.float32).reshape(5, 6)
+    assert_same(read_2d_at(m, k, -1 - k), m[k, -1 - k])
+
+
+@pytest.mark.parametrize("k", [-1, -3, 2])
+def test_run_time_negative_index_writes_like_numpy(k):
+    w = np.arange(5.0)
+    want = w.copy()
+    want[k] = 9.0
+    assert_same(write_at(w.copy(), k, 9.0), want)
+
+
+def test_run_time_negative_integer_view_and_computed_index():
+    m = np.arange(12.0).reshape(3, 4)
+    for i in (-1, -3, 1):
+        assert_same(row_at(m, i), m[i] * 2.0)
+    w = np.arange(6.0)
+    for n in (0, 1, 4):
+        assert_same(computed_index(w, n), w[n - 3] + w[-1])
+
+
+@adjit.kernel
+def gather_kernel(x, y, k):
+    i = adjit.index()
+    y[i] = x[k] + x[-1] * 0.0 + x[i]
+
+
+def test_kernels_wrap_run_time_negative_indices_like_literal_ones():
+    x = np.arange(4.0)
+    y = np.zeros(4)
+    gather_kernel(x, y, -2, ndrange=4)
+    assert_same(y, x[-2] + x)
+
+
+def test_wrapped_index_gradients_match_jax():
+    def f(w, k):
+        return read_at(w, k) ** 2 + read_at(w, -2) * 3.0
+
+    @adjit.jit
+    def g(w, k):
+        return w[k] ** 2 + w[-2] * 3.0
+
+    w = np.array([0.5, -1.25, 2.0, 0.75])
+    for k in (-1, -4, 1):
+        got = adjit.grad(g)(w, k)
+        want = jax.grad(lambda x: x[k] ** 2 + x[-2] * 3.0)(jnp.asarray(w))
+        assert_same(got, np.asarray(want))
+        fd_check(g, got, w, k)
+    assert f(w, -1) == w[-1] ** 2 + w[-2] * 3.0
+
+
+def test_wrapped_index_write_gradient_matches_jax():
+    @adjit.jit
+    def g(w, k):
+        y = w * 1.0
+        y[k] = w[0] * w[1]
+        return np.sum(y * y)
+
+    def j(x, k):
+        return jnp.sum(x.at[k].set(x[0] * x[1]) ** 2)
+
+    w = np.array([0.5, -1.25, 2.0, 0.75])
+    for k in (-1, -3, 2):
+        got = adjit.grad(g)(w, k)
+        assert_same(got, np.asarray(jax.grad(j)(jnp.asarray(w), k)))
+        fd_check(g, got, w, k)
+
+
+def test_index_still_out_of_range_after_wrapping_is_reported(debug_mode):
+    w = np.arange(5.0)
+    assert read_at(w, -5) == 0.0
+    with pytest.raises(IndexError, match="out of bounds"):
+        read_at(w, -6)
+    with pytest.raises(IndexError, match="out of bounds"):
+        write_at(w.copy(), -7, 1.0)
+    with pytest.raises(IndexError, match="out of bounds"):
+        row_at(np.ones((2, 3)), -3)

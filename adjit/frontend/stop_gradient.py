@@ -2,7 +2,10 @@
 `lax.stop_gradient`, Taichi's `stop_grad`, Enzyme's `__enzyme_ignore_derivatives`): a call
 of an identity device function whose custom rules give a zero tangent (forward, every lane
 of a batched one) and no adjoint (reverse), so every mode and the GPU treat it alike, and
-the primal code inlines it away. Of an array, element-wise. The function and its rules are
+the primal code inlines it away. The rules' primal is itself a stop_gradient call, not x:
+the derivative code they become is differentiated again at higher order (grad(grad(f)),
+hvp), and must still hold x constant there (JAX's second derivative of x * stop_gradient(x)
+is 0). Of an array, element-wise. The function and its rules are
 made when code first uses stop_gradient (parsing their source costs `import adjit` 3 ms).
 """
 from __future__ import annotations
@@ -23,12 +26,12 @@ def no_derivative():
     @rules.forward(stop_gradient_identity)
     def _tangent(config, x):
         if config.width == 1:
-            return x.val, 0.0
-        return x.val, tuple(0.0 for _ in x.dval)
+            return stop_gradient(x.val), 0.0
+        return stop_gradient(x.val), tuple(0.0 for _ in x.dval)
 
     @rules.augmented_primal(stop_gradient_identity)
     def _augmented(config, x):
-        return rules.AugmentedReturn(x.val, None, None)
+        return rules.AugmentedReturn(stop_gradient(x.val), None, None)
 
     @rules.reverse(stop_gradient_identity)
     def _adjoint(config, dret, tape, x):

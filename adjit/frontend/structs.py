@@ -326,11 +326,19 @@ def zeros_like(s):
     if st is None:
         raise TypeError(f"zeros_like_struct takes an @adjit.struct instance, got "
                         f"{type(s).__name__}")
-    out = st.cls()
+    # Every field is set here, none left to the constructor: its values are the class's
+    # defaults (`mass: f32 = 1.0`) and a quaternion's identity, which in a shadow would be
+    # added to the derivatives.
+    out = object.__new__(st.cls)
     for n, t in st.fields:
         v = getattr(s, n)
         if isinstance(t, StructType):
-            object.__setattr__(out, n, zeros_like(v))
-        elif v is not None and isinstance(t, (ArrayType, VecArrayType)):
-            object.__setattr__(out, n, np.zeros_like(v))
+            z = zeros_like(v)
+        elif isinstance(t, (ArrayType, VecArrayType)):
+            z = None if v is None else np.zeros_like(v)
+        elif isinstance(t, VecType):
+            z = np.zeros(t.shape, dtype=t.dtype.np_dtype)
+        else:
+            z = t.np_dtype.type(0)
+        object.__setattr__(out, n, z)
     return out

@@ -68,9 +68,12 @@ class TorchFunction:
             raise TypeError(f"{op.name} is not a kernel: ndrange= is for kernels")
         # Without a gradient to record (no input requires grad, or grad mode is off, and no
         # forward-mode level is open), the autograd.Function machinery (~15 us) is skipped.
+        # torch.func's transforms (vmap, grad, jvp) wrap tensors: those calls go through the
+        # autograd.Function too, whose `vmap` rule gives adjit one batch row at a time.
         if forward_ad._current_level < 0 and not (
                 torch.is_grad_enabled()
-                and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+                and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)) and not (
+                any(isinstance(a, torch.Tensor) and _wrapped(a) for a in args)):
             return _forward(self, nd, args)
         return _Call.apply(self, nd, *args)
 
@@ -94,8 +97,39 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+def _wrapped(t: torch.Tensor) -> bool:
+    return torch._C._functorch.is_functorch_wrapped_tensor(t)
+
+
+def _batched(t: torch.Tensor) -> bool:
+    """Whether `t` is (at any level of torch.func's wrappers) a vmap batch: its storage
+    holds the whole batch, which adjit must not take as one argument."""
+    functorch = torch._C._functorch
+    while functorch.is_functorch_wrapped_tensor(t):
+        if functorch.is_batchedtensor(t):
+            return True
+        t = functorch.get_unwrapped(t)
+    return False
+
+
+def _resolved(t: torch.Tensor) -> torch.Tensor:
+    """`t` with its values in its memory: a tensor with the negative bit set (`c.conj().imag`,
+    `torch._neg_view`) stores -value, which adjit, reading the memory, would take with the
+    wrong sign; such a tensor is copied with the negation applied (others as they are)."""
+    return t.resolve_neg() if t.is_neg() else t
+
+
 def _view(t: torch.Tensor) -> Any:
-    """A tensor as adjit takes it, without a copy (on the GPU a contiguous one)."""
+    """A tensor as adjit takes it, without a copy (on the GPU a contiguous one), except a
+    tensor with the negative bit, which is resolved (a copy: see `_resolved`)."""
+    if _batched(t):
+        # The only way a batch reaches here is a torch.func transform over adjit's backward
+        # or jvp (jacrev, jacfwd, vmap of a vjp): the forward has a vmap rule, they have none.
+        raise NotImplementedError(
+            f"{WHO}: torch.func.vmap over the derivative of an adjit function (jacrev, "
+            "jacfwd, vmap of vjp or jvp) is not supported; vmap over the function itself is, "
+            "and torch.autograd.functional.jacobian (one reverse pass per row) works")
+    t = _resolved(t)
     if t.is_cuda:
         return as_device_array(_plain(t.detach()))
     try:      # the fastest view (~1 us); detach() only where needed costs another
@@ -152,7 +186,7 @@ def _prepare(call: TorchFunction, nd: Any, args: Sequence) -> tuple[str, list, d
             if not isinstance(a, torch.Tensor):
                 raise TypeError(f"{WHO}: kernel {op.name}: output {op.params[i]!r} must be a "
                                 f"tensor, got {type(a).__name__}")
-            made[i] = a.detach().clone(memory_format=torch.contiguous_format)
+            made[i] = _resolved(a.detach()).clone(memory_format=torch.contiguous_format)
             a = made[i]
         values.append(_value(op, i, a))
     return device or "cpu", values, made
@@ -206,14 +240,15 @@ class _Call(torch.autograd.Function):
             return _view(made[i])
 
         def copy(i: int) -> Any:
-            return _view(args[i].detach().clone(memory_format=torch.contiguous_format))
+            return _view(_resolved(args[i].detach()).clone(
+                memory_format=torch.contiguous_format))
 
         if op.is_kernel:
             seeds = []
             for k, i in enumerate(op.outputs):
                 ct = cotangents[k]
                 made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
-                           if ct is None else ct.detach().clone(
+                           if ct is None else _resolved(ct.detach()).clone(
                                memory_format=torch.contiguous_format))
                 seeds.append(_view(made[i]))
             grads = op.reverse(values, wanted, seeds, nd, device, zeros, copy)
@@ -238,12 +273,32 @@ class _Call(torch.autograd.Function):
             t = made[i] if i in made else torch.as_tensor(g, dtype=args[i].dtype,
                                                           device=args[i].device)
             out.append(t if scale is None else t * scale.to(t.dtype))
+        inputs = [*ctx.saved_tensors, *[c for c in cotangents if c is not None]]
+        if any(_wrapped(t) for t in inputs):
+            _refuse_nested(op, inputs, "backward")      # (torch.func: refused now)
+        elif torch.is_grad_enabled() and any(t is not None for t in out) and any(
+                t.requires_grad for t in inputs):
+            out = _second_order_refused(op, out, inputs)
         return (None, None, *out)
+
+    @staticmethod
+    def vmap(info, in_dims: tuple, call: TorchFunction, nd: Any, *args) -> tuple:
+        """torch.func.vmap's rule: one call per batch row (adjit takes each argument as one
+        array, so the batch cannot be handed over whole), the results stacked on dim 0."""
+        dims = in_dims[2:]
+        rows = [_Call.apply(call, nd, *[a if d is None else a.select(d, b)
+                                        for a, d in zip(args, dims)])
+                for b in range(info.batch_size)]
+        if isinstance(rows[0], tuple):
+            return tuple(torch.stack(r) for r in zip(*rows)), (0,) * len(rows[0])
+        return torch.stack(rows), 0
 
     @staticmethod
     def jvp(ctx, *tangents) -> Any:
         call, nd, op = ctx.call, ctx.nd, ctx.call.op
         args = _saved(ctx)
+        _refuse_nested(op, [*ctx.saved_tensors, *[t for t in tangents
+                                                  if isinstance(t, torch.Tensor)]], "jvp")
         device, values, _ = _prepare(call, nd, args)
         made: dict[int, torch.Tensor] = {}
         dirs = []
@@ -256,12 +311,14 @@ class _Call(torch.autograd.Function):
                 dirs.append(_view(t.detach().contiguous()))
 
         def copy(i: int) -> Any:
-            return _view(args[i].detach().clone(memory_format=torch.contiguous_format))
+            return _view(_resolved(args[i].detach()).clone(
+                memory_format=torch.contiguous_format))
 
         def output_tangent(i: int) -> Any:
             t = tangents[2 + i]
             made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
-                       if t is None else t.detach().clone(memory_format=torch.contiguous_format))
+                       if t is None else _resolved(t.detach()).clone(
+                           memory_format=torch.contiguous_format))
             return _view(made[i])
 
         tangent = op.tangent(values, dirs, nd, device, copy, output_tangent)
@@ -271,6 +328,44 @@ class _Call(torch.autograd.Function):
         if tangent is None:
             return None
         return _tensor(tangent, device)
+
+
+_SECOND_ORDER = ("{who}: {name}: a derivative of adjit's derivative ({what}) is not supported "
+                 "(double backward after create_graph=True, torch.func.grad of a grad, jvp "
+                 "of a grad, hessian); take second derivatives inside adjit (adjit.hvp, "
+                 "adjit.hessian, adjit.grad of an adjit.grad) and wrap that function instead")
+
+
+def _refuse_nested(op: Operation, tensors: list, what: str) -> None:
+    """Refuses a backward or jvp that a torch.func transform will differentiate again: a
+    tensor wrapped by two live derivative levels (torch.func.grad over torch.func.grad, jvp
+    over grad): adjit computes the derivative outside torch's sight, so the outer level
+    would silently see a constant (a zero second derivative)."""
+    functorch = torch._C._functorch
+    for t in tensors:
+        levels = 0
+        while functorch.is_functorch_wrapped_tensor(t):
+            if not functorch.is_batchedtensor(t) and functorch.maybe_get_level(t) > 0:
+                levels += 1
+            t = functorch.get_unwrapped(t)
+        if levels > 1:
+            raise NotImplementedError(_SECOND_ORDER.format(who=WHO, name=op.name, what=what))
+
+
+def _second_order_refused(op: Operation, grads: list, inputs: list) -> list:
+    """`grads` (the backward's results, computed by adjit outside autograd's sight) made to
+    raise a clear error if autograd differentiates them (backward of a backward:
+    create_graph=True, then a derivative of the gradient): torch's own message would be
+    "element 0 of tensors does not require grad", or, worse, a missing term would pass
+    unnoticed. The first derivative itself is returned unchanged."""
+    message = _SECOND_ORDER.format(who=WHO, name=op.name, what="backward")
+    # The error node takes the backward's inputs too, so that autograd finds the path from
+    # the gradient to them (and runs the node, which raises) rather than calling them unused.
+    linked = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    present = [g for g in grads if g is not None]
+    delayed = torch._C._functions.DelayedError(message.encode(), len(present) + len(linked))
+    out = iter(delayed(*[g.detach() for g in present], *linked))
+    return [None if g is None else next(out) for g in grads]
 
 
 def _saved(ctx) -> list:

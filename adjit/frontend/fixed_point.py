@@ -6,8 +6,9 @@ parameters (d step / d params)^T lambda; memory does not grow with the iteration
 tape holds x* alone).
 
 In compiled code a call becomes a function of the unit, `@__adj_fixed_point_*`, marked
-`adj.fixed_point` (its step, tolerance and iteration limit), which iterates `step` until the
-largest change is at most `tol` or `max_iter` steps ran; the autodiff pass gives its reverse
+`adj.fixed_point` (its step, tolerance, iteration limit and `must_converge`), which iterates
+`step` until the largest change is at most `tol` or `max_iter` steps ran (then, by default, a
+failed check: a RuntimeError at the user's call, the checks located there); the autodiff pass gives its reverse
 derivative (passes/autodiff/fixed_point.py). For an array x it writes x* into an array the
 call allocates (`F(x0, out, params...)`: the pass's reverse mode takes array results as
 outputs written in place), through a step wrapper `W(x, out, params...)` that stores
@@ -27,26 +28,47 @@ if TYPE_CHECKING:
     from .codegen import CodeGenerator
 
 
-def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000):
+def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
+                must_converge: bool = True):
     """x* = step(x*, *params), iterating x <- step(x, *params) from x0 until the largest
-    change is at most `tol` (or `max_iter` steps ran). In @adjit.jit code, differentiable:
-    the gradient solves the adjoint fixed point at x* (implicit differentiation), so it
-    costs no memory per iteration. From Python, the iteration runs in Python (each step
-    compiled)."""
-    x = x0
+    change is at most `tol`: max |x_new - x| over the elements (the infinity norm of the
+    change between successive iterates, absolute, in x's units; NaN never converges).
+
+    If `max_iter` steps run without that, it is a RuntimeError naming the iteration count
+    and the last change (in @jit code, its decade), and so is an adjoint (reverse-mode)
+    solve that does not converge within `max_iter` steps to the same `tol`; with
+    `must_converge=False` the last iterate is returned as it is (and the gradient is the
+    unconverged adjoint's). An empty x0 is its own fixed point.
+
+    In @adjit.jit code, differentiable: the gradient solves the adjoint fixed point at x*
+    (implicit differentiation), so it costs no memory per iteration. From Python, the
+    iteration runs in Python (each step compiled)."""
+    x, change = x0, float("inf")
+    if np.size(x0) == 0:
+        return x0
     for _ in range(max_iter):
         new = step(x, *params)
-        change = np.max(np.abs(np.asarray(new) - np.asarray(x))) if np.size(new) else 0.0
+        change = float(np.max(np.abs(np.asarray(new) - np.asarray(x))))
         x = new
         if change <= tol:
-            break
+            return x
+    if must_converge:
+        raise RuntimeError(f"adjit.fixed_point did not converge: after max_iter={max_iter} "
+                           f"iterations the largest change between successive iterates "
+                           f"(max |x_new - x|, absolute) was {change:g}, above tol={tol:g}; "
+                           "raise max_iter, loosen tol, or pass must_converge=False to take "
+                           "the last iterate as it is")
     return x
 
 
 def _constant(v, name: str, kind: type):
     from .values import Literal
-    if not isinstance(v, Literal) or isinstance(v.value, bool) or \
-            not isinstance(v.value, (int, float) if kind is float else int):
+    if kind is bool:
+        ok = isinstance(v, Literal) and isinstance(v.value, bool)
+    else:
+        ok = isinstance(v, Literal) and not isinstance(v.value, bool) and \
+            isinstance(v.value, (int, float) if kind is float else int)
+    if not ok:
         raise UserError(f"adjit.fixed_point: {name}= must be a constant {kind.__name__} "
                         f"(known while compiling)")
     return kind(v.value)
@@ -61,13 +83,15 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
     from . import arrays as A
     from . import scalar_ops as S
     from .derivative_calls import _new_function, _value
-    from .values import Array, Literal, PyObj, Scalar
+    from .values import Array, PyObj, Scalar
 
-    unknown = set(kwargs) - {"tol", "max_iter"}
+    unknown = set(kwargs) - {"tol", "max_iter", "must_converge"}
     if unknown:
         raise UserError(f"adjit.fixed_point has no argument {sorted(unknown)[0]!r}")
     tol = _constant(kwargs["tol"], "tol", float) if "tol" in kwargs else 1e-10
     max_iter = _constant(kwargs["max_iter"], "max_iter", int) if "max_iter" in kwargs else 1000
+    must_converge = (_constant(kwargs["must_converge"], "must_converge", bool)
+                     if "must_converge" in kwargs else True)
     if tol < 0 or max_iter < 1:
         raise UserError("adjit.fixed_point: tol >= 0 and max_iter >= 1")
     if len(args) < 2 or not isinstance(args[0], PyObj):
@@ -83,6 +107,12 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
     unit = gen.unit
     types = [xt] + [p.type for p in params]
     symbol, results, _ = unit.function(step, types)
+    if not is_array and len(results) == 1 and results[0] != xt and \
+            results[0].mlir() == xt.mlir() and getattr(results[0], "name", None) == xt.name:
+        # A Python float start (0.0: weak, NEP 50) iterates as the step's f64: one type
+        # at the machine level, the step's is the iterate's.
+        xt = results[0]
+        types[0] = xt
     if results != [xt]:
         raise UserError(f"adjit.fixed_point: {getattr(step, '__name__', step)} must return one "
                         f"value of x0's type ({xt!r}), the next iterate")
@@ -104,25 +134,34 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
                                        lambda values: [Scalar(call_step(values[0], values[1:]),
                                                               xt)])
 
+    from ..passes.autodiff.fixed_point import check_converged, not_converged
+    where = ir.Location.current        # the user's call: F's checks report it
+
     def iterate(values):
-        """F: x <- step(x) until the largest change is at most tol or max_iter steps."""
+        """F: x <- step(x) until the largest change is at most tol or max_iter steps (then,
+        with must_converge, a RuntimeError naming the residual)."""
         if is_array:
             x_start, out, *ps = values
             start = A.copy(x_start).value
         else:
             x_start, *ps = values
             start = x_start.value
-        i1, index = ir.IntegerType.get_signless(1), ir.IndexType.get()
-        carried = [xt.mlir(), index, i1]
-        loop = scf.WhileOp(carried[:2], [start, A.idx(0), arith.constant(i1, 1)])
+        index, ftype = ir.IndexType.get(), xt.dtype.mlir() if is_array else xt.mlir()
+        # The change before the first step: +inf (so the loop runs), 0 for an empty array
+        # (nothing to iterate: x0 is its own fixed point).
+        first = arith.constant(ftype, float("inf"))
+        if is_array:
+            empty = arith.cmpi(arith.CmpIPredicate.eq, A.numel(A.dims(x_start)), A.idx(0))
+            first = arith.select(empty, arith.constant(ftype, 0.0), first)
+        carried = [xt.mlir(), index, ftype]
+        loop = scf.WhileOp(carried, [start, A.idx(0), first])
         before = loop.before.blocks.append(*carried)
-        after = loop.after.blocks.append(*carried[:2])
+        after = loop.after.blocks.append(*carried)
         with ir.InsertionPoint(before):
-            x, k, go = before.arguments
-            more = arith.andi(go, arith.cmpi(arith.CmpIPredicate.slt, k, A.idx(max_iter)))
-            scf.ConditionOp(more, [x, k])
+            x, k, change = before.arguments
+            scf.ConditionOp(not_converged(change, tol, k, max_iter), [x, k, change])
         with ir.InsertionPoint(after):
-            x, k = after.arguments
+            x, k, _ = after.arguments
             new = call_step(Array(x, xt) if is_array else Scalar(x, xt), ps)
             if is_array:
                 change = A.reduce("max", A.elementwise(
@@ -130,9 +169,10 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
                     [Array(new, xt), Array(x, xt)]))
             else:
                 change = S.absolute(S.binary("-", Scalar(new, xt), Scalar(x, xt)))
-            limit = S.cast(S.as_scalar(Literal(tol)), change.type)
-            go = arith.cmpf(arith.CmpFPredicate.UGT, change.value, limit.value)
-            scf.YieldOp([new, arith.addi(k, A.idx(1)), go])
+            scf.YieldOp([new, arith.addi(k, A.idx(1)), change.value])
+        if must_converge:
+            with where:
+                check_converged(loop.results[2], tol, max_iter, "adjit.fixed_point")
         final = loop.results[0]
         if is_array:
             memref.copy(final, out.value)
@@ -145,7 +185,8 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
     fn.attributes[adj.FIXED_POINT_ATTR] = ir.DictAttr.get({
         "step": ir.FlatSymbolRefAttr.get(w_symbol),
         "tol": ir.FloatAttr.get(ir.F64Type.get(), tol),
-        "max_iter": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), max_iter)})
+        "max_iter": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), max_iter),
+        "must_converge": ir.BoolAttr.get(must_converge)})
     if is_array:
         out = A.alloc(xt.dtype, A.dims(x0))
         func.CallOp([], ir.FlatSymbolRefAttr.get(f_symbol),

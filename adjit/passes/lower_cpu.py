@@ -90,13 +90,21 @@ def _table(module: ir.Operation) -> list[ir.Operation]:
 
 
 def _store_number(check: ir.Operation, number: int, cell: ir.Value) -> None:
-    """Replaces `check` with: if its condition fails, store `number` into `cell`."""
+    """Replaces `check` with: if its condition fails and no check failed before it, store
+    `number` into `cell` (the first failure is the one to report: a later one may be its
+    consequence, as an adjoint solve that fails after its primal did)."""
     i64 = ir.IntegerType.get_signless(64)
     with ir.InsertionPoint(check), check.location:
         failed = arith.xori(check.operands[0], arith.constant(ir.IntegerType.get_signless(1), 1))
         branch = scf.IfOp(failed)
         with ir.InsertionPoint(branch.then_block):
-            memref.store(arith.constant(i64, number), cell, [arith.constant(ir.IndexType.get(), 0)])
+            at = [arith.constant(ir.IndexType.get(), 0)]
+            first = arith.cmpi(arith.CmpIPredicate.eq, memref.load(cell, at),
+                               arith.constant(i64, 0))
+            store = scf.IfOp(first)
+            with ir.InsertionPoint(store.then_block):
+                memref.store(arith.constant(i64, number), cell, at)
+                scf.YieldOp([])
             scf.YieldOp([])
     check.erase()
 

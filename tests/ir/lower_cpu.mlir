@@ -1,6 +1,6 @@
 // --adj-lower-cpu: kernels take their work-item ids and sizes as parameters, a launch becomes
 // an scf.parallel that calls the kernel, adj.sync is dropped, and each adj.check stores its
-// number (1, 2, ... in the module's adj.error_table) into the call's error cell when it fails:
+// number (1, 2, ... in the module's adj.error_table) into the call's error cell if it fails first:
 // a last memref<1xi64> parameter of every function the module defines, passed on by every call
 // (and so captured by the launch's loop body), never a global, so that concurrent calls and
 // the workers of each launch report into the cell of their own call.

@@ -22,9 +22,11 @@ from mlir.dialects import arith, func, math, memref, scf
 
 from ...core.activity import Activity
 from ...core.derivative_abi import Mode
+from ...dialects import adj
 from ...dialects.adj import AdjError, FIXED_POINT_ATTR
 from .ir_util import (alloc_like, dims, fill_zero, flat_view, for_each_index, func_type, index,
-                      is_float, memref_type, symbol_name, symbol_ref, zero, zeroed_like)
+                      is_float, is_memref, memref_type, symbol_name, symbol_ref, walk, zero,
+                      zeroed_like)
 from .signature import Derivative, Signature, abi, adjoint_types
 
 if TYPE_CHECKING:
@@ -37,6 +39,11 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
     step = symbol_ref(attr["step"])
     tol = ir.FloatAttr(attr["tol"]).value
     max_iter = ir.IntegerAttr(attr["max_iter"]).value
+    # Non-convergence of the adjoint solve is an error like the primal's (unless the call
+    # passed must_converge=False), reported at the user's call: the frontend located F's
+    # own checks there.
+    must_converge = "must_converge" not in attr or ir.BoolAttr(attr["must_converge"]).value
+    where = _call_location(fn)
     ftype = func_type(fn)
     inputs, results = list(ftype.inputs), list(ftype.results)
     array = not results
@@ -117,7 +124,7 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
                 _add_into(new, xbar, sx)
                 return new, None
 
-            lam = _iterate(t, xbar, iteration, tol, max_iter)
+            lam = _iterate(t, xbar, iteration, tol, max_iter, must_converge, where)
             s_p, d_p = w_derivative((Activity.CONST, Activity.DUP) + tuple(p_acts),
                                     Activity.CONST)
             grads = back(s_p, d_p, [xstar, alloc_like(xstar)] + ps,
@@ -132,7 +139,7 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
                 d = arith.subf(new, lam)
                 return new, _abs(d)
 
-            lam = _iterate(results[0], xbar, iteration, tol, max_iter)
+            lam = _iterate(results[0], xbar, iteration, tol, max_iter, must_converge, where)
             s_p, d_p = w_derivative((Activity.CONST,) + tuple(p_acts), Activity.ACTIVE)
             grads = back(s_p, d_p, [xstar] + ps, [None] + list(p_shadows), [lam])
         out = []
@@ -159,27 +166,86 @@ def _add_into(new: ir.Value, a: ir.Value, b: ir.Value) -> None:
     for_each_index(dims(new), body)
 
 
-def _iterate(t: ir.Type, start: ir.Value, step, tol: float, max_iter: int) -> ir.Value:
+def _iterate(t: ir.Type, start: ir.Value, step, tol: float, max_iter: int,
+             must_converge: bool, where: ir.Location) -> ir.Value:
     """lambda <- step(lambda) from `start` until the largest change is at most `tol` or
-    `max_iter` steps ran (the primal iteration's test)."""
-    i1 = ir.IntegerType.get_signless(1)
+    `max_iter` steps ran (the primal iteration's test); in the second case, with
+    `must_converge`, a RuntimeError at `where`."""
     idx = ir.IndexType.get()
-    loop = scf.WhileOp([t, idx], [start, index(0), arith.constant(i1, 1)])
-    before = loop.before.blocks.append(t, idx, i1)
-    after = loop.after.blocks.append(t, idx)
+    change_t = memref_type(t).element_type if is_memref(t) else t
+    inf = arith.constant(change_t, float("inf"))
+    loop = scf.WhileOp([t, idx, change_t], [start, index(0), inf])
+    before = loop.before.blocks.append(t, idx, change_t)
+    after = loop.after.blocks.append(t, idx, change_t)
     with ir.InsertionPoint(before):
-        lam, k, go = before.arguments
-        more = arith.andi(go, arith.cmpi(arith.CmpIPredicate.slt, k, index(max_iter)))
-        scf.ConditionOp(more, [lam, k])
+        lam, k, change = before.arguments
+        scf.ConditionOp(not_converged(change, tol, k, max_iter), [lam, k, change])
     with ir.InsertionPoint(after):
-        lam, k = after.arguments
+        lam, k, _ = after.arguments
         new, change = step(lam)
         if change is None:        # arrays: the largest |new - lam|
             change = _max_abs_difference(new, lam)
-        limit = arith.constant(change.type, tol)
-        go = arith.cmpf(arith.CmpFPredicate.UGT, change, limit)
-        scf.YieldOp([new, arith.addi(k, index(1)), go])
+        scf.YieldOp([new, arith.addi(k, index(1)), change])
+    if must_converge:
+        with where:
+            check_converged(loop.results[2], tol, max_iter,
+                            "adjit.fixed_point: the adjoint (reverse-mode) solve")
     return loop.results[0]
+
+
+def not_converged(change: ir.Value, tol: float, k: ir.Value, max_iter: int) -> ir.Value:
+    """Whether the iteration goes on: fewer than `max_iter` steps ran and the last change
+    (+inf before the first step) is above `tol` or NaN (a NaN never counts as converged)."""
+    limit = arith.constant(change.type, tol)
+    above = arith.cmpf(arith.CmpFPredicate.UGT, change, limit)
+    return arith.andi(above, arith.cmpi(arith.CmpIPredicate.slt, k, index(max_iter)))
+
+
+# The residual goes into the message by its decade: a failed check carries only its number
+# (lower_cpu.py's error cell), so each decade is a check of its own, at most one of which
+# fails. Decades from 1e-20 to 1e+20 cover every useful tol and residual.
+_DECADES = range(-20, 21)
+
+
+def check_converged(change: ir.Value, tol: float, max_iter: int, what: str) -> None:
+    """adj.check ops (at the current location) that fail when `change`, the largest change
+    of the last of `max_iter` steps, is still above `tol` (or NaN): a RuntimeError naming
+    the iteration count, tol and the residual's decade."""
+    f64 = ir.F64Type.get()
+    r = change if change.type == f64 else arith.extf(f64, change)
+    failed = arith.cmpf(arith.CmpFPredicate.UGT, r, arith.constant(f64, tol))
+    true = arith.constant(ir.IntegerType.get_signless(1), 1)
+    head = (f"{what} did not converge: after max_iter={max_iter} iterations the largest "
+            f"change between successive iterates (max |x_new - x|, absolute) ")
+    tail = (f", above tol={tol:g}; raise max_iter, loosen tol, or pass must_converge=False "
+            "to take the last iterate as it is")
+
+    def bucket(lo: float | None, hi: float | None, text: str) -> None:
+        inside = failed
+        if lo is not None:
+            inside = arith.andi(inside, arith.cmpf(arith.CmpFPredicate.OGT, r,
+                                                   arith.constant(f64, lo)))
+        if hi is not None:
+            inside = arith.andi(inside, arith.cmpf(arith.CmpFPredicate.OLE, r,
+                                                   arith.constant(f64, hi)))
+        adj.check(arith.xori(inside, true), "RuntimeError", head + text + tail)
+
+    first, last = _DECADES[0], _DECADES[-1]
+    bucket(None, 10.0 ** first, f"was at most 1e{first:+03d}")
+    for e in _DECADES[:-1]:
+        bucket(10.0 ** e, 10.0 ** (e + 1), f"was between 1e{e:+03d} and 1e{e + 1:+03d}")
+    bucket(10.0 ** last, float("inf"), f"was above 1e{last:+03d}")
+    nan = arith.andi(failed, arith.cmpf(arith.CmpFPredicate.UNO, r, r))
+    adj.check(arith.xori(nan, true), "RuntimeError", head + "was NaN" + tail)
+
+
+def _call_location(fn: ir.Operation) -> ir.Location:
+    """Where the user called adjit.fixed_point: the location of F's own convergence checks
+    (frontend/fixed_point.py puts them at the call), else F's."""
+    for op in walk(fn):
+        if op.name == "adj.check":
+            return op.location
+    return fn.location
 
 
 def _max_abs_difference(a: ir.Value, b: ir.Value) -> ir.Value:

@@ -1,0 +1,124 @@
+"""Trust where features meet (issue 29): fixed points that do not converge are errors, not
+silently returned iterates (item 6); a zero-size fixed point; checkpoint schedules with
+huge parameters are refused or clamped, never a crash (item 15)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import adjit
+
+
+@adjit.func
+def slow_map(x: float, a: float) -> float:
+    """A contraction with rate 0.999: far from converged after a few steps."""
+    return 0.999 * x + a
+
+
+@adjit.jit
+def ten_steps(a: float):
+    return adjit.fixed_point(slow_map, 0.0, a, tol=1e-12, max_iter=10)
+
+
+@adjit.jit
+def ten_steps_allowed(a: float):
+    return adjit.fixed_point(slow_map, 0.0, a, tol=1e-12, max_iter=10, must_converge=False)
+
+
+def test_a_fixed_point_that_hits_max_iter_is_an_error_at_the_users_line():
+    with pytest.raises(RuntimeError, match=r"did not converge: after max_iter=10 iterations"
+                       r".*largest change.*between 1e-01 and 1e\+00, above tol=1e-12"
+                       r".*test_trust_schedules.py:\d+"):
+        ten_steps(1.0)
+    # and its gradient, which used to be a silent number
+    with pytest.raises(RuntimeError, match="did not converge"):
+        adjit.autodiff(adjit.Reverse, ten_steps, adjit.Active(1.0))
+
+
+def test_must_converge_false_returns_the_last_iterate():
+    x = 0.0
+    for _ in range(10):
+        x = 0.999 * x + 1.0
+    assert ten_steps_allowed(1.0) == pytest.approx(x, rel=1e-15)
+
+
+@adjit.func
+def shrink(x: float, a: float) -> float:
+    return 0.9 * x + a
+
+
+@adjit.jit
+def started_at_the_answer(x0: float, a: float):
+    return adjit.fixed_point(shrink, x0, a, tol=1e-12, max_iter=10)
+
+
+def test_an_adjoint_solve_that_does_not_converge_is_an_error_too():
+    """x0 = a / (1 - 0.9) is the fixed point itself: the primal converges in one step, the
+    adjoint iteration lambda <- 1 + 0.9 lambda needs hundreds."""
+    assert started_at_the_answer(10.0, 1.0) == 10.0
+    with pytest.raises(RuntimeError, match=r"adjoint \(reverse-mode\) solve did not converge"
+                       r".*max_iter=10.*test_trust_schedules.py:\d+"):
+        adjit.autodiff(adjit.Reverse, started_at_the_answer, adjit.Const(10.0),
+                       adjit.Active(1.0))
+
+
+@adjit.jit
+def halve_towards(x, b):
+    return 0.5 * x + b
+
+
+@adjit.jit
+def array_fixed_point(x0, b):
+    return adjit.sum(adjit.fixed_point(halve_towards, x0, b, tol=1e-13, max_iter=5))
+
+
+@adjit.jit
+def array_root(b):
+    return adjit.sum(adjit.fixed_point(halve_towards, adjit.zeros_like(b), b, tol=1e-13,
+                                       max_iter=200))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_array_fixed_point_that_does_not_converge_is_an_error(dtype):
+    b = np.linspace(1.0, 3.0, 5).astype(dtype)
+    with pytest.raises(RuntimeError, match="after max_iter=5 iterations"):
+        array_fixed_point(np.zeros(5, dtype), b)
+
+
+def test_a_zero_size_fixed_point_is_its_start():
+    b = np.zeros(0)
+    assert array_root(b) == 0.0
+    g = np.zeros(0)
+    adjit.autodiff(adjit.Reverse, array_root, adjit.Duplicated(b, g))
+    # and a converging one still gives the implicit derivative: x* = 2 b, d sum / d b = 2
+    b = np.array([0.5, -1.0, 2.0])
+    g = np.zeros(3)
+    assert array_root(b) == pytest.approx(2 * b.sum(), rel=1e-12)
+    adjit.autodiff(adjit.Reverse, array_root, adjit.Duplicated(b, g))
+    np.testing.assert_allclose(g, 2.0, rtol=1e-12)
+    h = 1e-6
+    e = np.array([h, 0.0, 0.0])
+    fd = (array_root(b + e) - array_root(b - e)) / (2 * h)
+    assert g[0] == pytest.approx(fd, rel=1e-7)
+
+
+def test_from_python_non_convergence_is_an_error_with_the_residual():
+    step = lambda x, a: 0.999 * x + a    # noqa: E731
+    with pytest.raises(RuntimeError, match=r"max_iter=10 .*was 0\.99"):
+        adjit.fixed_point(step, np.zeros(2), 1.0, tol=1e-12, max_iter=10)
+    x = adjit.fixed_point(step, np.zeros(2), 1.0, tol=1e-12, max_iter=10, must_converge=False)
+    assert x[0] == pytest.approx(sum(0.999 ** k for k in range(10)))
+    assert adjit.fixed_point(step, np.zeros(0), 1.0).shape == (0,)
+
+
+def test_must_converge_must_be_a_constant_bool():
+    @adjit.jit
+    def bad(a: float, flag: bool):
+        return adjit.fixed_point(slow_map, 0.0, a, must_converge=flag)
+
+    with pytest.raises(adjit.CompilationError, match="must_converge= must be a constant bool"):
+        bad(1.0, True)

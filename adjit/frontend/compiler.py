@@ -337,7 +337,10 @@ def _operand(a, ann, what: str, keep_vectors: bool = False):
     if isinstance(a, ArrayExpr):
         a = A.materialize(a)
     if isinstance(a, Array):
-        if isinstance(ann, ScalarType) or (isinstance(ann, ArrayType) and ann != a.type):
+        # (an annotation says nothing of which dimensions are 1, which a (1, n) array's type
+        # knows: the callee is specialised for the array's type, units and all)
+        if isinstance(ann, ScalarType) or (isinstance(ann, ArrayType) and
+                                           ann.without_units() != a.type.without_units()):
             raise UserError(f"{what} must be {ann!r}, got {a.type!r}")
         return a
     if isinstance(a, (Scalar, Literal)):

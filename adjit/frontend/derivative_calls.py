@@ -162,7 +162,9 @@ def _shadow(d, v, mode: ApiMode, what: str):
     """The shadow (an array like `v`) or the tangent (a float scalar) `d` of argument `v`."""
     t = v.type
     if isinstance(t, ArrayType):
-        if not isinstance(d, Array) or d.type != t:
+        # (which dimensions are known to be 1 is a fact about the primal's specialisation, not
+        # its memory: a fresh shadow of a (1, n) argument has a type that does not know it)
+        if not isinstance(d, Array) or d.type.without_units() != t.without_units():
             raise UserError(f"{what}: the shadow must be an array of the same type, "
                             f"{t!r}, got {S.describe(d)}")
         if not t.dtype.is_float:

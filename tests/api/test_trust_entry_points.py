@@ -140,3 +140,111 @@ def test_hessians_through_stop_gradient_match_jax():
     # (finite differences see through stop_gradient: JAX is the reference here)
     np.testing.assert_allclose(adjit.grad(held_array)(xs), jax.grad(_jax_held_array)(xs),
                                rtol=1e-14)
+
+
+# ---- size-1 dimensions in every entry point ------------------------------------------------------
+@adjit.jit
+def unit_loss(x):
+    return adjit.sum(adjit.sin(x) * x * x)
+
+
+@adjit.jit
+def unit_map(x):
+    return adjit.sin(x) * x
+
+
+@adjit.jit
+def outer_loss(x, w):
+    """(3, 1) times (1, 4): broadcasting that the size-1 dimensions make."""
+    return adjit.sum(adjit.sin(x * w) * x)
+
+
+@adjit.jit
+def unit_grad_inside(x):
+    return adjit.grad(unit_loss)(x)
+
+
+@adjit.jit
+def unit_hvp_inside(x, v):
+    return adjit.hvp(unit_loss, (x,), (v,))
+
+
+@adjit.jit
+def unit_hessian_inside(x):
+    return adjit.hessian(unit_loss)(x)
+
+
+@adjit.jit
+def unit_jacobians_inside(x):
+    return adjit.jacfwd(unit_map)(x), adjit.jacrev(unit_map)(x)
+
+
+def _jax_unit_loss(x):
+    return jnp.sum(jnp.sin(x) * x * x)
+
+
+def _jax_unit_map(x):
+    return jnp.sin(x) * x
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 3), (3, 1), (1, 1)])
+def test_size_one_dimensions_in_every_entry_point_match_jax(shape):
+    x = np.linspace(0.3, 1.1, int(np.prod(shape))).reshape(shape)
+    v = np.linspace(-1.0, 0.5, x.size).reshape(shape)
+    g = np.asarray(jax.grad(_jax_unit_loss)(x))
+    h = np.asarray(jax.hessian(_jax_unit_loss)(x))
+    hv = (h.reshape(x.size, x.size) @ v.ravel()).reshape(shape)
+    jac = np.asarray(jax.jacfwd(_jax_unit_map)(x))
+    tol = dict(rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(adjit.grad(unit_loss)(x), g, **tol)
+    np.testing.assert_allclose(unit_grad_inside(x), g, **tol)
+    np.testing.assert_allclose(adjit.hvp(unit_loss, (x,), (v,)), hv, **tol)
+    np.testing.assert_allclose(unit_hvp_inside(x, v), hv, **tol)
+    for got in (adjit.hessian(unit_loss)(x), unit_hessian_inside(x)):
+        assert got.shape == shape + shape and got.dtype == np.float64
+        np.testing.assert_allclose(got, h, **tol)
+    for got in (adjit.jacfwd(unit_map)(x), adjit.jacrev(unit_map)(x),
+                *unit_jacobians_inside(x)):
+        assert got.shape == shape + shape
+        np.testing.assert_allclose(got, jac, **tol)
+    value, tangent = adjit.jvp(unit_map, (x,), (v,))
+    np.testing.assert_allclose(tangent, jax.jvp(_jax_unit_map, (x,), (v,))[1], **tol)
+    _, pullback = adjit.vjp(unit_map, x)
+    np.testing.assert_allclose(pullback(v)[0], jax.vjp(_jax_unit_map, x)[1](v)[0], **tol)
+    assert adjit.check_grad(unit_loss, x) < 1e-6
+
+
+def test_broadcasting_size_one_dimensions_jacobians_match_jax():
+    x = np.linspace(0.2, 0.8, 3).reshape(3, 1)
+    w = np.linspace(-0.5, 1.0, 4).reshape(1, 4)
+
+    def jf(x, w):
+        return jnp.sum(jnp.sin(x * w) * x)
+    tol = dict(rtol=1e-13, atol=1e-15)
+    gx, gw = adjit.grad(outer_loss, (0, 1))(x, w)
+    np.testing.assert_allclose(gx, jax.grad(jf, 0)(x, w), **tol)
+    np.testing.assert_allclose(gw, jax.grad(jf, 1)(x, w), **tol)
+    np.testing.assert_allclose(adjit.hessian(outer_loss, 1)(x, w),
+                               jax.hessian(jf, 1)(x, w), **tol)
+    np.testing.assert_allclose(adjit.jacrev(adjit.grad(outer_loss, 0), 1)(x, w),
+                               jax.jacrev(jax.grad(jf, 0), 1)(x, w), **tol)
+    assert adjit.check_grad(outer_loss, x, w) < 1e-6
+
+
+@adjit.kernel
+def doubled(x: adjit.Array[adjit.f64, 1], y: adjit.Array[adjit.f64, 1]):
+    i = adjit.index()
+    y[i] = x[i] * x[i] * 2.0
+
+
+@adjit.jit
+def launch_doubled(x):
+    y = adjit.zeros_like(x)
+    doubled(x, y, ndrange=x.shape[0])
+    return adjit.sum(y)
+
+
+def test_a_size_one_array_passed_to_an_annotated_kernel_from_jit_code():
+    x = np.array([0.75])
+    assert launch_doubled(x) == pytest.approx(2 * 0.75 ** 2, rel=1e-15)
+    assert adjit.grad(launch_doubled)(x)[0] == pytest.approx(4 * 0.75, rel=1e-15)

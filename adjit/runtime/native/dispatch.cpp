@@ -8,7 +8,8 @@
 // (void(void**), runtime/packed_entries.py). `call` matches a call against those in native
 // code, builds the descriptors on the stack, releases the GIL and calls. Anything it does not
 // take exactly as the Python path would (a read-only array where one is written, a
-// non-contiguous array, a subclass, an int that does not fit, ADJIT_DEBUG changed) returns
+// non-contiguous, byte-swapped or misaligned array, a subclass, an int that does not fit,
+// ADJIT_DEBUG changed) returns
 // the `miss` object, and the caller takes the Python path, which converts, or refuses with
 // the messages of record. A check that failed
 // in compiled code (its error cell) is raised by the Python `after_call` of the spec.
@@ -226,8 +227,12 @@ private:
             if (Py_TYPE(obj) != p.type) return false;
             if (p.kind == ARRAY) {
                 PyArrayObject *a = (PyArrayObject *)obj;
+                // The type number does not say the byte order: a '>f8' array is NPY_DOUBLE
+                // too, and read as native doubles it is garbage (the Python path refuses
+                // it). Misaligned data is left to the Python path as well.
                 if (PyArray_TYPE(a) != p.type_num || PyArray_NDIM(a) != p.rank ||
-                    !PyArray_IS_C_CONTIGUOUS(a) || (p.written && !PyArray_ISWRITEABLE(a)))
+                    !PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISNOTSWAPPED(a) ||
+                    !PyArray_ISALIGNED(a) || (p.written && !PyArray_ISWRITEABLE(a)))
                     return false;
                 Descriptor &d = desc[k];
                 d.allocated = d.aligned = PyArray_DATA(a);

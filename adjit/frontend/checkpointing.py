@@ -49,7 +49,13 @@ def _schedule(snapshots, every, max_bytes) -> tuple[str, int]:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UserError(f"adjit.checkpointed: {name}= must be a positive integer constant, got "
                         f"{value!r}")
-    return name, value
+    # Past the step count a schedule means the step count (the pass clamps it to that at run
+    # time); past CAP (no loop runs 2**62 steps, no memory holds 2**62 bytes) it is CAP, so
+    # that it fits the code's 64-bit integers.
+    return name, min(value, CAP)
+
+
+CAP = 1 << 62
 
 
 def checkpointed(iterable, snapshots: int | None = None, every: int | None = None,
@@ -59,7 +65,8 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
     reverse pass keeps at most `snapshots` states of what the loop carries and writes
     (Revolve's binomial schedule: the fewest steps run again for that many), or one every
     `every` steps (and each segment's states while it is reversed), or as many as
-    `max_bytes` holds. `spill=True`: with device="cuda", the working snapshots live in
+    `max_bytes` holds. A `snapshots` or `every` past the loop's step count (a `max_bytes`
+    past its states' size) is the same as the step count: every state kept. `spill=True`: with device="cuda", the working snapshots live in
     host memory rather than device memory (copied device<->host; the same schedule and
     results). From Python: `iterable` itself (`spill` ignored)."""
     try:

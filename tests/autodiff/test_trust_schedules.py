@@ -122,3 +122,73 @@ def test_must_converge_must_be_a_constant_bool():
 
     with pytest.raises(adjit.CompilationError, match="must_converge= must be a constant bool"):
         bad(1.0, True)
+
+
+# ---- checkpoint schedules with huge values (item 15) ----------------------------------------
+
+_HUGE_SCHEDULES = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import adjit
+    sys.path.insert(0, {tests!r})
+    from test_checkpoint import with_schedule
+    u0 = np.random.default_rng(3).random((16, 16))
+    for schedule in {schedules!r}:
+        g = np.zeros_like(u0)
+        adjit.autodiff(adjit.Reverse, with_schedule(**schedule), adjit.Duplicated(u0.copy(), g),
+                       12)
+        np.save({out!r} + str(len(schedule)) + repr(sorted(schedule.items())) + ".npy", g)
+    print("done")
+''')
+
+
+def _store_all_gradient(u0, steps):
+    from test_checkpoint import store_all
+    g = np.zeros_like(u0)
+    adjit.autodiff(adjit.Reverse, store_all, adjit.Duplicated(u0.copy(), g), steps)
+    return g
+
+
+@pytest.fixture
+def checkpoint_tests_on_path(monkeypatch):
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    monkeypatch.syspath_prepend(here)
+    return here
+
+
+def test_huge_checkpoint_schedules_mean_every_state_and_never_crash(tmp_path,
+                                                                     checkpoint_tests_on_path):
+    """snapshots=10**9, every=2**62, max_bytes=2**62 allocated working slots for that many
+    states (a SIGSEGV); values past 64 bits were an internal error. A schedule past the step
+    count is the step count: the gradient is the store-all one. In a subprocess: a crash
+    must not take pytest down."""
+    schedules = [dict(snapshots=10**9), dict(every=2**62), dict(max_bytes=2**62),
+                 dict(snapshots=2**70), dict(every=2**64), dict(max_bytes=2**80),
+                 dict(snapshots=12), dict(every=12)]
+    out = str(tmp_path / "g")
+    code = _HUGE_SCHEDULES.format(tests=checkpoint_tests_on_path, schedules=schedules, out=out)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "done" in done.stdout
+    u0 = np.random.default_rng(3).random((16, 16))
+    expected = _store_all_gradient(u0, 12)
+    for schedule in schedules:
+        g = np.load(out + str(len(schedule)) + repr(sorted(schedule.items())) + ".npy")
+        np.testing.assert_allclose(g, expected, rtol=1e-13, atol=1e-15, err_msg=str(schedule))
+
+
+def test_a_huge_schedule_keeps_no_more_than_the_steps_states(checkpoint_tests_on_path):
+    """snapshots=10**9 on 12 steps keeps about what store-all keeps, not 10**9 states."""
+    from test_checkpoint import with_schedule
+    u0 = np.random.default_rng(3).random((16, 16))
+    f = with_schedule(snapshots=10**9)
+    g = np.zeros_like(u0)
+    adjit.autodiff(adjit.Reverse, f, adjit.Duplicated(u0.copy(), g), 12)   # compiled
+    adjit.release_cached_memory()
+    adjit.reset_peak_memory()
+    base = adjit.memory_stats()["bytes_in_use"]
+    adjit.autodiff(adjit.Reverse, f, adjit.Duplicated(u0.copy(), g), 12)
+    peak = adjit.memory_stats()["peak_bytes"] - base
+    assert peak <= 2 * 16 * u0.nbytes        # 12 steps x (u, v) and a few more

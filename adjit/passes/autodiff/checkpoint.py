@@ -387,8 +387,12 @@ class _Machine:
         loop, n = self.loop, self.n
         key, value = loop.schedule
         c = _c64
+        # A schedule past the step count means the same as the step count (every step's
+        # state kept, one segment), and the working slots are allocated by it: clamped, so
+        # that snapshots=10**9 on a short loop allocates for its steps, not 10**9 states.
+        steps = arith.maxsi(_i64(n), c(1))
         if key == "every":
-            kind, snaps, every = PERIODIC, c(1), c(value)
+            kind, snaps, every = PERIODIC, c(1), arith.minsi(c(value), steps)
             segments = arith.ceildivsi(_i64(n), every)
             work = arith.addi(arith.maxsi(arith.subi(segments, c(1)), c(0)),
                               arith.subi(every, c(1)))
@@ -401,6 +405,7 @@ class _Machine:
                     state_bytes = arith.addi(state_bytes,
                                              arith.muli(_i64(size), c(_bytes(b.type))))
                 snaps = arith.maxsi(arith.divsi(c(value), state_bytes), c(1))
+            snaps = arith.minsi(snaps, steps)
             kind, every = REVOLVE, c(0)
             work = arith.subi(snaps, c(1))
         context = _runtime(self.gen, "adj_ckpt_new", [_i64(n), snaps, c(kind), every])

@@ -63,8 +63,10 @@ REVOLVE = {1: with_schedule(snapshots=1), 2: revolve_2, 5: revolve_5,
 
 def rerun(n: int, k: int) -> int:
     """The steps a reverse pass with k snapshots runs again: Revolve's optimum, less the
-    forward sweep's n - 1 steps, which the augmented pass runs as the loop itself."""
-    return optimum(n, k - 1) - max(n - 1, 0)
+    forward sweep's n - 1 steps, which the augmented pass runs as the loop itself, and the
+    last step once more, which puts the final state back (a split-mode tape may be reversed
+    again, and the caller may hold a state array)."""
+    return optimum(n, k - 1) - max(n - 1, 0) + (n > 0)
 
 
 @lru_cache(None)

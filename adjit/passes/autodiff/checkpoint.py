@@ -24,7 +24,8 @@ Reverse: the rest of the schedule (runtime/native/checkpoint.cpp, called by name
 slot or the tape's initial state) and turn (the step's augmented function, then its reverse
 one, on the current state: the adjoints of the carried scalars and of the free Active
 scalars flow through it, the arrays' adjoints go into their shadows). A tape may be
-reversed again: its `fresh` flag tells the reverse pass to run the sweep again itself.
+reversed again: its `fresh` flag tells the reverse pass to run the sweep again itself. The
+reverse pass ends by putting the final state back into the arrays (_leave_final_state).
 """
 from __future__ import annotations
 
@@ -317,8 +318,8 @@ def tape_types(ctx: "Shared", op: ir.Operation) -> list[ir.Type]:
     """The tape values of a checkpointed loop (see _Tape)."""
     loop = loop_state(ctx, op)
     initial = [b.type for b in loop.buffers]
-    if op.name == "scf.while":       # and the number of steps it ran
-        return initial + [ir.IndexType.get()]
+    if op.name == "scf.while":       # and the number of steps it ran, and the final state
+        return initial + [ir.IndexType.get()] + initial
     dyn = ir.ShapedType.get_dynamic_size()
     flat = [ir.MemRefType.get([dyn], memref_type(b.type).element_type) for b in loop.buffers]
     scalars = [loop.args[k].type for k in loop.scalars]
@@ -331,7 +332,8 @@ def tape_types(ctx: "Shared", op: ir.Operation) -> list[ir.Type]:
 @dataclass
 class _Tape:
     """A checkpointed loop's tape, in tape_types' order. Both loops: the initial state's
-    arrays. A while loop: its step count. A for loop: the forward sweep of its schedule,
+    arrays. A while loop: its step count and final state (which the reverse pass puts back,
+    _leave_final_state). A for loop: the forward sweep of its schedule,
     which the augmented pass runs (the snapshots' slots, their scalars and ids, the state
     before the last step) and a `fresh` flag, which the reverse pass clears: a first reverse
     call takes the sweep as it is and reverses from the last state; a later one (split mode
@@ -346,6 +348,7 @@ class _Tape:
     last_scalars: list = None
     last_ids: list = None
     fresh: object = None
+    final: list = None
 
     @staticmethod
     def of(values: list, loop: "_Loop", is_while: bool) -> "_Tape":
@@ -353,13 +356,13 @@ class _Tape:
         take = lambda n: [next(it) for _ in range(n)]   # noqa: E731
         nb, ns, na = len(loop.buffers), len(loop.scalars), len(loop.slots)
         if is_while:
-            return _Tape(take(nb), count=next(it))
+            return _Tape(take(nb), count=next(it), final=take(nb))
         return _Tape(take(nb), None, take(nb), take(ns), take(na), take(nb), take(ns),
                      take(na), next(it))
 
     def values(self) -> list:
         if self.count is not None:
-            return self.initial + [self.count]
+            return self.initial + [self.count] + self.final
         return (self.initial + self.slots + self.scalar_slots + self.id_slots + self.last +
                 self.last_scalars + self.last_ids + [self.fresh])
 
@@ -570,17 +573,20 @@ def augmented(gen: "AugmentedGenerator", op: ir.Operation) -> None:
     its steps, or a for loop's schedule's forward sweep (its snapshots kept on the tape,
     with the state before the last step), then the last step."""
     loop = loop_state(gen.ctx, op)
-    initial = []
-    for b in loop.buffers:
-        copy = alloc_like(gen.vmap[b])
-        memref.copy(gen.vmap[b], copy)
-        initial.append(copy)
+    initial = [_copied(gen.vmap[b]) for b in loop.buffers]
     if op.name == "scf.while":
-        tape = _Tape(initial, count=_counted_while(gen.vmap, op))
+        count = _counted_while(gen.vmap, op)
+        tape = _Tape(initial, count=count, final=[_copied(gen.vmap[b]) for b in loop.buffers])
     else:
         tape = _sweep(gen, op, loop, initial)
     for k, v in enumerate(tape.values()):
         gen.extra[("tape", op, k)] = v
+
+
+def _copied(array: ir.Value) -> ir.Value:
+    copy = alloc_like(array)
+    memref.copy(array, copy)
+    return copy
 
 
 def _sweep(gen: "AugmentedGenerator", op: ir.Operation, loop: "_Loop",
@@ -844,10 +850,29 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
     result = list(loop_op.results)[1:]
     _, _, dscal, dfree = split(result)
     _runtime(gen, "adj_ckpt_free", [context])
+    _leave_final_state(m, tape, n, is_while)
     for k, dk in zip(float_scalars, dscal):
         gen.add_adj(loop.inits[k], dk)
     for j, dj in zip(active_free, dfree):
         gen.add_adj(loop.free[j], dj)
+
+
+def _leave_final_state(m: "_Machine", tape: "_Tape", n: ir.Value, is_while: bool) -> None:
+    """Puts the arrays back as the forward pass left them: the schedule's restores and turns
+    leave an early step's state in them, and what runs after this reverse may read them: a
+    later reverse call of a split-mode tape (the reverse of the code after the loop, which
+    reads the loop's final state where the augmented pass did not copy it) and the caller,
+    when a state array is an argument. A for loop runs its last step again from the state
+    before it (on the tape); a while loop copies the final state the tape keeps."""
+    if is_while:
+        m.take(tape.final)
+        return
+    ran = scf.IfOp(arith.cmpi(arith.CmpIPredicate.sgt, n, index(0)), [], has_else=False)
+    with ir.InsertionPoint(ran.then_block):
+        m.take(tape.last)
+        last = arith.subi(n, index(1))
+        m.advance(last, n, tape.last_scalars, tape.last_ids)
+        scf.YieldOp([])
 
 
 def _switch(action: ir.Value, cases: list[tuple[int, Callable[[], list]]],

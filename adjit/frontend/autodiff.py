@@ -568,6 +568,9 @@ def vjp(f, *primals):
     the result (a float scalar or array), returns one cotangent per primal: arrays for array
     primals, scalars for scalar primals."""
     primals = host_values(primals)
+    # The pullback differentiates at the primals as given: f may write its arrays (as this
+    # call of it does), so it runs on fresh copies of them as they were.
+    before = [p.copy() if isinstance(p, np.ndarray) else p for p in primals]
     value = f(*primals)
     one_value = isinstance(value, np.ndarray) or np.isscalar(value)
     if not (one_value and np.issubdtype(np.asarray(value).dtype, np.floating)):
@@ -577,7 +580,8 @@ def vjp(f, *primals):
     def pullback(cotangent):
         ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
                    convert=False)
-        anns, shadows = _reverse_annotations(primals, range(len(primals)))
+        anns, shadows = _reverse_annotations(
+            [p.copy() if isinstance(p, np.ndarray) else p for p in before], range(len(primals)))
         if isinstance(value, np.ndarray):
             grads = _inner_product_grads(f, anns, ct)
         else:

@@ -319,8 +319,10 @@ class _Pullback:
     (shaped like f's result) compiles to the reverse pass of f (scaled by a scalar cotangent)
     or of its inner product with an array cotangent; one cotangent per primal."""
 
-    def __init__(self, f, values: list, result):
-        self.f, self.values, self.result = f, values, result
+    def __init__(self, f, values: list, result, written: Sequence[int] = ()):
+        # `values`: the primals as they were before the call (copies of those f writes,
+        # `written`, which each pullback call runs on a fresh copy of)
+        self.f, self.values, self.result, self.written = f, values, result, set(written)
         self.__name__ = f"the pullback of {getattr(f, '__name__', f)}"
 
     def _adjit_compile_call(self, gen, args: list, kwargs: dict):
@@ -333,8 +335,10 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
             (isinstance(cotangent, Array) and cotangent.type != pb.result):
         raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, "
                         f"{pb.result!r}, got {S.describe(cotangent)}")
+    # (the reverse pass runs f again, writes and all)
+    values = [A.copy(v) if k in pb.written else v for k, v in enumerate(pb.values)]
     shadows = {}
-    for k, v in enumerate(pb.values):
+    for k, v in enumerate(values):
         if isinstance(v, Array):
             if where != "jit":
                 raise UserError(f"{pb.__name__}: an array's cotangent is a new array, which "
@@ -342,9 +346,9 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
             shadows[k] = A.alloc(v.type.dtype, A.dims(v))
             A.fill(shadows[k], Literal(0.0))
     anns = [Duplicated(v, shadows[k]) if k in shadows else
-            Active(v) if v.type.is_float else Const(v) for k, v in enumerate(pb.values)]
+            Active(v) if v.type.is_float else Const(v) for k, v in enumerate(values)]
     if isinstance(pb.result, ArrayType):
-        types = [v.type for v in pb.values]
+        types = [v.type for v in values]
         key = _inner_product_of(unit, _define(unit, pb.f, types)[0], types, pb.result)
         grads = derivative_call(unit, _InUnit(pb.f.__name__, key), Reverse,
                                 anns + [Const(cotangent)], pb.__name__)[0]
@@ -353,7 +357,7 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
         grads = derivative_call(unit, pb.f, Reverse, anns, pb.__name__)[0]
         scale = S.cast(S.as_scalar(cotangent, pb.result), pb.result)
     out = []
-    for k, v in enumerate(pb.values):
+    for k in range(len(values)):
         g = shadows.get(k, grads[k])
         if scale is not None and isinstance(g, Array):
             g = A.materialize(A.elementwise(lambda a, b: S.binary("*", a, b), [g, scale]))
@@ -397,6 +401,57 @@ class _InUnit:
         self.key, self.__name__ = key, name
 
 
+# ---- arguments a multi-pass derivative must restore -------------------------------------------
+def _written_values(unit: CompileUnit, symbol: str, values: list) -> list[int]:
+    """The positions of the arrays among `values` that @symbol (called with them) may write
+    (passes/written.py's analysis), while the module's derivative requests are not yet
+    functions: a request writes what its primal writes and its shadows."""
+    from ..passes.autodiff.memory import WrittenArguments
+    symbols = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+               for op in unit.module.body.operations
+               if op.operation.name == "func.func" and "sym_name" in op.attributes}
+    requests = {name: key for key, name in unit.requests.items() if name not in symbols}
+
+    class BeforeThePass(WrittenArguments):
+        def __call__(self, name: str) -> set[int]:
+            if name not in requests:
+                return super().__call__(name)
+            primal, kind, activity, ret, with_primal, width = requests[name]
+            abi = DerivativeABI(kind, activity, ret, with_primal, width)
+            at = abi.primal_positions()
+            shadows = {p + lane for k, p in enumerate(abi.shadow_positions()) if p is not None
+                       for lane in range(width)}
+            return {at[k] for k in self(primal) if k < len(at)} | shadows
+
+        def returned(self, name: str) -> list[set[int]]:
+            # (a request's results: tangents and adjoints it makes, and the primal's)
+            return [] if name in requests else super().returned(name)
+
+    written = BeforeThePass(symbols)(symbol)
+    return [k for k in sorted(written) if k < len(values) and isinstance(values[k], Array)]
+
+
+class _Restorer:
+    """Copies of the arguments a function may write, taken before the first of several
+    passes over it, and put back after each (`restore`): every pass then differentiates at
+    the arguments as given, and the caller's arrays end as they were (JAX's functions are
+    pure; a jacobian of a function writing its input would otherwise run each pass on the
+    previous pass's writes)."""
+
+    def __init__(self, unit: CompileUnit, symbol: str, values: list, what: str, where: str):
+        written = _written_values(unit, symbol, values)
+        if written and where != "jit":
+            raise UserError(f"{what} of a function that writes its argument {written[0]} "
+                            "inside a kernel or device function: each pass must start from "
+                            "the arguments as given, which takes a copy, a new array, which "
+                            "only @adjit.jit functions make")
+        self.saved = [(values[k], A.copy(values[k])) for k in written]
+
+    def restore(self) -> None:
+        for v, saved in self.saved:
+            memref.copy(saved.value, v.value)
+
+
 # ---- Jacobians by forward passes ----------------------------------------------------------------
 def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
     """The value of `jac(*values)` (adjit.jacfwd of a function, or adjit.hessian) emitted
@@ -423,17 +478,23 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
                             "array")
         return ts
 
+    symbol, out_t = _one_float_result(unit, jac, values)
+    restorer = _Restorer(unit, symbol, values, jac.__name__, where)
     if not isinstance(x, Array):
-        return along([S.as_scalar(Literal(1.0), x.type)])[0]
+        t = along([S.as_scalar(Literal(1.0), x.type)])[0]
+        if isinstance(t, Array) and restorer.saved:
+            t = A.copy(t)         # (before the restore: the result may be a written argument's)
+        restorer.restore()
+        return t
     if where != "jit":
         raise UserError(f"{jac.__name__} with respect to an array makes a new array, which "
                         "only @adjit.jit functions do")
-    symbol, out_t = _one_float_result(unit, jac, values)
     bases = [A.alloc(x.type.dtype, A.dims(x)) for _ in range(width)]
     for basis in bases:
         A.fill(basis, Literal(0.0))
     flat_bases, n = [A.flat(b) for b in bases], A.numel(A.dims(x))
     out_dims = _result_dims(symbol, out_t, values)
+    restorer.restore()
     dtype = out_t.dtype if isinstance(out_t, ArrayType) else out_t
     result = A.alloc(dtype, out_dims + A.dims(x))
     flat_result = A.flat(result)
@@ -460,6 +521,11 @@ def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
         for j, t, flat_basis in zip(columns, ts, flat_bases):
             in_range(j, lambda j=j, t=t, b=flat_basis: _store_column(
                 t, j, n, flat_result, lambda: memref.store(zero, b, [j])))
+        restorer.restore()
+        if any(v is x for v, _ in restorer.saved):
+            # the tangents of x's writes were written into the bases: zero them again
+            for basis in bases:
+                A.fill(basis, Literal(0.0))
         scf.YieldOp([])
     return result
 
@@ -521,10 +587,14 @@ def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: s
         grads = derivative_call(unit, f, Reverse, anns, jac.__name__)[0]
         return shadow if shadow is not None else grads[k]
 
+    restorer = _Restorer(unit, symbol, values, jac.__name__, where)
     if not isinstance(out_t, ArrayType):
-        return gradient(jac.f, values)
+        row = gradient(jac.f, values)
+        restorer.restore()
+        return row
     key = _inner_product_of(unit, symbol, types, out_t)
     out_dims = _result_dims(symbol, out_t, values)
+    restorer.restore()
     cotangent = A.alloc(out_t.dtype, out_dims)
     A.fill(cotangent, Literal(0.0))
     dtype = x.type.dtype if isinstance(x, Array) else x.type
@@ -548,6 +618,7 @@ def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: s
                 scf.YieldOp([])
         else:
             memref.store(row.value, flat_result, [i])
+        restorer.restore()
         scf.YieldOp([])
     return result
 
@@ -596,9 +667,16 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
         if len(results) != 1 or not _is_float(results[0]):
             raise UserError(f"vjp of {f.__name__}: the function must return one float scalar "
                             "or float array")
+        # The pullback differentiates at the primals as given, before this call's writes
+        written = _written_values(gen.unit, symbol, values)
+        if written and gen.kind != "jit":
+            raise UserError(f"vjp of {f.__name__}, which writes its argument {written[0]}, "
+                            "inside a kernel or device function: the pullback needs a copy "
+                            "of it, a new array, which only @adjit.jit functions make")
+        before = [A.copy(v) if k in written else v for k, v in enumerate(values)]
         out = _typed(func.CallOp([results[0].mlir()], ir.FlatSymbolRefAttr.get(symbol),
                                  [v.value for v in values]).results[0], results[0])
-        return out, PyObj(_Pullback(f, values, results[0]))
+        return out, PyObj(_Pullback(f, before, results[0], written))
     if isinstance(what, Jacobian):
         if kwargs:
             raise UserError(f"{what.__name__}() takes its arguments by position")

@@ -248,3 +248,89 @@ def test_a_size_one_array_passed_to_an_annotated_kernel_from_jit_code():
     x = np.array([0.75])
     assert launch_doubled(x) == pytest.approx(2 * 0.75 ** 2, rel=1e-15)
     assert adjit.grad(launch_doubled)(x)[0] == pytest.approx(4 * 0.75, rel=1e-15)
+
+
+# ---- item 5: multi-pass entry points leave their arguments as they were ---------------------------
+@adjit.jit
+def writes_input(x, y):
+    """Writes both arguments before using them (x[0] from x[1]: the tangent of a write moves
+    between elements, so each pass must start from clean bases too)."""
+    x[0] = x[1] * x[0]
+    y[1] = y[1] + 1.0
+    return adjit.sin(x) * y * x
+
+
+@adjit.jit
+def writes_input_loss(x, y):
+    x[0] = x[1] * x[0]
+    y[1] = y[1] + 1.0
+    return adjit.sum(adjit.sin(x) * y * x * x)
+
+
+def _jax_writes_input(x, y):
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    x = x.at[0].set(x[1] * x[0])
+    y = y.at[1].set(y[1] + 1.0)
+    return jnp.sin(x) * y * x
+
+
+def _jax_writes_input_loss(x, y):
+    return jnp.sum(_jax_writes_input(x, y) * jnp.asarray(x).at[0].set(x[1] * x[0]))
+
+
+@adjit.jit
+def jacobians_of_writes_inside(x, y):
+    return (adjit.jacfwd(writes_input)(x, y), adjit.jacrev(writes_input)(x, y),
+            adjit.hessian(writes_input_loss)(x, y), adjit.jacfwd(writes_input, 1)(x, y))
+
+
+@adjit.jit
+def vjp_of_writes_inside(x, y, ct):
+    value, pullback = adjit.vjp(writes_input, x, y)
+    gx, gy = pullback(ct)
+    gx2, gy2 = pullback(ct)          # a second pullback: the same primals
+    return gx, gy, gx2 - gx, gy2 - gy
+
+
+def test_jacobians_of_a_function_writing_its_arguments_match_jax_and_restore_them():
+    x0, y0 = np.array([0.3, -0.7, 1.1]), np.array([0.5, 1.5, -2.0])
+    tol = dict(rtol=1e-13, atol=1e-15)
+    jx = np.asarray(jax.jacfwd(_jax_writes_input, 0)(x0, y0))
+    jy = np.asarray(jax.jacfwd(_jax_writes_input, 1)(x0, y0))
+    h = np.asarray(jax.hessian(_jax_writes_input_loss, 0)(x0, y0))
+    for name, fn, want in (
+            ("jacfwd", lambda x, y: adjit.jacfwd(writes_input)(x, y), jx),
+            ("jacfwd width 2", lambda x, y: adjit.jacfwd(writes_input, width=2)(x, y), jx),
+            ("jacrev", lambda x, y: adjit.jacrev(writes_input)(x, y), jx),
+            ("jacfwd y", lambda x, y: adjit.jacfwd(writes_input, 1)(x, y), jy),
+            ("jacrev y", lambda x, y: adjit.jacrev(writes_input, 1)(x, y), jy),
+            ("hessian", lambda x, y: adjit.hessian(writes_input_loss)(x, y), h),
+            ("jacrev of grad", lambda x, y: adjit.jacrev(adjit.grad(writes_input_loss))(x, y),
+             h)):
+        x, y = x0.copy(), y0.copy()
+        np.testing.assert_allclose(fn(x, y), want, **tol, err_msg=name)
+        np.testing.assert_array_equal(x, x0, err_msg=name)     # unchanged
+        np.testing.assert_array_equal(y, y0, err_msg=name)
+    x, y = x0.copy(), y0.copy()
+    for got, want in zip(jacobians_of_writes_inside(x, y), (jx, jx, h, jy)):
+        np.testing.assert_allclose(got, want, **tol)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(y, y0)
+
+
+def test_vjp_of_a_function_writing_its_arguments_differentiates_at_the_primals_given():
+    x0, y0 = np.array([0.3, -0.7, 1.1]), np.array([0.5, 1.5, -2.0])
+    ct = np.array([1.0, -2.0, 0.5])
+    want = jax.vjp(_jax_writes_input, x0, y0)[1](ct)
+    x, y = x0.copy(), y0.copy()
+    value, pullback = adjit.vjp(writes_input, x, y)
+    np.testing.assert_allclose(value, _jax_writes_input(x0, y0), rtol=1e-15)
+    for _ in range(2):
+        gx, gy = pullback(ct)
+        np.testing.assert_allclose(gx, want[0], rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(gy, want[1], rtol=1e-13, atol=1e-15)
+    x, y = x0.copy(), y0.copy()
+    gx, gy, dx, dy = vjp_of_writes_inside(x, y, ct)
+    np.testing.assert_allclose(gx, want[0], rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(gy, want[1], rtol=1e-13, atol=1e-15)
+    assert not dx.any() and not dy.any()

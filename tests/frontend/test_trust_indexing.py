@@ -156,3 +156,68 @@ def test_index_still_out_of_range_after_wrapping_is_reported(debug_mode):
         write_at(w.copy(), -7, 1.0)
     with pytest.raises(IndexError, match="out of bounds"):
         row_at(np.ones((2, 3)), -3)
+
+
+# ---- 6. reverse mode of `@` on an array a loop carried out -----------------------------
+
+@adjit.jit
+def matmul_after_loop(W, x):
+    h = x
+    for _ in range(3):
+        h = h * 1.5 + x
+    return np.sum(W @ h)
+
+
+@adjit.jit
+def matrix_power_then_vector(W, x):
+    h = W
+    for _ in range(2):
+        h = h @ W
+    return np.sum(np.tanh(h @ x))
+
+
+@adjit.jit
+def tanh_layers(W, x):
+    h = x
+    for _ in range(3):
+        h = np.tanh(W @ h)
+    return np.sum(h) + np.sum(W @ h)
+
+
+def _jax_matmul_after_loop(W, x):
+    h = x
+    for _ in range(3):
+        h = h * 1.5 + x
+    return jnp.sum(W @ h)
+
+
+def _jax_matrix_power_then_vector(W, x):
+    h = W
+    for _ in range(2):
+        h = h @ W
+    return jnp.sum(jnp.tanh(h @ x))
+
+
+def _jax_tanh_layers(W, x):
+    h = x
+    for _ in range(3):
+        h = jnp.tanh(W @ h)
+    return jnp.sum(h) + jnp.sum(W @ h)
+
+
+@pytest.mark.parametrize("f, fj", [(matmul_after_loop, _jax_matmul_after_loop),
+                                   (matrix_power_then_vector, _jax_matrix_power_then_vector),
+                                   (tanh_layers, _jax_tanh_layers)])
+def test_matmul_of_a_loop_carried_array_differentiates(f, fj):
+    rng = np.random.default_rng(3)
+    W, x = rng.standard_normal((4, 4)) * 0.4, rng.standard_normal(4)
+    assert_same(f(W, x), np.float64(fj(W, x)))
+    gW, gx = adjit.grad(f, argnums=(0, 1))(W, x)
+    jW, jx = jax.grad(fj, argnums=(0, 1))(W, x)
+    assert_same(gW, np.asarray(jW), rtol=1e-12)
+    assert_same(gx, np.asarray(jx), rtol=1e-12)
+    assert adjit.check_grad(f, W, x) < 1e-6
+    value, pullback = adjit.vjp(f, W, x)       # split mode: the tape crosses to Python
+    vW, vx = pullback(1.0)
+    assert_same(vW, gW, rtol=1e-12)
+    assert_same(vx, gx, rtol=1e-12)

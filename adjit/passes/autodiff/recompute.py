@@ -123,6 +123,11 @@ class Policy:
             return True
         if not self.pure(op):
             return False
+        if facts(op.name).view:
+            # A view (a subview, cast, reshape) is remade from its source, which the tape
+            # keeps instead if it must: a view's layout (strided<...>) is no type a tape
+            # field of an entry can carry, and the source costs one slot as the view does.
+            return True
         ins = inputs(op)
         missing = list(dict.fromkeys(v for v in ins if not self.at_hand(v)))   # c * c: c
         if not missing:

@@ -22,8 +22,9 @@ from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debu
 from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
-from ..core.types import ArrayType, VecType
-from .structs import flatten_annotations, struct_type, zeros_like as structs_zeros_like
+from ..core.types import ArrayType, ScalarType, VecArrayType, VecType
+from .structs import (field_at, flatten_annotations, leaves, struct_leaf_values, struct_type,
+                      zeros_like as structs_zeros_like)
 
 if TYPE_CHECKING:
     from .compiled import LoadedDerivative
@@ -490,7 +491,15 @@ value_and_grad._adjit_compile_time = True
 def _like(what: str, v, like, of: str, convert: bool):
     """`v`, a tangent or cotangent, checked to be shaped like `like` (the primal or output
     `of` names), an array or a float scalar. Arrays must match in shape and dtype, as JAX
-    asks; a non-array `v` is converted to `like`'s dtype first when `convert`."""
+    asks; a non-array `v` is converted to `like`'s dtype first when `convert`. A struct's is
+    a struct of its class."""
+    st = struct_type(like)
+    if st is not None:
+        if struct_type(v) is not st:
+            raise TypeError(f"{what} must be a {st.name} struct (its fields the tangents of "
+                            f"those of {of}; adjit.zeros_like_struct makes one), got "
+                            f"{_describe(v)}")
+        return v
     if not isinstance(like, np.ndarray):
         if isinstance(v, np.ndarray) and v.ndim == 0:
             v = v[()]
@@ -528,6 +537,7 @@ def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
     primals = host_values(primals)
+    # (a struct's tangent is a struct of its class, as its shadow in Duplicated(s, ds))
     if width is None:
         anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
                                     convert=True))
@@ -647,8 +657,64 @@ def hvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     of grad(f), one pass of each, never the Hessian itself); shaped like the primals (a
     tuple of them when there are several). `width=N`: N products in one batched pass (each
     tangent N of them, as jvp takes them), an N-tuple of products."""
+    if any(struct_type(p) is not None for p in primals):
+        return _struct_hvp(f, host_values(primals), tangents, width)
     nums = 0 if len(primals) == 1 else tuple(range(len(primals)))
     return jvp(grad(f, nums), primals, tangents, width)[1]
+
+
+def _struct_hvp(f, primals: Sequence, tangents: Sequence, width: int | None):
+    """hvp with struct arguments (each tangent a struct of its primal's class): that of f's
+    flat form, whose parameters are the structs' leaf fields (structs.py), with respect to
+    their float leaves and the other arguments; each struct's products gathered into a
+    struct of its class. With `width=N`, N such products, one pass each."""
+    name = f"hvp of {getattr(f, '__name__', f)}"
+    if len(primals) != len(tangents):
+        raise ValueError(f"{name}: primals and tangents must have the same length")
+    if not isinstance(f, (Function, Kernel)) or f.struct_layout is None:
+        raise TypeError(f"{name}: a struct argument is for a function with a struct parameter")
+    if width is not None:
+        _check_width(width, name)
+        lanes = [_lanes(f"{name}: tangent {k}", ts, width) if struct_type(p) is None else
+                 list(ts) if isinstance(ts, (tuple, list)) and len(ts) == width else
+                 _lanes(f"{name}: tangent {k}", ts, width)
+                 for k, (p, ts) in enumerate(zip(primals, tangents))]
+        return tuple(_struct_hvp(f, primals, [ls[j] for ls in lanes], None)
+                     for j in range(width))
+    if len(primals) != len(f.struct_layout):
+        raise TypeError(f"{name}: {f.__name__} takes {len(f.struct_layout)} arguments, got "
+                        f"{len(primals)}")
+    anns, places = [], []      # places: (argument, leaf path) per float leaf
+    for k, (st, p, t) in enumerate(zip(f.struct_layout, primals, tangents)):
+        t = _like(f"{name}: tangent {k}", t, p, f"primal {k}", convert=True)
+        if st is None:
+            places.append((k, None))
+            anns.append(Duplicated(p, t))
+            continue
+        for leaf, (_, ft, path) in zip(
+                struct_leaf_values(st, p, f"{name}: primal {k}"), leaves(st, "")):
+            dtype = ft if isinstance(ft, ScalarType) else ft.vec.dtype \
+                if isinstance(ft, VecArrayType) else ft.dtype
+            if not dtype.is_float:
+                anns.append(Const(leaf))
+                continue
+            d = field_at(t, path)
+            if d is None:
+                raise TypeError(f"{name}: field {'.'.join(path)!r} of tangent {k} is not set")
+            places.append((k, path))
+            anns.append(Duplicated(leaf, np.asarray(d, dtype=np.asarray(leaf).dtype)
+                                   if isinstance(leaf, np.ndarray) else d))
+    nums = tuple(j for j, a in enumerate(anns) if isinstance(a, Duplicated))
+    products = autodiff(Forward, grad(f, nums), *anns)
+    products = products if isinstance(products, tuple) else (products,)
+    out = [structs_zeros_like(p) if st is not None else None
+           for st, p in zip(f.struct_layout, primals)]
+    for (k, path), hv in zip(places, products):
+        if path is None:
+            out[k] = hv
+        else:
+            setattr(field_at(out[k], path[:-1]), path[-1], hv)
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 class Jacobian(Transform):

@@ -218,7 +218,8 @@ def flatten_params(params: Sequence[str], anns: Sequence) -> tuple[list, list, l
     return names, flat, layout
 
 
-def _get(obj, path: tuple[str, ...]):
+def field_at(obj, path: tuple[str, ...]):
+    """The field of struct `obj` at attribute `path` (a leaf's, from `leaves`)."""
     for n in path:
         obj = getattr(obj, n)
     return obj
@@ -234,11 +235,17 @@ def _struct_arg(st: StructType, a, what: str):
 def _leaf_values(st: StructType, s, what: str) -> list:
     out = []
     for name, t, path in leaves(st, ""):
-        v = _get(s, path)
+        v = field_at(s, path)
         if v is None:
             raise TypeError(f"{what}: field {name[1:]!r} ({t!r}) of the {st.name} is not set")
         out.append(v)
     return out
+
+
+def struct_leaf_values(st: StructType, s, what: str) -> list:
+    """The values of struct `s`'s leaf fields, in `leaves` order (TypeError naming the field
+    unset, or `s` of another type)."""
+    return _leaf_values(st, _struct_arg(st, s, what), what)
 
 
 def flatten_args(target, args: Sequence) -> tuple:
@@ -290,7 +297,7 @@ def flatten_annotations(target, anns: Sequence, reverse: bool) -> tuple[list, Ca
                                 f"{st.name} structs")
             for d in ds:
                 _struct_arg(st, d, f"{what}: the shadow")
-            shadows = [[_get(d, path) for d in ds] for _, _, path in leaves(st, "")]
+            shadows = [[field_at(d, path) for d in ds] for _, _, path in leaves(st, "")]
         for k, ((name, t, path), v) in enumerate(zip(leaves(st, ""), values)):
             dtype = t if isinstance(t, ScalarType) else t.vec.dtype \
                 if isinstance(t, VecArrayType) else t.dtype
@@ -313,7 +320,7 @@ def flatten_annotations(target, anns: Sequence, reverse: bool) -> tuple[list, Ca
     def finish(grads: Sequence) -> tuple:
         for pos, ds, path in adds:
             if grads[pos] is not None:
-                owner = _get(ds, path[:-1])
+                owner = field_at(ds, path[:-1])
                 setattr(owner, path[-1], getattr(owner, path[-1]) + grads[pos])
         return tuple(None if is_struct else grads[start] for start, is_struct in spans)
     return out, finish

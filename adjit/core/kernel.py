@@ -72,8 +72,24 @@ def check_ndrange_bounds(bounds: tuple[tuple[int, int, int, str], ...], args: li
     kernel's arguments `args` (arrays of any kind with a `shape`)."""
     for param, dim, k, message in bounds:
         shape = getattr(args[param], "shape", None)
-        if shape is not None and len(shape) > dim and extents[k] > shape[dim]:
+        if shape is not None and len(shape) > dim and extent(extents, k) > shape[dim]:
             raise IndexError(message)
+
+
+# An ndrange fact's `k` for the linear adjit.index() of an N-D kernel: the index reaches the
+# item count, the product of the extents, less one (passes/ndrange_bounds.py).
+LINEAR = -1
+
+
+def extent(extents: tuple[int, ...], k: int) -> int:
+    """How far the work-item index of an ndrange fact goes (exclusive): ndrange[k], or the
+    item count for k == LINEAR."""
+    if k == LINEAR:
+        n = 1
+        for e in extents:
+            n *= e
+        return n
+    return extents[k]
 
 
 class KernelCacheError(RuntimeError):

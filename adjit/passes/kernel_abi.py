@@ -12,6 +12,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
+from ..core.kernel import LINEAR
 from ..dialects import adj
 from ..dialects.adj import BOUNDS_ATTR, KERNEL_ATTR, NDIM_ATTR, AdjError, launch_call
 from .walk import walk
@@ -64,7 +65,13 @@ def check_ndrange_bounds(kernel: ir.Operation, args: list[ir.Value],
     fits = None
     for param, dim, k, message in ndrange_bounds(kernel):
         size = memref.dim(args[param], arith.constant(ir.IndexType.get(), dim))
-        ok = arith.cmpi(arith.CmpIPredicate.ule, ndrange[k], size)
+        if k == LINEAR:           # the linear index reaches the item count
+            reach = ndrange[0]
+            for e in ndrange[1:]:
+                reach = arith.muli(reach, e)
+        else:
+            reach = ndrange[k]
+        ok = arith.cmpi(arith.CmpIPredicate.ule, reach, size)
         adj.check(ok, "IndexError", message)
         fits = ok if fits is None else arith.andi(fits, ok)
     return fits

@@ -10,7 +10,9 @@ The facts come from the IR: an element access (`memref.load`, `memref.store`,
 `memref.atomic_rmw`) of an argument of the kernel, at the top level of its body (every item
 runs it: an access under the user's `if` or in a loop is left to the kernel, which may guard
 it), whose index in dimension d is the item's id in ndrange dimension k (`adj.global_id k`,
-or `adj.index` of a 1-D kernel, through index casts). Debug mode's per-access bounds checks
+or `adj.index` of a 1-D kernel, through index casts), or the linear `adj.index` of an N-D
+kernel, which reaches the ndrange's item count less one (k = LINEAR: the check is on the
+product of the extents). Debug mode's per-access bounds checks
 (`scf.if` marked GUARD_ATTR) run their access unconditionally for this purpose: they only
 keep an out-of-bounds one from happening.
 
@@ -25,6 +27,7 @@ import re
 from mlir import ir
 
 from ..dialects.adj import BOUNDS_ATTR, GUARD_ATTR, NDIM_ATTR, SOURCE_ATTR
+from ..core.kernel import LINEAR
 from .kernel_abi import is_kernel
 from .registry import AdjPass
 
@@ -52,10 +55,14 @@ def ndrange_facts(kernel: ir.Operation) -> list[tuple[int, int, int, str]]:
                 continue
             p = array.arg_number
             param = params[p] if p < len(params) else f"#{p}"
-            found.add((p, d, k, (
-                f"kernel {name}: ndrange[{k}] is larger than dimension {d} of argument "
-                f"{param!r}, which every work item indexes with its id "
-                f"(line {_line(op.location)})")))
+            if k == LINEAR:
+                what = (f"the ndrange's item count (the product of its {ndim} extents) is "
+                        f"larger than dimension {d} of argument {param!r}, which every work "
+                        "item indexes with its linear adjit.index()")
+            else:
+                what = (f"ndrange[{k}] is larger than dimension {d} of argument {param!r}, "
+                        "which every work item indexes with its id")
+            found.add((p, d, k, f"kernel {name}: {what} (line {_line(op.location)})"))
     return sorted(found)
 
 
@@ -91,8 +98,8 @@ def _work_item_dim(v: ir.Value, ndim: int) -> int | None:
     op = v.owner
     if op.name == "adj.global_id":
         return ir.IntegerAttr(op.attributes["dim"]).value
-    if op.name == "adj.index" and ndim == 1:
-        return 0
+    if op.name == "adj.index":      # row-major over the whole ndrange: its item count
+        return 0 if ndim == 1 else LINEAR
     return None
 
 

@@ -244,12 +244,55 @@ def reshape(v, sizes: list) -> Array | ArrayExpr:
     for s in sizes:
         if isinstance(s, Literal) and s.value < -1:
             raise UserError(f"reshape(): negative dimension {s.value}")
-    if unknown:
-        known = A.numel([w for k, w in enumerate(wanted) if k != unknown[0]])
+    # A size known only at run time may be the -1 too (`x.reshape(n, m)`, m = -1): each
+    # such size is the unknown one where it is -1, checked as the literal ones are above.
+    computed = [k for k, s in enumerate(sizes) if not isinstance(s, Literal)]
+    if computed:
+        minus_one = A.idx(-1)
+        is_unknown = {k: arith.cmpi(arith.CmpIPredicate.eq, wanted[k], minus_one)
+                      for k in computed}
+        for k in computed:
+            adj.check(arith.cmpi(arith.CmpIPredicate.sge, wanted[k], minus_one), "ValueError",
+                      "reshape(): negative dimensions are not allowed (other than one -1)")
+        count = A.idx(len(unknown))
+        for k in computed:
+            count = arith.addi(count, arith.select(is_unknown[k], A.idx(1), A.idx(0)))
+        adj.check(arith.cmpi(arith.CmpIPredicate.ule, count, A.idx(1)), "ValueError",
+                  "reshape(): can only specify one unknown dimension (-1)")
+        candidates = {k: is_unknown[k] for k in computed}
+        if unknown:
+            candidates[unknown[0]] = None   # (the literal -1: surely the unknown one)
+    else:
+        candidates = {unknown[0]: None} if unknown else {}
+    if candidates:
+        known = A.idx(1)
+        for k, w in enumerate(wanted):
+            if k in candidates:
+                w = A.idx(1) if candidates[k] is None else \
+                    arith.select(candidates[k], A.idx(1), w)
+            known = arith.muli(known, w)
         safe = arith.select(arith.cmpi(arith.CmpIPredicate.eq, known, A.idx(0)), A.idx(1), known)
-        wanted[unknown[0]] = arith.divui(n, safe)
-    adj.check(arith.cmpi(arith.CmpIPredicate.eq, A.numel(wanted), n), "ValueError",
+        missing = arith.divui(n, safe)
+        for k, flag in candidates.items():
+            wanted[k] = missing if flag is None else arith.select(flag, missing, wanted[k])
+    same = arith.cmpi(arith.CmpIPredicate.eq, A.numel(wanted), n)
+    adj.check(same, "ValueError",
               "reshape(): cannot reshape the array into this shape (the element counts differ)")
+    if computed and wanted:
+        # A failed check does not stop the code after it (lower_cpu.py: the error is raised
+        # when the call returns), so a shape the checks refused must still be one that
+        # stays inside the array: (n, 1, ..., 1) then, never a size of -1 or a product that
+        # wrapped around.
+        # (each size in [0, n], or one of them 0: no product wrapped around to n)
+        i1 = ir.IntegerType.get_signless(1)
+        nonneg, small, some_zero = (arith.constant(i1, 1), arith.constant(i1, 1),
+                                    arith.constant(i1, 0))
+        for w in wanted:
+            nonneg = arith.andi(nonneg, arith.cmpi(arith.CmpIPredicate.sge, w, A.idx(0)))
+            small = arith.andi(small, arith.cmpi(arith.CmpIPredicate.ule, w, n))
+            some_zero = arith.ori(some_zero, arith.cmpi(arith.CmpIPredicate.eq, w, A.idx(0)))
+        ok = arith.andi(arith.andi(same, nonneg), arith.ori(small, some_zero))
+        wanted = [arith.select(ok, w, n if k == 0 else A.idx(1)) for k, w in enumerate(wanted)]
     if isinstance(v, ArrayExpr) and v.linear:
         # (element i is the same in C order: the flat loop that computes it is unchanged)
         return ArrayExpr(v.dtype, wanted, v.element, None, True,

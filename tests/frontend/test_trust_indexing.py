@@ -221,3 +221,56 @@ def test_matmul_of_a_loop_carried_array_differentiates(f, fj):
     vW, vx = pullback(1.0)
     assert_same(vW, gW, rtol=1e-12)
     assert_same(vx, gx, rtol=1e-12)
+
+
+# ---- 2. reshape with a -1 known only at run time ----------------------------------------
+
+@adjit.jit
+def reshaped(x, n, m):
+    return x.reshape(n, m)  # reshape-line
+
+
+@adjit.jit
+def reshaped_sum(x, n, m):
+    y = x.reshape(n, m)
+    return np.sum(y * y[0:1, :])
+
+
+@pytest.mark.parametrize("n, m", [(3, -1), (-1, 4), (2, 6), (-1, 12), (12, -1)])
+def test_run_time_minus_one_in_reshape(n, m):
+    x = np.arange(12.0)
+    assert_same(reshaped(x, n, m), x.reshape(n, m))
+    y = x.reshape(n, m)
+    assert_same(reshaped_sum(x, n, m), np.sum(y * y[0:1, :]))
+    g = adjit.grad(reshaped_sum)(x, n, m)
+    want = jax.grad(lambda v: jnp.sum(v.reshape(n, m) * v.reshape(n, m)[0:1, :]))(x)
+    assert_same(g, np.asarray(want))
+
+
+def test_bad_run_time_reshape_is_a_clear_error_and_the_process_lives():
+    # (each once failed, then freed memory it did not own: run apart from the suite)
+    result = run_isolated(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np
+        from test_trust_indexing import reshaped, reshaped_sum
+        x = np.arange(12.0)
+        for n, m in [(5, -1), (-1, -1), (-2, -6), (2**62, 4), (-1, 5)]:
+            for f in (reshaped, reshaped_sum):
+                try:
+                    f(x, n, m)
+                    print("no error", n, m)
+                except ValueError as e:
+                    print(str(e))
+        import gc; gc.collect()
+        print(reshaped(x, -1, 6).shape)
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    where = f"{__file__}:{line_of('reshape-line')}"
+    assert lines[-1] == "(2, 6)"
+    assert not any(s.startswith("no error") for s in lines)
+    assert sum("element counts differ" in s for s in lines) == 6
+    assert sum("one unknown dimension" in s for s in lines) == 2
+    assert sum("negative dimensions" in s for s in lines) == 2
+    assert sum(where in s for s in lines) == 5

@@ -337,9 +337,13 @@ def _matmul(gen, args, kwargs):
 def _shape_arg(gen, shape) -> list[ir.Value]:
     if isinstance(shape, Shape):
         return list(shape.dims)
-    if isinstance(shape, tuple):
-        return [S.to_index(s) for s in shape]
-    return [S.to_index(shape)]
+    sizes = shape if isinstance(shape, tuple) else (shape,)
+    for s in sizes:     # a constant known negative now is refused now, at its line
+        if (isinstance(s, Literal) and not isinstance(s.value, bool)
+                and isinstance(s.value, int) and s.value < 0):
+            raise UserError(f"negative dimensions are not allowed: an array of shape "
+                            f"{tuple(x.value if isinstance(x, Literal) else '?' for x in sizes)}")
+    return [S.to_index(s) for s in sizes]
 
 
 def _creation_args(signature: str, args: list, kwargs: dict, n: int, optional: int = 0):

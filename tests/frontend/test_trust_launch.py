@@ -141,3 +141,26 @@ def test_adjit_torch_default_ndrange_reaches_the_check(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "survived" in done.stdout
     assert "IndexError: kernel spread: the ndrange's item count" in done.stdout
+
+
+# ---- a constant negative size (issue 29, errors) ---------------------------------------------
+
+@adjit.jit
+def negative_zeros(x):
+    return np.zeros(-3) + x[0]
+
+
+@adjit.jit
+def negative_ones_2d(x):
+    return adjit.ones((2, -1)) * x[0]
+
+
+def test_a_constant_negative_size_is_refused_at_its_line():
+    """Was "Array length must be >= 0, not -24" from ctypes, with no line, after the code
+    had allocated it."""
+    with pytest.raises(adjit.CompilationError,
+                       match=r"test_trust_launch.py:\d+:\d+: negative dimensions are not "
+                             r"allowed: an array of shape \(-3,\)"):
+        negative_zeros(np.ones(2))
+    with pytest.raises(adjit.CompilationError, match=r"shape \(2, -1\)"):
+        negative_ones_2d(np.ones(2))

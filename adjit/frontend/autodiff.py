@@ -23,8 +23,8 @@ from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forw
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType
-from .structs import (field_at, flatten_annotations, leaves, struct_leaf_values, struct_type,
-                      zeros_like as structs_zeros_like)
+from .structs import (field_at, flatten_annotations, is_float_field, leaves, map_fields,
+                      struct_leaf_values, struct_type, zeros_like as structs_zeros_like)
 
 if TYPE_CHECKING:
     from .compiled import LoadedDerivative
@@ -197,6 +197,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     if isinstance(f, Transform):        # a derivative of a derivative: compiled
+        _refuse_structs(f"autodiff of {f.__name__}",
+                        [a.val if isinstance(a, Annotation) else a for a in args])
         return routes().autodiff_of_transform(mode, f, args)
     if isinstance(f, (Function, Kernel)) and f.struct_layout is not None:
         # Struct arguments: their fields' annotations (structs.flatten_annotations); the
@@ -409,6 +411,20 @@ def _grad_call(f, argnums, args, with_value: bool):
     return (value, out) if with_value else out
 
 
+def _refuse_structs(what: str, args: Sequence) -> None:
+    """Compiled derivatives (a Jacobian, a derivative of a derivative) take scalars and
+    arrays: their entry has no struct arguments (a struct is its fields only where a
+    declaration is called or differentiated directly, structs.py)."""
+    for k, a in enumerate(args):
+        st = struct_type(a)
+        if st is not None:
+            raise TypeError(
+                f"{what}: argument {k} is a {st.name} struct; jacfwd, jacrev, hessian and "
+                "derivatives of derivatives take scalars and arrays. Structs are taken by "
+                "grad, value_and_grad, jvp, vjp, hvp (second derivatives along a struct "
+                "tangent) and autodiff; or pass the struct's fields as arguments")
+
+
 class Transform:
     """A function made of `f` by differentiating it (Grad, Jacobian): callable from Python
     (an entry compiled per argument types, `compiled`) and from compiled code
@@ -429,6 +445,7 @@ class Transform:
         return self.f.params
 
     def __call__(self, *args):
+        _refuse_structs(self.__name__, args)
         return routes().call_transform(self, args)
 
     def _adjit_compile_call(self, gen, args: list, kwargs: dict):
@@ -592,7 +609,19 @@ def vjp(f, *primals):
                    convert=False)
         anns, shadows = _reverse_annotations(
             [p.copy() if isinstance(p, np.ndarray) else p for p in before], range(len(primals)))
-        if isinstance(value, np.ndarray):
+        if getattr(f, "struct_layout", None) is not None:
+            # A struct's cotangent is a struct of its class (Duplicated(s, ds)'s shadow),
+            # made of the struct's leaf fields' (structs.flatten_annotations)
+            flat, finish = flatten_annotations(f, anns, True)
+            if isinstance(value, np.ndarray):
+                grads = finish(_inner_product_grads(f, flat, ct, flat=True))
+            else:
+                grads = finish(_autodiff(Reverse, f, flat, None, None, "cpu"))
+                grads = tuple(None if g is None else g * ct for g in grads)
+                for k, a in enumerate(anns):
+                    if k in shadows:
+                        _scale_in_place(shadows[k], ct)
+        elif isinstance(value, np.ndarray):
             grads = _inner_product_grads(f, anns, ct)
         else:
             fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
@@ -603,10 +632,28 @@ def vjp(f, *primals):
     return value, pullback
 
 
-def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray) -> tuple:
+def _scale_in_place(d, c) -> None:
+    """Multiplies a shadow (an array, or a struct of them and of scalars) by `c`."""
+    st = struct_type(d)
+    if st is None:
+        d *= c
+        return
+    for _, t, path in leaves(st, ""):
+        owner, name = field_at(d, path[:-1]), path[-1]
+        v = getattr(owner, name)
+        if isinstance(v, np.ndarray) and isinstance(t, (ArrayType, VecArrayType)):
+            if v.dtype.kind == "f":
+                v *= c
+        elif isinstance(t, VecType) or (isinstance(t, ScalarType) and t.is_float):
+            setattr(owner, name, v * c)
+
+
+def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
+                         flat: bool = False) -> tuple:
     """Reverse mode of `sum(f(*anns) * cotangent)` (derivative.py builds that function): the
-    vjp of array-valued `f`. Returns one derivative per argument (None for non-Active)."""
-    anns, types, values, _, _ = _prepare(f, anns, None, None, True)
+    vjp of array-valued `f`. Returns one derivative per argument (None for non-Active).
+    `flat`: `anns` give a struct argument as its fields."""
+    anns, types, values, _, _ = _prepare(f, anns, None, None, True, flat=flat)
     d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
     flat = _flatten_args(Reverse, anns, types, values)
     _guard(f, anns, True, flat + [cotangent], d.written, ("rev_all",), 0,
@@ -620,14 +667,39 @@ def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
     """Compares reverse- and forward-mode derivatives of scalar-valued `f` with central
     finite differences along a random direction; returns the worst relative error."""
     rng = np.random.default_rng(seed)
-    direction = [rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
+
+    def like(v, x):             # x with the dtype (and for a scalar the kind) of field v
+        dtype = np.asarray(v).dtype
+        return np.asarray(x, dtype=dtype) if np.ndim(v) else dtype.type(x)
+
+    def random_field(t, v):     # a struct's direction: random in its float fields
+        return like(v, rng.standard_normal(np.shape(v))) if is_float_field(t) else v
+
+    direction = [map_fields(random_field, a) if struct_type(a) is not None
+                 else rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
                  else rng.standard_normal() if isinstance(a, float) else None for a in args]
 
-    def shifted(h):
-        return [a + h * d if d is not None else a for a, d in zip(args, direction)]
-
     def cast(v, like):
+        if struct_type(like) is not None:
+            return v
         return v.astype(like.dtype) if isinstance(like, np.ndarray) else float(v)
+
+    def along(a, d, h):
+        if struct_type(a) is None:
+            return a + h * d
+        return map_fields(lambda t, v, dv: like(v, v + h * dv) if is_float_field(t) else v,
+                          a, d)
+
+    def shifted(h):
+        return [along(a, d, h) if d is not None else a for a, d in zip(args, direction)]
+
+    def dot(g, d):
+        st = struct_type(g)
+        if st is None:
+            return float(np.sum(g * d))
+        return sum(float(np.sum(np.asarray(field_at(g, path), dtype=np.float64) *
+                                field_at(d, path)))
+                   for _, t, path in leaves(st, "") if is_float_field(t))
 
     fd = (f(*[cast(v, a) for v, a in zip(shifted(eps), args)]) -
           f(*[cast(v, a) for v, a in zip(shifted(-eps), args)])) / (2 * eps)
@@ -635,16 +707,20 @@ def check_grad(f, *args, eps: float = 1e-6, seed: int = 0) -> float:
     for k, (a, d) in enumerate(zip(args, direction)):
         if d is None:
             rev_anns.append(Const(a))
+        elif struct_type(a) is not None:
+            shadows[k] = structs_zeros_like(a)
+            rev_anns.append(Duplicated(along(a, d, 0.0), shadows[k]))   # (a copy)
         elif isinstance(a, np.ndarray):
             shadows[k] = np.zeros_like(a)
             rev_anns.append(Duplicated(a.copy(), shadows[k]))
         else:
             rev_anns.append(Active(a))
     grads = autodiff(Reverse, f, *rev_anns)
-    rev = sum(float(np.sum(shadows[k] * d)) if k in shadows else
+    rev = sum(dot(shadows[k], d) if k in shadows else
               float(grads[k]) * d for k, d in enumerate(direction) if d is not None)
-    fwd_anns = [Const(a) if d is None else Duplicated(a.copy() if isinstance(a, np.ndarray)
-                                                      else a, cast(d, a))
+    fwd_anns = [Const(a) if d is None else Duplicated(
+                    along(a, d, 0.0) if struct_type(a) is not None else
+                    a.copy() if isinstance(a, np.ndarray) else a, cast(d, a))
                 for a, d in zip(args, direction)]
     fwd = float(autodiff(Forward, f, *fwd_anns))
     scale = max(abs(fd), 1e-12)

@@ -349,3 +349,22 @@ def zeros_like(s):
             z = t.np_dtype.type(0)
         object.__setattr__(out, n, z)
     return out
+
+
+def map_fields(fn: Callable, s, *others):
+    """A new struct of `s`'s class whose each leaf field is `fn(type, s's value, others'
+    values...)` (`others`: structs of the same class), nested structs made likewise."""
+    st = struct_type(s)
+    out = object.__new__(st.cls)
+    for n, t in st.fields:
+        vs = [getattr(x, n) for x in (s, *others)]
+        object.__setattr__(out, n, map_fields(fn, *vs) if isinstance(t, StructType)
+                           else fn(t, *vs))
+    return out
+
+
+def is_float_field(t) -> bool:
+    """Whether a leaf field of type `t` has derivatives (a float scalar, vector or array)."""
+    dtype = t.vec.dtype if isinstance(t, VecArrayType) else t.dtype \
+        if isinstance(t, (ArrayType, VecType)) else t
+    return dtype.is_float

@@ -431,3 +431,37 @@ def test_hvp_of_a_struct_argument_matches_jax_and_finite_differences_of_grad():
 @adjit.jit
 def lambda_free_spring(p: Springs):
     return spring_energy(p, 0.3)
+
+
+@adjit.jit
+def spring_field(p: Springs, c: float):
+    return p.x * p.k * c + adjit.sin(p.x) * p.inner.w * p.v[1]
+
+
+def _jax_spring_field(k, x, v, w, c):
+    return x * k * c + jnp.sin(x) * w * v[1]
+
+
+def test_vjp_and_check_grad_of_a_struct_argument():
+    p, c = _springs(), 0.3
+    for f, jf, ct in ((spring_energy, _jax_spring_energy, 2.0),
+                      (spring_field, _jax_spring_field, np.array([1.0, -2.0]))):
+        value, pullback = adjit.vjp(f, p, c)
+        jvalue, jpullback = jax.vjp(jf, *_flat(p), c)
+        np.testing.assert_allclose(value, jvalue, rtol=1e-14)
+        for _ in range(2):                      # a pullback may be called again
+            gp, gc = pullback(ct)
+            assert type(gp) is Springs
+            want = jpullback(ct)
+            for got, w in zip((*_flat(gp), gc), want):
+                np.testing.assert_allclose(got, w, rtol=1e-13, atol=1e-15)
+    assert adjit.check_grad(spring_energy, p, c) < 1e-6
+
+
+def test_jacobians_and_derivatives_of_derivatives_refuse_a_struct_clearly():
+    p = _springs()
+    for make in (adjit.jacfwd, adjit.jacrev, adjit.hessian,
+                 lambda f: adjit.grad(adjit.grad(f, 1), 1)):
+        with pytest.raises(TypeError, match="argument 0 is a Springs struct; jacfwd, jacrev, "
+                                            "hessian and derivatives of derivatives take"):
+            make(spring_energy)(p, 0.3)

@@ -332,7 +332,8 @@ class _Pullback:
 
 def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
     if isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or \
-            (isinstance(cotangent, Array) and cotangent.type != pb.result):
+            (isinstance(cotangent, Array) and
+             cotangent.type.without_units() != pb.result.without_units()):
         raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, "
                         f"{pb.result!r}, got {S.describe(cotangent)}")
     # (the reverse pass runs f again, writes and all)

@@ -465,3 +465,28 @@ def test_jacobians_and_derivatives_of_derivatives_refuse_a_struct_clearly():
         with pytest.raises(TypeError, match="argument 0 is a Springs struct; jacfwd, jacrev, "
                                             "hessian and derivatives of derivatives take"):
             make(spring_energy)(p, 0.3)
+
+
+@adjit.jit
+def unit_derivatives_inside(x, v):
+    _, tangent = adjit.jvp(unit_map, (x,), (v,))
+    _, pullback = adjit.vjp(unit_map, x)
+    (cotangent,) = pullback(v)
+    dx = adjit.zeros_like(x)
+    adjit.autodiff(adjit.Reverse, unit_loss, adjit.Duplicated(x, dx))
+    forward = adjit.autodiff(adjit.Forward, unit_loss, adjit.Duplicated(x, v))
+    _, (lane0, lane1) = adjit.jvp(unit_map, (x,), ((v, x),), width=2)
+    return tangent, cotangent, dx, forward, lane1
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 3), (3, 1)])
+def test_size_one_dimensions_in_jvp_vjp_and_autodiff_inside_jit_match_jax(shape):
+    x = np.linspace(0.3, 1.1, int(np.prod(shape))).reshape(shape)
+    v = np.linspace(-1.0, 0.5, x.size).reshape(shape)
+    tangent, cotangent, dx, forward, lane1 = unit_derivatives_inside(x, v)
+    tol = dict(rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(tangent, jax.jvp(_jax_unit_map, (x,), (v,))[1], **tol)
+    np.testing.assert_allclose(cotangent, jax.vjp(_jax_unit_map, x)[1](v)[0], **tol)
+    np.testing.assert_allclose(dx, jax.grad(_jax_unit_loss)(x), **tol)
+    assert forward == pytest.approx(float(jax.jvp(_jax_unit_loss, (x,), (v,))[1]), rel=1e-13)
+    np.testing.assert_allclose(lane1, jax.jvp(_jax_unit_map, (x,), (x,))[1], **tol)

@@ -19,7 +19,7 @@ from ..core.activity import Activity
 from . import scalar_ops as S
 from .codegen import CodeGenerator
 from .compiler import CompileUnit
-from ..core.errors import UserError
+from ..core.errors import CompilationError, UserError
 from .rules import AugmentedReturn, Config, RuleArg
 from ..core.derivative_abi import DerivativeABI, Mode
 from ..core.types import ArrayType, VecArrayType, VecType
@@ -322,6 +322,33 @@ def rule_symbol(fn_symbol: str, kind: str, activity: list[str], ret_activity: st
 _WARNED: set[tuple[int, str]] = set()
 
 
+_RULE_NAMES = {"augmented and reverse": "augmented_primal and reverse rules",
+               "augmented": "an augmented_primal rule", "reverse": "a reverse rule"}
+
+
+def reverse_rules_unpaired(target) -> CompilationError | None:
+    """The error, at the rule's def, for a function with an augmented_primal rule or a reverse
+    rule but not both: reverse mode needs the pair (the augmented rule's tape is the reverse
+    rule's input), and differentiating the body instead would silently drop the one given."""
+    have = {"augmented", "reverse"} & set(target.rules)
+    if len(have) != 1:
+        return None
+    kind, = have
+    name = target.__name__
+    if kind == "reverse":
+        message = (f"custom rules of {name}: this reverse rule has no augmented_primal rule; "
+                   "reverse mode needs both (the augmented_primal rule runs in the forward "
+                   "sweep and returns AugmentedReturn(primal, None, tape), whose tape the "
+                   f"reverse rule receives): define @adjit.rules.augmented_primal({name}) "
+                   "too, or remove this rule to differentiate the body")
+    else:
+        message = (f"custom rules of {name}: this augmented_primal rule has no reverse rule; "
+                   f"reverse mode needs both: define @adjit.rules.reverse({name}) (taking "
+                   "config, dret, tape and the arguments, returning their adjoints) too, or "
+                   "remove this rule to differentiate the body")
+    return target.rules[kind][1].error(None, message)
+
+
 def _warn_automatic(target, kind: str) -> None:
     """Says, once per function and mode, that a mode without its rules differentiates the
     body of a function that has rules for the other mode (transposing a forward rule, as
@@ -330,8 +357,11 @@ def _warn_automatic(target, kind: str) -> None:
     if (id(target), mode) in _WARNED:
         return
     _WARNED.add((id(target), mode))
-    has, missing = ("augmented_primal and reverse rules", "a forward rule") \
-        if mode == "forward" else ("a forward rule", "augmented_primal and reverse rules")
+    if mode == "forward":      # (what it has: reverse_rules_unpaired refuses a lone one)
+        has = _RULE_NAMES[" and ".join(sorted(set(target.rules) & {"augmented", "reverse"}))]
+        missing = "a forward rule"
+    else:
+        has, missing = "a forward rule", "augmented_primal and reverse rules"
     src = target.source
     # At the function's def, where Python prints it.
     warnings.warn_explicit(f"{target.__name__} ({src.filename}:{src.first_line}) has {has} "
@@ -359,6 +389,10 @@ class FunctionRules:
             return None
         target, arg_types, results = found
         if kind not in target.rules:
+            if kind != "forward":
+                unpaired = reverse_rules_unpaired(target)
+                if unpaired is not None:
+                    raise unpaired
             others = {"forward"} if kind != "forward" else {"augmented", "reverse"}
             if others & set(target.rules):
                 _warn_automatic(target, kind)

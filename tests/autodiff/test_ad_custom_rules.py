@@ -132,7 +132,8 @@ def test_rule_with_the_wrong_signature_is_refused():
 def test_augmented_rule_without_reverse_rule_is_refused():
     text = SOFTPLUS.replace("SCALE", "1.0").replace('adj.rule_kind = "reverse"',
                                                     'adj.rule_kind = "unused"')
-    with pytest.raises(AdjError, match="a reverse rule is missing"):
+    with pytest.raises(AdjError, match="an augmented_primal rule without a reverse rule; "
+                                       "reverse mode needs both"):
         differentiate(text + CALLER + request("f", "d", "reverse", ["active", "const"], "active"))
 
 

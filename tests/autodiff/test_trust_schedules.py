@@ -192,3 +192,67 @@ def test_a_huge_schedule_keeps_no_more_than_the_steps_states(checkpoint_tests_on
     adjit.autodiff(adjit.Reverse, f, adjit.Duplicated(u0.copy(), g), 12)
     peak = adjit.memory_stats()["peak_bytes"] - base
     assert peak <= 2 * 16 * u0.nbytes        # 12 steps x (u, v) and a few more
+
+
+# ---- a forward rule and a reverse rule without augmented_primal (issue 29, errors) -----------
+
+@adjit.func
+def squared(x: float) -> float:
+    return x * x
+
+
+@adjit.rules.forward(squared)
+def _squared_forward(config, x):
+    return x.val * x.val, 2.0 * x.val * x.dval
+
+
+@adjit.rules.reverse(squared)
+def _squared_reverse(config, dret, tape, x):
+    return (2.0 * x.val * dret,)
+
+
+@adjit.jit
+def uses_squared(x: float):
+    return squared(x) + 1.0
+
+
+@adjit.func
+def cubed(x: float) -> float:
+    return x * x * x
+
+
+@adjit.rules.augmented_primal(cubed)
+def _cubed_augmented(config, x):
+    return adjit.rules.AugmentedReturn(x.val * x.val * x.val, None, x.val)
+
+
+@adjit.jit
+def uses_cubed(x: float):
+    return cubed(x)
+
+
+def test_a_reverse_rule_without_augmented_primal_is_refused_at_the_rule():
+    """Was a warning that the function "has a forward rule only" (it has a reverse rule
+    too), then "a augmented rule is missing" at the caller's line."""
+    import inspect
+    import warnings
+    # forward mode: the forward rule, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert adjit.autodiff(adjit.Forward, uses_squared, adjit.Duplicated(3.0, 1.0)) == 6.0
+        line = inspect.getsourcelines(_squared_reverse)[1] + 1      # its def
+        with pytest.raises(adjit.CompilationError,
+                           match=rf"test_trust_schedules.py:{line}:\d+: custom rules of squared: "
+                                 r"this reverse rule has no augmented_primal rule; reverse mode "
+                                 r"needs both.*define @adjit.rules.augmented_primal\(squared\)"):
+            adjit.autodiff(adjit.Reverse, uses_squared, adjit.Active(3.0))
+        line = inspect.getsourcelines(_cubed_augmented)[1] + 1
+        with pytest.raises(adjit.CompilationError,
+                           match=rf"test_trust_schedules.py:{line}:\d+: custom rules of cubed: "
+                                 r"this augmented_primal rule has no reverse rule.*"
+                                 r"@adjit.rules.reverse\(cubed\)"):
+            adjit.autodiff(adjit.Reverse, uses_cubed, adjit.Active(2.0))
+    # forward mode of the lone augmented rule differentiates the body, and says what it has
+    with pytest.warns(UserWarning, match=r"cubed \(.*\) has an augmented_primal rule only: "
+                                         r"forward mode differentiates its body"):
+        assert adjit.autodiff(adjit.Forward, uses_cubed, adjit.Duplicated(2.0, 1.0)) == 12.0

@@ -120,9 +120,11 @@ def lookup_rules(diff: "Host", sig: Signature, at: ir.Operation,
     if aug is None and rev is None:
         return None
     if aug is None or rev is None:
-        missing = "augmented" if aug is None else "reverse"
-        raise AdjError(at, f"custom rules of @{sig.fn}: a {missing} rule is missing (an "
-                           f"augmented-primal rule and a reverse rule come together)")
+        have, missing = (("a reverse", "an augmented_primal") if aug is None
+                         else ("an augmented_primal", "a reverse"))
+        raise AdjError(at, f"custom rules of @{sig.fn}: {have} rule without {missing} rule; "
+                           "reverse mode needs both (the augmented_primal rule's tape is the "
+                           "reverse rule's input): define the missing one")
     ftype = _ftype(diff, sig, at)
     inputs = aug_inputs(ftype, sig)
     primal = list(ftype.results) if sig.with_primal else []

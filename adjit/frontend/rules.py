@@ -31,7 +31,9 @@ What a rule returns is checked when it compiles; anything else is refused at the
   one (Const, or an array, whose adjoint the rule adds into `x.dval`).
 `config.needs_primal` is false exactly where no one reads the primal: forward mode where the
 caller uses only the tangent (`return f(x)` under Forward), augmented where the call's result
-is unused. A mode without its rules differentiates the body automatically and warns once.
+is unused. A mode without its rules differentiates the body automatically and warns once;
+an augmented_primal rule and a reverse rule come together (reverse mode refuses one alone, at
+its def: rule_compiler.reverse_rules_unpaired).
 """
 from __future__ import annotations
 

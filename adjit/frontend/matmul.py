@@ -24,7 +24,11 @@ operand the caller overwrites afterwards: config.overwritten):
             atomic-free add per multiply;
 the sum over the batch of a broadcast operand's adjoint is gemm.cpp's (a C of batch 1).
 The rules' bodies call primitives here (`_tangents`, `_taped`, `_adjoints`) that emit those
-products at compile time, as the lanes of a batched tangent are a Python tuple.
+products at compile time, as the lanes of a batched tangent are a Python tuple. Each product
+they emit is a call of matmul_into again, for the gemm.cpp flags it needs (one function per
+flags value, transposed operands and accumulation, matmul_rules.py), never of the BLAS
+directly: a derivative of a derivative (hessian, hvp, grad of grad) meets only calls with
+rules, which it differentiates the same way.
 """
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ def matmul(gen, x, y) -> Array | Scalar:
     b3 = _view3(b, "right")
     c3 = _view3(out, "out", present=(batch is not None, rows is not None, cols is not None))
     if dtype in (f32, f64):
-        _functions()._adjit_compile_call(gen, [a3, b3, c3], {})
+        _product(gen, 0, a3, b3, c3)
     else:
         _loop_nest(a3, b3, c3)
     if not shape:
@@ -217,9 +221,20 @@ def _fill_zero(a: Array) -> None:
     A.fill(a, Literal(0.0))
 
 
+def _product(gen, flags: int, a: Array, b: Array, c: Array) -> None:
+    """c (+)= op(a) @ op(b) (gemm.cpp's flags), a call of matmul_into for `flags`, whose
+    rules differentiate it (a derivative's products are these calls too)."""
+    t3 = ArrayType(c.type.dtype, 3, True)
+    a, b, c = (v if v.value.type == t3.mlir() else Array(memref.cast(t3.mlir(), v.value), t3)
+               for v in (a, b, c))
+    _functions(flags)._adjit_compile_call(gen, [a, b, c], {})
+
+
 def _tangents(gen, args: list, kwargs: dict):
-    """The forward rule's tangents: dC = dA @ B + A @ dB, per lane."""
-    a, b, c = (p.obj for p in args)
+    """The forward rule's tangents of C (+)= op(A) @ op(B): dC (+)= op(dA) @ op(B) +
+    op(A) @ op(dB), per lane."""
+    flags = args[0].value
+    a, b, c = (p.obj for p in args[1:])
     if c.dval is None:
         return None
     lanes = list(c.dval) if isinstance(c.dval, tuple) else [c.dval]
@@ -229,12 +244,13 @@ def _tangents(gen, args: list, kwargs: dict):
     for k, dc in enumerate(lanes):
         da, db = lane(a.dval, k), lane(b.dval, k)
         if da is None and db is None:
-            _fill_zero(dc)
+            if not flags & ACCUMULATE:
+                _fill_zero(dc)
             continue
         if da is not None:
-            _gemm_call(gen, 0, da, b.val, dc)
+            _product(gen, flags, da, b.val, dc)
         if db is not None:
-            _gemm_call(gen, ACCUMULATE if da is not None else 0, a.val, db, dc)
+            _product(gen, flags | ACCUMULATE if da is not None else flags, a.val, db, dc)
     return None
 
 
@@ -253,20 +269,30 @@ def _taped(gen, args: list, kwargs: dict):
 
 
 def _adjoints(gen, args: list, kwargs: dict):
-    """The reverse rule: dA += dC @ B^T, dB += A^T @ dC (A, B from the tape where it holds
-    them), then dC = 0."""
-    config, tape, a, b, c = (p.obj if isinstance(p, PyObj) else p for p in args)
+    """The reverse rule of C (+)= op(A) @ op(B) (A, B from the tape where it holds them):
+    dA += dC @ op(B)^T (transposed where A is), dB += op(A)^T @ dC (likewise), then dC = 0
+    unless C accumulated (its old value reached the result as it was)."""
+    flags = args[0].value
+    config, tape, a, b, c = (p.obj if isinstance(p, PyObj) else p for p in args[1:])
     if c.dval is None:
         return None
     over = config.overwritten
     taped = list(tape) if isinstance(tape, tuple) else ([] if tape is None else [tape])
     va = taped.pop(0) if over and over[0] and b.dval is not None else a.val
     vb = taped.pop(0) if over and over[1] and a.dval is not None else b.val
+    ta, tb = bool(flags & TRANS_A), bool(flags & TRANS_B)
     if a.dval is not None:
-        _gemm_call(gen, TRANS_B | ACCUMULATE, c.dval, vb, a.dval)
+        if not ta:      # dA += dC @ op(B)^T
+            _product(gen, ACCUMULATE | (0 if tb else TRANS_B), c.dval, vb, a.dval)
+        else:           # dA += op(B) @ dC^T
+            _product(gen, ACCUMULATE | TRANS_B | (TRANS_A if tb else 0), vb, c.dval, a.dval)
     if b.dval is not None:
-        _gemm_call(gen, TRANS_A | ACCUMULATE, va, c.dval, b.dval)
-    _fill_zero(c.dval)
+        if not tb:      # dB += op(A)^T @ dC
+            _product(gen, ACCUMULATE | (0 if ta else TRANS_A), va, c.dval, b.dval)
+        else:           # dB += dC^T @ op(A)^T
+            _product(gen, ACCUMULATE | TRANS_A | (TRANS_B if ta else 0), c.dval, va, b.dval)
+    if not flags & ACCUMULATE:
+        _fill_zero(c.dval)
     return None
 
 
@@ -289,8 +315,8 @@ adjoints = _Primitive(_adjoints)
 # matmul_into, the device function whose custom rules are the products' derivatives, is made
 # by matmul_rules.py (imported by the API: it needs functions.py and rules.py, which import
 # the code generator that imports this module), which registers its maker in late.py.
-def _functions():
+def _functions(flags: int):
     maker = MAKERS.get("matmul_into")
     if maker is None:
         raise InternalCompilerError("adjit.frontend.matmul_rules was not imported")
-    return maker()
+    return maker(flags)

@@ -102,3 +102,157 @@ def test_reverse_mode_leaves_the_state_array_as_the_primal_call_does():
     y, g = u0.copy(), np.zeros_like(u0)
     adjit.autodiff(adjit.Reverse, stepped_in_place, adjit.Duplicated(y, g), adjit.Active(0.2), 9)
     np.testing.assert_array_equal(y, x)
+
+
+# == second order through @ and np.dot =========================================================
+def _fd_gradient(f, x, h=1e-6):
+    """Central differences of f's gradient: the Hessian, column by column."""
+    cols = []
+    for k in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[k] = h
+        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h))
+    return np.stack(cols, axis=-1).reshape(x.shape + x.shape)
+
+
+@adjit.jit
+def quadratic(x, a):
+    return 0.5 * (x @ a @ x)
+
+
+@adjit.jit
+def quadratic_dot(x, a):
+    return 0.5 * np.dot(x, np.dot(a.T, x)) + np.sum(np.dot(x, a) ** 2)
+
+
+def _jax_quadratic_dot(x, a):
+    return 0.5 * jnp.dot(x, jnp.dot(a.T, x)) + jnp.sum(jnp.dot(x, a) ** 2)
+
+
+@adjit.jit
+def summed_gradient(x, a):
+    return adjit.sum(adjit.grad(quadratic)(x, a))
+
+
+@pytest.mark.parametrize("how", ["hessian", "jacrev(grad)", "jacfwd(grad)", "grad(grad)"])
+def test_second_order_through_matmul(how):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((5, 5))
+    x = rng.standard_normal(5)
+    want = np.asarray(jax.hessian(lambda x: 0.5 * (x @ jnp.asarray(a) @ x))(x))
+    np.testing.assert_allclose(want, 0.5 * (a + a.T), rtol=1e-14)
+    if how == "hessian":
+        got = adjit.hessian(quadratic)(x, a)
+    elif how == "jacrev(grad)":
+        got = adjit.jacrev(adjit.grad(quadratic))(x, a)
+    elif how == "jacfwd(grad)":
+        got = adjit.jacfwd(adjit.grad(quadratic))(x, a)
+    else:      # d/dx_k of the gradient's component k, summed: the trace
+        got = adjit.grad(summed_gradient)(x, a)
+        want = want.sum(axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+    got = adjit.hessian(quadratic_dot)(x, a)
+    want = np.asarray(jax.hessian(_jax_quadratic_dot)(x, jnp.asarray(a)))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    fd = _fd_gradient(lambda y: adjit.grad(quadratic_dot)(y, a), x)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)
+
+
+@adjit.jit
+def mlp_loss(w1, x, w2, y):
+    h = np.tanh(x @ w1)
+    return 0.5 * np.sum((h @ w2 - y) ** 2)
+
+
+def _jax_mlp_loss(w1, x, w2, y):
+    h = jnp.tanh(x @ w1)
+    return 0.5 * jnp.sum((h @ w2 - y) ** 2)
+
+
+def test_hvp_of_an_mlp_loss_against_jax_and_finite_differences():
+    rng = np.random.default_rng(5)
+    w1, x, w2, y = (rng.standard_normal(s) for s in ((3, 6), (8, 3), (6, 2), (8, 2)))
+    v = rng.standard_normal(w1.shape)
+    zeros = [np.zeros_like(t) for t in (x, w2, y)]
+    hv = adjit.hvp(mlp_loss, (w1, x, w2, y), (v, *zeros))[0]
+    want = jax.jvp(jax.grad(lambda w: _jax_mlp_loss(w, x, w2, y)), (w1,), (v,))[1]
+    np.testing.assert_allclose(hv, np.asarray(want), rtol=1e-11, atol=1e-12)
+    h = 1e-6
+    g = adjit.grad(mlp_loss)
+    fd = (g(w1 + h * v, x, w2, y) - g(w1 - h * v, x, w2, y)) / (2 * h)
+    np.testing.assert_allclose(hv, fd, rtol=1e-6, atol=1e-7)
+
+
+def test_third_order_through_matmul():
+    """The rules' products carry the rules again: any order works."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((4, 4))
+    x = rng.standard_normal(4)
+
+    @adjit.jit
+    def cubic(x, a):
+        return np.sum((a @ x) ** 3)
+
+    got = adjit.jacfwd(adjit.hessian(cubic))(x, a)
+    want = jax.jacfwd(jax.hessian(lambda x: jnp.sum((jnp.asarray(a) @ x) ** 3)))(x)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-11, atol=1e-11)
+
+
+# == second order through custom rules that call another @func ================================
+@adjit.func
+def sigmoid(x):
+    return 1.0 / (1.0 + adjit.exp(-x))
+
+
+@adjit.func
+def softplus(x):
+    return adjit.log(1.0 + adjit.exp(x))
+
+
+@adjit.rules.forward(softplus)
+def _(config, x):
+    return softplus(x.val), sigmoid(x.val) * x.dval
+
+
+@adjit.rules.augmented_primal(softplus)
+def _(config, x):
+    return adjit.rules.AugmentedReturn(softplus(x.val), None, x.val)
+
+
+@adjit.rules.reverse(softplus)
+def _(config, dret, tape, x):
+    return (dret * sigmoid(tape),)
+
+
+@adjit.jit
+def softplus_loss(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + softplus(x[i] * x[(i + 1) % x.shape[0]])
+    return s
+
+
+def _jax_softplus_loss(x):
+    return jnp.sum(jax.nn.softplus(x * jnp.roll(x, -1)))
+
+
+@adjit.jit
+def summed_softplus_gradient(x):
+    return adjit.sum(adjit.grad(softplus_loss)(x))
+
+
+@pytest.mark.parametrize("how", ["hessian", "jacrev(grad)", "grad(grad)"])
+def test_second_order_through_rules_that_call_a_func(how):
+    x = np.random.default_rng(7).standard_normal(5)
+    want = np.asarray(jax.hessian(_jax_softplus_loss)(x))
+    if how == "hessian":
+        got = adjit.hessian(softplus_loss)(x)
+    elif how == "jacrev(grad)":
+        got = adjit.jacrev(adjit.grad(softplus_loss))(x)
+    else:
+        got = adjit.grad(summed_softplus_gradient)(x)
+        want = want.sum(axis=0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+    if how == "hessian":
+        fd = _fd_gradient(adjit.grad(softplus_loss), x)
+        np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)

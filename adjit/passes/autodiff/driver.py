@@ -38,15 +38,45 @@ REQUEST_ATTRS = {"sym_name", "fn", "mode", "activity", "ret_activity", "with_pri
 KEPT_MARKERS = (KERNEL_ATTR, NDIM_ATTR, FUNC_ATTR)
 
 
+class _Symbols(dict):
+    """The module's top-level symbols by name. A name not yet in it is looked for in the
+    module again: a rule provider adds functions while the pass runs (a rule compiled when
+    asked, and the @funcs its body calls, which a higher-order derivative then
+    differentiates like any other function)."""
+
+    def __init__(self, body: ir.Block):
+        super().__init__()
+        self.body = body
+        self._refresh()
+
+    def _refresh(self) -> None:
+        for op in self.body.operations:
+            op = op.operation
+            if "sym_name" in op.attributes and op.name != REQUEST:
+                self.setdefault(symbol_name(op), op)
+
+    def __missing__(self, name: str) -> ir.Operation:
+        self._refresh()
+        if not dict.__contains__(self, name):
+            raise KeyError(name)
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        if not dict.__contains__(self, name):
+            self._refresh()
+        return dict.__contains__(self, name)
+
+    def get(self, name: str, default=None):
+        return self[name] if name in self else default
+
+
 class Differentiator:
     """Generates the derivatives a module asks for (implements protocols.Host)."""
 
     def __init__(self, module: ir.Operation, rule_provider: RuleProvider):
         self.module = module
         self.body = module.regions[0].blocks[0]
-        self.symbols: dict[str, ir.Operation] = {
-            symbol_name(op.operation): op.operation for op in self.body.operations
-            if "sym_name" in op.operation.attributes and op.operation.name != REQUEST}
+        self.symbols: dict[str, ir.Operation] = _Symbols(self.body)
         self.rule_provider = rule_provider
         self.done: dict[Signature, Derivative] = {}
         self._in_progress: set[Signature] = set()
@@ -217,11 +247,6 @@ class Differentiator:
 
     def lookup(self, name: str) -> ir.Operation | None:
         """The module's symbol `name`, including functions a rule provider just added."""
-        if name not in self.symbols:
-            for op in self.body.operations:
-                op = op.operation
-                if "sym_name" in op.attributes and symbol_name(op) == name:
-                    self.symbols[name] = op
         return self.symbols.get(name)
 
     def _alias(self, d: Derivative, sig: Signature, name: str,

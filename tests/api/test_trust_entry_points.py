@@ -490,3 +490,15 @@ def test_size_one_dimensions_in_jvp_vjp_and_autodiff_inside_jit_match_jax(shape)
     np.testing.assert_allclose(dx, jax.grad(_jax_unit_loss)(x), **tol)
     assert forward == pytest.approx(float(jax.jvp(_jax_unit_loss, (x,), (v,))[1]), rel=1e-13)
     np.testing.assert_allclose(lane1, jax.jvp(_jax_unit_map, (x,), (x,))[1], **tol)
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 3), (3, 1)])
+def test_size_one_dimensions_in_float32_keep_the_dtype(shape):
+    x = np.linspace(0.3, 1.1, int(np.prod(shape))).reshape(shape).astype(np.float32)
+    x64 = x.astype(np.float64)
+    for got, want in ((adjit.hessian(unit_loss)(x), jax.hessian(_jax_unit_loss)(x64)),
+                      (adjit.jacfwd(unit_map)(x), jax.jacfwd(_jax_unit_map)(x64)),
+                      (adjit.jacrev(unit_map)(x), jax.jacfwd(_jax_unit_map)(x64)),
+                      (adjit.hessian(held_array)(x), jax.hessian(_jax_held_array)(x64))):
+        assert got.dtype == np.float32 and got.shape == shape + shape
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)

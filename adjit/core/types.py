@@ -24,6 +24,17 @@ if TYPE_CHECKING:
 class ScalarType:
     name: str            # 'f32', 'f64', 'i32', 'i64', 'bool', 'index'
     np_dtype: np.dtype | None
+    # A Python scalar's type (NEP 50's "weak" scalars, JAX's weak_type): a Python float or
+    # int (a literal, an unannotated or `float`/`int`-annotated argument, an int from
+    # range/len/shape) is an f64 or i64 that takes the type of a typed operand of its kind
+    # or above (`promote`), so `x_f32 * lr` stays f32 as in NumPy 2. Only scalars are weak
+    # (an array's dtype never is); weak and strong f64 are different specialisations.
+    weak: bool = False
+
+    @property
+    def strong(self) -> ScalarType:
+        """The type itself, not weak (what an array of such values, or NumPy, holds)."""
+        return _STRONG[self.name] if self.weak else self
 
     @property
     def is_float(self) -> bool:
@@ -52,6 +63,8 @@ class ScalarType:
         return ir.IntegerType.get_signless(self.bits)
 
     def __repr__(self) -> str:
+        if self.weak:
+            return f"Python {'float' if self.is_float else 'int'} (weak adjit.{self.name})"
         return f"adjit.{'bool_' if self.name == 'bool' else self.name}"
 
     # Used as a cast in Python code run outside adjit (`adjit.f32(1.5)`), like NumPy's.
@@ -67,6 +80,11 @@ i32 = ScalarType("i32", np.dtype(np.int32))
 i64 = ScalarType("i64", np.dtype(np.int64))
 bool_ = ScalarType("bool", np.dtype(np.bool_))
 index = ScalarType("index", None)   # loop counters and array indices, never user-visible
+# Python's float and int in compiled code (NEP 50: weak; see ScalarType.weak).
+weak_f64 = ScalarType("f64", np.dtype(np.float64), True)
+weak_i64 = ScalarType("i64", np.dtype(np.int64), True)
+_STRONG = {"f64": f64, "i64": i64}
+_WEAK = {"f64": weak_f64, "i64": weak_i64}
 
 SCALARS = (f32, f64, i32, i64, bool_)
 _BY_DTYPE = {t.np_dtype: t for t in SCALARS}
@@ -82,6 +100,10 @@ class ArrayType:
     # knows them to be 1, so they broadcast as NumPy's do ((n, m) + (1, m)) while arrays
     # of one rank otherwise keep one flat loop. The memref type is the same.
     units: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if self.dtype.weak:   # an array of Python floats is a float64 array, as in NumPy
+            object.__setattr__(self, "dtype", self.dtype.strong)
 
     def mlir(self) -> ir.MemRefType:
         from mlir import ir
@@ -118,6 +140,10 @@ class VecType:
     kind: str                # "vec", "mat" or "quat"
     shape: tuple[int, ...]   # (n,) for vec and quat, (n, m) for mat
     dtype: ScalarType
+
+    def __post_init__(self):
+        if self.dtype.weak:   # (its components are stored: typed, as an array's)
+            object.__setattr__(self, "dtype", self.dtype.strong)
 
     @property
     def size(self) -> int:
@@ -233,7 +259,27 @@ def as_scalar_type(obj) -> ScalarType:
 
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType:
-    """NumPy's promotion between two typed scalars (bool < ints < floats; wider wins)."""
+    """NumPy 2's promotion between two scalar types (bool < ints < floats; wider wins), with
+    NEP 50's weak Python scalars: a weak operand takes the other's type where that is of its
+    kind or above (Python float with f32: f32; Python int with i32: i32), and is its own
+    default type (f64, i64), now typed, where the other is of a lower kind (Python float with
+    i32: f64, as `np.int32(1) * 2.0` is an np.float64). Two weak operands give a weak one."""
+    if a == b:
+        return a
+    if a.weak and b.weak:
+        return _WEAK[_promote(a.strong, b.strong).name]
+    if a.weak or b.weak:
+        weak, other = (a, b) if a.weak else (b, a)
+        if other is index:      # (the compiler's loop counters: as the int they count)
+            other = i64
+        if _KIND_ORDER[other.name] >= _KIND_ORDER[weak.name]:
+            return other
+        return weak.strong
+    return _promote(a, b)
+
+
+def _promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    """Promotion of two typed (strong) scalar types."""
     if a == b:
         return a
     if a.is_float or b.is_float:
@@ -249,6 +295,9 @@ def promote(a: ScalarType, b: ScalarType) -> ScalarType:
     if index in (a, b):
         return i64 if (a if b is index else b) == i64 else index
     return i64
+
+
+_KIND_ORDER = {"bool": 0, "i32": 1, "i64": 1, "index": 1, "f32": 2, "f64": 2}
 
 
 @functools.cache
@@ -280,10 +329,10 @@ def type_of_value(value, device: str = "cpu") -> ScalarType | ArrayType:
         return bool_
     if isinstance(value, np.generic):
         return as_scalar_type(value.dtype)
-    if isinstance(value, int):
-        return i64
+    if isinstance(value, int):       # Python's: weak (NEP 50), unlike NumPy's scalars
+        return weak_i64
     if isinstance(value, float):
-        return f64
+        return weak_f64
     raise TypeError(f"adjit cannot take an argument of type {type(value).__name__}: "
                     "it takes NumPy arrays, Python or NumPy scalars of f32/f64/i32/i64/bool"
                     + (", and GPU arrays" if device == "cuda" else ""))
@@ -295,12 +344,13 @@ def type_code(t: ScalarType | ArrayType | VecType) -> str:
     if isinstance(t, ArrayType):
         units = f"u{''.join(map(str, t.units))}" if t.units else ""
         return f"{'s' if t.strided else 'a'}{t.ndim}{t.dtype.name}{units}"
-    return t.name
+    return f"w{t.name}" if getattr(t, "weak", False) else t.name
 
 
 def parse_type(code: str) -> ScalarType | ArrayType:
     """The type that type_code spelled `code`; ValueError for anything else."""
     by_name = {t.name: t for t in (*SCALARS, index)}
+    by_name.update({type_code(t): t for t in (weak_f64, weak_i64)})
     match = re.fullmatch(r"([as])(\d+)(bool|index|[fi]\d\d)(?:u(\d+))?", code)
     dtype = by_name.get(match.group(3) if match else code)
     if dtype is None:

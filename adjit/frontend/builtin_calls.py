@@ -22,7 +22,8 @@ from . import scalar_ops as S
 from .builtins import PREDICATES, UNARY_MATH, namespace
 from ..core.errors import UserError
 from ..passes.autodiff.ir_util import for_each_index
-from ..core.types import ArrayType, ScalarType, as_scalar_type, bool_, f64, i64
+from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f64, weak_f64,
+                          weak_i64)
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 Handler = Callable[..., object]   # (gen, args, kwargs) -> value
@@ -145,8 +146,9 @@ def _scalar_cast(to: ScalarType, name: str):
     return handler
 
 
-_register([py.float], _scalar_cast(f64, "float"))
-_register([py.int], _scalar_cast(i64, "int"))
+# Python's float() and int() make Python scalars: weak (NEP 50), as literals are.
+_register([py.float], _scalar_cast(weak_f64, "float"))
+_register([py.int], _scalar_cast(weak_i64, "int"))
 _register([py.bool], _scalar_cast(bool_, "bool"))
 
 
@@ -523,10 +525,27 @@ _NUMPY_SPELLINGS = {
                       "matmul")},
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
     "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
+
+
+def _numpy_typed(handler: Handler) -> Handler:
+    """A NumPy function's handler: NumPy returns a NumPy scalar (typed, not weak) for Python
+    scalars, so `np.sin(lr)` with a Python float `lr` is an np.float64 that makes an f32
+    array f64, as in NumPy 2 (adjit.sin and math.sin keep a Python float weak, as JAX and
+    the math module do)."""
+    def typed(gen, args, kwargs):
+        out = handler(gen, args, kwargs)
+        if isinstance(out, Literal) and not isinstance(out.value, py.bool):
+            return S.as_scalar(out, S.literal_type(out.value).strong)
+        if isinstance(out, Scalar) and out.type.weak:
+            return S.cast(out, out.type.strong)
+        return out
+    return typed
+
+
 for _np_name, _name in _NUMPY_SPELLINGS.items():
     if hasattr(np, _np_name):
-        _register([getattr(np, _np_name)], lookup(namespace[_name]))
+        _register([getattr(np, _np_name)], _numpy_typed(lookup(namespace[_name])))
 # np.max(x, 1) reduces along axis 1 (adjit.max(a, b) is the element-wise maximum)
 for _np_name, _op in (("max", "max"), ("amax", "max"), ("min", "min"), ("amin", "min")):
     if hasattr(np, _np_name):
-        _register([getattr(np, _np_name)], _reduction(_op))
+        _register([getattr(np, _np_name)], _numpy_typed(_reduction(_op)))

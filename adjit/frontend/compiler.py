@@ -36,7 +36,9 @@ def context() -> ir.Context:
 def _mangle(name: str, types: Sequence) -> str:
     parts = []
     for t in types:
-        parts.append(f"a{t.ndim}{t.dtype.name}" if isinstance(t, ArrayType) else t.name)
+        # (a weak scalar, a Python float or int, is a specialisation of its own: "wf64")
+        parts.append(f"a{t.ndim}{t.dtype.name}" if isinstance(t, ArrayType) else
+                     f"w{t.name}" if getattr(t, "weak", False) else t.name)
     return f"{name}__{'_'.join(parts)}" if parts else name
 
 
@@ -53,6 +55,7 @@ class CompileUnit:
         # what the autodiff pass's rule lookup (rule_compiler.FunctionRules) asks about.
         self.functions: dict[str, tuple[Function, tuple, list]] = {}
         self._active: set[tuple] = set()
+        self._named: set[str] = set()     # the names _unused gave (before their ops exist)
         # derivatives called from the code (derivative_calls.py): signature -> the name of
         # the function its adj.autodiff request defines
         self.requests: dict[tuple, str] = {}
@@ -81,7 +84,7 @@ class CompileUnit:
         if key in self._active:
             raise UserError(f"{fn.__name__} calls itself: recursion is not supported")
         self._active.add(key)
-        symbol = _mangle(fn.__name__, arg_types)
+        symbol = self._unused(_mangle(fn.__name__, arg_types))
         gen = CodeGenerator(self, fn.pyfn, fn.source, fn.kind, arg_types, symbol,
                             debug=self.debug)
         op = self.add(gen)
@@ -98,7 +101,7 @@ class CompileUnit:
         key = ("kernel", id(k), tuple(arg_types), ndim)
         if key in self.compiled:
             return self.compiled[key][0]
-        symbol = _mangle(k.__name__, arg_types) + f"__{ndim}d"
+        symbol = self._unused(_mangle(k.__name__, arg_types) + f"__{ndim}d")
         gen = CodeGenerator(self, k.pyfn, k.source, "kernel", arg_types, symbol, ndim=ndim,
                             debug=self.debug)
         op = self.add(gen)
@@ -107,6 +110,20 @@ class CompileUnit:
             ir.IntegerType.get_signless(64), ndim)
         annotate_ndrange_bounds(op.operation)
         self.compiled[key] = (symbol, [], False)
+        return symbol
+
+    def _unused(self, symbol: str) -> str:
+        """`symbol`, or with `_` added until no op of the module has the name: a mangled
+        name leaves out what else tells specialisations apart (a layout, dimensions known
+        to be 1, which function of that name: f(x) and f(x[::-1]) in one unit)."""
+        def taken(name: str) -> bool:
+            try:
+                return name in self._named or self.symbol(name) is not None
+            except KeyError:
+                return False
+        while taken(symbol):
+            symbol += "_"
+        self._named.add(symbol)
         return symbol
 
     def symbol(self, name: str) -> ir.Operation:

@@ -20,7 +20,7 @@ from ..core.errors import CompilationError
 from .source import SourceInfo, parse_source
 from .structs import StructType, flatten_args, flatten_params, struct_type
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
-                          type_of_value, unit_dims)
+                          type_of_value, unit_dims, weak_f64, weak_i64)
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
@@ -113,6 +113,10 @@ def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
             out.append(ann)
         elif isinstance(ann, type) and struct_type(ann) is not None:
             out.append(struct_type(ann))
+        elif ann is float or ann is int:
+            # Python's float and int: weak, as a Python scalar argument is (NEP 50, as
+            # JAX's weak types); adjit.f64 or np.float64 is a typed f64.
+            out.append(weak_f64 if ann is float else weak_i64)
         else:
             try:
                 out.append(as_scalar_type(ann))

@@ -15,12 +15,13 @@ from mlir.dialects import arith, math, memref, scf
 from ..dialects import adj
 from .builtins import UNARY_MATH
 from ..core.errors import UserError
-from ..core.types import ScalarType, bool_, f64, i64, index, promote
+from ..core.types import ScalarType, bool_, f64, i64, index, promote, weak_f64, weak_i64
 from .values import Array, ArrayExpr, Literal, Scalar
 
 
 def literal_type(v: int | float | bool) -> ScalarType:
-    return bool_ if isinstance(v, bool) else i64 if isinstance(v, int) else f64
+    """A Python constant's type: a Python int or float is weak (NEP 50)."""
+    return bool_ if isinstance(v, bool) else weak_i64 if isinstance(v, int) else weak_f64
 
 
 def constant(v: int | float | bool, t: ScalarType) -> Scalar:
@@ -78,6 +79,8 @@ def cast(s: Scalar, to: ScalarType) -> Scalar:
     frm = s.type
     if frm == to:
         return s
+    if frm.name == to.name:   # a weak scalar made typed, or the reverse: the same bits
+        return Scalar(s.value, to)
     v, t = s.value, to.mlir()
     if to.is_bool:
         return truth(s)
@@ -108,25 +111,35 @@ def convert(v, to: ScalarType) -> Scalar:
 
 
 def unify(a, b) -> tuple[Scalar, Scalar]:
-    """Two operands at their common type: a Literal takes the other side's type (a float
-    literal meeting an integer value makes both f64, as in NumPy)."""
+    """Two operands at their common type, NumPy 2's (NEP 50, `core.types.promote`): a
+    Python scalar (a Literal, or a weak Scalar: a Python float or int argument, an int from
+    range or len...) takes the other side's type where it is of its kind or above, so
+    `0.5 * x[i]` and `lr * x[i]` stay f32 for f32 `x`; a float one meeting an integer
+    makes both f64, as in NumPy."""
     if isinstance(a, Literal) and isinstance(b, Literal):
         raise AssertionError("constant operands are folded before this")
-    if isinstance(a, Literal) or isinstance(b, Literal):
-        lit, val = (a, b) if isinstance(a, Literal) else (b, a)
-        val = as_scalar(val)
-        t = val.type
-        if isinstance(lit.value, float) and not t.is_float:
-            t = f64
-        elif isinstance(lit.value, int) and not isinstance(lit.value, bool) and t.is_bool:
-            t = i64
-        if t == index:
-            t = i64
-        out = (as_scalar(lit, t), cast(val, t))
-        return out if isinstance(a, Literal) else out[::-1]
-    a, b = as_scalar(a), as_scalar(b)
-    t = promote(a.type, b.type)
-    return cast(a, t), cast(b, t)
+    ta = literal_type(a.value) if isinstance(a, Literal) else as_scalar(a).type
+    tb = literal_type(b.value) if isinstance(b, Literal) else as_scalar(b).type
+    t = promote(ta, tb)
+    return _to(a, t), _to(b, t)
+
+
+def _to(v, t: ScalarType) -> Scalar:
+    """Operand `v` of `unify` at its common type `t`. A Python int becoming a narrower
+    integer must fit, as NumPy 2 requires (`np.int32(1) + 2**40` raises OverflowError): a
+    constant is checked now, a run-time one (a Python int argument, `len(x)`) where it
+    runs."""
+    if isinstance(v, Literal):
+        return as_scalar(v, t)
+    v = as_scalar(v)
+    if v.type.weak and t.is_int and t.bits < v.type.bits:
+        lo, hi = (constant(c, v.type).value for c in (-(1 << (t.bits - 1)),
+                                                       (1 << (t.bits - 1)) - 1))
+        I = arith.CmpIPredicate
+        fits = arith.andi(arith.cmpi(I.sge, v.value, lo), arith.cmpi(I.sle, v.value, hi))
+        adj.check(fits, "OverflowError", f"a Python int does not fit in {t!r} (NumPy 2 "
+                                         "raises too): convert it, or the array, first")
+    return cast(v, t)
 
 
 _PY_BINOPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -148,8 +161,8 @@ def binary(op: str, a, b):
     x, y = unify(a, b)
     t = x.type
     if op == "/":
-        if not t.is_float:
-            x, y = cast(x, f64), cast(y, f64)
+        if not t.is_float:   # (two Python ints: a Python float, weak)
+            x, y = (cast(v, weak_f64 if t.weak else f64) for v in (x, y))
         return Scalar(arith.divf(x.value, y.value), x.type)
     if t.is_bool and op in ("+", "-", "*", "//", "%", "<<", ">>"):
         x, y = cast(x, i64), cast(y, i64)
@@ -283,7 +296,14 @@ _PY_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator
 def compare(op: str, a, b):
     if isinstance(a, Literal) and isinstance(b, Literal):
         return Literal(_PY_CMP[op](a.value, b.value))
-    x, y = unify(a, b)
+    ta = literal_type(a.value) if isinstance(a, Literal) else as_scalar(a).type
+    tb = literal_type(b.value) if isinstance(b, Literal) else as_scalar(b).type
+    if ta.is_int and tb.is_int and (ta.weak or tb.weak) and index not in (ta, tb):
+        # A Python int compared with a narrower int: at i64, where both are exact (NumPy 2
+        # compares `np.int32(1) < 2**40` correctly rather than refusing the int).
+        x, y = _to(a, i64), _to(b, i64)
+    else:
+        x, y = unify(a, b)
     if x.type.is_float:
         pred = getattr(arith.CmpFPredicate, _FPRED[op])
         return Scalar(arith.cmpf(pred, x.value, y.value), bool_)
@@ -348,15 +368,17 @@ def to_index(a) -> ir.Value:
 
 
 def from_index(v: ir.Value) -> Scalar:
-    """An index value as the Python int (i64) user code sees."""
-    return cast(Scalar(v, index), i64)
+    """An index value as the Python int user code sees (a loop variable, len(x),
+    x.shape[d]): weak, as a Python int is in NumPy 2 (`x_f32 * i` stays f32)."""
+    return cast(Scalar(v, index), weak_i64)
 
 
 def to_float(a) -> Scalar:
+    """A number as a float: a Python int becomes a Python float (weak), a typed int f64."""
     if isinstance(a, Literal):
         return as_scalar(Literal(float(a.value)))
     a = as_scalar(a)
-    return a if a.type.is_float else cast(a, f64)
+    return a if a.type.is_float else cast(a, weak_f64 if a.type.weak else f64)
 
 
 # Unary math functions: name -> math dialect builder (the math dialect's names are adjit's).

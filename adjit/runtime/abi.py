@@ -153,13 +153,23 @@ def _scalar_converter(t: ScalarType, where: str) -> Callable[[object], object]:
     return convert
 
 
+def _python_scalar(t: ScalarType) -> Callable[[object], object]:
+    """What a scalar result of type `t` is in Python: a NumPy scalar of its dtype, or for a
+    weak one (a Python float or int in the compiled code: core/types.py) a Python float or
+    int, as NumPy 2 gives for arithmetic on Python scalars (NEP 50)."""
+    if t.weak:
+        return float if t.is_float else int
+    return _DTYPES[t.name].type
+
+
 def _result_reader(t: Type, field: str,
                    owner: Callable[[int], object]) -> Callable[[ctypes.Structure, dict], object]:
     # `blocks` maps each block already returned by this call to its owner: an entry may
     # return one array twice, which must not be freed twice.
     dtype = _DTYPES[t.dtype.name if isinstance(t, ArrayType) else t.name]
     if isinstance(t, ScalarType):
-        return lambda res, blocks: dtype.type(getattr(res, field))
+        convert = _python_scalar(t)
+        return lambda res, blocks: convert(getattr(res, field))
 
     def read(res, blocks: dict) -> np.ndarray:
         d = getattr(res, field)
@@ -265,13 +275,13 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
 
     if not result_types or (len(result_types) == 1 and isinstance(result_types[0], ScalarType)):
         fn = ctypes.CFUNCTYPE(_CTYPES[result_types[0].name] if result_types else None, *params)(address)
-        dtype = _DTYPES[result_types[0].name] if result_types else None
+        as_python = _python_scalar(result_types[0]) if result_types else None
 
         if not error_cell:
             def invoke(values):
                 r = fn(*values)
                 after_call(0)
-                return None if dtype is None else dtype.type(r)
+                return None if as_python is None else as_python(r)
         else:
             def invoke(values):
                 try:
@@ -286,7 +296,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
                 finally:
                     put(taken)
                 after_call(number)
-                return None if dtype is None else dtype.type(r)
+                return None if as_python is None else as_python(r)
         return _entry(convert_all, invoke)
 
     fields = [f"r{i}" for i in range(len(result_types))]

@@ -20,6 +20,15 @@ _KIND = {"f32": _dispatch.F32, "f64": _dispatch.F64, "i32": _dispatch.I32,
 kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
 
 
+def _result_kind(t: ScalarType) -> int | None:
+    """How the dispatcher returns a scalar result of type `t`: a NumPy scalar of its dtype,
+    or for a weak one (a Python float or int in compiled code: core/types.py) a Python float
+    or int, as abi.py's _python_scalar does (None: an extension built before it could)."""
+    if t.weak:
+        return getattr(_dispatch, "PY_FLOAT" if t.is_float else "PY_INT", None)
+    return _KIND[t.name]
+
+
 def dispatcher():
     """A new Dispatcher."""
     return _dispatch.Dispatcher(MISS)
@@ -48,6 +57,8 @@ def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Se
             params.append((_KIND[t.name], pytype, 0, 0, False, 0))
         else:
             return False
-    result = _KIND[result_types[0].name] if result_types else _dispatch.NONE
+    result = _result_kind(result_types[0]) if result_types else _dispatch.NONE
+    if result is None:
+        return False
     d.add(params, len(values), extents, packed, result, has_cell, after_call, keep)
     return True

@@ -30,7 +30,10 @@ namespace nb = nanobind;
 namespace {
 
 // Parameter kinds (runtime/native_dispatch.py spells them the same way).
-enum Kind : int { ARRAY = 0, F32 = 1, F64 = 2, I32 = 3, I64 = 4, BOOL = 5, NONE = 6 };
+// PY_FLOAT and PY_INT are results only: a weak scalar (core/types.py: a Python float or int
+// in compiled code, an f64 or i64) returned as a Python float or int, as NumPy 2 does.
+enum Kind : int { ARRAY = 0, F32 = 1, F64 = 2, I32 = 3, I64 = 4, BOOL = 5, NONE = 6,
+                  PY_FLOAT = 7, PY_INT = 8 };
 constexpr int MAX_RANK = 8;
 constexpr int MAX_ARGS = 64;
 
@@ -285,6 +288,8 @@ private:
         const void *value = &r;
         switch (kind) {
             case NONE: return nb::none();
+            case PY_FLOAT: return nb::steal(PyFloat_FromDouble(r.f64));
+            case PY_INT: return nb::steal(PyLong_FromLongLong(r.i64));
             case F32: type_num = NPY_FLOAT32; break;
             case F64: type_num = NPY_FLOAT64; break;
             case I32: type_num = NPY_INT32; break;
@@ -373,4 +378,6 @@ NB_MODULE(_native, m) {
     m.attr("I64") = (int)I64;
     m.attr("BOOL") = (int)BOOL;
     m.attr("NONE") = (int)NONE;
+    m.attr("PY_FLOAT") = (int)PY_FLOAT;
+    m.attr("PY_INT") = (int)PY_INT;
 }

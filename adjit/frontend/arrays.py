@@ -120,11 +120,10 @@ def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
 
 def wrapped(i: ir.Value, n: ir.Value | Callable[[], ir.Value]) -> ir.Value:
     """Index `i` (an index value) into a dimension of `n` elements with Python's meaning: a
-    negative one counts from the end, whether it is a literal or known only at run time
-    (`w[k]`, k = -1), in every kind of code. One compare and select, left out where `i` is
-    known not to be negative (a constant, a work item's id, the counter of a loop from a
-    non-negative start), which keeps the ndrange-bounds analysis's pattern (an access at
-    the item's own id) and the loops LLVM vectorises as they were."""
+    negative one counts from the end (`w[k]`, k = -1). One compare and select, left out
+    where `i` is known not to be negative (a constant, a work item's id, the counter of a
+    loop from a non-negative start, such a counter less a constant no larger than the
+    start), so that the loops LLVM vectorises stay as they were."""
     if _non_negative(i):
         return i
     n = n() if callable(n) else n
@@ -149,10 +148,30 @@ def _non_negative(v: ir.Value) -> bool:
     if not isinstance(v, ir.OpResult):
         return False
     op = v.owner
+    if op.name in ("arith.addi", "arith.subi"):
+        c = static_size(op.operands[1])
+        if c is None:
+            return False
+        if op.name == "arith.addi":
+            return c >= 0 and _non_negative(op.operands[0])
+        return c <= _lowest(op.operands[0])
     if op.name == "arith.constant":
         known = static_size(v)
         return known is not None and known >= 0
     return op.name in ("adj.global_id", "adj.index", "memref.dim")
+
+
+def _lowest(v: ir.Value) -> int:
+    """A lower bound of index `v` known from its definition (a loop counter's constant
+    start, through casts), else 0 where it is surely not negative, else -1."""
+    while isinstance(v, ir.OpResult) and v.owner.name in ("arith.index_cast", "arith.extsi"):
+        v = v.owner.operands[0]
+    if isinstance(v, ir.BlockArgument) and v.arg_number == 0 and \
+            v.owner.owner is not None and v.owner.owner.name == "scf.for":
+        lo, step = static_size(v.owner.owner.operands[0]), static_size(v.owner.owner.operands[2])
+        if lo is not None and step is not None and step > 0:
+            return lo
+    return 0 if _non_negative(v) else -1
 
 
 def _bounds_check(a: Array, subs: list[ir.Value]) -> ir.Value:
@@ -293,32 +312,58 @@ def slice_bounds(lower, upper, step, n: ir.Value) -> tuple[ir.Value, ir.Value, i
 
 def _subview(source: ir.Value, offsets: list, sizes: list, strides: list) -> ir.Value:
     """memref.subview with the result type MLIR infers (static strides where the source's
-    and the step are known), rank-reduced by the sizes given as the constant 1: the
-    verifier takes no other layout for a rank-reduced view. The caller casts it to the
-    fully dynamic strided type (arrays of one rank are one type to the compiler)."""
+    and the step are known; the verifier takes no other), then the dimensions whose size
+    is given as the constant 1 (those an integer index dropped) collapsed away. Not a
+    rank-reducing subview: which dimensions one drops is read back from the types, and once
+    canonicalisation has made kept sizes static 1 too (`x[None, :, None][0, ::2]` of an
+    array of a static (1, n, 1) shape) MLIR could not tell and aborted on an assertion.
+    The caller casts the result to the fully dynamic strided type (arrays of one rank are
+    one type to the compiler)."""
     dyn = ir.ShapedType.get_dynamic_size()
     src = ir.MemRefType(source.type)
     src_strides, _ = src.get_strides_and_offset()
-    out_sizes, out_strides = [], []
-    for size, step, stride in zip(sizes, strides, src_strides):
-        if isinstance(size, int):      # a dropped dimension
-            continue
-        out_sizes.append(dyn)
-        known = step if isinstance(step, int) else static_size(step)
+    out_sizes, out_strides, kept = [], [], []
+    for d, (size, step, stride) in enumerate(zip(sizes, strides, src_strides)):
+        dropped = isinstance(size, int)
+        out_sizes.append(1 if dropped else dyn)
+        known = 1 if dropped else step if isinstance(step, int) else static_size(step)
         out_strides.append(stride * known if known is not None and stride != dyn else dyn)
+        if not dropped:
+            kept.append(d)
     layout = ir.StridedLayoutAttr.get(dyn, out_strides)
     result = ir.MemRefType.get(out_sizes, src.element_type, layout)
     steps = [s if isinstance(s, int) or static_size(s) is None else static_size(s)
              for s in strides]
-    return memref.subview(source, offsets, sizes, steps, result_type=result)
+    view = memref.subview(source, offsets, sizes, steps, result_type=result)
+    if len(kept) == len(sizes):
+        return view
+    # Collapse each dropped (unit) dimension into a neighbouring kept one, from a view of
+    # fully dynamic strides (whose collapsed strides are then dynamic too: no layout rule
+    # to reproduce here; canonicalisation refines them).
+    loose = ir.MemRefType.get(out_sizes, src.element_type,
+                              ir.StridedLayoutAttr.get(dyn, [dyn] * len(sizes)))
+    view = memref.cast(loose, view)
+    groups: list[list[int]] = [[] for _ in kept]
+    k = 0
+    for d in range(len(sizes)):
+        if k + 1 < len(kept) and d >= kept[k + 1]:
+            k += 1
+        if kept:
+            groups[k].append(d)
+    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get(
+        [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in g]) for g in groups])
+    collapsed = ir.MemRefType.get([dyn] * len(kept), src.element_type,
+                                  ir.StridedLayoutAttr.get(dyn, [dyn] * len(kept)))
+    return memref.collapse_shape(collapsed, view, reassoc)
 
 
-def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
+def view(a: Array, items: list, debug: bool, wrap: bool = True) -> Array | ArrayExpr:
     """`a[items]` for basic indexing: per item an integer (a dimension dropped), a
     SliceValue, or None (np.newaxis: a new dimension of size 1); an Ellipsis has been
     expanded and missing trailing items are whole slices. A `memref.subview` (no copy:
     writes through it reach `a`); with a new axis, a lazy expression over that view,
-    which reads it (new axes are for broadcasting)."""
+    which reads it (new axes are for broadcasting). `wrap`: whether an integer known only
+    at run time counts from the end when negative (codegen.subscripts says where)."""
     offsets, sizes, strides, kept, new_axes = [], [], [], [], []
     d = 0
     for item in items:
@@ -335,7 +380,9 @@ def view(a: Array, items: list, debug: bool) -> Array | ArrayExpr:
             strides.append(by)
             kept.append(length)
         else:
-            i = wrapped(S.to_index(item), n)
+            i = S.to_index(item)
+            if wrap or isinstance(item, Literal):
+                i = wrapped(i, n)
             if debug:
                 inside = arith.cmpi(arith.CmpIPredicate.ult, i, n)
                 adj.check(inside, "IndexError", f"index out of bounds for a "

@@ -478,7 +478,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         items = self._view_items(arr, sub)
         if items is None:
             return arr, self.subscripts(arr, sub)
-        target = A.view(arr, items, self.debug)
+        target = A.view(arr, items, self.debug, self.kind == "jit")
         if not isinstance(target, Array):
             raise self.error(node, "cannot assign through a new axis (np.newaxis / None)")
         return arr, target
@@ -522,9 +522,12 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         return out
 
     def subscripts(self, arr: Array, sub) -> list[ir.Value]:
-        """The index values of element `arr[sub]`. A negative index counts from the end, as
-        in Python, a constant or a computed one (arrays.wrapped); one still outside after
-        that is out of bounds (checked in debug mode)."""
+        """The index values of element `arr[sub]`. A negative literal counts from the end,
+        as in Python, everywhere; a negative index known only at run time does too in @jit
+        code (NumPy's rule, arrays.wrapped), while kernels and @func device functions use
+        it as it is, as Warp's do (their index analyses, gather.py and ndrange_bounds.py,
+        read `u[i - 1, j]` as the item's id less one). An index still outside is out of
+        bounds (checked in debug mode)."""
         items = list(sub) if isinstance(sub, tuple) else \
             [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
         out = []
@@ -532,7 +535,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
             if isinstance(s, (RangeValue, Array, ArrayExpr)) or s is None:
                 raise UserError("adjit indexes single elements: slices and fancy indexing "
                                 "are not supported")
-            if d < arr.type.ndim:
+            if d < arr.type.ndim and (self.kind == "jit" or isinstance(s, Literal)):
                 out.append(A.wrapped(S.to_index(s),
                                      lambda d=d: memref.dim(arr.value, A.idx(d))))
             else:
@@ -804,7 +807,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
         if isinstance(base, Array):
             items = self._view_items(base, sub)
             if items is not None:
-                return A.view(base, items, self.debug)
+                return A.view(base, items, self.debug, self.kind == "jit")
             return A.load(base, self.subscripts(base, sub), self.debug)
         if isinstance(base, PyObj) and isinstance(sub, (PyObj, Literal)):
             # A compile-time Python object (a global tuple of constants, say).

@@ -42,9 +42,7 @@ def test_out_of_bounds_read_raises_index_error(debug_mode):
     with pytest.raises(IndexError, match=re.escape(f"{__file__}:{line_of('read-oob')}")):
         shifted_read(x, y, 1, ndrange=8)
     with pytest.raises(IndexError):
-        shifted_read(x, y, -9, ndrange=8)    # negative and still outside after wrapping
-    shifted_read(x, y, -1, ndrange=8)        # item 0 reads x[-1], as NumPy counts from the end
-    assert_same(y, np.roll(x, 1))
+        shifted_read(x, y, -1, ndrange=8)    # a negative computed index is out of bounds too
     shifted_read(x, y, 0, ndrange=8)         # in bounds: no error, the right result
     assert_same(y, x)
 
@@ -101,7 +99,7 @@ def test_checked_in_compiled_and_device_functions(debug_mode):
     with pytest.raises(IndexError, match=re.escape(f"{__file__}:{line_of('jit-read')}")):
         jit_read(x, 5)
     with pytest.raises(IndexError):
-        device_read(x, -6)                 # -1 is the last element; -6 is outside
+        device_read(x, -1)
     with pytest.raises(IndexError):
         jit_write(x, 7, 1.0)
     jit_write(x, 2, 1.0)

@@ -256,3 +256,69 @@ def test_second_order_through_rules_that_call_a_func(how):
     if how == "hessian":
         fd = _fd_gradient(adjit.grad(softplus_loss), x)
         np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-7)
+
+
+# == reverse mode of a kernel calling an @func that returns early twice ======================
+@adjit.func
+def piecewise(x):
+    if x > 1.0:
+        return x * x
+    if x < -1.0:
+        return -x
+    return x * 0.5
+
+
+@adjit.func
+def through(x):
+    """A call of it from another @func with a branch of its own."""
+    if x > 2.5:
+        return piecewise(x) * adjit.sin(x)
+    return piecewise(x)
+
+
+@adjit.kernel
+def apply_piecewise(x, y):
+    i = adjit.index()
+    y[i] = piecewise(x[i])
+
+
+@adjit.kernel
+def apply_through(x, y):
+    i = adjit.index()
+    y[i] = through(x[i]) * x[i]
+
+
+def _jax_piecewise(x):
+    return jnp.where(x > 1.0, x * x, jnp.where(x < -1.0, -x, x * 0.5))
+
+
+def _jax_through(x):
+    return jnp.where(x > 2.5, _jax_piecewise(x) * jnp.sin(x), _jax_piecewise(x)) * x
+
+
+@pytest.mark.parametrize("kernel, reference", [(apply_piecewise, _jax_piecewise),
+                                               (apply_through, _jax_through)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reverse_of_a_kernel_calling_a_func_with_two_early_returns(kernel, reference, dtype):
+    x = np.array([-2.0, -1.5, -0.5, 0.3, 0.9, 1.5, 2.0, 3.0], dtype=dtype)   # every branch
+    y, dx = np.zeros_like(x), np.zeros_like(x)
+    dy = np.linspace(0.5, 2.0, x.size).astype(dtype)
+    adjit.autodiff(adjit.Reverse, kernel, adjit.Duplicated(x, dx), adjit.Duplicated(y, dy),
+                   ndrange=x.size)
+    x64 = x.astype(np.float64)
+    want_y = np.asarray(reference(x64))
+    want_dx = np.asarray(jax.vmap(jax.grad(reference))(x64)) * np.linspace(0.5, 2.0, x.size)
+    rtol = 1e-6 if dtype == np.float32 else 1e-14
+    assert y.dtype == dtype and dx.dtype == dtype
+    np.testing.assert_allclose(y, want_y, rtol=rtol)
+    np.testing.assert_allclose(dx, want_dx, rtol=rtol)
+    h = 1e-6
+    fd = np.zeros_like(x64)
+    for k in range(x.size):
+        e = np.zeros_like(x64)
+        e[k] = h
+        up, down = np.zeros_like(x64), np.zeros_like(x64)
+        kernel(x64 + e, up, ndrange=x.size)
+        kernel(x64 - e, down, ndrange=x.size)
+        fd[k] = (up[k] - down[k]) / (2 * h)
+    np.testing.assert_allclose(dx, fd * np.linspace(0.5, 2.0, x.size), rtol=1e-5, atol=1e-7)

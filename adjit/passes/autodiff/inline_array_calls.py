@@ -1,5 +1,5 @@
 """Inlines, before reverse mode differentiates a function, the calls in it that return arrays,
-and, in kernels, the calls of functions with loops.
+and, in kernels, the calls of functions with loops or branches.
 
 Reverse mode has no ABI for the shadow of an array a callee returns (the adjoint would have to
 flow back into memory the callee allocated, which its caller only sees after the call), while
@@ -25,7 +25,12 @@ solve, nested calls with loops) is inlined too: the callee's reverse pass would 
 loop's values on a tape of its own, an array, which a kernel's per-item tape cannot hold (it
 has fixed slots per work item, kernel_tape.py); inlined, the loop is the kernel's own, whose
 values get per-item slots (a trip count of the kernel's arguments and sizes included) or are
-recomputed, exactly as if the user had written the loop in the kernel.
+recomputed, exactly as if the user had written the loop in the kernel. Branches likewise: a
+callee's values saved inside a branch go on its stacks (tape.py: a block nested in control
+flow may run or not), arrays again; `if a: return ...` twice in a row nests the second `if`
+(and the value it yields) in the first's else branch, so two early returns were refused with
+a message about an array the user never made. Inlined, the branch's values get the kernel's
+fixed slots.
 """
 from __future__ import annotations
 
@@ -50,7 +55,7 @@ def inline_array_calls(diff: "Host", fn: ir.Operation, sig: Signature) -> None:
     kernel = KERNEL_ATTR in fn.attributes
     while True:
         calls = [op for op in walk(fn) if _returns_array(op)
-                 or (kernel and op.name == "func.call" and _runs_loops(diff, callee(op)))]
+                 or (kernel and op.name == "func.call" and _has_control_flow(diff, callee(op)))]
         if not calls:
             return
         # The call sites' signatures, as reverse mode will see them, tell whether rules apply.
@@ -63,9 +68,9 @@ def inline_array_calls(diff: "Host", fn: ir.Operation, sig: Signature) -> None:
             _inline(op, diff.lookup(callee(op)))
 
 
-def _runs_loops(diff: "Host", name: str) -> bool:
-    """Whether @name, or a function it calls, has a loop."""
-    return any(op.name in LOOPS for op in _reachable_ops(diff, name))
+def _has_control_flow(diff: "Host", name: str) -> bool:
+    """Whether @name, or a function it calls, has a loop or a branch."""
+    return any(op.name in LOOPS or op.name == "scf.if" for op in _reachable_ops(diff, name))
 
 
 def _reachable_ops(diff: "Host", name: str) -> Iterator[ir.Operation]:

@@ -117,6 +117,8 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
             shadow = shadow if width > 1 else shadow[0]   # (the layout's one tangent)
         elif act in (Activity.DUP, Activity.DUPNONEED):
             shadow = _shadow(a.dval, v, mode, what)
+        if isinstance(v, Array) and shadow is not None:
+            v, shadow = _one_layout(v, shadow)
         values.append(v)
         shadows.append(shadow)
         activity.append(act)
@@ -158,13 +160,32 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     return [tangent, _one_or_tuple(got[:n_primal])] if mode.with_primal else [tangent]
 
 
+def _one_layout(v: Array, shadow):
+    """An array and its shadow (or N of them) of one memref type, as the derivative's
+    layout has them: all strided where one is (a contiguous array is a strided one too: a
+    cast; a fresh shadow of a view, a Fortran-order or reversed array is contiguous).
+    autodiff from Python makes the same choice (autodiff._prepare)."""
+    lanes = shadow if isinstance(shadow, tuple) else (shadow,)
+    if not (v.type.strided or any(d.type.strided for d in lanes)):
+        return v, shadow
+
+    def strided(a: Array) -> Array:
+        if a.type.strided:
+            return a
+        t = a.type.strided_too()
+        return Array(memref.cast(t.mlir(), a.value), t, a.root, a.fresh)
+    lanes = tuple(map(strided, lanes))
+    return strided(v), lanes if isinstance(shadow, tuple) else lanes[0]
+
+
 def _shadow(d, v, mode: ApiMode, what: str):
     """The shadow (an array like `v`) or the tangent (a float scalar) `d` of argument `v`."""
     t = v.type
     if isinstance(t, ArrayType):
         # (which dimensions are known to be 1 is a fact about the primal's specialisation, not
-        # its memory: a fresh shadow of a (1, n) argument has a type that does not know it)
-        if not isinstance(d, Array) or d.type.without_units() != t.without_units():
+        # its memory: a fresh shadow of a (1, n) argument has a type that does not know it;
+        # nor is the layout, which _one_layout makes one)
+        if not isinstance(d, Array) or d.type.contiguous() != t.contiguous():
             raise UserError(f"{what}: the shadow must be an array of the same type, "
                             f"{t!r}, got {S.describe(d)}")
         if not t.dtype.is_float:
@@ -333,9 +354,11 @@ class _Pullback:
 def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
     if isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or \
             (isinstance(cotangent, Array) and
-             cotangent.type.without_units() != pb.result.without_units()):
+             cotangent.type.contiguous() != pb.result.contiguous()):
         raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, "
                         f"{pb.result!r}, got {S.describe(cotangent)}")
+    if isinstance(cotangent, Array) and cotangent.type.strided:
+        cotangent = A.copy(cotangent)     # (a view: the inner product takes the result's type)
     # (the reverse pass runs f again, writes and all)
     values = [A.copy(v) if k in pb.written else v for k, v in enumerate(pb.values)]
     shadows = {}

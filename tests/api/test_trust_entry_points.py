@@ -502,3 +502,57 @@ def test_size_one_dimensions_in_float32_keep_the_dtype(shape):
                       (adjit.hessian(held_array)(x), jax.hessian(_jax_held_array)(x64))):
         assert got.dtype == np.float32 and got.shape == shape + shape
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+# ---- strided arguments: a fresh shadow is contiguous, the array a view --------------------------
+@adjit.jit
+def strided_grad_inside(x):
+    return adjit.grad(unit_loss)(x)
+
+
+@adjit.jit
+def strided_pullback_inside(x, v):
+    _, pullback = adjit.vjp(unit_map, x)
+    (g,) = pullback(v[::-1])                  # a reversed cotangent
+    _, t = adjit.jvp(unit_map, (x,), (v[::-1],))
+    return g, t
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["fortran", "reversed"])
+def test_strided_arguments_in_compiled_derivatives_match_jax(layout, dtype):
+    base = np.linspace(0.1, 1.2, 12).astype(dtype)
+    x = np.asfortranarray(base.reshape(3, 4)) if layout == "fortran" else base[::-1]
+    x64 = np.array(x, dtype=np.float64)
+    tol = dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-15)
+    v = np.ones_like(x)
+    for got, want in ((strided_grad_inside(x), jax.grad(_jax_unit_loss)(x64)),
+                      (adjit.hvp(unit_loss, (x,), (v,)),
+                       jax.jvp(jax.grad(_jax_unit_loss), (x64,), (v.astype(np.float64),))[1]),
+                      (adjit.hessian(unit_loss)(x), jax.hessian(_jax_unit_loss)(x64)),
+                      (adjit.jacfwd(unit_map)(x), jax.jacfwd(_jax_unit_map)(x64)),
+                      (adjit.jacrev(unit_map)(x), jax.jacfwd(_jax_unit_map)(x64))):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, **tol)
+    if layout == "reversed":
+        v = np.arange(12.0).astype(dtype)
+        g, t = strided_pullback_inside(x, v)
+        want = jax.jvp(_jax_unit_map, (x64,), (v[::-1].astype(np.float64),))[1]
+        np.testing.assert_allclose(g, want, **tol)
+        np.testing.assert_allclose(t, want, **tol)
+
+
+@adjit.jit
+def unit_map_twice(x, y):
+    return unit_map(x), unit_map(y)
+
+
+def test_one_function_called_with_two_layouts_in_one_compiled_function():
+    """Specialisations whose mangled names agree (a layout and size-1 dimensions are left
+    out of them) are functions of their own."""
+    x = np.linspace(0.1, 1.0, 6)
+    m = np.linspace(0.1, 0.6, 6).reshape(2, 3)
+    for a, b in ((x, x[::-1]), (m, m[:1]), (m, np.asfortranarray(m))):
+        got_a, got_b = unit_map_twice(a, b)
+        np.testing.assert_allclose(got_a, np.sin(a) * a, rtol=1e-15)
+        np.testing.assert_allclose(got_b, np.sin(b) * b, rtol=1e-15)

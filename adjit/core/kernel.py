@@ -46,7 +46,7 @@ class GpuKernel:
     ndim: int
     checks: tuple[tuple[str, str], ...] = ()
     written: tuple[int, ...] = ()
-    ndrange_bounds: tuple[tuple[int, int, int, str], ...] = ()
+    ndrange_bounds: tuple[tuple, ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -65,14 +65,18 @@ class GpuKernel:
         return cls(**fields)
 
 
-def check_ndrange_bounds(bounds: tuple[tuple[int, int, int, str], ...], args: list,
+def check_ndrange_bounds(bounds: tuple[tuple, ...], args: list,
                          extents: tuple[int, ...]) -> None:
     """IndexError (the fact's message) when the ndrange is larger than an array that every
     work item indexes with its id: `bounds` are GpuKernel.ndrange_bounds' facts about the
     kernel's arguments `args` (arrays of any kind with a `shape`)."""
-    for param, dim, k, message in bounds:
+    for fact in bounds:
+        param, dim, k, message, scale, offset = bound_fact(fact)
         shape = getattr(args[param], "shape", None)
-        if shape is not None and len(shape) > dim and extent(extents, k) > shape[dim]:
+        if shape is None or len(shape) <= dim:
+            continue
+        n = extent(extents, k)
+        if n > 0 and scale * (n - 1) + offset >= shape[dim]:
             raise IndexError(message)
 
 
@@ -82,14 +86,23 @@ LINEAR = -1
 
 
 def extent(extents: tuple[int, ...], k: int) -> int:
-    """How far the work-item index of an ndrange fact goes (exclusive): ndrange[k], or the
-    item count for k == LINEAR."""
+    """How many values the work-item id of an ndrange fact takes: ndrange[k], or the item
+    count for k == LINEAR."""
     if k == LINEAR:
         n = 1
         for e in extents:
             n *= e
         return n
     return extents[k]
+
+
+def bound_fact(fact) -> tuple[int, int, int, str, int, int]:
+    """An ndrange fact as (parameter, dimension, k, message, scale, offset): the index is
+    scale * id + offset (scale >= 1, offset >= 0; 1 and 0 when the fact has 4 fields), so
+    the ndrange fits when scale * (extent - 1) + offset < the dimension's size."""
+    p, d, k, m, *affine = fact
+    scale, offset = affine if affine else (1, 0)
+    return int(p), int(d), int(k), str(m), int(scale), int(offset)
 
 
 class KernelCacheError(RuntimeError):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..runtime import native_dispatch
 from ..runtime.compiled_module import CompiledModule
+from ..core.kernel import bound_fact
 from ..core.types import VecType, f32, f64, parse_type, type_code
 
 if TYPE_CHECKING:
@@ -99,8 +100,7 @@ class LoadedDerivative:
         self.results = [parse_type(c) for c in meta["results"]]
         self.tuple_result = bool(meta["tuple"])
         self.ret_activity = str(meta["ret_activity"])
-        self.ndrange_bounds = tuple((int(p), int(d), int(k), str(m))
-                                    for p, d, k, m in meta["ndrange_bounds"])
+        self.ndrange_bounds = tuple(bound_fact(b) for b in meta["ndrange_bounds"])
         self.adj_text = module.source
         self.calls = {e: module.function(e, ins, outs, self.written[e], f"{name} ({e})")
                       for e, (ins, outs) in self.entries.items()}

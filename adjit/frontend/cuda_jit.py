@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ..core.kernel import bound_fact
 from ..core.symbols import ENTRY
 from ..core.types import parse_type
 from . import service
@@ -57,7 +58,7 @@ class GpuDerivative:
     results: list
     ret_activity: str
     written: dict[str, frozenset]
-    ndrange_bounds: tuple[tuple[int, int, int, str], ...]
+    ndrange_bounds: tuple[tuple, ...]
 
 
 def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation], types: list,
@@ -74,8 +75,7 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
                          [parse_type(c) for c in meta["results"]],
                          meta["ret_activity"],
                          {name: frozenset(w) for name, w in loaded.program.written.items()},
-                         tuple((int(p), int(d), int(k), str(m))
-                               for p, d, k, m in meta["ndrange_bounds"]))
+                         tuple(bound_fact(b) for b in meta["ndrange_bounds"]))
 
 
 def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:

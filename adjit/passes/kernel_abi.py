@@ -44,15 +44,18 @@ def launched(launch: ir.Operation,
     return call, name, ndrange
 
 
-def ndrange_bounds(kernel: ir.Operation) -> list[tuple[int, int, int, str]]:
-    """The kernel's (argument, dimension, ndrange dimension, message) facts (BOUNDS_ATTR)."""
+def ndrange_bounds(kernel: ir.Operation) -> list[tuple[int, int, int, str, int, int]]:
+    """The kernel's (argument, dimension, ndrange dimension, message, scale, offset) facts
+    (BOUNDS_ATTR; core/kernel.bound_fact)."""
     if BOUNDS_ATTR not in kernel.attributes:
         return []
     out = []
     for a in ir.ArrayAttr(kernel.attributes[BOUNDS_ATTR]):
         fact = ir.DictAttr(a)
+        affine = tuple(ir.IntegerAttr(fact[key]).value if key in fact else default
+                       for key, default in (("scale", 1), ("offset", 0)))
         out.append((*(ir.IntegerAttr(fact[key]).value for key in ("arg", "dim", "id")),
-                    ir.StringAttr(fact["message"]).value))
+                    ir.StringAttr(fact["message"]).value, *affine))
     return out
 
 
@@ -63,15 +66,23 @@ def check_ndrange_bounds(kernel: ir.Operation, args: list[ir.Value],
     whether all hold (None when there is nothing to check): a check only reports, so the
     caller must not launch otherwise."""
     fits = None
-    for param, dim, k, message in ndrange_bounds(kernel):
-        size = memref.dim(args[param], arith.constant(ir.IndexType.get(), dim))
-        if k == LINEAR:           # the linear index reaches the item count
-            reach = ndrange[0]
+    index = ir.IndexType.get()
+    for param, dim, k, message, scale, offset in ndrange_bounds(kernel):
+        size = memref.dim(args[param], arith.constant(index, dim))
+        if k == LINEAR:           # the linear index takes as many values as there are items
+            n = ndrange[0]
             for e in ndrange[1:]:
-                reach = arith.muli(reach, e)
+                n = arith.muli(n, e)
         else:
-            reach = ndrange[k]
-        ok = arith.cmpi(arith.CmpIPredicate.ule, reach, size)
+            n = ndrange[k]
+        if (scale, offset) == (1, 0):
+            ok = arith.cmpi(arith.CmpIPredicate.ule, n, size)
+        else:                     # no items, or the last one's index scale (n - 1) + offset
+            last = arith.addi(arith.muli(arith.subi(n, arith.constant(index, 1)),
+                                         arith.constant(index, scale)),
+                              arith.constant(index, offset))
+            ok = arith.ori(arith.cmpi(arith.CmpIPredicate.eq, n, arith.constant(index, 0)),
+                           arith.cmpi(arith.CmpIPredicate.ult, last, size))
         adj.check(ok, "IndexError", message)
         fits = ok if fits is None else arith.andi(fits, ok)
     return fits

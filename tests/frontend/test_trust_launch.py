@@ -164,3 +164,74 @@ def test_a_constant_negative_size_is_refused_at_its_line():
         negative_zeros(np.ones(2))
     with pytest.raises(adjit.CompilationError, match=r"shape \(2, -1\)"):
         negative_ones_2d(np.ones(2))
+
+
+# ---- indices computed from the id ------------------------------------------------------------
+
+@adjit.kernel
+def forward_difference(x, y):
+    i = adjit.index()
+    y[i] = x[i + 1] - x[i]
+
+
+@adjit.kernel
+def every_other(x, y):
+    i = adjit.index()
+    y[i] = x[2 * i]
+
+
+@adjit.kernel
+def shifted_rows(u, v):
+    i, j = adjit.index_nd()
+    v[i, j] = u[i, j + 2]
+
+
+def test_an_offset_index_is_checked_at_its_last_item():
+    x = np.arange(10.0) ** 2
+    y = np.zeros(9)
+    forward_difference(x, y, ndrange=9)
+    np.testing.assert_array_equal(y, np.diff(x))
+    y = np.zeros(10)
+    with pytest.raises(IndexError, match=r"kernel forward_difference: ndrange\[0\] is too large "
+                                         r"for dimension 0 of argument 'x', which every work "
+                                         r"item indexes with its id \+ 1 \(line \d+\)"):
+        forward_difference(x, y, ndrange=10)
+    np.testing.assert_array_equal(y, np.zeros(10))       # nothing ran
+
+
+def test_a_scaled_index_is_checked_at_its_last_item():
+    x = np.arange(9.0)
+    y = np.zeros(5)
+    every_other(x, y, ndrange=5)                # 2 * 4 = 8 < 9
+    np.testing.assert_array_equal(y, x[::2])
+    x = np.arange(8.0)
+    with pytest.raises(IndexError, match=r"indexes with 2 \* its id"):
+        every_other(x, y, ndrange=5)            # 2 * 4 = 8 >= 8
+    every_other(x, np.zeros(0), ndrange=0)      # no items: nothing to check
+
+
+def test_an_offset_in_one_dimension_of_an_n_d_index():
+    u = np.arange(20.0).reshape(4, 5)
+    v = np.zeros((4, 3))
+    shifted_rows(u, v, ndrange=v.shape)
+    np.testing.assert_array_equal(v, u[:, 2:])
+    with pytest.raises(IndexError, match=r"ndrange\[1\] is too large for dimension 1 of "
+                                         r"argument 'u'.*its id \+ 2"):
+        shifted_rows(u, np.zeros((4, 4)), ndrange=(4, 4))
+
+
+def test_derivatives_check_computed_indices_too():
+    """The facts' scale and offset travel onto the derivative kernels (driver._carry_bounds)
+    and through the CPU derivative's metadata; the GPU kernel's too (no GPU needed: checked
+    before any launch)."""
+    x, dx = np.arange(10.0), np.zeros(10)
+    y, dy = np.zeros(10), np.ones(10)
+    for device in ("cpu", "cuda"):
+        with pytest.raises(IndexError, match=r"its id \+ 1"):
+            adjit.autodiff(adjit.Reverse, forward_difference, adjit.Duplicated(x, dx),
+                           adjit.Duplicated(y, dy), ndrange=10, device=device)
+        np.testing.assert_array_equal(dx, np.zeros(10))
+    y, dy = np.zeros(9), np.ones(9)
+    adjit.autodiff(adjit.Reverse, forward_difference, adjit.Duplicated(x, dx),
+                   adjit.Duplicated(y, dy), ndrange=9)
+    np.testing.assert_array_equal(dx, np.r_[-1.0, np.zeros(8), 1.0])

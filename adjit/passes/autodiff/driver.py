@@ -227,7 +227,8 @@ class Differentiator:
         facts = []
         for a in ir.ArrayAttr(fn.attributes[BOUNDS_ATTR]):
             fact = ir.DictAttr(a)
-            entries = {key: fact[key] for key in ("dim", "id", "message")}
+            entries = {key: fact[key] for key in ("dim", "id", "message", "scale", "offset")
+                       if key in fact}
             entries["arg"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                 position[ir.IntegerAttr(fact["arg"]).value])
             facts.append(ir.DictAttr.get(entries))

@@ -43,13 +43,41 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _ops
-from ._native import error as _error, start as _start, status as _status
+from ..runtime.abi import register_exception as _register_exception
+from . import _intrinsics, _ops
+from ._native import (add_comm as _add_comm, error as _error, start as _start,
+                      status as _status)
 
-__all__ = ["Comm", "halo_exchange", "allreduce", "allreduce_array", "bcast", "bcast_array",
+__all__ = ["Comm", "CommunicationError", "halo_exchange", "allreduce", "allreduce_array", "bcast", "bcast_array",
            "send", "recv", "replicated", "last_error", "failed"]
 
 _OPS = {"sum": _ops.allreduce_sum, "max": _ops.allreduce_max, "min": _ops.allreduce_min}
+
+
+class CommunicationError(RuntimeError):
+    """A failed adjit.mpi operation (raised on every rank): the ranks disagree about it
+    (array shapes or dtypes, which operation they call), a rank failed or ended, or a wait
+    timed out. The message names the operation, the user's line and what the runtime found
+    (`last_error()`)."""
+
+    def __init__(self, message: str = ""):
+        # Raised by compiled code's check right after the failure (so the runtime's record
+        # is this failure's), with the check's message "adjit.mpi.<op> failed (at
+        # file:line)": made "file:line: adjit.mpi.<op> failed: <what the runtime found>".
+        found = _error() if _status() else ""
+        if found and found not in message:
+            head, at, where = message.rpartition(" (at ")
+            if at and where.endswith(")"):
+                message = f"{where[:-1]}: {head}"
+            else:   # a check of a derivative's rule: the user's Python line that called it
+                frame = _user_frame()
+                if frame is not None:
+                    message = f"{frame.f_code.co_filename}:{frame.f_lineno}: {message}"
+            message = f"{message}: {found}"
+        super().__init__(message)
+
+
+_register_exception(_intrinsics.ERROR_NAME, CommunicationError)
 
 
 class Comm(int):
@@ -65,6 +93,8 @@ class Comm(int):
             _own = base.Dup()
             _own.Set_errhandler(MPI.ERRORS_RETURN)
         self = super().__new__(cls, _own.handle & 0xFFFFFFFF)
+        _add_comm(int(self))
+        _HANDLES.add(int(self))
         self.mpi = _own
         self.rank, self.size = _own.Get_rank(), _own.Get_size()
         topo = _own.Get_topology()
@@ -161,17 +191,79 @@ def failed() -> bool:
 
 
 # ---- the operations, callable from Python and from compiled code ----------------------------
+_HANDLES: set = set()     # the handles of the communicators Comm made (all the operations take)
+
+
+def _check_comm(name: str, comm) -> None:
+    """Refuses, before anything is compiled or sent, a communicator argument that is not an
+    adjit.mpi.Comm (a str, an mpi4py communicator, an int that is no Comm's handle: MPI
+    would take such an int as garbage, silently doing nothing on some ranks)."""
+    if isinstance(comm, Comm) or (type(comm) is int and comm in _HANDLES):
+        return
+    hint = (": wrap it, adjit.mpi.Comm(c) (collective)" if hasattr(comm, "Get_rank")
+            else ": adjit.mpi.Comm() (all ranks) or comm.cart(dims)")
+    raise TypeError(f"adjit.mpi.{name}: the communicator argument must be an adjit.mpi.Comm,"
+                    f" got {type(comm).__name__} {comm!r:.60}{hint}")
+
+
+def _user_frame():
+    """The innermost caller outside adjit (the user's line that called the operation)."""
+    import os
+    import sys
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+    return frame
+
+
+def _run(name: str, wrapper, args):
+    """Runs an operation's compiled wrapper for a call from Python; a failed communication
+    raises at the user's line with what failed (the compiled check names adjit's line)."""
+    _check_comm(name, args[-1])
+    try:
+        result = wrapper(*args)
+    except RuntimeError as e:
+        if not failed():
+            raise
+        raise _failure(name) from e
+    if failed():     # (the wrapper's body does not check: _ops.py says why)
+        raise _failure(name) from None
+    return result
+
+
+def _failure(name: str) -> RuntimeError:
+    """The error of a failed operation `name` called from Python, at the user's line."""
+    import linecache
+    frame = _user_frame()
+    where, code = "", ""
+    if frame is not None:
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}: "
+        code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return CommunicationError(f"{where}adjit.mpi.{name} failed: {last_error()}"
+                              + (f"\n    {code}" if code else ""))
+
+
+def _checked_call(fn, name: str):
+    """`fn`'s compile hook, then a check of the status at the caller's line."""
+    def compile_call(gen, args: list, kwargs: dict):
+        from ._intrinsics import check_status
+        result = fn._adjit_compile_call(gen, args, kwargs)
+        check_status(gen, name)
+        return result
+    return compile_call
+
+
 def _forward(fn):
     """A Python-level operation whose calls in compiled code compile `fn` (an @adjit.func
     with rules), and from Python run `fn` compiled."""
     def python_call(*args):
         _start()
-        return _python_wrapper(fn)(*args)
+        return _run(fn.__name__, _python_wrapper(fn), args)
 
     python_call.__name__ = fn.__name__
     python_call.__doc__ = fn.__doc__
-    python_call._adjit_compile_call = lambda gen, args, kwargs: fn._adjit_compile_call(
-        gen, args, kwargs)
+    python_call._adjit_compile_call = _checked_call(fn, fn.__name__)
     return python_call
 
 
@@ -201,7 +293,7 @@ def allreduce(x, comm, op: str = "sum"):
     if op not in _OPS:
         raise ValueError(f"adjit.mpi.allreduce: op must be 'sum', 'max' or 'min', not {op!r}")
     _start()
-    return _python_wrapper(_OPS[op])(x, comm)
+    return _run(f"allreduce(op={op!r})", _python_wrapper(_OPS[op]), (x, comm))
 
 
 def _compile_allreduce(gen, args: list, kwargs: dict):
@@ -217,7 +309,7 @@ def _compile_allreduce(gen, args: list, kwargs: dict):
             else op.obj if isinstance(op, PyObj) else None)
     if name not in _OPS:
         raise UserError("adjit.mpi.allreduce: op must be the constant 'sum', 'max' or 'min'")
-    return _OPS[name]._adjit_compile_call(gen, args, {})
+    return _checked_call(_OPS[name], f"allreduce(op={name!r})")(gen, args, {})
 
 
 allreduce._adjit_compile_call = _compile_allreduce

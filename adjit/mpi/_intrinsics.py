@@ -14,12 +14,15 @@ from __future__ import annotations
 # What each array operation is (mpi.cpp's ArrayOp and ScalarOp).
 HALO, ALLREDUCE_SUM, BCAST, SEND, RECV, CHANNEL = range(6)
 S_SUM, S_MAX, S_MIN, S_BCAST = range(4)
-_ARRAY_NAMES = ("halo_exchange", "allreduce", "bcast", "send", "recv", "send/recv channel")
+_ARRAY_NAMES = ("halo_exchange", "allreduce_array", "bcast_array", "send", "recv",
+                "send/recv channel")
 _SCALAR_NAMES = ("allreduce(op='sum')", "allreduce(op='max')", "allreduce(op='min')", "bcast")
 _KINDS = {"f64": 0, "f32": 1, "i64": 2, "i32": 3}
 
-_FAILED = ("adjit.mpi.{op} failed: a rank failed, or the ranks disagree (array shapes, "
-           "which operations they call); adjit.mpi.last_error() says which and why")
+# The exception class the checks name (adjit/mpi/__init__.py registers it with the runtime:
+# a RuntimeError whose message adds adjit.mpi.last_error(), what the runtime found).
+ERROR_NAME = "adjit.mpi.CommunicationError"
+_FAILED = "adjit.mpi.{op} failed"
 
 
 def _declare(gen, name: str, inputs: list, results: list) -> None:
@@ -56,17 +59,33 @@ def _literal(v, what: str) -> int:
     return int(v.value)
 
 
-def _check(status, op: str) -> None:
+def _check(status, op: str, located: bool = False) -> None:
+    """A check that `status` is 0. Located at the current location (the user's call) when
+    `located`, else at none: a check inside adjit.mpi's own code (a rule's) would name a line
+    of adjit/mpi/, which tells the user nothing (the traceback has their call)."""
     from mlir import ir
     from mlir.dialects import arith
     from ..dialects import adj
-    zero = arith.constant(ir.IntegerType.get_signless(64), 0)
-    adj.check(arith.cmpi(arith.CmpIPredicate.eq, status, zero), "RuntimeError",
-              _FAILED.format(op=op))
+    with ir.Location.current if located else ir.Location.unknown():
+        zero = arith.constant(ir.IntegerType.get_signless(64), 0)
+        adj.check(arith.cmpi(arith.CmpIPredicate.eq, status, zero), ERROR_NAME,
+                  _FAILED.format(op=op))
 
 
-def array_call(array, opcode, comm, x, y, adjoint):
-    """From compiled code: runtime array operation `opcode` on `array` in place."""
+def check_status(gen, op: str) -> None:
+    """From a call's compile hook (adjit/mpi/__init__.py), in the caller's code at the
+    user's line: raises if operation `op` (just called, unchecked) failed."""
+    from mlir import ir
+    from mlir.dialects import func
+    i64 = ir.IntegerType.get_signless(64)
+    _declare(gen, "adj_mpi_status", [], [i64])
+    _check(func.CallOp([i64], ir.FlatSymbolRefAttr.get("adj_mpi_status"), []).result, op,
+           located=True)
+
+
+def array_call(array, opcode, comm, x, y, adjoint, checked=1):
+    """From compiled code: runtime array operation `opcode` on `array` in place; its status
+    checked unless `checked` is 0 (the primal bodies: their caller checks, at its line)."""
     raise RuntimeError("adjit.mpi's array primitive runs in compiled code only")
 
 
@@ -74,9 +93,10 @@ def _compile_array_call(gen, args: list, kwargs: dict):
     from mlir import ir
     from mlir.dialects import func
     from ..frontend.values import Array, ArrayExpr
-    if kwargs or len(args) != 6:
-        raise _user_error("array_call(array, opcode, comm, x, y, adjoint)")
-    array, opcode, comm, x, y, adjoint = args
+    if kwargs or len(args) not in (6, 7):
+        raise _user_error("array_call(array, opcode, comm, x, y, adjoint, checked=1)")
+    array, opcode, comm, x, y, adjoint = args[:6]
+    checked = _literal(args[6], "checked") if len(args) == 7 else 1
     code = _literal(opcode, "the operation")
     op = _ARRAY_NAMES[code]
     if isinstance(array, ArrayExpr) or not isinstance(array, Array):
@@ -99,7 +119,7 @@ def _compile_array_call(gen, args: list, kwargs: dict):
         array.value, arith.constant(i64, code), _i64(comm),
         arith.constant(i64, _KINDS[t.dtype.name]), _i64(x), _i64(y),
         arith.constant(i64, _literal(adjoint, "adjoint"))]).result
-    if code != CHANNEL:   # (the channel's call does nothing: _ops.py says why it exists)
+    if code != CHANNEL and checked:   # (the channel's call does nothing: _ops.py says why)
         _check(status, op + (" (its adjoint)" if _literal(adjoint, "adjoint") else ""))
     return None
 
@@ -107,8 +127,9 @@ def _compile_array_call(gen, args: list, kwargs: dict):
 array_call._adjit_compile_call = _compile_array_call
 
 
-def scalar_call(x, opcode, comm, root):
-    """From compiled code: runtime scalar collective `opcode` of the float x (f64)."""
+def scalar_call(x, opcode, comm, root, checked=1):
+    """From compiled code: runtime scalar collective `opcode` of the float x (f64); its
+    status checked unless `checked` is 0 (as array_call's)."""
     raise RuntimeError("adjit.mpi's scalar primitive runs in compiled code only")
 
 
@@ -118,9 +139,10 @@ def _compile_scalar_call(gen, args: list, kwargs: dict):
     from ..core.types import f64
     from ..frontend import scalar_ops as S
     from ..frontend.values import Scalar
-    if kwargs or len(args) != 4:
-        raise _user_error("scalar_call(x, opcode, comm, root)")
-    x, opcode, comm, root = args
+    if kwargs or len(args) not in (4, 5):
+        raise _user_error("scalar_call(x, opcode, comm, root, checked=1)")
+    x, opcode, comm, root = args[:4]
+    checked = _literal(args[4], "checked") if len(args) == 5 else 1
     code = _literal(opcode, "the operation")
     v = S.as_scalar(x, f64)
     v = S.cast(v, f64) if v.type != f64 else v
@@ -131,8 +153,9 @@ def _compile_scalar_call(gen, args: list, kwargs: dict):
     from mlir.dialects import arith
     result = func.CallOp([f64t], ir.FlatSymbolRefAttr.get("adj_mpi_scalar"), [
         v.value, arith.constant(i64, code), _i64(comm), _i64(root)]).result
-    status = func.CallOp([i64], ir.FlatSymbolRefAttr.get("adj_mpi_status"), []).result
-    _check(status, _SCALAR_NAMES[code])
+    if checked:
+        status = func.CallOp([i64], ir.FlatSymbolRefAttr.get("adj_mpi_status"), []).result
+        _check(status, _SCALAR_NAMES[code])
     return Scalar(result, f64)
 
 

@@ -28,6 +28,8 @@ def library() -> ctypes.CDLL:
                                  ctypes.POINTER(ctypes.c_int64), ctypes.c_int64]
     lib.adj_mpi_bind.restype = ctypes.c_int64
     lib.adj_mpi_set_timeout.argtypes = [ctypes.c_double]
+    lib.adj_mpi_timeout.restype = ctypes.c_double
+    lib.adj_mpi_add_comm.argtypes = [ctypes.c_int64]
     lib.adj_mpi_status.restype = ctypes.c_int64
     lib.adj_mpi_error.restype = ctypes.c_char_p
     lib.adj_mpi_fail.argtypes = [ctypes.c_char_p]
@@ -69,11 +71,40 @@ def start():
     lib = library()
     if lib.adj_mpi_bind(functions, len(_FUNCTIONS), constants, len(values)) != 0:
         raise RuntimeError("adjit.mpi: the native extension is out of date (reinstall adjit)")
-    timeout = os.environ.get("ADJIT_MPI_TIMEOUT")
-    if timeout:
-        lib.adj_mpi_set_timeout(float(timeout))
+    lib.adj_mpi_set_timeout(_timeout_setting())
     _install_excepthook()
     return MPI, fail_comm
+
+
+# How long an operation waits for the other ranks before it fails (every rank then raises):
+# a rank that ended (sys.exit, a crash) or never reaches the operation would otherwise leave
+# the others waiting forever. ADJIT_MPI_TIMEOUT overrides it; 0 waits forever.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _timeout_setting() -> float:
+    text = os.environ.get("ADJIT_MPI_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"ADJIT_MPI_TIMEOUT={text!r}: expected a number of seconds (0: wait "
+                         "forever)")
+    return seconds
+
+
+def timeout() -> float:
+    """The seconds an operation waits for the other ranks (0: forever)."""
+    start()
+    return library().adj_mpi_timeout()
+
+
+def add_comm(comm: int) -> None:
+    """Records `comm` (an adjit.mpi.Comm's handle) as one the operations take."""
+    library().adj_mpi_add_comm(comm)
 
 
 def status() -> int:

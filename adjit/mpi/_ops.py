@@ -17,7 +17,12 @@ Forward mode applies the same operation to the tangents (each is linear in its d
 max/min's tangent is the holder's, summed with zeros from the others).
 
 What is differentiated is the program of all ranks together, each rank seeding its own
-result: the derivative of the sum over ranks of their results (see `replicated`)."""
+result: the derivative of the sum over ranks of their results (see `replicated`).
+
+The primal bodies do not check the status of what they call (the last argument 0): the
+caller does, at its own line (adjit/mpi/__init__.py's compile hooks, `_run` for a call from
+Python), so that a failure names the user's line and not one of this file. The rules, which
+only derivatives call, check inside (at no location: the traceback has the user's call)."""
 from __future__ import annotations
 
 from ..frontend import rules
@@ -29,7 +34,7 @@ from ._intrinsics import (ALLREDUCE_SUM, BCAST, CHANNEL, HALO, RECV, S_BCAST, S_
 # ---- halo exchange ----------------------------------------------------------------------
 @func
 def halo_exchange(u, width, comm):
-    array_call(u, HALO, comm, width, 0, 0)
+    array_call(u, HALO, comm, width, 0, 0, 0)
 
 
 @rules.forward(halo_exchange)
@@ -55,7 +60,7 @@ def _halo_reverse(config, dret, tape, u, width, comm):
 # ---- allreduce of an array (sum, in place): its own transpose ------------------------------
 @func
 def allreduce_array(u, comm):
-    array_call(u, ALLREDUCE_SUM, comm, 0, 0, 0)
+    array_call(u, ALLREDUCE_SUM, comm, 0, 0, 0, 0)
 
 
 @rules.forward(allreduce_array)
@@ -81,7 +86,7 @@ def _allreduce_array_reverse(config, dret, tape, u, comm):
 # ---- broadcast of an array (in place) -----------------------------------------------------
 @func
 def bcast_array(u, root, comm):
-    array_call(u, BCAST, comm, root, 0, 0)
+    array_call(u, BCAST, comm, root, 0, 0, 0)
 
 
 @rules.forward(bcast_array)
@@ -116,7 +121,7 @@ def _bcast_array_reverse(config, dret, tape, u, root, comm):
 # are in one.)
 @func
 def _send(u, dest, tag, comm, channel):
-    array_call(u, SEND, comm, dest, tag, 0)
+    array_call(u, SEND, comm, dest, tag, 0, 0)
     array_call(channel, CHANNEL, comm, 0, 0, 0)
 
 
@@ -142,7 +147,7 @@ def _send_reverse(config, dret, tape, u, dest, tag, comm, channel):
 
 @func
 def _recv(u, source, tag, comm, channel):
-    array_call(u, RECV, comm, source, tag, 0)
+    array_call(u, RECV, comm, source, tag, 0, 0)
     array_call(channel, CHANNEL, comm, 0, 0, 0)
 
 
@@ -207,7 +212,7 @@ recv = _with_channel(_recv, "recv")
 # ---- scalar collectives -------------------------------------------------------------------
 @func
 def allreduce_sum(x, comm):
-    return scalar_call(x, S_SUM, comm, 0)
+    return scalar_call(x, S_SUM, comm, 0, 0)
 
 
 @rules.forward(allreduce_sum)
@@ -238,7 +243,7 @@ def _extremum(op: int, name: str):
     tangent, or adjoint, the others receive as a sum. One body for both (`op` a constant of
     the code, a closure's)."""
     def extremum(x, comm):
-        return scalar_call(x, op, comm, 0)
+        return scalar_call(x, op, comm, 0, 0)
     extremum.__name__ = extremum.__qualname__ = name
     extremum = func(extremum)
 
@@ -273,7 +278,7 @@ allreduce_min = _extremum(S_MIN, "allreduce_min")
 
 @func
 def bcast(x, root, comm):
-    return scalar_call(x, S_BCAST, comm, root)
+    return scalar_call(x, S_BCAST, comm, root, 0)
 
 
 @rules.forward(bcast)

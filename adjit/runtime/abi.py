@@ -191,8 +191,21 @@ def array_over(block: object, data: int, shape: tuple[int, ...], dtype: np.dtype
     return np.ndarray(shape, dtype, buffer)
 
 
+# Exception classes of adjit's own that `adj.check`s may name, by name (register_exception).
+_REGISTERED: dict[str, type[Exception]] = {}
+
+
+def register_exception(name: str, cls: type[Exception]) -> None:
+    """Lets checks name `cls` as `name` (adjit.mpi's error, whose message adds what the
+    runtime found: a check's message is fixed when it is compiled)."""
+    _REGISTERED[name] = cls
+
+
 def exception_class(name: str) -> type[Exception]:
-    """The built-in exception class an `adj.check` names (IndexError...), else RuntimeError."""
+    """The exception class an `adj.check` names (a built-in one, IndexError..., or one
+    registered), else RuntimeError."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
     cls = getattr(builtins, name, None)
     return cls if isinstance(cls, type) and issubclass(cls, Exception) else RuntimeError
 

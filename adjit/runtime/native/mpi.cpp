@@ -80,7 +80,11 @@ bool bound = false;
 std::mutex lock;                 // one operation at a time (compiled code and Python)
 bool failed = false;
 std::string error_text;
-double timeout_s = 0;            // 0: wait forever
+// A rank that died (sys.exit, a crash) or never reaches an operation would leave the others
+// waiting forever: each wait ends after this many seconds (ADJIT_MPI_TIMEOUT, read by
+// adjit/mpi/_native.py, which holds the default; 0: wait forever).
+double timeout_s = 0;
+std::vector<Handle> comms;       // the communicators adjit.mpi.Comm made (adj_mpi_add_comm)
 int64_t held_last = 0;           // whether this rank held the extreme of the last max/min
 char outgoing[NOTICE];           // the notice this rank sent (alive until exit)
 std::vector<Handle> leaked;      // requests of notices, never waited for
@@ -182,9 +186,12 @@ int wait_all(std::vector<Pending>& reqs, const char* op) {
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                      start).count();
             if (s > timeout_s) {
-                fail_here(std::string(op) + ": no message after " + std::to_string(s) +
-                          " s (a rank is not taking part in this operation: different "
-                          "control flow on the ranks?)");
+                char secs[32];
+                std::snprintf(secs, sizeof secs, "%.0f", s);
+                fail_here(std::string(op) + ": no message after " + secs +
+                          " s (ADJIT_MPI_TIMEOUT, 300 s by default): a rank is not taking "
+                          "part in this operation (it ended, crashed or is stuck, or the "
+                          "ranks' control flow differs)");
                 break;
             }
         }
@@ -367,15 +374,117 @@ int halo(char* a, const int64_t* sizes, int ndim, Handle comm, int64_t kind, int
     return 0;
 }
 
+// Whether `comm` is a communicator adjit.mpi.Comm made (anything else, an int that is no
+// handle, would reach MPI as garbage: a no-op on some ranks, an abort on others).
+bool known_comm(Handle comm, const char* op) {
+    for (Handle c : comms)
+        if (c == comm) return true;
+    fail_here(std::string(op) + ": its communicator argument (" + std::to_string(comm) +
+              ") is not an adjit.mpi.Comm: pass adjit.mpi.Comm() or comm.cart(...)");
+    return false;
+}
+
+const char* kind_name(int64_t kind) {
+    switch (kind) {
+        case K_F64: return "f64";
+        case K_F32: return "f32";
+        case K_I64: return "i64";
+        case K_I32: return "i32";
+        default: return "a scalar";
+    }
+}
+
+// What a rank's operation is, as every rank must agree on it before any data moves (the
+// data messages of ranks that disagree would be truncated, misread as another type, or
+// abort inside MPI): the operation, the dtype, the rank of the array, `x` (a halo's ghost
+// width, a broadcast's root) and the sizes of the axes that must match (all of them for a
+// reduction or broadcast; for a halo exchange those it does not decompose: the blocks of
+// an uneven split differ along the decomposed ones, whose messages are checked by size).
+constexpr int SIG = 8;
+enum SigField { F_OP, F_KIND, F_NDIM, F_X, F_SIZES };
+constexpr int OP_SCALAR = 100;      // + ScalarOp: scalar collectives in the same numbering
+const char* op_name(int64_t code) {
+    static const char* arrays[] = {"halo_exchange", "the adjoint of halo_exchange",
+                                   "allreduce_array", "the adjoint of allreduce_array",
+                                   "bcast_array", "the adjoint of bcast_array"};
+    static const char* scalars[] = {"allreduce(op='sum')", "allreduce(op='max')",
+                                    "allreduce(op='min')", "bcast"};
+    if (code >= 0 && code < 6) return arrays[code];
+    if (code >= OP_SCALAR && code < OP_SCALAR + 4) return scalars[code - OP_SCALAR];
+    return "another operation";
+}
+
+// 0 when every rank of `comm` passed the same signature; 1 after recording (on every rank:
+// each sees the same result) what differs. One small allreduce (the maximum of the
+// signature and of its negation gives each field's range over the ranks).
+int agree(const int64_t sig[SIG], Handle comm, const char* op) {
+    static thread_local int64_t in[2 * SIG], out[2 * SIG];
+    for (int j = 0; j < SIG; ++j) {
+        in[j] = sig[j];
+        in[SIG + j] = -sig[j];
+    }
+    std::vector<Pending> reqs;
+    Pending r{h(C_REQUEST_NULL), -1, h(C_INT64), -1, "checking the arguments with"};
+    int rc = api.Iallreduce(in, out, 2 * SIG, h(C_INT64), h(C_MAX), comm, &r.req);
+    if (rc != 0) { fail_here(std::string(op) + ": " + mpi_error(rc)); return 1; }
+    reqs.push_back(r);
+    if (wait_all(reqs, op)) return 1;
+    for (int j = 0; j < SIG; ++j) {
+        int64_t hi = out[j], lo = -out[SIG + j];
+        if (hi == lo) continue;
+        std::string what;
+        if (j == F_OP) {
+            what = std::string("the ranks call different operations here: ") + op_name(lo) +
+                   " on some, " + op_name(hi) + " on others (different control flow?)";
+        } else if (j == F_KIND) {
+            what = std::string("the ranks' arrays differ in dtype: ") + kind_name(lo) +
+                   " on some, " + kind_name(hi) + " on others";
+        } else if (j == F_NDIM) {
+            what = "the ranks' arrays differ in rank: from " + std::to_string(lo) + " to " +
+                   std::to_string(hi) + " dimensions";
+        } else if (j == F_X) {
+            what = std::string(sig[F_OP] == HALO * 2 || sig[F_OP] == HALO * 2 + 1
+                                   ? "the ranks' ghost widths differ"
+                                   : "the ranks name different roots") +
+                   ": from " + std::to_string(lo) + " to " + std::to_string(hi);
+        } else {
+            what = "the ranks' arrays differ in shape: axis " + std::to_string(j - F_SIZES) +
+                   " has from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                   " elements";
+        }
+        fail_here(std::string(op) + ": " + what);
+        return 1;
+    }
+    return 0;
+}
+
+// The number of axes a halo exchange on `comm` decomposes (its process grid's, else 1).
+int grid_axes(Handle comm) {
+    int topo = -1, axes = 1;
+    api.Topo_test(comm, &topo);
+    if (topo == int(consts[C_CART])) api.Cartdim_get(comm, &axes);
+    return axes;
+}
+
 int array_op(char* a, const int64_t* sizes, int ndim, int64_t opcode, Handle comm,
              int64_t kind, int64_t x, int64_t y, int64_t adjoint) {
-    static const char* names[] = {"halo_exchange", "allreduce", "bcast", "send", "recv"};
+    static const char* names[] = {"halo_exchange", "allreduce_array", "bcast_array", "send",
+                                  "recv"};
     if (opcode == CHANNEL) return 0;
     const char* op = opcode >= 0 && opcode <= RECV ? names[opcode] : "?";
     std::lock_guard<std::mutex> guard(lock);
-    if (!ready(op) || notice_arrived()) return 1;
+    if (!ready(op) || notice_arrived() || !known_comm(comm, op)) return 1;
     int64_t n = 1;
     for (int d = 0; d < ndim; ++d) n *= sizes[d];
+    if (opcode == HALO || opcode == ALLREDUCE_SUM || opcode == BCAST) {
+        // (send and recv are between two ranks: the receiver checks the message's size)
+        int64_t sig[SIG] = {opcode * 2 + (adjoint != 0), kind, ndim,
+                            opcode == ALLREDUCE_SUM ? 0 : x, -1, -1, -1, -1};
+        int decomposed = opcode == HALO ? grid_axes(comm) : 0;
+        for (int d = 0; d < ndim && d < SIG - F_SIZES; ++d)
+            sig[F_SIZES + d] = d < decomposed ? -2 : sizes[d];
+        if (agree(sig, comm, op)) return 1;
+    }
     if (opcode == HALO) return halo(a, sizes, ndim, comm, kind, x, adjoint != 0);
     if (!fits_int(n, op)) return 1;
     size_t es = size_of(kind);
@@ -438,6 +547,14 @@ ADJ_EXPORT int64_t adj_mpi_bind(void* const* functions, int64_t nfunctions,
 
 ADJ_EXPORT void adj_mpi_set_timeout(double seconds) { timeout_s = seconds; }
 
+ADJ_EXPORT double adj_mpi_timeout() { return timeout_s; }
+
+// A communicator adjit.mpi.Comm made: the operations take these only.
+ADJ_EXPORT void adj_mpi_add_comm(int64_t comm) {
+    std::lock_guard<std::mutex> guard(lock);
+    comms.push_back(Handle(comm));
+}
+
 // 0 while nothing failed, 1 after (sticky: every later operation returns at once).
 ADJ_EXPORT int64_t adj_mpi_status() {
     std::lock_guard<std::mutex> guard(lock);
@@ -464,15 +581,21 @@ ADJ_EXPORT int64_t adj_mpi_held_extreme() { return held_last; }
 // This rank's number in `comm`.
 ADJ_EXPORT int64_t adj_mpi_rank(int64_t comm) {
     int r = -1;
-    if (bound) api.Comm_rank(Handle(comm), &r);
+    bool known = false;
+    for (Handle c : comms) known = known || c == Handle(comm);
+    if (bound && known) api.Comm_rank(Handle(comm), &r);
     return r;
 }
 
 // A scalar collective: allreduce (sum, max, min) or a broadcast from rank `root`.
 ADJ_EXPORT double adj_mpi_scalar(double x, int64_t opcode, int64_t comm, int64_t root) {
-    const char* op = opcode == S_BCAST ? "bcast" : "allreduce";
+    static const char* names[] = {"allreduce(op='sum')", "allreduce(op='max')",
+                                  "allreduce(op='min')", "bcast"};
+    const char* op = opcode >= 0 && opcode <= S_BCAST ? names[opcode] : "?";
     std::lock_guard<std::mutex> guard(lock);
-    if (!ready(op) || notice_arrived()) return 0.0;
+    if (!ready(op) || notice_arrived() || !known_comm(Handle(comm), op)) return 0.0;
+    int64_t sig[SIG] = {OP_SCALAR + opcode, -1, 0, opcode == S_BCAST ? root : 0, -1, -1, -1, -1};
+    if (agree(sig, Handle(comm), op)) return 0.0;
     std::vector<Pending> reqs;
     Pending r{h(C_REQUEST_NULL), -1, h(C_DOUBLE), -1, "reducing with"};
     struct { double v; int rank; } in{x, 0}, out{0.0, -1};

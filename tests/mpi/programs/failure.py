@@ -3,9 +3,8 @@
   inside compiled code; they raise RuntimeError, and rank 1's exception ends the job;
 - shape: the ranks' arrays differ in shape across the decomposed axis 0 (rank 0's rows are
   shorter: its messages to and from rank 1 do not fit); every rank raises;
-- skip: rank 0 skips an allreduce (ADJIT_MPI_TIMEOUT set by the test): the ranks left
-  waiting raise after the timeout. (Rank 0, one operation short, completes its calls with
-  the others' and ends normally: MPI matches collectives by order only.)
+- skip: rank 0 skips an allreduce: its next one (op='max') meets the others'
+  allreduce(op='sum'), which the ranks' check of what they call finds: every rank raises.
 Each rank that raises prints `RAISED rank r: <last_error()>`."""
 import sys
 

@@ -199,6 +199,8 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     if isinstance(f, Transform):        # a derivative of a derivative: compiled
         _refuse_structs(f"autodiff of {f.__name__}",
                         [a.val if isinstance(a, Annotation) else a for a in args])
+        args = [_with_values(a, host_value) if isinstance(a, Annotation) else host_value(a)
+                for a in args]
         return routes().autodiff_of_transform(mode, f, args)
     if isinstance(f, (Function, Kernel)) and f.struct_layout is not None:
         # Struct arguments: their fields' annotations (structs.flatten_annotations); the
@@ -446,7 +448,9 @@ class Transform:
 
     def __call__(self, *args):
         _refuse_structs(self.__name__, args)
-        return routes().call_transform(self, args)
+        # (a torch tensor or JAX array: a NumPy view of it, as for any call; the result is
+        # NumPy's, as grad's is)
+        return routes().call_transform(self, host_values(args))
 
     def _adjit_compile_call(self, gen, args: list, kwargs: dict):
         return routes().compile_derivative(self, gen, args, kwargs)

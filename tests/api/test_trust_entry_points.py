@@ -583,3 +583,21 @@ def test_check_grad_of_float32_0d_scalars_views_and_foreign_arrays(dtype):
         assert isinstance(err, float) and err < bound, (f, arg, err)
     # a given eps is used as given
     assert adjit.check_grad(unit_loss, b.astype(np.float64), eps=1e-4) < 1e-6
+
+
+def test_jacobians_and_hessians_of_torch_and_jax_arrays_match_jax():
+    import torch
+    x = np.linspace(0.1, 1.0, 4)
+    v = np.linspace(-1.0, 1.0, 4)
+    tol = dict(rtol=1e-13, atol=1e-15)
+    jac = jax.jacfwd(_jax_unit_map)(x)
+    h = jax.hessian(_jax_unit_loss)(x)
+    for convert in (torch.from_numpy, jnp.asarray):
+        xs = convert(x.copy())
+        np.testing.assert_allclose(adjit.jacfwd(unit_map)(xs), jac, **tol)
+        np.testing.assert_allclose(adjit.jacrev(unit_map)(xs), jac, **tol)
+        np.testing.assert_allclose(adjit.hessian(unit_loss)(xs), h, **tol)
+        np.testing.assert_allclose(adjit.hvp(unit_loss, (xs,), (convert(v.copy()),)), h @ v,
+                                   **tol)
+        np.testing.assert_allclose(adjit.jvp(adjit.grad(unit_loss), (xs,),
+                                             (convert(v.copy()),))[1], h @ v, **tol)

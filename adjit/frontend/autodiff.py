@@ -751,7 +751,8 @@ def hvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     """The Hessian of scalar `f` at `primals` times `tangents` (forward over reverse: the jvp
     of grad(f), one pass of each, never the Hessian itself); shaped like the primals (a
     tuple of them when there are several). `width=N`: N products in one batched pass (each
-    tangent N of them, as jvp takes them), an N-tuple of products."""
+    tangent N of them, as jvp takes them), an N-tuple of products. A struct argument's
+    tangent and product are structs of its class (_struct_hvp)."""
     if any(struct_type(p) is not None for p in primals):
         return _struct_hvp(f, host_values(primals), tangents, width)
     nums = 0 if len(primals) == 1 else tuple(range(len(primals)))
@@ -817,7 +818,8 @@ class Jacobian(Transform):
     Jacobian of `f` with respect to argument `argnums` (a float scalar or array), shape
     `out.shape + x.shape`, built in compiled code by columns (one forward pass per element
     of the argument) or by rows (one reverse pass per element of the result), in a loop
-    (derivative_calls.jacobian_call)."""
+    (derivative_calls.jacobian_call). Every pass starts from the arguments as given: those
+    `f` writes are copied first and put back after each pass, so they end unchanged."""
 
     def __init__(self, f, argnums: int, reverse: bool = False, width: int = 1):
         super().__init__(f, "jacrev" if reverse else "jacfwd")

@@ -135,8 +135,9 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
         raise TypeError(f"autodiff differentiates @adjit.jit, @adjit.func or @adjit.kernel "
                         f"functions, got {f!r}")
     if f.struct_layout is not None and not flat:
-        raise TypeError(f"{f.__name__} takes a struct: autodiff, grad and value_and_grad "
-                        "differentiate it (Duplicated(s, ds)); autodiff_thunk and vjp do not")
+        raise TypeError(f"{f.__name__} takes a struct: autodiff, grad, value_and_grad, jvp, "
+                        "vjp and hvp differentiate it (Duplicated(s, ds)); autodiff_thunk "
+                        "does not")
     anns = _annotate(args)
     if device == "cuda":
         if isinstance(f, Function) and f.kind != "jit":

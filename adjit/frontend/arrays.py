@@ -52,15 +52,18 @@ def numel(shape: Sequence[ir.Value]) -> ir.Value:
 
 
 def flat(a: Array) -> ir.Value:
-    """A 1-D view of a C-contiguous array."""
+    """A 1-D view of a C-contiguous array, of a 0-d one too (its one element: the
+    Jacobians of derivative_calls.py walk any argument and result flat). A
+    reinterpret_cast, as reshape's views: a collapse_shape of an array whose sizes
+    canonicalisation makes static (an empty slice's (0, 4)) failed to verify, and there is
+    no collapse_shape of a 0-d memref to 1-D."""
     if a.type.strided:
         raise InternalCompilerError("arrays.flat of a strided array")
     if a.type.ndim == 1:
         return a.value
-    t = ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], a.type.dtype.mlir())
-    reassoc = ir.ArrayAttr.get([ir.ArrayAttr.get(
-        [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in range(a.type.ndim)])])
-    return memref.collapse_shape(t, a.value, reassoc)
+    dyn = ir.ShapedType.get_dynamic_size()
+    t = ir.MemRefType.get([dyn], a.type.dtype.mlir())
+    return memref.reinterpret_cast(t, a.value, [], [numel(dims(a))], [], [0], [dyn], [1])
 
 
 def _guard(branch: scf.IfOp) -> scf.IfOp:

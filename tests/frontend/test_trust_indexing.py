@@ -394,3 +394,70 @@ def test_view_of_new_axes_does_not_abort_the_process():
     """)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["[[0.0]]"]
+
+
+# ---- 5. statically empty slices, slices of one, and 0-d arrays under derivatives ---------
+
+@adjit.jit
+def empty_slice_times_two(x):
+    return x[1:1] * 2.0
+
+
+@adjit.jit
+def empty_rows(x):
+    return x[1:1, :] * 2.0
+
+
+@adjit.jit
+def empty_and_one_element_sums(x):
+    return np.sum(x[1:1] * 2.0) + np.sum(x[1:2] ** 2) + np.sum(x[4:2:1])
+
+
+@adjit.jit
+def empty_columns_and_one_row(x):
+    return np.sum(x[:, 2:2] * 2.0) + np.sum(x[1:2, ::-1] ** 2) + np.sum(np.sin(x[:, 3:4]))
+
+
+@adjit.jit
+def one_element_product(x):
+    return x[1:2] * x[1:2]
+
+
+@adjit.jit
+def zero_d_sine(x):
+    return np.sin(x) * x
+
+
+SLICE_CASES = [
+    (empty_slice_times_two, lambda x: x[1:1] * 2.0, (6,)),
+    (empty_rows, lambda x: x[1:1, :] * 2.0, (3, 4)),
+    (empty_and_one_element_sums,
+     lambda x: jnp.sum(x[1:1] * 2.0) + jnp.sum(x[1:2] ** 2) + jnp.sum(x[4:2:1]), (6,)),
+    (empty_columns_and_one_row,
+     lambda x: (jnp.sum(x[:, 2:2] * 2.0) + jnp.sum(x[1:2, ::-1] ** 2)
+                + jnp.sum(jnp.sin(x[:, 3:4]))), (3, 4)),
+    (one_element_product, lambda x: x[1:2] * x[1:2], (6,)),
+    (zero_d_sine, lambda x: jnp.sin(x) * x, ()),
+]
+
+
+@pytest.mark.parametrize("f, fj, shape", SLICE_CASES)
+def test_empty_and_one_element_slices_differentiate_like_jax(f, fj, shape):
+    x = np.linspace(0.5, 2.0, int(np.prod(shape))).reshape(shape)
+    xj = jnp.asarray(x)
+    out = f(x)
+    assert_same(out, np.asarray(fj(xj)))
+    cot = np.linspace(1.0, 2.0, out.size).reshape(np.shape(out))
+    _, pullback = adjit.vjp(f, x)
+    got, = pullback(cot if np.ndim(out) else float(cot))
+    _, pb = jax.vjp(fj, xj)
+    assert_same(got, np.asarray(pb(jnp.asarray(cot))[0]))
+    assert_same(adjit.jacfwd(f)(x), np.asarray(jax.jacfwd(fj)(xj)))
+    assert_same(adjit.jacrev(f)(x), np.asarray(jax.jacrev(fj)(xj)))
+    tangent = np.ones_like(x)
+    value, t = adjit.jvp(f, (x,), (tangent,))
+    assert_same(t, np.asarray(jax.jvp(fj, (xj,), (jnp.asarray(tangent),))[1]))
+    if np.ndim(out) == 0:
+        assert_same(adjit.grad(f)(x), np.asarray(jax.grad(fj)(xj)))
+        assert_same(adjit.hessian(f)(x), np.asarray(jax.hessian(fj)(xj)))
+        assert adjit.check_grad(f, x) < 1e-6

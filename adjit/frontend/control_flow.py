@@ -330,7 +330,10 @@ class ControlFlow:
             for n in names:
                 init_t = types.get(n) or self._type_of(self.vars[n])
                 bt = body_types.get(n)
-                if bt is not None and bt != init_t:   # scalars only (see _body_types)
+                # (scalars only: see _body_types) A body value the carried type holds
+                # (x[i] of i32 into an f64 `s`, a Python float into an f32 one, NEP 50's
+                # promotion) is converted to it; a wider one rebuilds the loop.
+                if bt is not None and bt != init_t and promote(init_t, bt) != init_t:
                     changed[n] = promote(init_t, bt)
             if not changed:
                 for n, r in zip(names, result_vals):

@@ -232,7 +232,24 @@ def branch_weak(x, lr):
     return x * t
 
 
+def typed_then_python(x, lr):
+    s = x[0]
+    for i in range(3):
+        s = lr * i           # a Python float into an f32 variable: the variable stays f32
+    return x * s
+
+
+def typed_then_range_int(x):
+    s = x[0]
+    for i in range(3):
+        s = i
+    return x * s
+
+
 def test_loops_and_branches_carry_weakness_as_numpy():
+    x = sample(4, np.float32, seed=5)
+    assert same_as_numpy(typed_then_python, x, 0.5).dtype == np.float32
+    assert same_as_numpy(typed_then_range_int, x).dtype == np.float32
     x = sample(4, np.float32, seed=3)
     assert same_as_numpy(carried_weak, x, 0.5).dtype == np.float32
     y = sample(4, np.float64, seed=4)

@@ -27,6 +27,8 @@ import torch
 from torch.autograd import forward_ad
 
 from ..runtime.device_array import as_device_array
+from ..frontend.autodiff import autodiff, grad
+from ..frontend.modes import Const, Duplicated, Forward
 from .operation import Operation, float_result
 
 WHO = "adjit.torch.function"
@@ -232,48 +234,18 @@ class _Call(torch.autograd.Function):
         call, nd, op = ctx.call, ctx.nd, ctx.call.op
         args = _saved(ctx)
         wanted = ctx.needs_input_grad[2:]
-        device, values, _ = _prepare(call, nd, args)
-        made: dict[int, torch.Tensor] = {}
-
-        def zeros(i: int) -> Any:
-            made[i] = torch.zeros_like(args[i], memory_format=torch.contiguous_format)
-            return _view(made[i])
-
-        def copy(i: int) -> Any:
-            return _view(_resolved(args[i].detach()).clone(
-                memory_format=torch.contiguous_format))
-
-        if op.is_kernel:
-            seeds = []
-            for k, i in enumerate(op.outputs):
-                ct = cotangents[k]
-                made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
-                           if ct is None else _resolved(ct.detach()).clone(
-                               memory_format=torch.contiguous_format))
-                seeds.append(_view(made[i]))
-            grads = op.reverse(values, wanted, seeds, nd, device, zeros, copy)
-            scale = None
-        else:
-            ct = cotangents[0]
-            if ct is None:
-                return (None, None, *[None] * len(args))
-            if ctx.tuple_result:
-                float_result(tuple(cotangents), WHO, op.name)     # (refused: no derivative)
-            value = ct.detach()
-            if value.ndim == 0:     # a scalar result: unit seed, then scaled
-                scale, seed = value, value
-            else:
-                scale, seed = None, _view(value.contiguous())
-            grads = op.reverse(values, wanted, [seed], nd, device, zeros, copy)
-        out = []
-        for i, g in enumerate(grads):
-            if g is None:
-                out.append(None)
-                continue
-            t = made[i] if i in made else torch.as_tensor(g, dtype=args[i].dtype,
-                                                          device=args[i].device)
-            out.append(t if scale is None else t * scale.to(t.dtype))
         inputs = [*ctx.saved_tensors, *[c for c in cotangents if c is not None]]
+        ct = cotangents[0]
+        if (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
+                and not op.is_kernel
+                and not ctx.tuple_result and ct is not None and ct.ndim == 0
+                and not ct.is_cuda):
+            # create_graph=True on a scalar result: the gradient as an operation of its own
+            # (_ScalarGrad), whose backward is adjit's Hessian-vector product, so that a
+            # second derivative (a double backward) is adjit's; the seed scales it in torch.
+            grads = _ScalarGrad.apply(call, nd, tuple(wanted), *args)
+            return (None, None, *[None if g is None else g * ct.to(g.dtype) for g in grads])
+        out = _reverse(call, nd, args, wanted, cotangents, ctx.tuple_result)
         if any(_wrapped(t) for t in inputs):
             _refuse_nested(op, inputs, "backward")      # (torch.func: refused now)
         elif torch.is_grad_enabled() and any(t is not None for t in out) and any(
@@ -295,39 +267,182 @@ class _Call(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, *tangents) -> Any:
-        call, nd, op = ctx.call, ctx.nd, ctx.call.op
-        args = _saved(ctx)
-        _refuse_nested(op, [*ctx.saved_tensors, *[t for t in tangents
-                                                  if isinstance(t, torch.Tensor)]], "jvp")
-        device, values, _ = _prepare(call, nd, args)
-        made: dict[int, torch.Tensor] = {}
-        dirs = []
-        for i, (a, t) in enumerate(zip(args, tangents[2:])):
-            if t is None or i in op.outputs or not isinstance(a, torch.Tensor):
-                dirs.append(None)
-            elif a.ndim == 0 and i not in op.array_params:
-                dirs.append(t.item())
-            else:
-                dirs.append(_view(t.detach().contiguous()))
+        return _jvp(ctx, *tangents)
 
-        def copy(i: int) -> Any:
-            return _view(_resolved(args[i].detach()).clone(
-                memory_format=torch.contiguous_format))
 
-        def output_tangent(i: int) -> Any:
-            t = tangents[2 + i]
+def _reverse(call: TorchFunction, nd: Any, args: list, wanted: Sequence[bool],
+             cotangents: Sequence, tuple_result: bool) -> list:
+    """The cotangents of a call's arguments (torch tensors, None where not wanted), from
+    adjit's reverse mode, outside autograd's sight."""
+    op = call.op
+    device, values, _ = _prepare(call, nd, args)
+    made: dict[int, torch.Tensor] = {}
+
+    def zeros(i: int) -> Any:
+        made[i] = torch.zeros_like(args[i], memory_format=torch.contiguous_format)
+        return _view(made[i])
+
+    def copy(i: int) -> Any:
+        return _view(_resolved(args[i].detach()).clone(
+            memory_format=torch.contiguous_format))
+
+    if op.is_kernel:
+        seeds = []
+        for k, i in enumerate(op.outputs):
+            ct = cotangents[k]
             made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
-                       if t is None else _resolved(t.detach()).clone(
+                       if ct is None else _resolved(ct.detach()).clone(
                            memory_format=torch.contiguous_format))
-            return _view(made[i])
+            seeds.append(_view(made[i]))
+        grads = op.reverse(values, wanted, seeds, nd, device, zeros, copy)
+        scale = None
+    else:
+        ct = cotangents[0]
+        if ct is None:
+            return [None] * len(args)
+        if tuple_result:
+            float_result(tuple(cotangents), WHO, op.name)     # (refused: no derivative)
+        value = ct.detach()
+        if value.ndim == 0:     # a scalar result: unit seed, then scaled
+            scale, seed = value, value
+        else:
+            scale, seed = None, _view(value.contiguous())
+        grads = op.reverse(values, wanted, [seed], nd, device, zeros, copy)
+    out = []
+    for i, g in enumerate(grads):
+        if g is None:
+            out.append(None)
+            continue
+        t = made[i] if i in made else torch.as_tensor(g, dtype=args[i].dtype,
+                                                      device=args[i].device)
+        out.append(t if scale is None else t * scale.to(t.dtype))
+    return out
 
-        tangent = op.tangent(values, dirs, nd, device, copy, output_tangent)
-        if op.is_kernel:
-            outs = tuple(made[i] for i in op.outputs)
-            return outs[0] if len(outs) == 1 else outs
-        if tangent is None:
-            return None
-        return _tensor(tangent, device)
+
+class _ScalarGrad(torch.autograd.Function):
+    """The gradient of a call with a scalar result (unit seed) as a differentiable
+    operation: inputs (the TorchFunction, the ndrange, which arguments' gradients are
+    wanted, the arguments), outputs one gradient per argument (None where not wanted). Its
+    backward is the Hessian-vector product, adjit's forward mode over its reverse mode."""
+
+    @staticmethod
+    def forward(call: TorchFunction, nd: Any, wanted: tuple, *args) -> tuple:
+        one = torch.ones((), dtype=torch.float64)
+        return tuple(_reverse(call, nd, list(args), wanted, [one], False))
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: Any) -> None:
+        call, nd, wanted, *args = inputs
+        ctx.call, ctx.nd, ctx.wanted = call, nd, wanted
+        ctx.layout = [None if isinstance(a, torch.Tensor) else a for a in args]
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+
+    @staticmethod
+    def backward(ctx, *vs) -> tuple:
+        op = ctx.call.op
+        args = _saved(ctx)
+        inputs = [*ctx.saved_tensors, *[v for v in vs if v is not None]]
+        _refuse_nested(op, inputs, "backward")
+        hv = _hvp(ctx.call, ctx.nd, args, vs)
+        out = [torch.as_tensor(hv[i], dtype=a.dtype)
+               if i in hv and ctx.needs_input_grad[3 + i] and isinstance(a, torch.Tensor)
+               else None for i, a in enumerate(args)]
+        if torch.is_grad_enabled() and any(t is not None for t in out) and any(
+                t.requires_grad for t in inputs):
+            out = _second_order_refused(op, out, inputs, third=True)
+        return (None, None, None, *out)
+
+    @staticmethod
+    def vmap(info, in_dims: tuple, call: TorchFunction, nd: Any, wanted: tuple,
+             *args) -> tuple:
+        """One gradient per batch row (as _Call.vmap), stacked on dim 0."""
+        dims = in_dims[3:]
+        rows = [_ScalarGrad.apply(call, nd, wanted, *[a if d is None else a.select(d, b)
+                                                     for a, d in zip(args, dims)])
+                for b in range(info.batch_size)]
+        outs = [None if r[0] is None else torch.stack(r) for r in zip(*rows)]
+        return tuple(outs), tuple(None if o is None else 0 for o in outs)
+
+    @staticmethod
+    def jvp(ctx, *tangents) -> tuple:
+        # The tangent of the gradient along the arguments' tangents: the same product H t.
+        args = _saved(ctx)
+        _refuse_nested(ctx.call.op, [*ctx.saved_tensors, *[
+            t for t in tangents if isinstance(t, torch.Tensor)]], "jvp")
+        hv = _hvp(ctx.call, ctx.nd, args, tangents[3:])
+        return tuple(torch.as_tensor(hv[i], dtype=a.dtype) if i in hv and ctx.wanted[i]
+                     else None for i, a in enumerate(args))
+
+
+def _hvp(call: TorchFunction, nd: Any, args: list, directions: Sequence) -> dict:
+    """The Hessian of a scalar-result call times `directions` (one per argument: a tensor,
+    or None for zero), by adjit's forward mode over its reverse mode: {position: array} for
+    each float argument (its row of H v, which the other float arguments' directions
+    reach too)."""
+    op = call.op
+    _, values, _ = _prepare(call, nd, args)
+    floats = [i for i, v in enumerate(values) if _is_float_value(v)]
+    if not floats:
+        return {}
+    anns = []
+    for i, v in enumerate(values):
+        if i not in floats:
+            anns.append(Const(v))
+            continue
+        t = directions[i] if i < len(directions) else None
+        if isinstance(v, np.ndarray):
+            v = np.ascontiguousarray(v)      # (a strided view's shadow would differ)
+            tangent = (np.zeros_like(v) if t is None
+                       else _view(t.detach().to(args[i].dtype).contiguous()).copy())
+            anns.append(Duplicated(v, tangent))
+        else:
+            anns.append(Duplicated(v, type(v)(0.0 if t is None else t.item())))
+    hv = autodiff(Forward, grad(op.f, tuple(floats)), *anns)
+    return dict(zip(floats, hv if isinstance(hv, tuple) else (hv,)))
+
+
+def _is_float_value(v: Any) -> bool:
+    dtype = v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype
+    return np.issubdtype(dtype, np.floating)
+
+
+def _jvp(ctx, *tangents) -> Any:
+    """_Call's forward-mode rule (torch.autograd.forward_ad, torch.func.jvp)."""
+    call, nd, op = ctx.call, ctx.nd, ctx.call.op
+    args = _saved(ctx)
+    _refuse_nested(op, [*ctx.saved_tensors, *[t for t in tangents
+                                              if isinstance(t, torch.Tensor)]], "jvp")
+    device, values, _ = _prepare(call, nd, args)
+    made: dict[int, torch.Tensor] = {}
+    dirs = []
+    for i, (a, t) in enumerate(zip(args, tangents[2:])):
+        if t is None or i in op.outputs or not isinstance(a, torch.Tensor):
+            dirs.append(None)
+        elif a.ndim == 0 and i not in op.array_params:
+            dirs.append(t.item())
+        else:
+            dirs.append(_view(t.detach().contiguous()))
+
+    def copy(i: int) -> Any:
+        return _view(_resolved(args[i].detach()).clone(
+            memory_format=torch.contiguous_format))
+
+    def output_tangent(i: int) -> Any:
+        t = tangents[2 + i]
+        made[i] = (torch.zeros_like(args[i], memory_format=torch.contiguous_format)
+                   if t is None else _resolved(t.detach()).clone(
+                       memory_format=torch.contiguous_format))
+        return _view(made[i])
+
+    tangent = op.tangent(values, dirs, nd, device, copy, output_tangent)
+    if op.is_kernel:
+        outs = tuple(made[i] for i in op.outputs)
+        return outs[0] if len(outs) == 1 else outs
+    if tangent is None:
+        return None
+    return _tensor(tangent, device)
 
 
 _SECOND_ORDER = ("{who}: {name}: a derivative of adjit's derivative ({what}) is not supported "
@@ -352,13 +467,17 @@ def _refuse_nested(op: Operation, tensors: list, what: str) -> None:
             raise NotImplementedError(_SECOND_ORDER.format(who=WHO, name=op.name, what=what))
 
 
-def _second_order_refused(op: Operation, grads: list, inputs: list) -> list:
+def _second_order_refused(op: Operation, grads: list, inputs: list,
+                          third: bool = False) -> list:
     """`grads` (the backward's results, computed by adjit outside autograd's sight) made to
     raise a clear error if autograd differentiates them (backward of a backward:
     create_graph=True, then a derivative of the gradient): torch's own message would be
     "element 0 of tensors does not require grad", or, worse, a missing term would pass
     unnoticed. The first derivative itself is returned unchanged."""
     message = _SECOND_ORDER.format(who=WHO, name=op.name, what="backward")
+    if third:
+        message = (f"{WHO}: {op.name}: a third derivative (a backward of the second "
+                   "derivative) is not supported; take it inside adjit and wrap that function")
     # The error node takes the backward's inputs too, so that autograd finds the path from
     # the gradient to them (and runs the node, which raises) rather than calling them unused.
     linked = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]

@@ -108,17 +108,92 @@ def test_jacrev_of_a_scalar_result_is_torchs():
                                torch.func.jacrev(lambda v: (v * v).sum())(x))
 
 
-def test_double_backward_is_refused_clearly():
+@adjit.jit
+def cubic(x, k):
+    return np.sum(x * x * x) * k
+
+
+@adjit.jit
+def looped(x, n: int, k):
+    s = 0.0
+    for _ in range(n):
+        s += np.sum(np.sin(x) * x) * k * k
+    return s
+
+
+def torch_cubic(x, k):
+    return (x * x * x).sum() * k
+
+
+def torch_looped(x, n, k):
+    return n * (torch.sin(x) * x).sum() * k * k
+
+
+CASES = [(cubic, torch_cubic, ()), (looped, torch_looped, (3,))]
+
+
+@pytest.mark.parametrize("f, ref, extra", CASES, ids=["cubic", "looped_int_arg"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_double_backward_of_a_scalar_result_is_torchs(f, ref, extra, dtype):
+    torch.manual_seed(2)
+    x = torch.randn(4, dtype=dtype, requires_grad=True)
+    k = torch.tensor(1.7, dtype=dtype, requires_grad=True)
+    v = torch.randn(4, dtype=dtype)
+    got, want = [], []
+    for fn, into in ((adjit.torch.function(f), got), (ref, want)):
+        y = fn(x, *extra, k) * 1.3             # (the seed scales the gradient)
+        gx, gk = torch.autograd.grad(y, (x, k), create_graph=True)
+        hx, hk = torch.autograd.grad((gx * v).sum() + gk * 0.7, (x, k))
+        into += [gx.detach(), gk.detach(), hx, hk]
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, **tol)
+
+
+@pytest.mark.parametrize("f, ref, extra", CASES, ids=["cubic", "looped_int_arg"])
+def test_second_derivatives_against_finite_differences(f, ref, extra):
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    k = torch.tensor(0.9, dtype=torch.float64, requires_grad=True)
+    g = adjit.torch.function(f)
+    assert torch.autograd.gradgradcheck(lambda x, k: g(x, *extra, k), (x, k))
+
+
+def test_torch_func_second_order_of_a_scalar_result_is_torchs():
+    x = torch.randn(4, dtype=torch.float64)
+    k = torch.tensor(1.3, dtype=torch.float64)
+    w = torch.arange(4.0, dtype=torch.float64)
+    f = adjit.torch.function(cubic)
+    got = torch.func.grad(lambda v: (torch.func.grad(f)(v, k) * w).sum())(x)
+    want = torch.func.grad(lambda v: (torch.func.grad(torch_cubic)(v, k) * w).sum())(x)
+    torch.testing.assert_close(got, want)
+    got = torch.func.jvp(lambda v: torch.func.grad(f)(v, k), (x,), (w,))
+    want = torch.func.jvp(lambda v: torch.func.grad(torch_cubic)(v, k), (x,), (w,))
+    torch.testing.assert_close(got, want)
+
+
+def test_what_second_order_cannot_do_is_refused_clearly():
     x = torch.randn(3, dtype=torch.float64, requires_grad=True)
-    s = adjit.torch.function(sum_sq)
-    (g,) = torch.autograd.grad(s(x), x, create_graph=True)
+    # an array result: its backward's derivative
+    (g,) = torch.autograd.grad(adjit.torch.function(square)(x), x, torch.ones(3,
+                               dtype=torch.float64), create_graph=True)
     torch.testing.assert_close(g.detach(), 2 * x.detach())     # the first derivative stands
-    with pytest.raises(RuntimeError, match="sum_sq: a derivative of adjit's derivative"):
+    with pytest.raises(RuntimeError, match="square: a derivative of adjit's derivative"):
         torch.autograd.grad(g.sum(), x)
-    with pytest.raises(NotImplementedError, match="derivative of adjit's derivative"):
-        torch.func.grad(lambda v: torch.func.grad(s)(v).sum())(x.detach())
-    with pytest.raises(NotImplementedError, match="derivative of adjit's derivative"):
-        torch.func.jvp(torch.func.grad(s), (x.detach(),), (x.detach(),))
+    # a kernel
+    k = adjit.torch.function(axpy, outputs="y")
+    y0 = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad((k(2.0, x, y0) ** 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="axpy: a derivative of adjit's derivative"):
+        torch.autograd.grad(g.sum(), x)
+    # a third derivative
+    c = adjit.torch.function(cubic)
+    kk = torch.tensor(1.0, dtype=torch.float64)
+    (g,) = torch.autograd.grad(c(x, kk), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x, create_graph=True)
+    torch.testing.assert_close(h.detach(), 6 * x.detach())
+    with pytest.raises(RuntimeError, match="cubic: a third derivative"):
+        torch.autograd.grad(h.sum(), x)
 
 
 @pytest.mark.parametrize("transform", [torch.func.jacrev, torch.func.jacfwd, torch.func.hessian])
@@ -127,3 +202,12 @@ def test_vmap_over_the_derivative_is_refused_clearly(transform):
     f = adjit.torch.function(square if transform is not torch.func.hessian else sum_sq)
     with pytest.raises(NotImplementedError, match="vmap over the derivative"):
         transform(f)(x)
+
+
+def test_per_sample_gradients_vmap_of_grad_are_torchs():
+    xb = torch.randn(5, 4, dtype=torch.float64)
+    k = torch.tensor(0.8, dtype=torch.float64)
+    f = adjit.torch.function(cubic)
+    got = torch.func.vmap(torch.func.grad(f), in_dims=(0, None))(xb, k)
+    want = torch.func.vmap(torch.func.grad(torch_cubic), in_dims=(0, None))(xb, k)
+    torch.testing.assert_close(got, want)

@@ -59,6 +59,15 @@ def host_values(values) -> list:
 
 
 def _from_dlpack(value: Any) -> np.ndarray:
+    is_neg = getattr(value, "is_neg", None)
+    if callable(is_neg) and is_neg():
+        # Its memory holds -value (a lazy negation), and DLPack exports the memory: adjit
+        # would read every element with the wrong sign, and write -x for x.
+        raise TypeError("a torch.Tensor with the negative bit set (a lazily negated view: "
+                        "c.conj().imag, torch._neg_view) cannot be an adjit argument "
+                        "directly (its memory holds the negated values): pass "
+                        "tensor.resolve_neg(), which copies, or wrap the function with "
+                        "adjit.torch.function(f), which does that")
     try:
         view = np.from_dlpack(value)
     except BufferError as e:

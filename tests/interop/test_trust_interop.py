@@ -211,3 +211,12 @@ def test_per_sample_gradients_vmap_of_grad_are_torchs():
     got = torch.func.vmap(torch.func.grad(f), in_dims=(0, None))(xb, k)
     want = torch.func.vmap(torch.func.grad(torch_cubic), in_dims=(0, None))(xb, k)
     torch.testing.assert_close(got, want)
+
+
+def test_a_tensor_with_the_negative_bit_passed_directly_is_refused():
+    # (outside adjit.torch.function, runtime/foreign.py takes tensors by DLPack, which
+    # exports the negated memory: refused, where resolving would lose a function's writes)
+    t = torch._neg_view(torch.arange(4.0, dtype=torch.float64))
+    with pytest.raises(TypeError, match="negative bit set.*resolve_neg"):
+        sum_sq(t)
+    assert sum_sq(t.resolve_neg()) == 14.0

@@ -98,7 +98,37 @@ def _sign(a: ir.Value) -> ir.Value:
 
 
 def _gauss(a: ir.Value) -> ir.Value:
-    return math.exp(_neg(_sq(a)))
+    """exp(-a^2), with a^2 split exactly into hi + lo (fma): exp(-hi) alone is off by up to
+    2 a^2 ulps (a^2's rounding error, scaled by the exponent: 15 ulp for erf' in f32 at 5),
+    and |lo| is below hi's half ulp, so exp(-lo) = 1 - lo to the type's precision."""
+    hi = _sq(a)
+    # lo is -inf (then NaN) where a^2 overflows, and exp(-hi) is 0 there anyway
+    lo = _where(arith.cmpf(arith.CmpFPredicate.OLT, hi, _c(a, pymath.inf)),
+                math.fma(a, a, _neg(hi)), _c(a, 0.0))
+    return _mul(math.exp(_neg(hi)), _sub(_c(a, 1.0), lo))
+
+
+def _one_minus_sq(a: ir.Value) -> ir.Value:
+    return _mul(_sub(_c(a, 1.0), a), _add(_c(a, 1.0), a))
+
+
+def _sech2(a: ir.Value) -> ir.Value:
+    """1 / cosh(a)^2 as 4t / (1 + t)^2, t = exp(-2|a|) in (0, 1]: 1 - tanh(a)^2 cancels
+    once tanh rounds to 1 (0 for |a| > 9 in f32, where sech^2 is 6e-8), cosh^2 overflows."""
+    t = math.exp(_mul(_c(a, -2.0), math.absf(a)))
+    u = _add(_c(a, 1.0), t)
+    return _div(_mul(_c(a, 4.0), t), _sq(u))
+
+
+def _atan2_partial(a: ir.Value, b: ir.Value, top: ir.Value, d: ir.Value) -> ir.Value:
+    """d * top / (a^2 + b^2), with a and b scaled by max(|a|, |b|) first: the squares
+    underflow for tiny operands (1e-20 in f32: inf instead of 1e20) and overflow for huge
+    ones (1e20: 0 instead of 1e-20). An infinite operand keeps the unscaled formula's values
+    (JAX's: NaN or 0)."""
+    s = arith.maximumf(math.absf(a), math.absf(b))
+    s = _where(arith.cmpf(arith.CmpFPredicate.OEQ, s, _c(s, pymath.inf)), _c(s, 1.0), s)
+    an, bn = _div(a, s), _div(b, s)
+    return _div(_div(_mul(d, _div(top, s)), _add(_sq(an), _sq(bn))), s)
 
 
 def _keep_if(cond: ir.Value, d: ir.Value) -> ir.Value:
@@ -142,9 +172,21 @@ def _strong(rule: Rule) -> Rule:
 
 
 def _pow_base(x: Primals, y: Callable[[], ir.Value], d: ir.Value) -> ir.Value:
-    # d/da a^b = b a^(b-1); 0 when b == 0, where 0^(b-1) is inf at a = 0.
+    # d/da a^b = b a^(b-1); 0 when b == 0, where 0^(b-1) is inf at a = 0. a^(b-1) is taken
+    # as a^b / a wherever a^b is a normal number: b - 1 rounds, and ln(a) scales that
+    # error (366 ulp in f64 at a = 1e-308, b = -0.001), or b - 1 == b with the wrong
+    # parity (+1e30 instead of -1e30 at a = -1, b = 1e30). Elsewhere (a^b 0, subnormal or
+    # inf: a^b / a would lose digits or overflow first) pow(a, b - 1).
     b = x[1]
-    return _zero_if_nan(_is_zero(b), _mul(d, _mul(b, math.powf(x[0], _sub(b, _c(d, 1.0))))))
+    F = arith.CmpFPredicate
+    tiny = _c(d, 1.1754943508222875e-38 if isinstance(d.type, ir.F32Type)
+              else 2.2250738585072014e-308)
+    magnitude = math.absf(y())
+    normal = arith.andi(arith.andi(arith.cmpf(F.OGE, magnitude, tiny),
+                                   arith.cmpf(F.OLT, magnitude, _c(d, pymath.inf))),
+                        arith.cmpf(F.ONE, x[0], _c(d, 0.0)))
+    slope = _where(normal, _div(y(), x[0]), math.powf(x[0], _sub(b, _c(d, 1.0))))
+    return _zero_if_nan(_is_zero(b), _mul(d, _mul(b, slope)))
 
 
 def _pow_exponent(x: Primals, y: Callable[[], ir.Value], d: ir.Value) -> ir.Value:
@@ -196,29 +238,30 @@ RULES: dict[str, tuple[Rule | None, ...]] = {
     "math.tan": (_strong(lambda x, y, d: _mul(d, _add(_c(d, 1.0), _sq(y())))),),
     "math.exp": (_strong(lambda x, y, d: _mul(d, y())),),
     "math.exp2": (_strong(lambda x, y, d: _mul(d, _mul(y(), _c(d, LN2)))),),
-    "math.expm1": (_strong(lambda x, y, d: _mul(d, _add(y(), _c(d, 1.0)))),),
+    # exp(x), not y + 1: that cancels for x < 0 (0 instead of exp(-30) in f32)
+    "math.expm1": (_strong(lambda x, y, d: _mul(d, math.exp(x[0]))),),
     "math.log": (_strong(lambda x, y, d: _div(d, x[0])),),
-    "math.log2": (_strong(lambda x, y, d: _div(d, _mul(x[0], _c(d, LN2)))),),
-    "math.log10": (_strong(lambda x, y, d: _div(d, _mul(x[0], _c(d, LN10)))),),
+    # (d / ln b) / x: x * ln b would overflow for x near the largest finite value
+    "math.log2": (_strong(lambda x, y, d: _div(_mul(d, _c(d, 1.0 / LN2)), x[0])),),
+    "math.log10": (_strong(lambda x, y, d: _div(_mul(d, _c(d, 1.0 / LN10)), x[0])),),
     "math.log1p": (_strong(lambda x, y, d: _div(d, _add(x[0], _c(d, 1.0)))),),
     "math.sqrt": (_strong(lambda x, y, d: _div(d, _mul(y(), _c(d, 2.0)))),),
     # y = x^(-1/2): dy/dx = -y / (2x) (-inf at -0.0, where y = -inf, as JAX; -y^3/2 is +inf)
     "math.rsqrt": (_strong(lambda x, y, d: _mul(d, _mul(_c(d, -0.5), _div(y(), x[0])))),),
     "math.cbrt": (_strong(lambda x, y, d: _div(d, _mul(_c(d, 3.0), _sq(y())))),),
-    "math.tanh": (lambda x, y, d: _mul(d, _sub(_c(d, 1.0), _sq(y()))),),
+    "math.tanh": (lambda x, y, d: _mul(d, _sech2(x[0])),),
     "math.sinh": (_strong(lambda x, y, d: _mul(d, math.cosh(x[0]))),),
     "math.cosh": (_strong(lambda x, y, d: _mul(d, math.sinh(x[0]))),),
     "math.asinh": (lambda x, y, d: _div(d, math.sqrt(_add(_sq(x[0]), _c(d, 1.0)))),),
     "math.acosh": (_strong(lambda x, y, d: _div(d, math.sqrt(_sub(_sq(x[0]), _c(d, 1.0))))),),
     "math.atanh": (_strong(lambda x, y, d: _div(d, _sub(_c(d, 1.0), _sq(x[0])))),),
     "math.atan": (lambda x, y, d: _div(d, _add(_c(d, 1.0), _sq(x[0]))),),
-    "math.asin": (_strong(lambda x, y, d: _div(d, math.sqrt(_sub(_c(d, 1.0), _sq(x[0]))))),),
-    "math.acos": (_strong(lambda x, y, d: _neg(_div(d, math.sqrt(
-                      _sub(_c(d, 1.0), _sq(x[0])))))),),
+    # 1 - x^2 as (1 - x)(1 + x): 1 - x is exact near 1, 1 - x*x cancels (6 ulp in f32)
+    "math.asin": (_strong(lambda x, y, d: _div(d, math.sqrt(_one_minus_sq(x[0])))),),
+    "math.acos": (_strong(lambda x, y, d: _neg(_div(d, math.sqrt(_one_minus_sq(x[0]))))),),
     # atan2(a, b) = angle of (b, a): da = b / (a^2 + b^2), db = -a / (a^2 + b^2)
-    "math.atan2": (_strong(lambda x, y, d: _div(_mul(d, x[1]), _add(_sq(x[0]), _sq(x[1])))),
-                   _strong(lambda x, y, d: _neg(_div(_mul(d, x[0]),
-                                                     _add(_sq(x[0]), _sq(x[1])))))),
+    "math.atan2": (_strong(lambda x, y, d: _atan2_partial(x[0], x[1], x[1], d)),
+                   _strong(lambda x, y, d: _neg(_atan2_partial(x[0], x[1], x[0], d)))),
     "math.absf": (lambda x, y, d: _mul(d, _abs_slope(x[0])),),
     "math.powf": (_strong(_pow_base), _strong(_pow_exponent)),
     "math.fpowi": (_strong(_fpowi_base), None),

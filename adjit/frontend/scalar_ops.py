@@ -470,11 +470,15 @@ def copysign(a, b):
 
 
 def hypot(a, b):
-    """sqrt(a*a + b*b) as big*sqrt(1 + (small/big)**2), big and small the larger and smaller
-    of |a| and |b|, so the squares cannot overflow or underflow (the math dialect has no
-    hypot, and a libm call would not lower to the GPU). The autodiff pass differentiates these
-    ops into a/h and b/h. At the origin the quotient divides by 1, not 0, so the value (0) and
-    the derivative stay finite; an infinite operand gives inf even beside a NaN, as C's."""
+    """sqrt(a*a + b*b) as big + small*r/(1 + sqrt(1 + r*r)), r = small/big, big and small
+    the larger and smaller of |a| and |b| (that is big*sqrt(1 + r*r), so the squares cannot
+    overflow or underflow; the math dialect has no hypot, and a libm call would not lower to
+    the GPU). The autodiff pass differentiates these ops into a/h and b/h. Written as a sum
+    rather than big*sqrt(1 + r*r) for forward mode: there the tangent of r*r, 2r/big, underflows
+    when the operands differ by more than the type's range allows (f32 hypot(100, 1e30):
+    0 instead of 1e-28), while small*r's is 2r. At the origin the quotient divides by 1, not
+    0, so the value (0) and the derivative stay finite; an infinite operand gives inf even
+    beside a NaN, as C's."""
     if isinstance(a, Literal) and isinstance(b, Literal):
         return Literal(pymath.hypot(a.value, b.value))
     x, y = _float_pair(a, b)
@@ -486,7 +490,8 @@ def hypot(a, b):
     a_bigger = arith.cmpf(F.OGE, ax, ay)
     big, small = arith.select(a_bigger, ax, ay), arith.select(a_bigger, ay, ax)
     ratio = arith.divf(small, arith.select(arith.cmpf(F.OEQ, big, zero), one, big))
-    h = arith.mulf(big, math.sqrt(arith.addf(one, arith.mulf(ratio, ratio))))
+    root = math.sqrt(arith.addf(one, arith.mulf(ratio, ratio)))
+    h = arith.addf(big, arith.divf(arith.mulf(small, ratio), arith.addf(one, root)))
     either_inf = arith.ori(arith.cmpf(F.OEQ, ax, inf), arith.cmpf(F.OEQ, ay, inf))
     return Scalar(arith.select(either_inf, inf, h), x.type)
 

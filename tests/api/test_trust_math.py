@@ -222,3 +222,29 @@ def test_pow_base_derivative(dtype):
         want = np.array([float(mp.mpf(float(bb)) * mp.power(mp.mpf(float(aa)), mp.mpf(float(bb)) - 1))
                          for aa, bb in zip(a, b)]).astype(dtype)
     assert _ulps(g, want, dtype).max() <= 3, (g, want)
+
+
+@adjit.kernel
+def hypot_kernel(a, b, out):
+    i = adjit.index()
+    out[i] = adjit.hypot(a[i], b[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hypot_forward_derivative_far_apart(dtype):
+    # Forward mode through big*sqrt(1 + r*r) underflowed in r*r's tangent when the operands
+    # differ by more than the range allows (f32 hypot(100, 1e30): d/da 0, the truth 1e-28).
+    big = 1e30 if dtype == np.float32 else 1e300
+    a = np.array([100.0, big, 3.0, 1.0, 0.0], dtype)
+    b = np.array([big, 100.0, 4.0, 1.0, 2.0], dtype)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    h = np.hypot(a64, b64)
+    for k, want in ((0, a64 / h), (1, b64 / h)):
+        out, dout = np.zeros_like(a), np.zeros_like(a)
+        ta = np.full_like(a, 1.0 - k)
+        tb = np.full_like(b, float(k))
+        adjit.autodiff(adjit.Forward, hypot_kernel, adjit.Duplicated(a.copy(), ta),
+                       adjit.Duplicated(b.copy(), tb), adjit.Duplicated(out, dout),
+                       ndrange=len(a))
+        assert _ulps(out, h.astype(dtype), dtype).max() <= 2
+        assert _ulps(dout, want.astype(dtype), dtype).max() <= 3, (k, dout, want)

@@ -526,6 +526,11 @@ def elementwise(fn: Callable[..., Scalar | Literal], operands: list) -> ArrayExp
     reads = (None if any(e.reads is None for e in exprs if e is not None)
              else tuple(r for e in exprs if e is not None for r in e.reads))
     dtype = _result_dtype(fn, exprs, operands)
+    if dtype.is_int and dtype.bits < 64:
+        # A Python int operand of an i32 expression: converted to i32 (checked to fit, as
+        # NumPy 2 requires: S.at_type) once here, where the expression is, not per element.
+        operands = [S.at_type(o, dtype) if isinstance(o, Scalar) and o.type.weak and
+                    o.type.is_int else o for o in operands]
     zero = idx(0)
 
     def scalar_of(e, o, get):

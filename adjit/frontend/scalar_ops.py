@@ -121,14 +121,14 @@ def unify(a, b) -> tuple[Scalar, Scalar]:
     ta = literal_type(a.value) if isinstance(a, Literal) else as_scalar(a).type
     tb = literal_type(b.value) if isinstance(b, Literal) else as_scalar(b).type
     t = promote(ta, tb)
-    return _to(a, t), _to(b, t)
+    return at_type(a, t), at_type(b, t)
 
 
-def _to(v, t: ScalarType) -> Scalar:
+def at_type(v, t: ScalarType) -> Scalar:
     """Operand `v` of `unify` at its common type `t`. A Python int becoming a narrower
     integer must fit, as NumPy 2 requires (`np.int32(1) + 2**40` raises OverflowError): a
     constant is checked now, a run-time one (a Python int argument, `len(x)`) where it
-    runs."""
+    runs (arrays.elementwise converts one once, before its loop)."""
     if isinstance(v, Literal):
         return as_scalar(v, t)
     v = as_scalar(v)
@@ -301,7 +301,7 @@ def compare(op: str, a, b):
     if ta.is_int and tb.is_int and (ta.weak or tb.weak) and index not in (ta, tb):
         # A Python int compared with a narrower int: at i64, where both are exact (NumPy 2
         # compares `np.int32(1) < 2**40` correctly rather than refusing the int).
-        x, y = _to(a, i64), _to(b, i64)
+        x, y = at_type(a, i64), at_type(b, i64)
     else:
         x, y = unify(a, b)
     if x.type.is_float:

@@ -270,6 +270,13 @@ def test_python_int_out_of_range_for_int32_raises_overflow_as_numpy():
     with pytest.raises(OverflowError, match="does not fit in adjit.i32"):
         adjit.jit(add)(x, 2 ** 40)
     assert_same(adjit.jit(add)(x, 2 ** 31 - 10), x + (2 ** 31 - 10))   # in range: fine
+    # checked once, before the element loop: an empty array too, as NumPy 2
+    with pytest.raises(OverflowError):
+        add(x[:0], 2 ** 40)
+    with pytest.raises(OverflowError, match="does not fit in adjit.i32"):
+        adjit.jit(add)(x[:0], 2 ** 40)
+    ir = adjit.jit(add).lower(x, 3).adj()
+    assert ir.index("OverflowError") < ir.index("scf.parallel")
     # a literal: refused when compiled, at its line
     with pytest.raises(OverflowError):
         int32_plus_big_literal(x)

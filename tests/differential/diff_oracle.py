@@ -30,7 +30,7 @@ import numpy as np
 from diff_programs import Program, arguments
 
 CHECKS = ("value", "grad", "value_and_grad", "jvp", "jvp2", "vjp", "hvp", "jacfwd",
-          "jacrev", "hessian", "dloss")
+          "jacfwd2", "jacrev", "hessian", "dloss")
 
 # Names a user never wrote: MLIR dialects' ops and types, the runtime's symbols, Python
 # internals. A message that shows one is not a clear refusal.
@@ -122,6 +122,8 @@ def run_adjit(source: str, name: str, program: Program, seed: int, checks: tuple
                 r = adjit.hvp(m.loss, floats, tangents)
             elif check == "jacfwd":
                 r = adjit.jacfwd(m.fd, argnums=0)(*floats)
+            elif check == "jacfwd2":
+                r = adjit.jacfwd(m.fd, argnums=0, width=2)(*floats)
             elif check == "jacrev":
                 r = adjit.jacrev(m.fd, argnums=0)(*floats)
             elif check == "hessian":
@@ -253,7 +255,7 @@ def run_jax(program: Program, seed: int, checks: tuple, cotangent=None,
             elif check == "hvp":
                 r = jax.jvp(jax.grad(loss, argnums=nums if len(nums) > 1 else 0), floats,
                             tangents)[1]
-            elif check == "jacfwd":
+            elif check in ("jacfwd", "jacfwd2"):
                 r = jax.jacfwd(fd, argnums=0)(*floats)
             elif check == "jacrev":
                 r = jax.jacrev(fd, argnums=0)(*floats)

@@ -90,6 +90,9 @@ class Program:
         dec = "" if jax else "@adjit.jit"
         floats = self.float_args
         lines = ["import numpy as np", "import adjit", ""] if not jax else []
+        lines.append("# " + ", ".join(f"{a.name}: {a.dtype} {a.shape}" if a.kind == "array" else
+                                      f"{a.name}: {a.kind}" + (f" = {a.value}" if a.kind == "int"
+                                                               else "") for a in self.args))
         lines += self._fn(dec, "f", self.args, False, jax, self.result) + [""]
         lines += self._fn(dec, "fd", floats, True, jax, self.result) + [""]
         lines += self._fn(dec, "loss", floats, True, jax, f"np.sum(np.sin({self.result}))")
@@ -100,6 +103,13 @@ class Program:
             f"    return adjit.grad(loss, argnums={nums!r})"
             f"({', '.join(a.name for a in floats)})", ""]
         return "\n".join(lines)
+
+
+def _spread(draw, options):
+    """One of `options`, near uniformly: hypothesis's sampled_from favours the first ones
+    (it shrinks towards them), which would leave the later builtins rarely drawn."""
+    options = list(options)
+    return options[draw(st.integers(0, 2**20)) % len(options)]
 
 
 class _Builder:
@@ -145,11 +155,11 @@ class _Builder:
 
     # ---- the statement kinds -------------------------------------------------------------
     def unary(self):
-        key = self.draw(st.sampled_from(sorted(UNARY)))
+        key = _spread(self.draw, sorted(UNARY))
         self.bind(UNARY[key].format(self.pick()), f"unary:{key}")
 
     def binary(self):
-        key = self.draw(st.sampled_from(sorted(BINARY)))
+        key = _spread(self.draw, sorted(BINARY))
         for _ in range(4):
             a, b = self.pick(), self.pick()
             if a == b and key in ("maximum", "minimum", "where"):
@@ -170,7 +180,7 @@ class _Builder:
     def reduction(self):
         a = self.pick()
         shape = self.shape(a)
-        key = self.draw(st.sampled_from(REDUCTIONS))
+        key = _spread(self.draw, REDUCTIONS)
         size = math.prod(shape)
         if size == 0 and key != "sum":
             key = "sum"             # max/min/mean of nothing: an error or NaN in NumPy
@@ -219,6 +229,67 @@ class _Builder:
             return self.binary()
         a, b = self.draw(st.sampled_from(pairs))
         self.bind(f"{a} @ {b}", "matmul")
+
+    def runtime_slice(self):
+        """A slice whose bound is a run-time int (JAX takes the int as static)."""
+        arrays = [n for n in self.pool if len(self.shape(n)) >= 1]
+        if not arrays or not self.ints:
+            return self.index()
+        a, k = self.pick(arrays), self.draw(st.sampled_from(self.ints)).name
+        form = self.draw(st.sampled_from(["{a}[{k}:]", "{a}[:{k}]", "{a}[::-1][{k}:]",
+                                          "{a}[{k}::2]"]))
+        expr = form.format(a=a, k=k)
+        if self.try_shape(expr) is None:
+            return self.unary()
+        self.bind(expr, "index:runtime-slice")
+
+    def make(self):
+        """Arrays made in the program, and the Python ints of shapes (weak, NEP 50)."""
+        a = self.pick()
+        shape = self.shape(a)
+        forms = ["np.zeros_like({a}) + {a}", "np.ones_like({a}) * 0.5 - {a}",
+                 "np.full_like({a}, 0.25) * {a}", "{a} * np.ones({shape!r})"]
+        if shape:
+            forms += ["{a} / {a}.shape[0] if {a}.shape[0] else {a}",
+                      "{a} * len({a})", "np.linspace(-1.0, 1.0, {n}) + {a}",
+                      "np.arange({n}) * {a}", "np.zeros({shape!r}) + {a}"]
+        expr = self.draw(st.sampled_from(forms)).format(a=a, shape=shape,
+                                                        n=shape[-1] if shape else 1)
+        if "if" in expr:
+            expr = f"{a} / max({a}.shape[0], 1)"
+        if self.try_shape(expr) is None:
+            return self.unary()
+        self.bind(expr, "make:" + expr.split("(")[0].replace(f"{a} ", "").strip())
+
+    def products(self):
+        """np.dot / np.matmul / @, batched 3-D too."""
+        pairs = [(a, b) for a in self.pool for b in self.pool
+                 if len(self.shape(a)) >= 1 and len(self.shape(b)) >= 1
+                 and self.try_shape(f"np.matmul({a}, {b})") is not None]
+        if not pairs:
+            return self.binary()
+        a, b = self.draw(st.sampled_from(pairs))
+        fn = self.draw(st.sampled_from(["np.dot", "np.matmul"]))
+        if fn == "np.dot" and self.try_shape(f"np.dot({a}, {b})") != \
+                self.try_shape(f"np.matmul({a}, {b})"):
+            fn = "np.matmul"
+        self.bind(f"{fn}({a}, {b})", f"matmul:{fn}")
+
+    def batched(self):
+        """A batched product: stack two 2-D arrays, multiply by a stacked transpose."""
+        mats = [n for n in self.pool if len(self.shape(n)) == 2]
+        if not mats:
+            return self.matmul()
+        a = self.pick(mats)
+        self.bind(f"np.stack([{a}, np.sin({a})]) @ np.stack([{a}.T, {a}.T])", "matmul:batched")
+
+    def argmax(self):
+        arrays = [n for n in self.pool if math.prod(self.shape(n)) > 0 and self.shape(n)]
+        if not arrays:
+            return self.unary()
+        a = self.pick(arrays)
+        fn = self.draw(st.sampled_from(["argmax", "argmin"]))
+        self.bind(f"np.ravel({a})[np.{fn}({a})] * {a}", f"reduce:{fn}")
 
     def clip(self):
         self.bind(f"np.clip({self.pick()}, -0.5, 0.75)", "clip")
@@ -319,7 +390,7 @@ def _broadcasts(src: tuple, target: tuple) -> bool:
 
 SHAPES = [(), (3,), (2,), (1,), (0,), (3, 2), (2, 3), (1, 2), (3, 1), (2, 0), (1, 1)]
 KINDS = ("unary", "binary", "scalar", "reduction", "index", "matmul", "clip", "join",
-         "inplace", "loop")
+         "inplace", "loop", "runtime_slice", "make", "products", "batched", "argmax")
 
 
 @st.composite
@@ -336,7 +407,7 @@ def programs(draw, kinds: tuple[str, ...] = KINDS, max_statements: int = 5):
         args.append(Arg("k0", "int", value=draw(st.integers(-2, 1))))
     b = _Builder(draw, args)
     for _ in range(draw(st.integers(1, max_statements))):
-        getattr(b, draw(st.sampled_from(kinds)))()
+        getattr(b, _spread(draw, kinds))()
     # The result: the last value, or the last combined with an earlier one.
     result = b.pool[-1]
     if draw(st.booleans()):

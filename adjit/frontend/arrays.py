@@ -40,6 +40,10 @@ def dims(a: Array) -> list[ir.Value]:
     if owner is not None and owner.name == "memref.alloc" and \
             len(owner.operands) == a.type.ndim:
         return list(owner.operands)
+    if owner is not None and owner.name == "memref.reinterpret_cast" and \
+            len(owner.operands) >= 1 + a.type.ndim and not a.type.strided:
+        # (alloc's checked view, reshape's: their sizes are operands 1..ndim)
+        return list(owner.operands)[1:1 + a.type.ndim]
     units = a.type.units      # (dimensions of an argument known to be 1: core/types.py)
     return [idx(1) if d in units else memref.dim(a.value, idx(d)) for d in range(a.type.ndim)]
 
@@ -639,16 +643,18 @@ def store_into(out: Array, e: ArrayExpr | Scalar, new: bool = False) -> None:
         return
     if not new and not _safe_in_place(out, e):
         e = as_expr(materialize(e))
+    # (a new array's own sizes bound the loops: they are 0 where its allocation failed)
+    shape = dims(out) if new else e.shape
     if e.linear and not out.type.strided:
         view = flat(out)
-        loop = scf.ParallelOp([], [idx(0)], [numel(e.shape)], [idx(1)], [])
+        loop = scf.ParallelOp([], [idx(0)], [numel(shape)], [idx(1)], [])
         body = loop.regions[0].blocks.append(ir.IndexType.get())
         with ir.InsertionPoint(body):
             i = body.arguments[0]
             memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
             scf.ReduceOp([], 0)
         return
-    for_each(e.shape, lambda ids: memref.store(
+    for_each(shape, lambda ids: memref.store(
         S.cast(element_at(e, ids), out.type.dtype).value, out.value, ids))
 
 
@@ -701,10 +707,75 @@ def assign(out: Array, value) -> None:
     store_into(out, e)
 
 
+# An array whose size is known when compiling and at most this many bytes is allocated
+# without the run-time checks below.
+SMALL_BYTES = 1 << 30
+
+
 def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
+    """A new C-contiguous array. Where its size is not known small, NumPy's errors come
+    from the sizes and the allocator: a negative size is a ValueError, a size in bytes past
+    2**62 (or one whose product wrapped around) and an allocation the allocator could not
+    make (a null pointer) MemoryErrors, at the user's line. A failed check does not stop
+    the code after it (lower_cpu.py), so the array is then one of no elements: its first
+    size not known when compiling (every one not known to be >= 0, for a bad size) is made
+    0, and whatever loops over its sizes (dims()) does nothing until the call returns and
+    raises."""
     t = ArrayType(dtype, len(shape))
-    m = memref.alloc(t.mlir(), list(shape), [])
-    return Array(m, t, m, True)
+    shape = list(shape)
+    known = [static_size(s) for s in shape]
+    itemsize = max(dtype.bits // 8, 1)
+    if all(k is not None and k >= 0 for k in known):
+        total = itemsize
+        for k in known:
+            total *= k
+        if total <= SMALL_BYTES:
+            m = memref.alloc(t.mlir(), shape, [])
+            return Array(m, t, m, True)
+    i1, i64t = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
+    false = arith.constant(i1, 0)
+    negative, overflow = false, false
+    nbytes = arith.constant(i64t, itemsize)
+    for s in shape:
+        negative = arith.ori(negative, arith.cmpi(arith.CmpIPredicate.slt, s, idx(0)))
+        low, high = arith.mului_extended(nbytes, arith.index_cast(i64t, s))
+        overflow = arith.ori(overflow, arith.cmpi(arith.CmpIPredicate.ne, high,
+                                                  arith.constant(i64t, 0)))
+        nbytes = low
+    overflow = arith.ori(overflow, arith.cmpi(arith.CmpIPredicate.ugt, nbytes,
+                                              arith.constant(i64t, 1 << 62)))
+    adj.check(arith.xori(negative, arith.constant(i1, 1)), "ValueError",
+              "negative dimensions are not allowed")
+    bad = arith.ori(negative, overflow)
+    adj.check(arith.xori(bad, arith.constant(i1, 1)), "MemoryError",
+              "cannot allocate an array of this shape: its size in bytes is past 2**62")
+    # (sizes known and not negative stay constants: a keepdims 1 stays known to be 1)
+    shape = [s if c is not None and c >= 0 else arith.select(bad, idx(0), s)
+             for s, c in zip(shape, known)]
+    k = next((d for d, c in enumerate(known) if c is None or c < 0), 0)
+    m = memref.alloc(t.mlir(), shape, [])
+    if not shape:
+        return Array(m, t, m, True)
+    pointer = memref.extract_aligned_pointer_as_index(m)
+    failed = arith.andi(arith.cmpi(arith.CmpIPredicate.eq, pointer, idx(0)),
+                        arith.cmpi(arith.CmpIPredicate.ne, nbytes, arith.constant(i64t, 0)))
+    failed = arith.andi(failed, arith.xori(bad, arith.constant(i1, 1)))
+    adj.check(arith.xori(failed, arith.constant(i1, 1)), "MemoryError",
+              "out of memory: the array could not be allocated")
+    shape[k] = arith.select(failed, idx(0), shape[k])
+    return Array(_contiguous_view(m, t, shape), t, m, True)
+
+
+def _contiguous_view(m: ir.Value, t: ArrayType, shape: list[ir.Value]) -> ir.Value:
+    """`m` seen with sizes `shape` (C order), as reshape's views are made."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    strides, step = [], idx(1)
+    for w in reversed(shape):
+        strides.append(step)
+        step = arith.muli(step, w)
+    strides.reverse()
+    return memref.reinterpret_cast(t.mlir(), m, [], shape, strides[:-1], [0],
+                                   [dyn] * len(shape), [dyn] * (len(shape) - 1) + [1])
 
 
 def fill(a: Array, v) -> None:

@@ -337,7 +337,13 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
             fn(ctypes.byref(res), *values)
             number = 0
         blocks: dict = {}
-        values = [read(res, blocks) for read in readers]   # owned now: freed if after_call raises
+        try:
+            values = [read(res, blocks) for read in readers]   # owned now: freed if after_call raises
+        except (TypeError, ValueError, OverflowError):
+            # A failed check can leave results no array can be made of (an allocation
+            # that failed is a null pointer): its error is the one to raise.
+            after_call(number)
+            raise
         after_call(number)
         return values[0] if single else tuple(values)
 

@@ -461,3 +461,70 @@ def test_empty_and_one_element_slices_differentiate_like_jax(f, fj, shape):
         assert_same(adjit.grad(f)(x), np.asarray(jax.grad(fj)(xj)))
         assert_same(adjit.hessian(f)(x), np.asarray(jax.hessian(fj)(xj)))
         assert adjit.check_grad(f, x) < 1e-6
+
+
+# ---- 3. allocations too large, of a negative size, or that the allocator cannot make ------
+
+@adjit.jit
+def zeros_of(n):
+    return np.zeros(n)  # zeros-line
+
+
+@adjit.jit
+def square_ones_of(n):
+    return np.ones((n, n), dtype=np.float32)  # square-line
+
+
+@adjit.jit
+def outer_of(x, y):
+    return x[:, None] * y[None, :]  # outer-line
+
+
+@adjit.jit
+def empty_then_sum(n, m):
+    a = np.zeros((n, 3, m))
+    return np.sum(a + 1.0, axis=1, keepdims=True)
+
+
+def test_run_time_sizes_allocate_as_numpy_does():
+    for n in (0, 1, 5):
+        assert_same(zeros_of(n), np.zeros(n))
+        assert_same(square_ones_of(n), np.ones((n, n), dtype=np.float32))
+        assert_same(empty_then_sum(n, 2), np.sum(np.zeros((n, 3, 2)) + 1.0, axis=1,
+                                                 keepdims=True))
+    assert_same(outer_of(np.arange(3.0), np.arange(2.0)), np.outer(np.arange(3.0),
+                                                                   np.arange(2.0)))
+
+
+def test_huge_or_negative_allocations_raise_at_the_users_line():
+    # (each once killed the process with SIGSEGV: run apart from the suite)
+    result = run_isolated(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        import numpy as np
+        from test_trust_indexing import zeros_of, square_ones_of, outer_of
+        big = np.ones(2**23)
+        for f, args in [(zeros_of, (2**60,)), (zeros_of, (2**60,)), (square_ones_of, (2**32,)),
+                        (zeros_of, (-1,)), (square_ones_of, (-3,)), (zeros_of, (2**45,)),
+                        (outer_of, (big, big)), (outer_of, (big, big))]:
+            try:
+                f(*args)
+                print("no error")
+            except (MemoryError, ValueError) as e:
+                print(type(e).__name__, "|", e)
+        print(zeros_of(2).tolist())
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "[0.0, 0.0]"
+    zeros, square, outer = (f"{__file__}:{line_of(m)}"
+                            for m in ("zeros-line", "square-line", "outer-line"))
+    assert lines[0].startswith("MemoryError |") and zeros in lines[0]     # 2**63 bytes
+    assert lines[1] == lines[0]                                          # (the native path)
+    assert lines[2].startswith("MemoryError |") and square in lines[2]  # n * n wraps around
+    assert lines[3] == f"ValueError | negative dimensions are not allowed (at {zeros})"
+    assert lines[4] == f"ValueError | negative dimensions are not allowed (at {square})"
+    # 256 TiB, then 512 TiB: past the 128 TiB of x86-64's user address space, so the
+    # allocator's null pointer whatever the overcommit setting
+    for line, where in [(lines[5], zeros), (lines[6], outer), (lines[7], outer)]:
+        assert line.startswith("MemoryError |") and where in line, line

@@ -11,25 +11,9 @@ import pytest
 
 from composition import DTYPES, ENTRY_POINTS, KINDS, cell, table
 
-STRIDED = ("Fortran order", "negative stride x[::-1]")
-OPEN_DEFECTS = {
-    **{(e, k, d): "a transform makes the shadow of a strided argument contiguous and then "
-                  "refuses it: 'the shadow must be an array of the same type, ... strided' "
-                  "(issue 29: views/strided, as the size-1 shadow)"
-       for e in ("hvp", "jacfwd", "jacrev", "hessian", "grad in @jit") for k in STRIDED
-       for d in DTYPES},
-    **{(e, "0-d array", d): "issue 29: jacfwd / hessian with respect to a 0-d array, an "
-                            "internal error (MLIR parse error)"
-       for e in ("jacfwd", "hessian") for d in DTYPES},
-    **{("check_grad", k, "f32"): "check_grad takes float32 finite differences with eps=1e-6: "
-                                 "it reports 1-9% error for a correct float32 gradient"
-       for k in ("0-d array", "view x[1:4]", "Fortran order", "negative stride x[::-1]",
-                 "vec3", "mat22")},
-    **{("check_grad", k, d): "check_grad fails on the argument inside its finite "
-                             "differences (float() of a struct, of a tensor, of a JAX "
-                             "array): an unclear TypeError/ValueError"
-       for k in ("struct", "torch tensor", "JAX array") for d in DTYPES},
-}
+# (none open: the strided-shadow, 0-d Jacobian and check_grad cells were fixed in issue 29's
+# derivative entry points work, tests/api/test_trust_entry_points.py)
+OPEN_DEFECTS: dict[tuple[str, str, str], str] = {}
 
 CELLS = [pytest.param(e, k, d, id=f"{d}-{e}-{k}",
                       marks=([pytest.mark.xfail(strict=True, reason=OPEN_DEFECTS[(e, k, d)])]

@@ -30,6 +30,7 @@ def library() -> ctypes.CDLL:
     lib.adj_mpi_set_timeout.argtypes = [ctypes.c_double]
     lib.adj_mpi_timeout.restype = ctypes.c_double
     lib.adj_mpi_add_comm.argtypes = [ctypes.c_int64]
+    lib.adj_mpi_set_check.argtypes = [ctypes.c_int64]
     lib.adj_mpi_status.restype = ctypes.c_int64
     lib.adj_mpi_error.restype = ctypes.c_char_p
     lib.adj_mpi_fail.argtypes = [ctypes.c_char_p]
@@ -72,6 +73,10 @@ def start():
     if lib.adj_mpi_bind(functions, len(_FUNCTIONS), constants, len(values)) != 0:
         raise RuntimeError("adjit.mpi: the native extension is out of date (reinstall adjit)")
     lib.adj_mpi_set_timeout(_timeout_setting())
+    # The ranks' agreement on each collective operation (mpi.cpp's `agree`: one small
+    # allreduce before each, a global synchronisation a halo exchange otherwise lacks):
+    # ADJIT_MPI_CHECK=0 skips it, for runs whose program is known to be consistent.
+    lib.adj_mpi_set_check(os.environ.get("ADJIT_MPI_CHECK", "1").strip() != "0")
     _install_excepthook()
     return MPI, fail_comm
 

@@ -254,6 +254,11 @@ def as_scalar_type(obj) -> ScalarType:
     except TypeError:
         raise TypeError(f"{obj!r} is not a type adjit takes (f32, f64, i32, i64, bool_)") from None
     if dt not in _BY_DTYPE:
+        native = dt.newbyteorder("=")
+        if native in _BY_DTYPE:
+            raise TypeError(f"dtype {dt} is byte-swapped (not this machine's byte order): "
+                            f"adjit takes {native} in native order; convert with "
+                            "a.astype(a.dtype.newbyteorder('='))")
         raise TypeError(f"dtype {dt} is not supported by adjit (f32, f64, i32, i64, bool_)")
     return _BY_DTYPE[dt]
 

@@ -210,7 +210,7 @@ def _user_frame():
     """The innermost caller outside adjit (the user's line that called the operation)."""
     import os
     import sys
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     frame = sys._getframe(1)
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
         frame = frame.f_back

@@ -601,8 +601,11 @@ def vjp(f, *primals):
     primals, scalars for scalar primals."""
     primals = host_values(primals)
     # The pullback differentiates at the primals as given: f may write its arrays (as this
-    # call of it does), so it runs on fresh copies of them as they were.
-    before = [p.copy() if isinstance(p, np.ndarray) else p for p in primals]
+    # call of it does), so it runs on fresh copies of those as they were.
+    written = _written_arguments(f, primals)
+    copied = {k for k, p in enumerate(primals)
+              if isinstance(p, np.ndarray) and (written is None or k in written)}
+    before = [p.copy() if k in copied else p for k, p in enumerate(primals)]
     value = f(*primals)
     one_value = isinstance(value, np.ndarray) or np.isscalar(value)
     if not (one_value and np.issubdtype(np.asarray(value).dtype, np.floating)):
@@ -613,7 +616,7 @@ def vjp(f, *primals):
         ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
                    convert=False)
         anns, shadows = _reverse_annotations(
-            [p.copy() if isinstance(p, np.ndarray) else p for p in before], range(len(primals)))
+            [p.copy() if k in copied else p for k, p in enumerate(before)], range(len(primals)))
         if getattr(f, "struct_layout", None) is not None:
             # A struct's cotangent is a struct of its class (Duplicated(s, ds)'s shadow),
             # made of the struct's leaf fields' (structs.flatten_annotations)
@@ -651,6 +654,16 @@ def _scale_in_place(d, c) -> None:
                 v *= c
         elif isinstance(t, VecType) or (isinstance(t, ScalarType) and t.is_float):
             setattr(owner, name, v * c)
+
+
+def _written_arguments(f, args: Sequence) -> set[int] | None:
+    """The positions of the arrays among `args` that CPU function `f` may write (its
+    specialisation's written-argument analysis, compiled as the call would), or None where
+    that is not known (a struct's fields, a transform, the GPU)."""
+    if not isinstance(f, Function) or f.struct_layout is not None or f.device != "cpu":
+        return None
+    types, _ = specialise(f.__name__, f.params, f.annotations, list(args))
+    return set(service.cpu(f, types)[1].meta["written"])
 
 
 def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,

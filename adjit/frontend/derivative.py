@@ -78,6 +78,17 @@ def _type_from_mlir(t: ir.Type):
     return scalars[str(t)]
 
 
+def _as_python(from_mlir: list, declared: list) -> list:
+    """The types of generated results, `from_mlir`, with the Python scalars among them: a
+    result whose declared type (the primal's result, an Active argument's) is weak, a Python
+    float or int (core/types.py), is weak too, so that Python gets a Python float back, as
+    for the primal (a gradient with respect to a Python float is a Python float)."""
+    if len(from_mlir) != len(declared):
+        return from_mlir
+    return [d if getattr(d, "weak", False) and d.strong == t else t
+            for t, d in zip(from_mlir, declared)]
+
+
 def _dtype(t):
     """The element type of an array type, or the scalar type itself."""
     return t.dtype if isinstance(t, ArrayType) else t
@@ -133,6 +144,7 @@ class Derivative:
         array result with a cotangent array that every entry takes after the arguments (the
         vjp of an array-valued function; see `_inner_product`)."""
         self.mode = mode
+        self._anns = anns
         unit = CompileUnit(debug_enabled())
         activity = [a.activity for a in anns]
         with unit.ctx, ir.Location.unknown():
@@ -222,7 +234,11 @@ class Derivative:
 
     def _forward_entry(self, unit: CompileUnit, flat_t: list) -> None:
         ins, outs = _generated(unit, "d")
-        out_types = [_type_from_mlir(t) for t in outs]
+        width = derivative_abi(self.mode, self._anns).width
+        declared = (list(self.results) if self.mode.with_primal else []) + (
+            [t for t in self.results if _dtype(t).is_float for _ in range(width)]
+            if self.ret_activity != Activity.CONST else [])
+        out_types = _as_python([_type_from_mlir(t) for t in outs], declared)
         unit.entry("fwd", flat_t, out_types, lambda args: list(func.CallOp(
             outs, ir.FlatSymbolRefAttr.get("d"), args).results))
         self.entries = {"fwd": (flat_t, out_types)}
@@ -233,7 +249,8 @@ class Derivative:
         n_primal = len(self.results) if self.mode.with_primal else 0
         tape_t = [_type_from_mlir(t) for t in aug_outs[n_primal:]]
         primal_t = self.results[:n_primal]
-        grads_t = [_type_from_mlir(t) for t in rev_outs]
+        grads_t = _as_python([_type_from_mlir(t) for t in rev_outs],
+                             derivative_abi(self.mode, anns).adjoints(types))
         dret_t = [self.results[0]] if self.ret_activity == Activity.ACTIVE else []
 
         def combined(args):

@@ -361,7 +361,7 @@ def test_gradients_through_the_f32_loop_against_jax(problem):
 
     # with respect to the Python float itself: a float
     glr = adjit.grad(f, argnums=3)(w, x, y, lr, steps)
-    assert isinstance(glr, float)
+    assert type(glr) is float      # a Python float, as the primal of Python floats
     ref_lr = float(jax.grad(sgd_loss_jax, argnums=3)(w64, x64, y64, lr, steps))
     np.testing.assert_allclose(float(glr), ref_lr, rtol=1e-4)
     eps = 1e-6
@@ -425,3 +425,24 @@ def test_comparison_with_a_python_int_beyond_int32_is_exact_as_numpy():
     x = sample(4, np.int32)
     same_as_numpy(compare_big, x, 2 ** 40)
     same_as_numpy(compare_big, x, 3)
+
+
+def scalar_fn(a, b):
+    return a * b + math.sin(a)
+
+
+def test_derivatives_of_python_scalars_are_python_floats_as_their_values():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    f = adjit.jit(scalar_fn)
+    assert type(f(0.5, 2.0)) is float
+    g = adjit.grad(f, argnums=(0, 1))(0.5, 2.0)
+    assert [type(v) for v in g] == [float, float]
+    ref = jax.grad(lambda a, b: a * b + jax.numpy.sin(a), argnums=(0, 1))(0.5, 2.0)
+    np.testing.assert_allclose(g, [float(r) for r in ref], rtol=1e-14)
+    primal, tangent = adjit.jvp(f, (0.5, 2.0), (1.0, 0.0))
+    assert type(primal) is float and type(tangent) is float
+    np.testing.assert_allclose([primal, tangent], [scalar_fn(0.5, 2.0), float(ref[0])],
+                               rtol=1e-14)
+    # a typed scalar argument keeps its NumPy type
+    assert type(adjit.grad(f)(np.float32(0.5), 2.0)) is np.float32

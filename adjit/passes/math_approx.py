@@ -16,6 +16,8 @@ overflow), and sin/cos/tan, whose 3-part reduction by pi/2 is accurate for |x| <
 and loses digits beyond (libdevice switches to Payne-Hanek there). f32 sin/cos/tan reduce in
 f64, and f32 pow, cbrt and erf compute in f64, which Hopper runs at half the f32 rate.
 Not expanded (an error names them): erfc, atanh and the other math ops without a case here.
+The CPU pipeline uses log1p and expm1 from here too (cpu_math.py): upstream's lowering
+computes them as log(1 + x) and exp(x) - 1.
 """
 from __future__ import annotations
 

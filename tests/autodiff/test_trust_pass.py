@@ -322,3 +322,93 @@ def test_reverse_of_a_kernel_calling_a_func_with_two_early_returns(kernel, refer
         kernel(x64 - e, down, ndrange=x.size)
         fd[k] = (up[k] - down[k]) / (2 * h)
     np.testing.assert_allclose(dx, fd * np.linspace(0.5, 2.0, x.size), rtol=1e-5, atol=1e-7)
+
+
+# == jacrev(grad(f)) of loops: reverse over reverse ============================================
+@adjit.jit
+def chained(x):
+    s = 0.5
+    for i in range(x.shape[0]):
+        s = adjit.sin(s) * x[i] + x[i] * x[(i + 1) % x.shape[0]]
+    return s
+
+
+@adjit.jit
+def chained_with_break(x):
+    """A for loop that can break is an scf.while, whose augmented pass (the first
+    derivative's) grows its stacks in the loop: arrays made inside it, for the second."""
+    s = 0.5
+    for i in range(x.shape[0]):
+        if x[i] > 100.0:
+            break
+        s = adjit.sin(s) * x[i] + x[i] * x[(i + 1) % x.shape[0]]
+    return s
+
+
+@adjit.jit
+def chained_while(x):
+    s = 0.5
+    i = 0
+    while i < x.shape[0]:
+        s = adjit.sin(s) * x[i] + x[i] * x[(i + 1) % x.shape[0]]
+        i += 1
+    return s
+
+
+def _jax_chained(x):
+    s = 0.5
+    for i in range(x.shape[0]):
+        s = jnp.sin(s) * x[i] + x[i] * x[(i + 1) % x.shape[0]]
+    return s
+
+
+@adjit.jit
+def rows_for(x):
+    """Row arithmetic: an array made in each step, carried."""
+    r = adjit.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        r = r * x[i, :] + x[i, :] * x[i, :]
+    return adjit.sum(r * r)
+
+
+@adjit.jit
+def rows_with_break(x):
+    r = adjit.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        if x[i, 0] > 100.0:
+            break
+        r = r * x[i, :] + x[i, :] * x[i, :]
+    return adjit.sum(r * r)
+
+
+@adjit.jit
+def rows_while(x):
+    r = adjit.zeros(x.shape[1])
+    i = 0
+    while i < x.shape[0]:
+        r = r * x[i, :] + x[i, :] * x[i, :]
+        i += 1
+    return adjit.sum(r * r)
+
+
+def _jax_rows(x):
+    r = jnp.zeros(x.shape[1])
+    for i in range(x.shape[0]):
+        r = r * x[i, :] + x[i, :] * x[i, :]
+    return jnp.sum(r * r)
+
+
+@pytest.mark.parametrize("f, reference, shape", [
+    (chained, _jax_chained, (5,)), (chained_with_break, _jax_chained, (5,)),
+    (chained_while, _jax_chained, (5,)), (rows_for, _jax_rows, (3, 2)),
+    (rows_with_break, _jax_rows, (3, 2)), (rows_while, _jax_rows, (3, 2))])
+def test_jacrev_of_grad_of_loops(f, reference, shape):
+    x = np.random.default_rng(8).uniform(-1, 1, shape)
+    want = np.asarray(jax.hessian(reference)(x))
+    np.testing.assert_allclose(adjit.grad(f)(x), np.asarray(jax.grad(reference)(x)),
+                               rtol=1e-12, atol=1e-13)
+    got = adjit.jacrev(adjit.grad(f))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(adjit.hessian(f)(x), want, rtol=1e-11, atol=1e-12)
+    fd = _fd_gradient(adjit.grad(f), x)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-6)

@@ -177,6 +177,13 @@ class ActivityAnalysis:
             if any(self.shadowed(v) for v in list(op.operands) + list(op.results)
                    if is_memref(v.type)):
                 return True
+        if op.regions and any(is_memref(r.type) and self.shadowed(r) for r in op.results):
+            # Control flow that yields a shadowed array: its reversal carries the array's
+            # shadow back to where it was made (control_flow.py's threaded shadows), even
+            # where no float it computes is active (a loop that only passes a first
+            # derivative's stack on, in a second derivative: skipped, the stack's adjoints
+            # were dropped and reverse over reverse lost every path through it).
+            return True
         if op.name == "func.call" and op.parent.name != "adj.launch":
             # A call of nothing active: only custom rules (which fire even then) need code.
             return self.has_rules(op)

@@ -684,58 +684,75 @@ def reverse_while(gen: "ReverseGenerator", op: ir.Operation) -> None:
         return
     before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
     b_args, a_args = list(before.arguments), list(after.arguments)
-    if _threaded_positions(gen, b_args + a_args):
-        raise AdjError(op, "autodiff: reverse mode of an scf.while that carries arrays made "
-                           "inside it is not supported")
     again = list(terminator(after).operands)
     kb = [k for k, a in enumerate(b_args) if gen.act.active(a)]
     ka = [j for j, a in enumerate(a_args) if gen.act.active(a)
           or gen.act.active(op.results[j])]
+    # Arrays the loop carries without known sites (made inside it: a stack the augmented
+    # pass of a first derivative grows in its loop, which a second derivative reverses):
+    # their shadows are threaded through the reversed loop as reverse_for does, those of
+    # the condition region's arguments carried, those of the body's taken from it.
+    mb = _threaded_positions(gen, b_args)
+    ma = sorted(set(_threaded_positions(gen, a_args)) |
+                set(_threaded_positions(gen, list(op.results))))
     outer = gen.outer(op)
     # This handler reverses the before region and the after region's yield, as one site.
     slots = LoopSlots(gen.act, outer, [(op, ops(before) + [terminator(after)])] +
                       [(inner, [inner]) for inner in ops(after)[:-1]])
+    m = slots.total
     count = gen.materialize(("count", op))
     # The last run of the condition region, the one that exits.
-    adj_b = _reverse_before(gen, op, outer, ka, [gen.get_adj(op.results[j]) for j in ka])
+    adj_b, shadows_b = _reverse_before(gen, op, outer, ka, [gen.get_adj(op.results[j])
+                                                            for j in ka],
+                                       ma, [gen.shadow(op.results[j]) for j in ma], mb)
     carried = [or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] + \
-              carry_in(gen, outer, slots)
+        carry_in(gen, outer, slots) + shadows_b
     loop = scf.ForOp(index(0), count, index(1), carried)
     with ir.InsertionPoint(loop.body):
         c = list(loop.body.arguments)[1:]
-        _open(gen, outer, slots.split(c[len(kb):]), slots)
-        gen.enter(after)
+        _open(gen, outer, slots.split(c[len(kb):len(kb) + m]), slots)
+        scope = gen.enter(after)
         for k, ck in zip(kb, c):
             gen.add_adj(again[k], ck)
+        _thread_shadows(gen, scope, [again[k] for k in mb], c[len(kb) + m:])
         gen.reverse_block(after)
+        shadows_a = [gen.shadow(a_args[j]) for j in ma]
         gen.leave()
         adj_a = [gen.get_adj(a_args[j]) for j in ka]
-        adj_b = _reverse_before(gen, op, outer, ka, adj_a)
+        adj_b, shadows_b = _reverse_before(gen, op, outer, ka, adj_a, ma, shadows_a, mb)
         out_outer = gen.close_frame(outer)
         scf.YieldOp([or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] +
-                    [or_zero(v, s.type) for v, s in zip(out_outer, c[len(kb):])])
+                    [or_zero(v, s.type) for v, s in zip(out_outer, c[len(kb):len(kb) + m])] +
+                    shadows_b)
     res = list(loop.results)
-    sum_slots(gen, outer, slots, res[len(kb):])
+    sum_slots(gen, outer, slots, res[len(kb):len(kb) + m])
     inits = list(op.operands)
     for k, r in zip(kb, res):
         gen.add_adj(inits[k], r)
+    for k, r in zip(mb, res[len(kb) + m:]):
+        add_into(gen.shadow(inits[k]), r)
 
 
-def _reverse_before(gen: "ReverseGenerator", op: ir.Operation, outer: list[ir.Value], ka: list[int],
-                    seeds: list[ir.Value | None]) -> list[ir.Value | None]:
+def _reverse_before(gen: "ReverseGenerator", op: ir.Operation, outer: list[ir.Value],
+                    ka: list[int], seeds: list[ir.Value | None], ma: list[int],
+                    shadows: list[ir.Value], mb: list[int]
+                    ) -> tuple[list[ir.Value | None], list[ir.Value]]:
     """Reverses one run of a while's condition region, inline; returns the adjoints of
-    its arguments (the active ones)."""
+    its arguments (the active ones), and the shadows of its arguments at positions `mb`
+    (threaded arrays; `shadows`: those of the values it forwards at positions `ma`)."""
     before = op.regions[0].blocks[0]
     forwarded = list(terminator(before).operands)[1:]
     _open(gen, outer, [[gen.get_adj(o)] for o in outer])
-    gen.enter(before)
+    scope = gen.enter(before)
     for j, d in zip(ka, seeds):
         gen.add_adj(forwarded[j], d)
+    _thread_shadows(gen, scope, [forwarded[j] for j in ma], shadows)
     gen.reverse_block(before)
+    out_shadows = [gen.shadow(before.arguments[k]) for k in mb]
     gen.leave()
     adj_b = [gen.get_adj(a) for a in before.arguments if gen.act.active(a)]
     _set_outer(gen, outer, gen.close_frame(outer))
-    return adj_b
+    return adj_b, out_shadows
 
 
 RULES: dict[str, OpRules] = {

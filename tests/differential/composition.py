@@ -36,7 +36,7 @@ from adjit import (Active, Duplicated, Forward, Reverse, ReverseSplitWithPrimal,
 DTYPES = ("f32", "f64")
 ENTRY_POINTS = ("autodiff Forward", "autodiff Reverse", "autodiff split", "grad",
                 "value_and_grad", "jvp", "vjp", "hvp", "jacfwd", "jacrev", "hessian",
-                "check_grad", "grad in @jit")
+                "check_grad", "grad in @jit", "jvp in @jit", "hvp in @jit")
 KINDS = ("Python float", "0-d array", "size-1 dims (1, 3)", "view x[1:4]",
          "Fortran order", "negative stride x[::-1]", "byte-swapped", "vec3", "mat22",
          "quat", "struct", "torch tensor", "JAX array")
@@ -98,10 +98,12 @@ def components(v, kind: str) -> np.ndarray:
     return np.asarray(v, np.float64).ravel()   # logical (C) order, whatever the layout
 
 
-def function(kind: str, dtype: str, in_jit: bool = False):
+def function(kind: str, dtype: str, in_jit: str = ""):
+    """The function of `kind` (in_jit: "_in_jit", "_jvp_in_jit", "_hvp_in_jit": the one
+    taking that derivative of it inside @jit)."""
     name = {"vec3": "vec3", "mat22": "mat22", "quat": "quat", "struct": "struct"}.get(kind)
-    name = f"{name}{dtype[1:] == '32' and 'f' or 'd'}" if name else "arr"
-    return getattr(cf, name + ("_in_jit" if in_jit else ""))
+    name = f"{name}{'f' if dtype == 'f32' else 'd'}" if name else "arr"
+    return getattr(cf, name + in_jit)
 
 
 def _zeros_like(kind: str, dtype: str, x):
@@ -158,7 +160,11 @@ def run(entry: str, kind: str, dtype: str, z: np.ndarray, d: np.ndarray):
     if entry == "check_grad":
         return adjit.check_grad(f, x), "err"
     if entry == "grad in @jit":
-        return function(kind, dtype, in_jit=True)(x), "grad"
+        return function(kind, dtype, "_in_jit")(x), "grad"
+    if entry == "jvp in @jit":
+        return function(kind, dtype, "_jvp_in_jit")(x, t), "dir"
+    if entry == "hvp in @jit":
+        return function(kind, dtype, "_hvp_in_jit")(x, t), "hvp"
     raise ValueError(entry)
 
 

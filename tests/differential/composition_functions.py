@@ -112,3 +112,96 @@ def structf_in_jit(p: PointF):
 @adjit.jit
 def structd_in_jit(p: PointD):
     return adjit.grad(structd)(p)
+
+
+# jvp and hvp taken inside compiled code, of each (t: the tangent).
+
+
+@adjit.jit
+def arr_jvp_in_jit(x, t):
+    return adjit.jvp(arr, (x,), (t,))[1]
+
+
+@adjit.jit
+def arr_hvp_in_jit(x, t):
+    return adjit.hvp(arr, (x,), (t,))
+
+
+@adjit.jit
+def vec3f_jvp_in_jit(x: adjit.vec3, t: adjit.vec3):
+    return adjit.jvp(vec3f, (x,), (t,))[1]
+
+
+@adjit.jit
+def vec3f_hvp_in_jit(x: adjit.vec3, t: adjit.vec3):
+    return adjit.hvp(vec3f, (x,), (t,))
+
+
+@adjit.jit
+def vec3d_jvp_in_jit(x: adjit.vec3d, t: adjit.vec3d):
+    return adjit.jvp(vec3d, (x,), (t,))[1]
+
+
+@adjit.jit
+def vec3d_hvp_in_jit(x: adjit.vec3d, t: adjit.vec3d):
+    return adjit.hvp(vec3d, (x,), (t,))
+
+
+@adjit.jit
+def mat22f_jvp_in_jit(x: adjit.mat22, t: adjit.mat22):
+    return adjit.jvp(mat22f, (x,), (t,))[1]
+
+
+@adjit.jit
+def mat22f_hvp_in_jit(x: adjit.mat22, t: adjit.mat22):
+    return adjit.hvp(mat22f, (x,), (t,))
+
+
+@adjit.jit
+def mat22d_jvp_in_jit(x: adjit.mat22d, t: adjit.mat22d):
+    return adjit.jvp(mat22d, (x,), (t,))[1]
+
+
+@adjit.jit
+def mat22d_hvp_in_jit(x: adjit.mat22d, t: adjit.mat22d):
+    return adjit.hvp(mat22d, (x,), (t,))
+
+
+@adjit.jit
+def quatf_jvp_in_jit(x: adjit.quat, t: adjit.quat):
+    return adjit.jvp(quatf, (x,), (t,))[1]
+
+
+@adjit.jit
+def quatf_hvp_in_jit(x: adjit.quat, t: adjit.quat):
+    return adjit.hvp(quatf, (x,), (t,))
+
+
+@adjit.jit
+def quatd_jvp_in_jit(x: adjit.quatd, t: adjit.quatd):
+    return adjit.jvp(quatd, (x,), (t,))[1]
+
+
+@adjit.jit
+def quatd_hvp_in_jit(x: adjit.quatd, t: adjit.quatd):
+    return adjit.hvp(quatd, (x,), (t,))
+
+
+@adjit.jit
+def structf_jvp_in_jit(x: PointF, t: PointF):
+    return adjit.jvp(structf, (x,), (t,))[1]
+
+
+@adjit.jit
+def structf_hvp_in_jit(x: PointF, t: PointF):
+    return adjit.hvp(structf, (x,), (t,))
+
+
+@adjit.jit
+def structd_jvp_in_jit(x: PointD, t: PointD):
+    return adjit.jvp(structd, (x,), (t,))[1]
+
+
+@adjit.jit
+def structd_hvp_in_jit(x: PointD, t: PointD):
+    return adjit.hvp(structd, (x,), (t,))

@@ -22,7 +22,10 @@ import importlib.util
 import multiprocessing
 import os
 import re
+import shutil
 import tempfile
+import threading
+import time
 import traceback
 
 import numpy as np
@@ -89,7 +92,7 @@ def _plain(v):
 def run_adjit(source: str, name: str, program: Program, seed: int, checks: tuple) -> dict:
     """The worker's job: compiles `source` (the adjit rendering) and runs `checks`."""
     import adjit
-    folder = os.environ.setdefault("ADJIT_DIFFERENTIAL_DIR", tempfile.mkdtemp(prefix="adjit-diff-"))
+    folder = os.environ.get("ADJIT_DIFFERENTIAL_DIR") or tempfile.mkdtemp(prefix="adjit-diff-")
     out = {"path": os.path.join(folder, f"{name}.py"), "results": {}}
     try:
         m, out["path"] = _import(source, folder, name)
@@ -156,11 +159,15 @@ class Worker:
     def __init__(self, timeout: float = 300.0):
         self.timeout = timeout
         self.pool = None
+        # the generated modules, one folder for the worker processes of this run
+        self.folder = tempfile.mkdtemp(prefix="adjit-diff-")
 
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
         self.pool = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx,
-                                           max_tasks_per_child=200)
+                                           max_tasks_per_child=200,
+                                           initializer=_watch_parent,
+                                           initargs=(os.getpid(), self.folder))
 
     def run(self, *job) -> dict:
         return self.call(run_adjit, *job)
@@ -188,6 +195,22 @@ class Worker:
                 p.kill()     # only the worker this object started
         self.pool.shutdown(wait=not kill, cancel_futures=True)
         self.pool = None
+        if not kill:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = tempfile.mkdtemp(prefix="adjit-diff-")
+
+
+def _watch_parent(parent: int, folder: str) -> None:
+    """In the worker: generated modules go to `folder`, and the worker ends when the
+    process that started it has gone (a killed test run leaves no worker behind)."""
+    os.environ["ADJIT_DIFFERENTIAL_DIR"] = folder
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(2.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 # ---- the references: JAX (float64 enabled) and NumPy -----------------------------------------

@@ -291,6 +291,42 @@ class _Builder:
         fn = self.draw(st.sampled_from(["argmax", "argmin"]))
         self.bind(f"np.ravel({a})[np.{fn}({a})] * {a}", f"reduce:{fn}")
 
+    def alias(self):
+        """An in-place update whose right side reads the memory it writes (NumPy computes the
+        right side first; JAX's .at[] reads the old array)."""
+        arrays = [n for n in self.pool if len(self.shape(n)) >= 1 and self.shape(n)[0] >= 2]
+        if not arrays:
+            return self.inplace()
+        a = self.pick(arrays)
+        form = _spread(self.draw, [("1:", "{t}[:-1]"), (":-1", "{t}[1:]"), ("...", "{t}[::-1]"),
+                                   ("::-1", "np.sin({t})"), ("1:", "{t}[:-1] * {t}[1:]")])
+        idx, rhs = form[0], form[1]
+        op = _spread(self.draw, ["=", "+="])
+        jax_op = {"=": "set", "+=": "add"}[op]
+        self.count += 1
+        t = f"v{self.count}"
+        rhs = rhs.format(t=t)
+        self.body.append((f"    {t} = {a}.copy()", f"    {t} = {a}.copy()"))
+        self.body.append((f"    {t}[{idx}] {op} {rhs}", f"    {t} = {t}.at[{idx}].{jax_op}({rhs})"))
+        self.env[t] = self.env[a].copy()
+        self.pool.append(t)
+        self.features.add("inplace:aliased")
+
+    def view_chain(self):
+        """A view of a view: steps, new axes and integers in two rounds."""
+        arrays = [n for n in self.pool if len(self.shape(n)) >= 1]
+        if not arrays:
+            return self.unary()
+        a = self.pick(arrays)
+        first = _spread(self.draw, ["[None, ::2]", "[::-1]", "[1:]", "[None, ::2, None]",
+                                    "[..., None]", "[::2, None]"])
+        second = _spread(self.draw, ["[0]", "[0, 0:1:3]", "[:, ::-1]", "[-1]", "[..., 0]",
+                                     "[1:, None]", "[::-2]"])
+        expr = f"{a}{first}{second}"
+        if self.try_shape(expr) is None:
+            return self.index()
+        self.bind(expr, "index:view-of-view")
+
     def clip(self):
         self.bind(f"np.clip({self.pick()}, -0.5, 0.75)", "clip")
 
@@ -390,15 +426,16 @@ def _broadcasts(src: tuple, target: tuple) -> bool:
 
 SHAPES = [(), (3,), (2,), (1,), (0,), (3, 2), (2, 3), (1, 2), (3, 1), (2, 0), (1, 1)]
 KINDS = ("unary", "binary", "scalar", "reduction", "index", "matmul", "clip", "join",
-         "inplace", "loop", "runtime_slice", "make", "products", "batched", "argmax")
+         "inplace", "loop", "runtime_slice", "make", "products", "batched", "argmax", "alias",
+         "view_chain")
 
 
 @st.composite
-def programs(draw, kinds: tuple[str, ...] = KINDS, max_statements: int = 5):
-    dtype = draw(st.sampled_from(["float32", "float64"]))
+def programs(draw, kinds: tuple[str, ...] = KINDS, max_statements: int = 8):
+    dtype = _spread(draw, ["float32", "float64"])
     args = []
-    for k in range(draw(st.integers(1, 3))):
-        shape = draw(st.sampled_from(SHAPES))
+    for k in range(_spread(draw, [1, 2, 2, 3])):
+        shape = _spread(draw, SHAPES)
         mixed = draw(st.integers(0, 9)) == 0      # now and then a float64 beside float32
         args.append(Arg(f"x{k}", "array", shape, "float64" if mixed else dtype))
     if draw(st.booleans()):
@@ -406,7 +443,7 @@ def programs(draw, kinds: tuple[str, ...] = KINDS, max_statements: int = 5):
     if draw(st.booleans()):
         args.append(Arg("k0", "int", value=draw(st.integers(-2, 1))))
     b = _Builder(draw, args)
-    for _ in range(draw(st.integers(1, max_statements))):
+    for _ in range(_spread(draw, range(2, max_statements + 1))):
         getattr(b, _spread(draw, kinds))()
     # The result: the last value, or the last combined with an earlier one.
     result = b.pool[-1]

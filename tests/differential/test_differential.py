@@ -43,7 +43,7 @@ def _budget(test):
 def test_random_programs_agree_with_jax(worker):
     tally = collections.Counter()
     features = collections.Counter()
-    defects = []
+    defects, invalid = [], []
     count = [0]
 
     @_budget
@@ -59,11 +59,14 @@ def test_random_programs_agree_with_jax(worker):
         tally["programs " + ("defect" if "defect" in verdicts else "invalid" if "invalid" in
                              verdicts else "refused" if "refused" in verdicts else "clean")] += 1
         defects.extend((program.source(), o) for o in outcomes if o.verdict == "defect")
+        invalid.extend((program.source(), o) for o in outcomes if o.verdict == "invalid")
 
     one()
     report = {"programs": count[0], "tally": dict(tally), "features": dict(features),
               "defects": [{"source": s, "check": o.check, "detail": o.detail}
-                          for s, o in defects]}
+                          for s, o in defects],
+              "invalid": [{"source": s, "check": o.check, "detail": o.detail}
+                          for s, o in invalid]}
     print(f"\ndifferential: {count[0]} programs, {dict(sorted(tally.items()))}")
     if os.environ.get("ADJIT_DIFFERENTIAL_REPORT"):
         with open(os.environ["ADJIT_DIFFERENTIAL_REPORT"], "w") as fh:
@@ -103,3 +106,18 @@ def test_a_crash_of_the_worker_is_reported_not_fatal(worker):
     result = worker.call(os._exit, 3)
     assert "crash" in result and "died" in result["crash"]
     assert worker.call(int, "7") == 7          # a fresh worker serves the next program
+
+
+def test_the_comparison_flags_a_wrong_value_shape_or_dtype():
+    from diff_oracle import compare
+    from diff_programs import Arg, Program
+    import numpy as np
+    for dtype, rel in (("float64", 1e-5), ("float32", 1e-2)):
+        p = Program([Arg("x0", "array", (3,), dtype)], [], "x0", (3,), set())
+        ref = np.array([0.5, -1.0, 2.0], dtype)
+        assert compare(p, 0, "grad", (ref.copy(),), (ref,), None).verdict == "clean"
+        assert compare(p, 0, "grad", (ref * (1 + rel),), (ref,), None).verdict == "defect"
+        assert compare(p, 0, "grad", (ref[:2],), (ref,), None).verdict == "defect"
+        assert compare(p, 0, "grad", (ref.astype(np.float16),), (ref,), None).verdict == \
+            "defect"
+        assert compare(p, 0, "grad", (ref, ref), (ref,), None).verdict == "defect"

@@ -31,7 +31,7 @@ from .functions import Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
 from .modes import Mode, activity_key
-from .source import compiler_fingerprint, fingerprint
+from .source import code_sites, compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
     from ..core.kernel import GpuKernel
@@ -105,14 +105,18 @@ class _CpuDisk:
 
     def find_or_compile(self, target, key: Key, memoised, compile: Callable[[], Any]) -> Any:
         skey = source_index.key(key.text(target))
-        found = from_source_key(skey)
+        # The key leaves out where the code lives: the record says where its sources were,
+        # and its checks are made to name the lines of `target`'s (source_index.relocated).
+        sites = code_sites(target)
+        found = from_source_key(skey, sites=sites)
         if found is not None:
             try:
                 return self.from_record(target, *found)
             except (KeyError, TypeError, ValueError):   # a record of another shape: compile
                 pass
         built = compile()
-        source_index.record(skey, built.module.key, built.adj_text, self.meta_of(built))
+        source_index.record(skey, built.module.key, built.adj_text, self.meta_of(built),
+                            sites)
         return built
 
 

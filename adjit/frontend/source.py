@@ -110,6 +110,27 @@ def fingerprint(obj: Any) -> str:
     return digest.hexdigest()
 
 
+def code_sites(obj: Any) -> list[tuple[str, int, int]]:
+    """Where the sources `fingerprint(obj)` digests live: (file, first line, last line) of
+    each, in the order they are digested. Two declarations with one fingerprint have the
+    same sources in the same order, wherever they are: the disk cache records these with a
+    compiled product, so that a product compiled from one file names the lines of another
+    (runtime/source_index.relocated) when that other file's declaration loads it."""
+    sites = _Sites()
+    _feed(obj, sites, set())
+    return sites.sites
+
+
+class _Sites:
+    """A digest for `_feed` that keeps, instead of a hash, where each source it reads is."""
+
+    def __init__(self) -> None:
+        self.sites: list[tuple[str, int, int]] = []
+
+    def update(self, data: bytes) -> None:
+        pass
+
+
 def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
     if id(obj) in seen:
         return
@@ -121,6 +142,9 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
             digest.update(b"\0" + layout_text(st).encode())
     sources = [(obj.pyfn, obj.source), *getattr(obj, "rules", {}).values()]
     for pyfn, source in sources:
+        if isinstance(digest, _Sites):
+            digest.sites.append((source.filename, source.first_line,
+                                 source.first_line + len(source.lines) - 1))
         digest.update(b"\0" + "\n".join(source.lines).encode())
         for name, value in _referenced(pyfn, source.tree):
             digest.update(f"\0{name}=".encode())

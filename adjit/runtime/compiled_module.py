@@ -69,12 +69,14 @@ class CompiledModule:
                 functools.partial(self._raise_reported_error, where=where))
 
 
-def from_source_key(skey: str, opt_level: int = 3) -> tuple[CompiledModule, dict] | None:
+def from_source_key(skey: str, opt_level: int = 3, sites: Sequence[source_index.Site] = ()
+                    ) -> tuple[CompiledModule, dict] | None:
     """The module recorded under source key `skey` (runtime/source_index.py), loaded and
-    ready to call, with the record's meta; None on a miss."""
-    found = source_index.load_entry(skey)
+    ready to call, with the record's meta; None on a miss. `sites`: where the caller's
+    sources are (frontend/source.code_sites), which its failed checks name."""
+    found = source_index.load_entry(skey, sites)
     if found is None:
         return None
-    entry, source, meta = found
-    return (CompiledModule(entry.address, entry, entry.errors, source,
+    entry, source, meta, errors = found
+    return (CompiledModule(entry.address, entry, errors, source,
                            default_num_threads(), opt_level, entry.key), meta)

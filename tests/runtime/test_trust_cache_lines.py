@@ -1,0 +1,125 @@
+"""A failed check in compiled code names the line of the function actually called, also when
+the disk cache holds code compiled from the same function text in another file (issue 29:
+errors at the user's line). The cache's key leaves out where the code lives (so moved or
+copied code is not compiled again): its records say where their sources were, and a hit
+names the caller's lines (runtime/source_index.relocated).
+
+Each case runs fresh Python processes sharing a cache folder of their own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# One module's text, `pad` blank lines moving everything down: a checked index in an @func
+# called from @jit code that calls sin (its module is built at once, so the same process
+# finds it on disk), and a run-time size check.
+MODULE = """import numpy as np
+import adjit
+{pad}
+
+@adjit.func
+def helper(x, k):
+    return x[k] * 2.0
+
+
+@adjit.jit
+def sine_at(x, k):
+    return np.sin(helper(x, k))
+
+
+@adjit.jit
+def zeros_of(n):
+    return np.zeros(n)
+"""
+
+# Imports the modules named on the command line in turn, makes each function fail, prints
+# {module: {function: [error type, message]}} as JSON.
+SCRIPT = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+seen = {}
+for name in sys.argv[2:]:
+    m = __import__(name)
+    out = seen[name] = {}
+    for fn, args in [("sine_at", (np.ones(3), 7)), ("zeros_of", (-1,))]:
+        try:
+            getattr(m, fn)(*args)
+            out[fn] = None
+        except Exception as e:
+            out[fn] = [type(e).__name__, str(e)]
+print(json.dumps(seen))
+"""
+
+
+def _environment(cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ADJIT_CACHE_DIR", "ADJIT_DISK_CACHE")}
+    env.update(ADJIT_CACHE_DIR=str(cache), ADJIT_DEBUG="1", ADJIT_NUM_THREADS="2")
+    return env
+
+
+def _run(folder: Path, cache: Path, *modules: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(folder), *modules],
+                          capture_output=True, text=True, env=_environment(cache), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _line(path: Path, text: str) -> int:
+    return path.read_text().splitlines().index(text) + 1
+
+
+def _check_names_own_lines(folder: Path, seen: dict) -> None:
+    for name, errors in seen.items():
+        path = folder / f"{name}.py"
+        kind, message = errors["sine_at"]
+        assert kind == "IndexError", message
+        assert message.endswith(f"(at {path}:{_line(path, '    return x[k] * 2.0')})"), message
+        kind, message = errors["zeros_of"]
+        assert kind == "ValueError", message
+        assert message.endswith(f"(at {path}:{_line(path, '    return np.zeros(n)')})"), message
+
+
+@pytest.fixture
+def two_copies(tmp_path: Path) -> Path:
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "copy_a.py").write_text(MODULE.format(pad=""))
+    (folder / "copy_b.py").write_text(MODULE.format(pad="\n" * 9))
+    return folder
+
+
+def test_one_process_each_copy_names_its_own_lines(two_copies: Path, tmp_path: Path) -> None:
+    _check_names_own_lines(two_copies, _run(two_copies, tmp_path / "cache", "copy_a", "copy_b"))
+
+
+def test_later_processes_name_the_callers_lines(two_copies: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    _check_names_own_lines(two_copies, _run(two_copies, cache, "copy_a", "copy_b"))
+    # Both now come from the disk's one record, compiled from one of the two files.
+    for order in (["copy_a", "copy_b"], ["copy_b", "copy_a"]):
+        _check_names_own_lines(two_copies, _run(two_copies, cache, *order))
+    assert list((cache / "cpu").glob("src-*.json")), "nothing came from the disk cache"
+
+
+def test_moved_sites_relocate_each_position() -> None:
+    """relocated: a position in a recorded source moves with it (the innermost one where
+    sources nest); one outside every source, and tables of sources that do not correspond,
+    stay as they are."""
+    from adjit.runtime.source_index import relocated
+    recorded = [("/a.py", 10, 20), ("/a.py", 12, 14), ("/h.py", 1, 5)]
+    sites = [("/b.py", 30, 40), ("/c.py", 2, 4), ("/h.py", 1, 5)]
+    errors = [("IndexError", "index out of range (at /a.py:11)"),
+              ("ValueError", "bad (at /a.py:13)"), ("ValueError", "x (at /h.py:3)"),
+              ("ValueError", "y (at /a.py:25)"), ("ValueError", "no position")]
+    assert relocated(errors, recorded, sites) == [
+        ("IndexError", "index out of range (at /b.py:31)"), ("ValueError", "bad (at /c.py:3)"),
+        ("ValueError", "x (at /h.py:3)"), ("ValueError", "y (at /a.py:25)"),
+        ("ValueError", "no position")]
+    assert relocated(errors, recorded, sites[:2]) == errors
+    assert relocated(errors, recorded, [("/b.py", 30, 41), *sites[1:]]) == errors

@@ -77,7 +77,7 @@ def divide_twice(x, n: int):
     divide(x, n, ndrange=x.shape[0])
 
 
-KERNELS = {"heat_step__a2f32_a2f32_f32__2d": fake_heat_step, "scale__a1f64_f64__1d": fake_scale}
+KERNELS = {"heat_step__a2f32_a2f32_f32__2d": fake_heat_step, "scale__a1f64_wf64__1d": fake_scale}
 
 
 @adjit.jit

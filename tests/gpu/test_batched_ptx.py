@@ -18,7 +18,7 @@ import pytest
 
 import adjit
 from adjit import BatchDuplicated, Const, Duplicated, Forward
-from adjit.core.types import ArrayType
+from adjit.core.types import ArrayType, weak_f64, weak_i64
 
 pytest.importorskip("mlir", reason="compiling derivative kernels needs MLIR")
 from test_ptx import assemble                                      # noqa: E402
@@ -191,7 +191,7 @@ def relaxed_energy_numpy(u0, steps, w):
     return np.sum(u * u)
 
 
-JIT_TYPES = [ArrayType(adjit.f64, 1), adjit.i64, adjit.f64]
+JIT_TYPES = [ArrayType(adjit.f64, 1), weak_i64, weak_f64]   # (Python scalars)
 
 
 def jit_annotations(n: int, steps: int = 3, seed: int = 1):

@@ -19,7 +19,7 @@ import pytest
 import adjit
 from adjit import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal
 from adjit.frontend.cuda_launch import compile_only
-from adjit.core.types import ArrayType
+from adjit.core.types import ArrayType, weak_f64, weak_i64
 from adjit.core.errors import CompilationError
 from adjit.runtime import host_program
 from adjit.core.kernel import KernelCacheError
@@ -88,7 +88,7 @@ def test_a_failed_check_in_a_kernel_raises(fake):
     def failing(api, params, grid, block):
         # what the compiled kernel stores for i // 0, in its error cell after (x, k, extent)
         error_cell(params, 7)[0] = 1
-    fake.kernels["divide__a1f64_i64__1d"] = failing
+    fake.kernels["divide__a1f64_wi64__1d"] = failing
     with pytest.raises(ZeroDivisionError, match=r"cuda_jit_cases.py:\d+"):
         divide_twice(np.ones(4), 0, device="cuda")
     assert len(fake.launches) == 1                     # the second launch did not run
@@ -133,7 +133,7 @@ def test_compile_only_stores_a_versioned_entry(fake, tmp_path, monkeypatch):
     assert not fake.launches
     (meta_path,) = (tmp_path / "cache" / "gpu").glob("*.json")
     meta = json.loads(meta_path.read_text())
-    assert meta["format"] == host_program.FORMAT_VERSION and meta["entries"]["entry"] == [["a2f32", "i64", "f32"], ["f32", "a2f32"]]
+    assert meta["format"] == host_program.FORMAT_VERSION and meta["entries"]["entry"] == [["a2f32", "wi64", "f32"], ["f32", "a2f32"]]
     assert [k["name"] for k in meta["kernels"]] == ["heat_step__a2f32_a2f32_f32__2d"]
     undefined = subprocess.run(["nm", "-D", "--undefined-only", str(meta_path.with_suffix(".so"))],
                                capture_output=True, text=True)
@@ -205,7 +205,7 @@ def test_reverse_mode_of_a_function_with_launches(monkeypatch, tmp_path):
     rng = np.random.default_rng(3)
     u0, w, steps = rng.random(50), 0.3, 4
     anns = [Duplicated(u0, np.zeros(50)), Const(steps), Active(w)]
-    types = [ArrayType(adjit.f64, 1), adjit.i64, adjit.f64]
+    types = [ArrayType(adjit.f64, 1), weak_i64, weak_f64]   # (Python scalars)
     fake = install(monkeypatch, derivative_kernels_on_cpu(Reverse, anns, types))
     du = np.zeros(50)
     (_, _, dw), primal = adjit.autodiff(ReverseWithPrimal, relaxed_energy, Duplicated(u0, du),
@@ -233,7 +233,7 @@ def test_forward_mode_of_a_function_with_launches(monkeypatch, tmp_path):
     u0, w, steps = rng.random(40), 0.45, 3
     du0 = rng.random(40)
     anns = [Duplicated(u0, du0), Const(steps), Duplicated(w, 1.0)]
-    types = [ArrayType(adjit.f64, 1), adjit.i64, adjit.f64]
+    types = [ArrayType(adjit.f64, 1), weak_i64, weak_f64]   # (Python scalars)
     install(monkeypatch, derivative_kernels_on_cpu(Forward, anns, types))
     tangent = adjit.autodiff(Forward, relaxed_energy, *anns, device="cuda")
     want = adjit.autodiff(Forward, relaxed_energy, *anns)

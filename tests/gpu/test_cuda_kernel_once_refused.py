@@ -11,7 +11,7 @@ import pytest
 
 import adjit
 from adjit import Const, Duplicated, Reverse
-from adjit.core.types import ArrayType
+from adjit.core.types import ArrayType, weak_i64
 from fake_driver import install
 
 pytest.importorskip("mlir", reason="compiling derivative kernels needs MLIR")
@@ -32,7 +32,7 @@ def triangular(a, out, count, n: int):
     adjit.atomic_add(count, 0, 1)
 
 
-TYPES = [F64_1D, F64_1D, ArrayType(adjit.i32, 1), adjit.i64]
+TYPES = [F64_1D, F64_1D, ArrayType(adjit.i32, 1), weak_i64]   # (a Python int)
 
 
 def annotations():

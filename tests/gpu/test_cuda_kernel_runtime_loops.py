@@ -12,7 +12,7 @@ import pytest
 
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
-from adjit.core.types import ArrayType
+from adjit.core.types import ArrayType, weak_f64, weak_i64
 from fake_driver import install
 from user_kernels import integrate
 
@@ -21,7 +21,7 @@ if shutil.which("cc") is None:
     pytest.skip("running kernels on the CPU needs a C compiler (cc)", allow_module_level=True)
 
 F32_1D = ArrayType(adjit.f32, 1)
-TYPES = [F32_1D, F32_1D, adjit.i64, adjit.f32]
+TYPES = [F32_1D, F32_1D, weak_i64, adjit.f32]   # (steps: a Python int)
 
 
 @adjit.jit
@@ -82,7 +82,7 @@ def test_jit_on_the_gpu_sizes_tapes_through_the_launch_rule(monkeypatch, tmp_pat
     rng = np.random.default_rng(1)
     x, v = (rng.uniform(-1, 1, 20) for _ in range(2))
     anns = [Duplicated(x, np.zeros(20)), Duplicated(v, np.zeros(20)), Const(30), Active(0.02)]
-    types = [ArrayType(adjit.f64, 1)] * 2 + [adjit.i64, adjit.f64]
+    types = [ArrayType(adjit.f64, 1)] * 2 + [weak_i64, weak_f64]   # (Python scalars)
     install(monkeypatch, on_cpu(Derivative(integrate_all, Reverse, anns, types, None,
                                            None).adj_text))
     dx, dv = np.zeros(20), np.zeros(20)

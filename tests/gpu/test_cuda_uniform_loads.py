@@ -16,7 +16,7 @@ import pytest
 import adjit
 from adjit import Const, Duplicated, Reverse
 from adjit.core.kernel import Param
-from adjit.core.types import ArrayType
+from adjit.core.types import ArrayType, weak_i64
 from adjit.runtime.device_array import DeviceArray
 from fake_driver import install
 
@@ -27,7 +27,7 @@ if shutil.which("cc") is None:
 F32_1D = ArrayType(adjit.f32, 1)
 F64_1D = ArrayType(adjit.f64, 1)
 PARAM_TYPES = [F32_1D, F32_1D, F32_1D]
-WEIGHT_TYPES = [F64_1D, adjit.i64, F64_1D, F64_1D]
+WEIGHT_TYPES = [F64_1D, weak_i64, F64_1D, F64_1D]   # (a Python int)
 
 
 @adjit.kernel

@@ -15,7 +15,7 @@ pytest.importorskip("mlir")
 
 import adjit                                                      # noqa: E402
 from adjit import Const, Duplicated, Reverse, ReverseWithPrimal  # noqa: E402
-from adjit.core.types import ArrayType                        # noqa: E402
+from adjit.core.types import ArrayType, weak_f64, weak_i64    # noqa: E402
 from adjit.passes.lower_gpu import compile_text                   # noqa: E402
 from fake_driver import install                                   # noqa: E402
 from test_ptx import assemble                                     # noqa: E402
@@ -150,7 +150,7 @@ def test_stencil_gradient_through_the_fake_driver(monkeypatch, tmp_path):
     rng = np.random.default_rng(5)
     u0, c, steps = rng.random((9, 12)), 0.2, 3
     anns = [Duplicated(u0, np.zeros_like(u0)), Const(steps), Const(c)]
-    types = [ArrayType(adjit.f64, 2), adjit.i64, adjit.f64]
+    types = [ArrayType(adjit.f64, 2), weak_i64, weak_f64]   # (Python scalars)
     fake = install(monkeypatch, kernels_on_cpu(
         Derivative(energy, Reverse, anns, types, None, None).adj_text))
     du = np.zeros_like(u0)

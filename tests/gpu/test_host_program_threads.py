@@ -82,7 +82,7 @@ def test_ctrl_c_ends_a_host_program_after_the_launch_under_way(tmp_path):
         def slow_scale(api, params, grid, block):
             time.sleep(0.02)
             fake_scale(api, params, grid, block)
-        api = install(pytest.MonkeyPatch(), {{**KERNELS, "scale__a1f64_f64__1d": slow_scale}})
+        api = install(pytest.MonkeyPatch(), {{**KERNELS, "scale__a1f64_wf64__1d": slow_scale}})
         x = np.ones(8)
         scale_often(x, 1, device="cuda")              # compiled (and loaded) first
         started = len(api.launches)

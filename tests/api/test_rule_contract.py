@@ -373,7 +373,7 @@ def twin__f64__rule_forward_d_dps():
 
 
 @adjit.jit
-def uses_twin(a: float):
+def uses_twin(a: adjit.f64):     # (typed: twin's symbol is twin__f64; a `float` is wf64)
     return twin__f64__rule_forward_d_dps() * twin(a)
 
 

@@ -13,6 +13,7 @@ listing each defect (its source, the check, what differed), and prints the tally
 import collections
 import json
 import os
+import re
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
@@ -43,6 +44,7 @@ def _budget(test):
 def test_random_programs_agree_with_jax(worker):
     tally = collections.Counter()
     features = collections.Counter()
+    refusals = collections.Counter()      # what adjit refused (clearly), by message
     defects, invalid = [], []
     count = [0]
 
@@ -60,17 +62,25 @@ def test_random_programs_agree_with_jax(worker):
                              verdicts else "refused" if "refused" in verdicts else "clean")] += 1
         defects.extend((program.source(), o) for o in outcomes if o.verdict == "defect")
         invalid.extend((program.source(), o) for o in outcomes if o.verdict == "invalid")
+        refusals.update(re.sub(r"^\S*prog_\d+\.py:\d+:\d+: ", "", o.detail.split(": ", 1)[-1])
+                        .splitlines()[0] for o in outcomes if o.verdict == "refused")
+        write_report()     # after every program: a long run stopped early keeps its tally
 
+    def write_report():
+        report.update({"programs": count[0], "tally": dict(tally), "features": dict(features),
+                       "defects": [{"source": s, "check": o.check, "detail": o.detail}
+                                   for s, o in defects],
+                       "invalid": [{"source": s, "check": o.check, "detail": o.detail}
+                                   for s, o in invalid],
+                       "refusals": dict(refusals.most_common())})
+        if os.environ.get("ADJIT_DIFFERENTIAL_REPORT"):
+            with open(os.environ["ADJIT_DIFFERENTIAL_REPORT"], "w") as fh:
+                json.dump(report, fh, indent=1)
+
+    report = {}
     one()
-    report = {"programs": count[0], "tally": dict(tally), "features": dict(features),
-              "defects": [{"source": s, "check": o.check, "detail": o.detail}
-                          for s, o in defects],
-              "invalid": [{"source": s, "check": o.check, "detail": o.detail}
-                          for s, o in invalid]}
+    write_report()
     print(f"\ndifferential: {count[0]} programs, {dict(sorted(tally.items()))}")
-    if os.environ.get("ADJIT_DIFFERENTIAL_REPORT"):
-        with open(os.environ["ADJIT_DIFFERENTIAL_REPORT"], "w") as fh:
-            json.dump(report, fh, indent=1)
     assert count[0] >= min(EXAMPLES, 10)
     # A generator that JAX or NumPy keeps rejecting tests nothing: keep that rare.
     assert tally["invalid"] <= max(1, tally["clean"] // 20), report

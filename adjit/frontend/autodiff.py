@@ -684,7 +684,8 @@ def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
 def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
     """Compares reverse- and forward-mode derivatives of scalar-valued `f` with central
     finite differences along a random direction (in every float argument: scalars, arrays,
-    a struct's float fields); returns the worst relative error. `eps`, the step: 1e-6, or
+    a struct's float fields; integer and bool arguments, an index say, are constants passed
+    as they are); returns the worst relative error. `eps`, the step: 1e-6, or
     1e-3 where an argument is float32 (whose rounding would swamp a smaller step's
     difference)."""
     rng = np.random.default_rng(seed)
@@ -706,8 +707,11 @@ def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
     def random_field(t, v):     # a struct's direction: random in its float fields
         return like(v, rng.standard_normal(np.shape(v))) if is_float_field(t) else v
 
+    # Integer and bool arguments (an index, a count; int arrays) are constants, as in
+    # JAX's check_grads: no direction, and passed as they are (None marks them).
     direction = [map_fields(random_field, a) if struct_type(a) is not None
                  else rng.standard_normal(a.shape) if isinstance(a, np.ndarray)
+                 and np.issubdtype(a.dtype, np.floating)
                  else rng.standard_normal() if isinstance(a, (float, np.floating)) else None
                  for a in args]
 
@@ -734,8 +738,11 @@ def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
                                 field_at(d, path)))
                    for _, t, path in leaves(st, "") if is_float_field(t))
 
-    fd = (f(*[cast(v, a) for v, a in zip(shifted(eps), args)]) -
-          f(*[cast(v, a) for v, a in zip(shifted(-eps), args)])) / (2 * eps)
+    def at(h):                  # the arguments moved by h along the direction
+        return [cast(v, a) if d is not None else a
+                for v, a, d in zip(shifted(h), args, direction)]
+
+    fd = (f(*at(eps)) - f(*at(-eps))) / (2 * eps)
     rev_anns, shadows = [], {}
     for k, (a, d) in enumerate(zip(args, direction)):
         if d is None:

@@ -51,13 +51,40 @@ func.func @plog(%x: f64) -> f64 {
 }
 "adj.autodiff"() {sym_name = "log", fn = @plog, mode = "reverse", activity = ["active"], ret_activity = "active"} : () -> ()
 
+// log2: (d / ln 2) / x (not d / (x ln 2), which overflows to 0 near the largest x), guarded
+// the same way: a zero seed at x = 0 is 0, not NaN.
+// CHECK-LABEL: func.func @log2_rev(
+// CHECK-SAME: %[[X:.*]]: f64, %[[D:.*]]: f64) -> f64
+// CHECK: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[INV_LN2:.*]] = arith.constant 1.44269504
+// CHECK: %[[DS:.*]] = arith.mulf %[[D]], %[[INV_LN2]] : f64
+// CHECK: %[[Q:.*]] = arith.divf %[[DS]], %[[X]] : f64
+// CHECK: %[[NAN10:.*]] = arith.subf %[[Q]], %[[Q]] : f64
+// CHECK: %[[BAD10:.*]] = arith.cmpf une, %[[NAN10]], %{{.*}} : f64
+// CHECK: %[[G10:.*]] = arith.andi %[[ZERO_D]], %[[BAD10]] : i1
+// CHECK: %[[R:.*]] = arith.select %[[G10]], %{{.*}}, %[[Q]] : f64
+// CHECK: return %[[R]] : f64
+func.func @plog2(%x: f64) -> f64 {
+  %r = math.log2 %x : f64
+  return %r : f64
+}
+"adj.autodiff"() {sym_name = "log2", fn = @plog2, mode = "reverse", activity = ["active"], ret_activity = "active"} : () -> ()
+
 // a^b: d/da = b a^(b-1) is 0 where b == 0 (0 * 0^-1 is NaN; a^0 is constant), d/db = a^b ln a
-// is 0 where a == 0; each then guarded for a zero seed.
+// is 0 where a == 0; each then guarded for a zero seed. a^(b-1) is a^b / a where a^b is a
+// normal number and a != 0 (accuracy, rules.py's _pow_base), pow(a, b - 1) elsewhere: at
+// a = 0 that is 0^(b-1), inf for b = 0, which the b == 0 guard turns into 0.
 // CHECK-LABEL: func.func @pow_rev(
 // CHECK-SAME: %[[A:.*]]: f64, %[[B:.*]]: f64, %[[D:.*]]: f64) -> (f64, f64)
+// CHECK: %[[Y:.*]] = math.powf %[[A]], %[[B]] : f64
 // CHECK: %[[ZERO_D:.*]] = arith.cmpf oeq, %[[D]], %{{.*}} : f64
+// CHECK: %[[NONZERO_A:.*]] = arith.cmpf one, %[[A]], %{{.*}} : f64
+// CHECK: %[[NORMAL:.*]] = arith.andi %{{.*}}, %[[NONZERO_A]] : i1
+// CHECK: %[[YA:.*]] = arith.divf %[[Y]], %[[A]] : f64
+// CHECK: %[[BM1:.*]] = arith.subf %[[B]], %{{.*}} : f64
+// CHECK: %[[PM1:.*]] = math.powf %[[A]], %[[BM1]] : f64
+// CHECK: %[[P:.*]] = arith.select %[[NORMAL]], %[[YA]], %[[PM1]] : f64
 // CHECK: %[[ZERO_B:.*]] = arith.cmpf oeq, %[[B]], %{{.*}} : f64
-// CHECK: %[[P:.*]] = math.powf %[[A]], %{{.*}} : f64
 // CHECK: %[[BP:.*]] = arith.mulf %[[B]], %[[P]] : f64
 // CHECK: %[[DBP:.*]] = arith.mulf %[[D]], %[[BP]] : f64
 // CHECK: %[[NAN4:.*]] = arith.subf %[[DBP]], %[[DBP]] : f64
@@ -70,7 +97,7 @@ func.func @plog(%x: f64) -> f64 {
 // CHECK: %[[DA:.*]] = arith.select %[[G5]], %{{.*}}, %[[GB]] : f64
 // CHECK: %[[ZERO_A:.*]] = arith.cmpf oeq, %[[A]], %{{.*}} : f64
 // CHECK: %[[L:.*]] = math.log %[[A]] : f64
-// CHECK: %[[YL:.*]] = arith.mulf %{{.*}}, %[[L]] : f64
+// CHECK: %[[YL:.*]] = arith.mulf %[[Y]], %[[L]] : f64
 // CHECK: %[[DYL:.*]] = arith.mulf %[[D]], %[[YL]] : f64
 // CHECK: %[[NAN6:.*]] = arith.subf %[[DYL]], %[[DYL]] : f64
 // CHECK: %[[BAD6:.*]] = arith.cmpf une, %[[NAN6]], %{{.*}} : f64

@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass, field
 #    module global `error_global`).
 # 9: no `tape_per_item` nor `uniform_loads`: a launch's derivative is a host program, whose
 #    launch rule sizes tapes and sums per-item adjoints on the device.
-FORMAT_VERSION = 9
+# 10: `sites`, where the sources the checks' positions are in were (frontend/service.py
+#    moves the positions to the caller's sources on a hit).
+FORMAT_VERSION = 10
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
 # of prod(workgroupsize) threads, or of this many.
 DEFAULT_BLOCK = 256
@@ -36,7 +38,9 @@ class GpuKernel:
     kernel stores in the cell when it fails. `written` are the indices of the array
     parameters the kernel may write; `ndrange_bounds` the (parameter, dimension, ndrange
     dimension, message) of each index every work item takes with its id, which the launcher
-    checks the ndrange against (dialects/adj.py: BOUNDS_ATTR).
+    checks the ndrange against (dialects/adj.py: BOUNDS_ATTR). `sites`: (file, first line,
+    last line) of each source the checks' "(at file:line)" positions are in, in the cache
+    key's order (frontend/source.code_sites); () where not recorded.
     """
     name: str
     entry: str
@@ -47,6 +51,7 @@ class GpuKernel:
     checks: tuple[tuple[str, str], ...] = ()
     written: tuple[int, ...] = ()
     ndrange_bounds: tuple[tuple, ...] = ()
+    sites: tuple[tuple[str, int, int], ...] = ()
     format: int = field(default=FORMAT_VERSION)
 
     def to_dict(self) -> dict:
@@ -62,6 +67,7 @@ class GpuKernel:
         fields["checks"] = tuple(tuple(c) for c in data.get("checks", ()))
         fields["written"] = tuple(data.get("written", ()))
         fields["ndrange_bounds"] = tuple(tuple(b) for b in data.get("ndrange_bounds", ()))
+        fields["sites"] = tuple((str(f), int(a), int(b)) for f, a, b in data.get("sites", ()))
         return cls(**fields)
 
 

@@ -19,13 +19,14 @@ compiled in: source.fingerprint) and the compiler's. Two disks:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from ..core.types import type_code
 from ..runtime import source_index
 from ..runtime.compiled_module import from_source_key
+from ..runtime.source_index import relocated
 from .compiled import Compiled, LoadedDerivative, derivative_meta
 from .functions import Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
@@ -126,12 +127,16 @@ class _GpuDisk:
     (`parts`: a kernel each; one, "", for a host program): `load(folder, keys)` reads the
     stored form (None: a miss), `store(folder, keys, stored)` writes it, `ready(stored,
     folder, keys)` makes what runs of it (None: nothing runs here), `stored_of(value)` is the
-    stored form of a memoised one. `keys` maps a part to its disk key."""
+    stored form of a memoised one, `at(stored, sites)` the stored form recording that its
+    sources are at `sites` (source.code_sites), its checks' positions moved there from where
+    it recorded (source_index.relocated: the key leaves out where the code lives). `keys`
+    maps a part to its disk key."""
     parts: tuple[str, ...]
     load: Callable[[Path, dict[str, str]], Any]
     store: Callable[[Path, dict[str, str], Any], None]
     ready: Callable[[Any, Path | None, dict[str, str]], Any]
     stored_of: Callable[[Any], Any]
+    at: Callable[[Any, tuple], Any]
 
     @staticmethod
     def stores_memoised() -> bool:
@@ -142,13 +147,15 @@ class _GpuDisk:
         from ..runtime import kernel_cache
         keys = {part: kernel_cache.cache_key(key.text(target, part), target.__name__, key.chip)
                 for part in self.parts}
+        sites = tuple(code_sites(target))
         # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
         stored, folder = kernel_cache.find_or_compile(
             key.describe(target), lambda folder: self.load(folder, keys),
-            lambda: self.stored_of(memoised) if memoised is not None else compile(),
+            lambda: self.at(self.stored_of(memoised) if memoised is not None else compile(),
+                            sites),
             lambda folder, stored: self.store(folder, keys, stored),
             for_another_machine=is_compile_only())
-        return self.ready(stored, folder, keys)
+        return self.ready(self.at(stored, sites), folder, keys)
 
 
 # ---- CPU products --------------------------------------------------------------------------
@@ -208,8 +215,12 @@ def _kernel_files(names: tuple[str, ...]) -> _GpuDisk:
         for name in names:
             kernel_cache.store(folder, keys[name], kernels[name])
 
+    def at(kernels: dict[str, GpuKernel], sites: tuple) -> dict[str, GpuKernel]:
+        return {name: replace(k, checks=tuple(relocated(k.checks, k.sites, sites)),
+                              sites=sites) for name, k in kernels.items()}
+
     return _GpuDisk(names, load, store, lambda kernels, folder, keys: kernels,
-                    lambda kernels: kernels)
+                    lambda kernels: kernels, at)
 
 
 def gpu_key(k: Kernel, types: Sequence, ndim: int, debug: bool | None = None,
@@ -254,8 +265,19 @@ def _host_programs() -> _GpuDisk:
         return host_program.LoadedProgram(program, None if folder is None else
                                           folder / f"{keys['']}.so")
 
+    def at(program: HostProgram, sites: tuple) -> HostProgram:
+        # (its kernels were compiled with it: their positions are in the program's sources)
+        recorded = [tuple(site) for site in program.meta.get("sites", ())]
+
+        def moved(table: tuple) -> tuple:
+            return tuple(relocated(table, recorded, sites))
+        return replace(program, errors=moved(program.errors),
+                       kernels=tuple(replace(k, checks=moved(k.checks))
+                                     for k in program.kernels),
+                       meta={**program.meta, "sites": [list(site) for site in sites]})
+
     return _GpuDisk(("",), load, lambda folder, keys, program: host_program.store(
-        folder, keys[""], program), ready, lambda loaded: loaded.program)
+        folder, keys[""], program), ready, lambda loaded: loaded.program, at)
 
 
 def compile_host_call(fn: Function, types: list, debug: bool,

@@ -128,6 +128,73 @@ def test_moved_sites_relocate_each_position() -> None:
     assert relocated(errors, recorded, [("/b.py", 30, 41), *sites[1:]]) == errors
 
 
+# The GPU disk: a kernel's checks (compiled for the chip, no GPU needed) and a host program's.
+KERNEL = """import adjit
+{pad}
+
+@adjit.kernel
+def pick(x, out, k):
+    i = adjit.index()
+    out[i] = x[k] * 2.0
+"""
+
+KERNEL_SCRIPT = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from adjit.core.types import type_of_value
+from adjit.frontend import service
+seen = {}
+for name in sys.argv[2:]:
+    m = __import__(name)
+    types = [type_of_value(a) for a in (np.ones(3), np.ones(3), 7)]
+    seen[name] = [c for k in service.gpu_kernels(m.pick, types, 1).values() for c in k.checks]
+print(json.dumps(seen))
+"""
+
+
+def test_gpu_kernels_from_the_disk_name_the_callers_lines(tmp_path: Path) -> None:
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "kernel_a.py").write_text(KERNEL.format(pad=""))
+    (folder / "kernel_b.py").write_text(KERNEL.format(pad="\n" * 7))
+    cache = tmp_path / "cache"
+    for order in (["kernel_a", "kernel_b"], ["kernel_b", "kernel_a"]):
+        done = subprocess.run([sys.executable, "-c", KERNEL_SCRIPT, str(folder), *order],
+                              capture_output=True, text=True, env=_environment(cache),
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        for name, checks in seen.items():
+            path = folder / f"{name}.py"
+            assert checks and all(kind == "IndexError" for kind, _ in checks), checks
+            where = f"(at {path}:{_line(path, '    out[i] = x[k] * 2.0')})"
+            assert all(message.endswith(where) for _, message in checks), checks
+    assert len(list((cache / "gpu").glob("*.ptx"))) == 1     # one entry serves both
+
+
+def test_a_host_program_from_the_disk_names_the_callers_lines() -> None:
+    """A host program (a device="cuda" function) records its sites in its meta; loaded for
+    the same text elsewhere, its own checks and its kernels' move there."""
+    from dataclasses import replace
+
+    from adjit.core.kernel import GpuKernel
+    from adjit.frontend import service
+    from adjit.runtime.host_program import HostProgram
+    kernel = GpuKernel(name="k", entry="k", ptx="// fake", chip="sm_90", params=(), ndim=1,
+                       checks=(("IndexError", "out of bounds (at /a.py:12)"),))
+    program = HostProgram("f", {}, {}, (kernel,), (("ValueError", "negative (at /a.py:11)"),),
+                          (), b"", {"tuple_result": False})
+    at = service._host_programs().at
+    recorded = at(program, (("/a.py", 10, 13),))
+    assert recorded.meta["sites"] == [["/a.py", 10, 13]] and recorded.errors == program.errors
+    moved = at(recorded, (("/b.py", 20, 23),))
+    assert moved.errors == (("ValueError", "negative (at /b.py:21)"),)
+    assert moved.kernels == (replace(kernel, checks=(("IndexError",
+                                                       "out of bounds (at /b.py:22)"),)),)
+    assert moved.meta == {"tuple_result": False, "sites": [["/b.py", 20, 23]]}
+
+
 # ---- check_grad with integer arguments -----------------------------------------------------
 
 @adjit.jit

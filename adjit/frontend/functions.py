@@ -9,6 +9,7 @@ the compile service, service.py), so that decorating functions needs no MLIR.
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
@@ -158,6 +159,12 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
             if isinstance(ann, ArrayType):
                 raise TypeError(f"{name}(): argument {p!r} must be {ann!r}, got {type(a).__name__}")
             t = ann
+            if ann.is_int and not _integral(a):
+                # NumPy's same-kind rule: a float is never cast to an integer parameter
+                # silently (np.int64(2.7) would truncate to 2 and index the wrong element).
+                raise TypeError(f"{name}(): argument {p!r} is annotated {ann!r} but got "
+                                f"{a!r} ({type(a).__name__}); pass an integer (int(...) "
+                                "truncates)")
             try:
                 a = ann.np_dtype.type(a)
             except (OverflowError, ValueError, TypeError) as e:
@@ -168,6 +175,16 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
         types.append(t)
         values.append(a)
     return types, values
+
+
+def _integral(a) -> bool:
+    """Whether `a` is an integer (Python int or bool, a NumPy integer) by type, as
+    `operator.index` decides: a float of integral value is not."""
+    try:
+        operator.index(a)
+    except TypeError:
+        return False
+    return True
 
 
 def _vector_argument(name: str, p: str, ann: VecType | VecArrayType, a, device: str):

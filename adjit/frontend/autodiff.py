@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+import types
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks, service
-from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled,
+from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, jit,
                         routes, specialise)
 from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
@@ -29,6 +30,29 @@ from .structs import (field_at, flatten_annotations, is_float_field, leaves, map
 if TYPE_CHECKING:
     from .compiled import LoadedDerivative
     from .derivative import Derivative
+
+
+def _declared(f, what: str):
+    """`f` as the entry point `what` differentiates it. A plain Python function (JAX's
+    entry points take any) is compiled as if decorated with @adjit.jit, the same Function
+    each time (kept on it, so its compiled specialisations are reused); adjit compiles from
+    source, so one whose source cannot be had (exec, the prompt) or that is a lambda is
+    refused there at its line (source.parse_source). Anything else that is not an adjit
+    declaration or transform is refused by name here, not met as a missing attribute deep
+    inside."""
+    if isinstance(f, (Function, Kernel, Transform)):
+        return f
+    if isinstance(f, types.FunctionType):
+        made = f.__dict__.get("_adjit_jit")
+        if made is None:
+            made = f.__dict__["_adjit_jit"] = jit(f)
+        return made
+    if hasattr(f, "annotations") and hasattr(f, "params"):    # (a declaration's stand-in)
+        return f
+    raise TypeError(f"{what}: {getattr(f, '__name__', None) or type(f).__name__} "
+                    f"({type(f).__name__}) is not a function adjit can differentiate: adjit "
+                    "compiles Python functions from their source; write it as a def "
+                    "(decorated with @adjit.jit, or left plain) in a .py file")
 
 
 def _annotate(args: Sequence) -> list[Annotation]:
@@ -197,6 +221,7 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
+    f = _declared(f, "autodiff")
     if isinstance(f, Transform):        # a derivative of a derivative: compiled
         _refuse_structs(f"autodiff of {f.__name__}",
                         [a.val if isinstance(a, Annotation) else a for a in args])
@@ -366,6 +391,7 @@ def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None)
     derivatives (one per argument, None for non-Active)."""
     if mode is not ReverseSplitWithPrimal:
         raise TypeError("autodiff_thunk takes ReverseSplitWithPrimal")
+    f = _declared(f, "autodiff_thunk")
     kinds = tuple(activities)
     for k in kinds:
         if not (isinstance(k, type) and issubclass(k, Annotation)):
@@ -490,6 +516,7 @@ class Grad(Transform):
 
 
 def _grad_of(f, argnums, with_value: bool) -> Grad:
+    f = _declared(f, "value_and_grad" if with_value else "grad")
     argnums = tuple(argnums) if isinstance(argnums, list) else argnums
     return _one_of(f, ("grad", argnums, with_value), lambda: Grad(f, argnums, with_value))
 
@@ -556,6 +583,7 @@ def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     shape and dtype. With `width=N`, N directions at once, in one batched forward pass
     (BatchDuplicated): each tangent is N of them (a tuple, or an array with a leading axis
     of N, whose rows are used in place), and the result's tangent is an N-tuple."""
+    f = _declared(f, "jvp")
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
     primals = host_values(primals)
@@ -599,6 +627,7 @@ def vjp(f, *primals):
     """JAX's vjp: `(f(*primals), pullback)`. `pullback(cotangent)`, the cotangent shaped like
     the result (a float scalar or array), returns one cotangent per primal: arrays for array
     primals, scalars for scalar primals."""
+    f = _declared(f, "vjp")
     primals = host_values(primals)
     # The pullback differentiates at the primals as given: f may write its arrays (as this
     # call of it does), so it runs on fresh copies of those as they were.
@@ -688,6 +717,7 @@ def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
     as they are); returns the worst relative error. `eps`, the step: 1e-6, or
     1e-3 where an argument is float32 (whose rounding would swamp a smaller step's
     difference)."""
+    f = _declared(f, "check_grad")
     rng = np.random.default_rng(seed)
     args = host_values(args)       # (a torch tensor or JAX array: a NumPy array of it)
 
@@ -774,6 +804,7 @@ def hvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     tuple of them when there are several). `width=N`: N products in one batched pass (each
     tangent N of them, as jvp takes them), an N-tuple of products. A struct argument's
     tangent and product are structs of its class (_struct_hvp)."""
+    f = _declared(f, "hvp")
     if any(struct_type(p) is not None for p in primals):
         return _struct_hvp(f, host_values(primals), tangents, width)
     nums = 0 if len(primals) == 1 else tuple(range(len(primals)))
@@ -848,6 +879,7 @@ class Jacobian(Transform):
 
 
 def _jacobian_of(f, argnums: int, reverse: bool, width: int = 1) -> Jacobian:
+    f = _declared(f, "jacrev" if reverse else "jacfwd")
     return _one_of(f, ("jacobian", argnums, reverse, width),
                    lambda: Jacobian(f, argnums, reverse, width))
 
@@ -869,6 +901,7 @@ def jacrev(f, argnums: int = 0) -> Jacobian:
 def hessian(f, argnums: int = 0, width: int = 1) -> Callable:
     """JAX's hessian: jacfwd of grad, the second derivatives of scalar `f` with respect to
     argument `argnums` (shape `x.shape + x.shape`); `width` is jacfwd's."""
+    f = _declared(f, "hessian")
     return jacfwd(grad(f, argnums), argnums, width)
 
 

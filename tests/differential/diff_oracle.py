@@ -43,19 +43,23 @@ INTERNAL = re.compile(r"\b(scf|memref|arith|llvm|affine|linalg|tensor|cf|func|ma
 
 
 def is_clear_refusal(error: dict, path: str) -> bool:
-    """What counts as adjit refusing a program clearly: an adjit error class
-    (`CompilationError`, not its subclass `InternalCompilerError`) whose message names the
-    generated program's file and a line of it, and shows no internal symbol (INTERNAL); or a
-    TypeError / ValueError / NotImplementedError raised by adjit's derivative API itself
-    (adjit/frontend/autodiff*.py, modes.py) about the arguments of the call, with no internal
-    symbol. Everything else an adjit call raises is a defect."""
+    """What counts as adjit refusing a program clearly: a message that shows no internal
+    symbol (INTERNAL), and is either an adjit error class (`CompilationError`, not its
+    subclass `InternalCompilerError`) at a line of the generated program's file; or a
+    ValueError / TypeError / IndexError / NotImplementedError that compiled code raised at
+    run time naming a line of the program's file (a run-time check of a documented rule, a
+    shape say); or a TypeError / ValueError / NotImplementedError raised by adjit's
+    derivative API itself (adjit/frontend/autodiff*.py, modes.py) about the arguments of
+    the call. Everything else an adjit call raises is a defect."""
     msg = error["message"]
     if INTERNAL.search(msg):
         return False
+    at_line = bool(re.search(re.escape(os.path.basename(path)) + r":\d+", msg))
     if error["type"] == "CompilationError":
-        return bool(re.search(re.escape(os.path.basename(path)) + r":\d+", msg))
-    if error["type"] in ("TypeError", "ValueError", "NotImplementedError"):
-        return error["origin"] in ("autodiff.py", "autodiff_checks.py", "modes.py")
+        return at_line
+    if error["type"] in ("TypeError", "ValueError", "NotImplementedError", "IndexError"):
+        return at_line or (error["type"] != "IndexError" and
+                           error["origin"] in ("autodiff.py", "autodiff_checks.py", "modes.py"))
     return False
 
 

@@ -43,3 +43,13 @@ def loss_matmul_of_loop(x0, w):
     for i in range(3):
         v2 = np.sin(v2) * 0.9 + np.tanh(x0)
     return np.sum(np.sin(v2 @ w))
+
+
+@adjit.jit
+def assign_into_empty_slice(x, k):
+    # (the generator's program 67 of seed 5: v = x[k:] has a dimension of 1 known only at
+    # run time, broadcast into t[1:], of size 0)
+    v = x[k:]
+    t = x.copy()
+    t[1:] = np.sin(v)
+    return t

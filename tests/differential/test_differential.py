@@ -110,6 +110,12 @@ def test_clear_refusal_is_an_adjit_error_at_the_programs_line_without_internal_n
                                 path)
     assert not is_clear_refusal(_err("IndexError", "index 3 is out of bounds", "autodiff.py"),
                                 path)
+    # a run-time check in compiled code at the program's line is clear
+    assert is_clear_refusal(_err("ValueError", "element-wise operation on arrays of "
+                                 "different shapes (at /tmp/x/prog_3.py:10)", "compiled.py"),
+                            path)
+    assert not is_clear_refusal(_err("ValueError", "element-wise operation on arrays of "
+                                     "different shapes", "compiled.py"), path)
 
 
 def test_a_crash_of_the_worker_is_reported_not_fatal(worker):

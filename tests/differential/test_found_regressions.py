@@ -93,7 +93,7 @@ def _jnp_matmul_of_loop(x0, w):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_hvp_of_a_product_after_a_loop(dtype):
+def test_second_order_and_value_and_grad_of_a_product_after_a_loop(dtype):
     # found by the generator: hvp of a program with x0 @ v1 after a loop carrying an array:
     # "@adj_gemm_f64 has no body to differentiate" (second order through @)
     jax = _jax()
@@ -104,9 +104,34 @@ def test_hvp_of_a_product_after_a_loop(dtype):
     np.testing.assert_allclose(got[0], np.asarray(want[0]), rtol=tol, atol=tol)
     assert np.asarray(got[0]).dtype == dtype
     np.testing.assert_allclose(got[1], float(want[1]), rtol=tol, atol=tol)
+    # the same program's value_and_grad: its augmented forward returned a strided 3-D
+    # array where the function's type said contiguous (an internal MLIR error)
+    value, grads = adjit.value_and_grad(fp.loss_matmul_after_loop, argnums=(0, 1))(x0, 0.4)
+    want_value, want_grads = jax.value_and_grad(_jnp_matmul_after_loop, argnums=(0, 1))(x0, 0.4)
+    np.testing.assert_allclose(value, float(want_value), rtol=tol)
+    np.testing.assert_allclose(grads[0], np.asarray(want_grads[0]), rtol=tol, atol=tol)
+    np.testing.assert_allclose(grads[1], float(want_grads[1]), rtol=tol, atol=tol)
     w = np.linspace(-1, 1, 6).reshape(3, 2).astype(dtype)
     got = adjit.hvp(fp.loss_matmul_of_loop, (x0, w), (v, np.ones_like(w)))
     want = jax.jvp(jax.grad(_jnp_matmul_of_loop, argnums=(0, 1)), (x0, w),
                    (v, np.ones_like(w)))[1]
     for g, r in zip(got, want):
         np.testing.assert_allclose(g, np.asarray(r), rtol=tol, atol=tol)
+
+
+def test_a_run_time_size_1_into_an_empty_slice_works_or_is_refused_at_its_line():
+    # found by the generator (seed 5, program 67): NumPy broadcasts the (1, 1) view into
+    # the (0, 1) slice; adjit broadcasts only along dimensions known to be 1 when compiling
+    # (README), and this one is known at run time. A clear ValueError at the assignment's
+    # line is the documented refusal; a wrong value, a crash or an unclear error is not.
+    x = np.ones((1, 1), np.float32)
+    try:
+        got = fp.assign_into_empty_slice(x, -1)
+    except ValueError as e:
+        assert "different shapes" in str(e) and "found_programs.py:" in str(e), str(e)
+        line = int(str(e).split("found_programs.py:")[1].split(")")[0].split(":")[0])
+        with open(fp.__file__) as fh:
+            assert "t[1:] = np.sin(v)" in fh.read().splitlines()[line - 1]
+    else:
+        np.testing.assert_array_equal(got, x)
+        assert got.dtype == np.float32

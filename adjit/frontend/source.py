@@ -64,16 +64,16 @@ def parse_source(pyfn: Callable) -> SourceInfo:
         lines, first = inspect.getsourcelines(pyfn)
     except (OSError, TypeError) as e:
         raise _no_source(name, *where, e) from None
+    if pyfn.__name__ == "<lambda>":
+        return _parse_lambda(pyfn, name, where)
     try:
         tree = ast.parse(textwrap.dedent("".join(lines))).body[0]
     except (SyntaxError, IndexError):
         tree = None
-    if pyfn.__name__ == "<lambda>" or not isinstance(tree, (ast.FunctionDef,
-                                                            ast.AsyncFunctionDef)):
-        what = "not lambdas" if pyfn.__name__ == "<lambda>" else \
-            "and the source Python gives for it is not a def statement"
+    if not isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise CompilationError(f"cannot compile {name}: adjit compiles functions written "
-                               f"with def, {what}", *where,
+                               "with def (or lambda), and the source Python gives for it is "
+                               "not a def statement", *where,
                                source_line=linecache.getline(*where) or None)
     indent = len(lines[0]) - len(lines[0].lstrip(" \t"))
     info = SourceInfo(tree, inspect.getsourcefile(pyfn) or code.co_filename, first,
@@ -82,6 +82,48 @@ def parse_source(pyfn: Callable) -> SourceInfo:
         raise info.error(tree, f"{name} is an async def: adjit compiles plain def functions "
                                "(coroutines have no meaning in compiled code)")
     return info
+
+
+def _parse_lambda(pyfn: Callable, name: str, where: tuple[str, int]) -> SourceInfo:
+    """A lambda's SourceInfo: its expression as the body of an equivalent def
+    (`def <lambda>(x): return x * x`). Python gives a lambda's source only as the lines of
+    the statement around it, which need not parse alone (a call's last arguments), so the
+    lambda is found in its whole file: on its first line, the lambda whose body spans every
+    position its code has (two lambdas on one line are told apart by them). The tree keeps
+    the file's lines and columns (`first_line` its first line, no indent)."""
+    code = pyfn.__code__
+    filename = inspect.getsourcefile(pyfn) or code.co_filename
+    text = "".join(linecache.getlines(filename))
+    try:
+        module = ast.parse(text)
+    except SyntaxError:
+        module = None
+    spans = [p for p in code.co_positions() if None not in p and p[0] >= code.co_firstlineno
+             and p[2:] != (0, 0)]
+    params = list(code.co_varnames[:code.co_argcount])
+
+    def encloses(node: ast.expr) -> bool:
+        lo, hi = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
+        return all(lo <= (p[0], p[2]) and (p[1], p[3]) <= hi for p in spans)
+
+    found = [n for n in (ast.walk(module) if module is not None else ())
+             if isinstance(n, ast.Lambda) and n.lineno == code.co_firstlineno
+             and [a.arg for a in n.args.posonlyargs + n.args.args] == params
+             and encloses(n.body)]
+    if len(found) != 1:
+        raise CompilationError(f"cannot compile {name}: its source in {filename} could not "
+                               "be told apart from the text around it; write it as a def",
+                               *where, source_line=linecache.getline(*where) or None)
+    lam = found[0]
+    tree = ast.FunctionDef(name="<lambda>", args=lam.args,
+                           body=[ast.copy_location(ast.Return(value=lam.body), lam.body)],
+                           decorator_list=[], returns=None, type_comment=None)
+    ast.copy_location(tree, lam)
+    tree.end_lineno, tree.end_col_offset = lam.end_lineno, lam.end_col_offset
+    first = lam.lineno
+    ast.increment_lineno(tree, 1 - first)     # line 1: the lambda's first line, as for a def
+    lines = text.splitlines()[first - 1:lam.end_lineno]
+    return SourceInfo(tree, filename, first, lines, 0)
 
 
 def _no_source(name: str, filename: str, line: int, e: Exception) -> CompilationError:
@@ -146,6 +188,8 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
             digest.sites.append((source.filename, source.first_line,
                                  source.first_line + len(source.lines) - 1))
         digest.update(b"\0" + "\n".join(source.lines).encode())
+        if pyfn.__name__ == "<lambda>":   # (two on one line share its text: not their trees)
+            digest.update(ast.dump(source.tree).encode())
         for name, value in _referenced(pyfn, source.tree):
             digest.update(f"\0{name}=".encode())
             _feed_value(value, digest, seen, {}, 0)

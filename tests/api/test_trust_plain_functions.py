@@ -124,3 +124,48 @@ def test_a_function_without_source_is_refused_at_its_definition(entry):
 def test_something_not_a_function_is_refused_with_its_name(entry):
     with pytest.raises(TypeError, match=r"ufunc.*@adjit\.jit"):
         ENTRY_POINTS[entry](np.sin)
+
+
+# ---- lambdas: compiled from their source as the def `def <lambda>(x): return x * x` --------
+def test_grad_of_a_lambda_in_a_file():
+    assert adjit.grad(lambda x: x * x)(3.0) == pytest.approx(6.0, rel=1e-15)
+    g = adjit.grad(lambda x, y: x * np.sin(y), argnums=1)(2.0, 0.5)
+    assert g == pytest.approx(float(jax.grad(lambda x, y: x * jnp.sin(y), argnums=1)(2.0, 0.5)),
+                              rel=1e-15)
+    # over several lines, inside a call's arguments
+    h = adjit.hessian(
+        lambda v: np.sum(np.sin(v) * v))(X)
+    np.testing.assert_allclose(h, np.asarray(jax.hessian(jsum_sin)(X)), rtol=1e-13,
+                               atol=1e-15)
+    jf = adjit.jacfwd(lambda v:
+                      np.sin(v) * 2.0)(X.astype(np.float32))
+    assert jf.dtype == np.float32
+    np.testing.assert_allclose(jf, np.diag(2.0 * np.cos(X)), rtol=1e-6, atol=0)
+
+
+def test_two_lambdas_on_one_line_are_two_functions():
+    a, b = adjit.grad(lambda x: x * x)(3.0), adjit.grad(lambda x: x * x * x)(3.0)
+    assert (a, b) == (pytest.approx(6.0), pytest.approx(27.0))
+    # the disk cache's key of each (its source's digest) tells them apart too
+    from adjit.frontend.source import fingerprint
+    f, g = (lambda x: x * x), (lambda x: x * x * x)
+    assert fingerprint(adjit.jit(f)) != fingerprint(adjit.jit(g))
+
+
+def test_an_error_in_a_lambda_names_its_line_and_column():
+    with pytest.raises(CompilationError) as info:
+        adjit.grad(lambda x: x + no_such_name)(1.0)  # the-lambda  # noqa: F821
+    e = info.value
+    line = next(k for k, text in enumerate(open(__file__), 1) if "# the-lambda" in text
+                and "no_such_name" in text)
+    assert (e.filename, e.lineno) == (__file__, line)
+    assert "no_such_name" in str(e)
+    assert open(__file__).read().splitlines()[line - 1][e.col:].startswith("no_such_name")
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_lambda_typed_at_the_prompt_is_refused_clearly(entry):
+    f = eval("lambda x: x * x")      # as at the prompt: Python keeps no source for it
+    with pytest.raises(CompilationError, match=r"cannot read the source of <lambda>.*"
+                                               r"define it in a \.py file"):
+        ENTRY_POINTS[entry](f)

@@ -36,7 +36,7 @@ def _declared(f, what: str):
     """`f` as the entry point `what` differentiates it. A plain Python function (JAX's
     entry points take any) is compiled as if decorated with @adjit.jit, the same Function
     each time (kept on it, so its compiled specialisations are reused); adjit compiles from
-    source, so one whose source cannot be had (exec, the prompt) or that is a lambda is
+    source (a lambda's too), so one whose source cannot be had (exec, eval, the prompt) is
     refused there at its line (source.parse_source). Anything else that is not an adjit
     declaration or transform is refused by name here, not met as a missing attribute deep
     inside."""

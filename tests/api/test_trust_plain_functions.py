@@ -1,8 +1,9 @@
-"""A plain Python function (not decorated) given to a derivative entry point is compiled as
-if decorated with @adjit.jit, as JAX differentiates any Python function; one adjit cannot
-compile from source (a lambda, a function typed at the prompt, something that is not a
-function) is refused with a clear error naming it (was: AttributeError 'function' object
-has no attribute 'annotations' from inside adjit)."""
+"""A plain Python function (a def or a lambda, not decorated) given to a derivative entry
+point is compiled as if decorated with @adjit.jit, as JAX differentiates any Python
+function; one adjit cannot compile from source (typed at the prompt, made by exec or eval,
+something that is not a function) is refused with a clear error naming it (was:
+AttributeError 'function' object has no attribute 'annotations' from inside adjit; lambdas
+were refused by @adjit.jit)."""
 from __future__ import annotations
 
 import numpy as np

@@ -336,6 +336,10 @@ def _reshape(gen, args, kwargs):
 def _ravel(gen, args, kwargs):
     if len(args) != 1 or kwargs:
         raise UserError("ravel(a) takes one array")
+    if not isinstance(args[0], (Array, ArrayExpr)):
+        # as reshape(): a scalar (np.ravel(0.5)) has no shape to flatten here (it reached
+        # reshape's shape arithmetic: an internal error)
+        raise UserError(f"ravel() takes an array, got {S.describe(args[0])}")
     return reshape(args[0], [Literal(-1)])
 
 

@@ -53,3 +53,9 @@ def assign_into_empty_slice(x, k):
     t = x.copy()
     t[1:] = np.sin(v)
     return t
+
+
+@adjit.jit
+def ravel_of_a_scalar(s0):
+    # (the CI budget's program 8: np.ravel of a Python float argument)
+    return np.ravel(s0)

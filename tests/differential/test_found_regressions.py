@@ -135,3 +135,15 @@ def test_a_run_time_size_1_into_an_empty_slice_works_or_is_refused_at_its_line()
     else:
         np.testing.assert_array_equal(got, x)
         assert got.dtype == np.float32
+
+
+@pytest.mark.parametrize("value", [0.5, np.float32(0.5)])
+def test_ravel_of_a_scalar_is_refused_at_its_line(value):
+    # found by the CI budget: np.ravel(s0) of a Python float was an internal error
+    # ("'Scalar' object has no attribute 'shape'"); reshape() refuses a scalar, and now ravel
+    # too, naming it, at the call's line
+    with pytest.raises(adjit.CompilationError) as info:
+        fp.ravel_of_a_scalar(value)
+    assert not isinstance(info.value, adjit.InternalCompilerError)
+    assert "ravel() takes an array" in str(info.value)
+    assert "found_programs.py:" in str(info.value) and "np.ravel(s0)" in str(info.value)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from diff_oracle import CHECKS, Worker, check_program, is_clear_refusal
 from diff_programs import programs
 
-CI_EXAMPLES = 16       # ~2 minutes on 2 cores; each program runs 4 of the 11 checks
+CI_EXAMPLES = 20       # ~2 minutes on 2 cores shared; each program runs 4 of its 12 checks
 EXAMPLES = int(os.environ.get("ADJIT_DIFFERENTIAL_EXAMPLES", CI_EXAMPLES))
 SEED = os.environ.get("ADJIT_DIFFERENTIAL_SEED")
 
@@ -45,6 +45,7 @@ def test_random_programs_agree_with_jax(worker):
     tally = collections.Counter()
     features = collections.Counter()
     refusals = collections.Counter()      # what adjit refused (clearly), by message
+    refused = {}                          # a program of each
     defects, invalid = [], []
     count = [0]
 
@@ -62,8 +63,11 @@ def test_random_programs_agree_with_jax(worker):
                              verdicts else "refused" if "refused" in verdicts else "clean")] += 1
         defects.extend((program.source(), o) for o in outcomes if o.verdict == "defect")
         invalid.extend((program.source(), o) for o in outcomes if o.verdict == "invalid")
-        refusals.update(re.sub(r"\S*prog_\d+\.py(:\d+)+:? ?", "", o.detail.split(": ", 1)[-1])
-                        .splitlines()[0] for o in outcomes if o.verdict == "refused")
+        for o in outcomes:
+            if o.verdict == "refused":
+                why = re.sub(r"\S*prog_\d+\.py(:\d+)+:? ?", "", o.detail.split(": ", 1)[-1])
+                refusals[why.splitlines()[0]] += 1
+                refused.setdefault(why.splitlines()[0], program.source())
         write_report()     # after every program: a long run stopped early keeps its tally
 
     def write_report():
@@ -72,7 +76,8 @@ def test_random_programs_agree_with_jax(worker):
                                    for s, o in defects],
                        "invalid": [{"source": s, "check": o.check, "detail": o.detail}
                                    for s, o in invalid],
-                       "refusals": dict(refusals.most_common())})
+                       "refusals": dict(refusals.most_common()),
+                       "refused_examples": refused})
         if os.environ.get("ADJIT_DIFFERENTIAL_REPORT"):
             with open(os.environ["ADJIT_DIFFERENTIAL_REPORT"], "w") as fh:
                 json.dump(report, fh, indent=1)

@@ -397,6 +397,14 @@ def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None)
         if not (isinstance(k, type) and issubclass(k, Annotation)):
             raise TypeError(f"autodiff_thunk takes activity types (Const, Active, "
                             f"Duplicated, DuplicatedNoNeed), got {k!r}")
+    for p, k, ann in zip(f.params, kinds, f.annotations):
+        if k is Active and isinstance(ann, VecType):
+            # autodiff takes Active(vec) by giving it a zero shadow it returns; a split
+            # tape's halves have no such place, so the user passes the shadow.
+            raise TypeError(f"autodiff_thunk: argument {p!r} ({ann!r}) is marked Active: "
+                            "split mode takes a vector, matrix or quaternion as "
+                            "Duplicated(v, dv), dv receiving its derivative (Active vectors "
+                            "are taken by autodiff and grad)")
     return (_SplitHalf(f, kinds, True, ndrange, workgroupsize),
             _SplitHalf(f, kinds, False, ndrange, workgroupsize))
 

@@ -601,3 +601,26 @@ def test_jacobians_and_hessians_of_torch_and_jax_arrays_match_jax():
                                    **tol)
         np.testing.assert_allclose(adjit.jvp(adjit.grad(unit_loss), (xs,),
                                              (convert(v.copy()),))[1], h @ v, **tol)
+
+
+# ---- split mode and vector arguments -----------------------------------------------------
+@adjit.jit
+def _vec_energy(v: adjit.vec3, s: float):
+    return adjit.dot(v, v) * s
+
+
+def test_split_mode_names_how_to_pass_a_vector():
+    """autodiff takes Active(vec) (a zero shadow it returns); a split tape's halves take the
+    shadow from the user, and the refusal says so (it said 'arrays are Duplicated')."""
+    from adjit import Active, Duplicated, ReverseSplitWithPrimal
+    with pytest.raises(TypeError, match=r"argument 'v' \(adjit.vec3\) is marked Active: "
+                                        r"split mode takes a vector, matrix or quaternion"):
+        adjit.autodiff_thunk(ReverseSplitWithPrimal, _vec_energy, Active, Active)
+    fw, rv = adjit.autodiff_thunk(ReverseSplitWithPrimal, _vec_energy, Duplicated, Active)
+    v = np.array([1.0, 2.0, 3.0], np.float32)
+    dv = np.zeros(3, np.float32)
+    tape, primal, _ = fw(Duplicated(v, dv), Active(2.0))
+    assert primal == pytest.approx(28.0)
+    _, ds = rv(Duplicated(v, dv), Active(2.0), 1.0, tape)
+    assert ds == pytest.approx(14.0)
+    np.testing.assert_allclose(dv, 2 * 2.0 * v)

@@ -15,13 +15,7 @@ jnp = jax.numpy
 
 
 # == a split-mode tape of a checkpointed loop serves several reverse calls =====================
-@adjit.kernel
-def damped(u, v, c: float):
-    i = adjit.index()
-    n = u.shape[0]
-    left = u[(i + n - 1) % n]
-    right = u[(i + 1) % n]
-    v[i] = u[i] + c * (left - 2.0 * u[i] + right) - 0.1 * adjit.sin(u[i])
+from test_checkpoint import damped                 # noqa: E402  (the checkpoint tests' step)
 
 
 @adjit.jit

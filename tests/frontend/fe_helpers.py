@@ -1,6 +1,8 @@
 """Helpers for the frontend tests: NumPy is the reference for every result."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 # Every dtype adjit takes, as NumPy dtypes, and the numeric ones.
@@ -33,3 +35,13 @@ def assert_same(got, want, rtol: float | None = None) -> None:
         np.testing.assert_allclose(got_a, want_a, rtol=rtol, atol=rtol, equal_nan=True)
     else:
         np.testing.assert_array_equal(got_a, want_a)
+
+
+def marker_line(path: str, marker: str) -> int:
+    """The line of the file `path` that carries the comment `# marker` (followed by
+    whitespace or the end of the line): where a test expects an error to point."""
+    with open(path) as f:
+        for n, line in enumerate(f, start=1):
+            if re.search(rf"# {re.escape(marker)}(\s|$)", line):
+                return n
+    raise LookupError(marker)

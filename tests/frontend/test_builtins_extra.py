@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import adjit
-from fe_helpers import FLOATS, NUMERIC, assert_same, sample
+from fe_helpers import FLOATS, NUMERIC, assert_same, marker_line, sample
 
 SPECIALS = [0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 1e-30, 3e30]
 
@@ -302,11 +302,7 @@ def test_maximum_minimum_of_bools():
 # ---- errors ---------------------------------------------------------------------------------
 
 def _line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for n, line in enumerate(f, start=1):
-            if re.search(rf"# {re.escape(marker)}$", line):
-                return n
-    raise LookupError(marker)
+    return marker_line(__file__, marker)
 
 
 @adjit.jit

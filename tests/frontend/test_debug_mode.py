@@ -8,15 +8,11 @@ import numpy as np
 import pytest
 
 import adjit
-from fe_helpers import assert_same
+from fe_helpers import assert_same, marker_line
 
 
 def line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for n, line in enumerate(f, start=1):
-            if line.rstrip().endswith(f"# {marker}"):
-                return n
-    raise LookupError(marker)
+    return marker_line(__file__, marker)
 
 
 @adjit.kernel

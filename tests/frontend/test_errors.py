@@ -10,14 +10,11 @@ import numpy as np
 import pytest
 
 import adjit
+from fe_helpers import marker_line
 
 
 def line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for n, line in enumerate(f, start=1):
-            if re.search(rf"# {re.escape(marker)}(\s|$)", line):
-                return n
-    raise LookupError(marker)
+    return marker_line(__file__, marker)
 
 
 def expect_compile_error(call, marker: str, *words: str) -> adjit.CompilationError:

@@ -6,16 +6,13 @@ import numpy as np
 import pytest
 
 import adjit
+from fe_helpers import marker_line
 from adjit.frontend.compiler import CompileUnit
 from adjit.core.types import ArrayType, f64
 
 
 def line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for n, line in enumerate(f, start=1):
-            if line.rstrip().endswith(f"# {marker}"):
-                return n
-    raise LookupError(marker)
+    return marker_line(__file__, marker)
 
 
 @adjit.kernel

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import adjit
+from fe_helpers import marker_line
 from adjit.frontend import cuda_launch, guard
 from adjit.frontend import scalar_ops as S
 from adjit.core.errors import InternalCompilerError, located
@@ -23,11 +24,7 @@ from mlir import ir  # noqa: E402
 
 
 def line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for n, line in enumerate(f, start=1):
-            if re.search(rf"# {re.escape(marker)}(\s|$)", line):
-                return n
-    raise LookupError(marker)
+    return marker_line(__file__, marker)
 
 
 def expect_internal(call, marker: str, cause: type) -> InternalCompilerError:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import adjit
-from fe_helpers import assert_same
+from fe_helpers import assert_same, marker_line
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
@@ -22,11 +22,7 @@ jnp = jax.numpy
 
 
 def line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for n, line in enumerate(f, start=1):
-            if line.rstrip().endswith(f"# {marker}"):
-                return n
-    raise LookupError(marker)
+    return marker_line(__file__, marker)
 
 
 def run_isolated(code: str, timeout: int = 240) -> subprocess.CompletedProcess:

@@ -129,6 +129,8 @@ def expm1(e: _Emit, x):
     # would overflow before the result does, and the -1 hardly matters.
     near = e.add(e.ldexp(q, n), e.sub(e.ldexp(e.c(1.0), n), e.c(1.0)))
     far = e.sub(e.ldexp(e.add(e.c(1.0), q), n), e.c(1.0))
+    # n == 0: q itself (q + (1 - 1) made expm1(-0) +0; NumPy and libm give -0)
+    near = e.sel(arith.cmpi(_I.eq, n, e.ic(0)), q, near)
     return _nan_passthrough(e, x, e.sel(arith.cmpi(_I.sgt, n, e.ic(e.mant)), far, near))
 
 

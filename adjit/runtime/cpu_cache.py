@@ -54,7 +54,7 @@ from typing import Callable
 
 from . import build_folders, loader
 from .files import DamagedEntry, cache_settings, read_entry, write_entry
-from .vector_math import add_avx512_variants, avx512_symbols
+from .vector_math import add_vector_variants, vector_symbols
 
 # 3: the metadata records its key and is checksummed (files.write_entry).
 # 4: and the runtime libraries the code calls (`needs`).
@@ -237,9 +237,10 @@ def vector_math() -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 @cache
-def _avx512_variants() -> frozenset[str]:
-    """libmvec's AVX-512 variants (runtime/vector_math.py offers them to the vectoriser)."""
-    return frozenset(avx512_symbols(ctypes.util.find_library("mvec")))
+def _vector_variants(features: str) -> frozenset[str]:
+    """libmvec's variants that a CPU with `features` runs (runtime/vector_math.py offers them
+    to the vectoriser)."""
+    return frozenset(vector_symbols(ctypes.util.find_library("mvec"), features))
 
 
 @cache
@@ -273,6 +274,7 @@ class _Job:
     llvm_ir: str
     opt_level: int
     errors: list[tuple[str, str]]
+    then: Callable[[bytes], None] | None = None
 
 
 class _Writer:
@@ -336,14 +338,17 @@ _writer_lock = threading.Lock()
 
 
 def store_later(folder: Path, key: str, llvm_ir: str, opt_level: int,
-                errors: list[tuple[str, str]]) -> None:
+                errors: list[tuple[str, str]],
+                then: Callable[[bytes], None] | None = None) -> None:
     """Builds and stores the entry for `key` on the background thread: `llvm_ir`, the
-    module translated to LLVM IR before LLVM's optimisations, compiled at `opt_level`."""
+    module translated to LLVM IR before LLVM's optimisations, compiled at `opt_level`;
+    then calls `then(shared object)` there (stored or not: a folder that cannot be written),
+    before wait_for_builds counts the job done (frontend/engine.py swaps its first tier)."""
     global _writer
     with _writer_lock:
         if _writer is None or _writer.pid != os.getpid():   # a forked child: a thread of its own
             _writer = _Writer()
-        _writer.jobs.put(_Job(folder, key, llvm_ir, opt_level, errors))
+        _writer.jobs.put(_Job(folder, key, llvm_ir, opt_level, errors, then))
 
 
 def wait_for_builds(timeout: float | None = None) -> bool:
@@ -380,7 +385,15 @@ def _store(job: _Job, run: Callable[[list[str], Path], None]) -> None:
             data = _build(job.llvm_ir, job.opt_level, work, run)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        _write_entry(job.folder, job.key, data, job.errors)
+        try:
+            _write_entry(job.folder, job.key, data, job.errors)
+        except OSError as e:       # read-only, full: the process can still use the build
+            _log.debug("no CPU cache entry %s: %s", job.key, e)
+        if job.then is not None:
+            try:
+                job.then(data)
+            except Exception as e:    # the first tier's code goes on running
+                _log.debug("swapping in the O3 build of %s failed: %s", job.key, e)
     except _Stopped:
         pass
     except (OSError, subprocess.CalledProcessError) as e:
@@ -426,8 +439,8 @@ def _build(llvm_ir: str, opt_level: int, work: Path,
     target = [f"-mtriple={triple}", f"-mcpu={cpu}", f"-mattr={features}"]
     ll, bc, obj, so = (work / f"module.{ext}" for ext in ("ll", "bc", "o", "so"))
     vector_flags, vector_libs = vector_math()
-    if vector_flags and "+avx512f" in features.split(","):
-        llvm_ir = add_avx512_variants(llvm_ir, _avx512_variants())
+    if vector_flags:
+        llvm_ir = add_vector_variants(llvm_ir, _vector_variants(features))
     ll.write_text(llvm_ir)
     run([opt, f"-O{opt_level}", *target, *vector_flags, str(ll), "-o", str(bc)], work)
     run([llc, f"-O{opt_level}", *target, "-relocation-model=pic", "-filetype=obj",

@@ -1,34 +1,47 @@
-"""AVX-512 vector math for LLVM's loop vectoriser: glibc's libmvec 16-lane float (8-lane double)
-variants of exp, log, sin, ... offered at each call, which LLVM's own LIBMVEC table lacks.
+"""Vector math for LLVM's loop vectoriser: glibc's libmvec variants of every math function
+libmvec has (tanh, sinh, erf, cbrt, atan2, ... as well as exp, log, sin), offered at each call.
 
-`opt -vector-library=LIBMVEC` maps math calls to libmvec's SSE and AVX2 variants only
-(_ZGVbN4v_expf, _ZGVdN8v_expf: LLVM 22's table has no _ZGVe entries), so on an AVX-512
-machine a vectorised `log(1 + exp(x))` ran 8 lanes a call while the loop around it ran 16.
-`add_avx512_variants` gives every call of a function libmvec has an AVX-512 variant of the
-`vector-function-abi-variant` attribute naming it (`_ZGVeN16v_llvm.exp.f32(_ZGVeN16v_expf)`),
-declares the variant and keeps the declaration alive (`llvm.compiler.used`: an unused
-declaration is dropped before the vectoriser runs, and the attribute is then ignored). The
-vectoriser picks by cost between these and the table's; the scalar remainder keeps the
-scalar call. libmvec's accuracy is the same for every width (4 ulp at most).
+`opt -vector-library=LIBMVEC` maps only some math calls to libmvec, and only its SSE and AVX2
+variants: LLVM 22's table has sin, cos, tan, exp, log, pow (and no _ZGVe entries). Every other
+call (llvm.tanh, llvm.sinh, llvm.asin, llvm.atan2, llvm.exp2, llvm.log10, erff, cbrtf...) was
+vectorised into an intrinsic of a vector that the backend then split into one libm call a
+lane: np.tanh of a 1024x256 float32 array ran 55x NumPy. `add_vector_variants` gives every call
+of a function libmvec has the `vector-function-abi-variant` attribute naming its variants for
+this CPU (`_ZGVdN8v_llvm.tanh.f32(_ZGVdN8v_tanhf),_ZGVeN16v_llvm.tanh.f32(_ZGVeN16v_tanhf)`:
+SSE `b`, AVX2 `d`, AVX-512 `e`), declares them and keeps the declarations alive
+(`llvm.compiler.used`: an unused declaration is dropped before the vectoriser runs, and the
+attribute is then ignored). The vectoriser picks by cost among these and the table's (Intel
+cores prefer 256-bit vectors: AVX2 variants; AMD Zen 4/5 the 16-lane ones); the scalar
+remainder keeps the scalar call. libmvec's accuracy is the same for every width (4 ulp at
+most: docs/accuracy.md measures each builtin). glibc before 2.35 has only exp, log, sin, cos
+and pow: the others are not offered there (`vector_symbols` lists what the library exports).
+log1p and expm1 do not get here: passes/cpu_math.py expands them in arith first.
 """
 from __future__ import annotations
 
 import re
 
-# Functions libmvec has AVX-512 variants of (glibc 2.22+ for exp, log, sin, cos, pow; 2.35 for
-# the rest): LLVM intrinsic or libm name -> the libmvec base name; unary, then binary.
+# Functions libmvec has (glibc 2.22+ for exp, log, sin, cos, pow; 2.35 for the rest): LLVM
+# intrinsic or libm name -> the libmvec base name; unary, then binary.
 _UNARY = ("exp", "log", "sin", "cos", "tan", "exp2", "exp10", "log2", "log10", "log1p",
           "expm1", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
           "cbrt", "erf", "erfc")
 _BINARY = ("pow", "atan2", "hypot")
-_TYPES = {"float": ("f32", "f", 16), "double": ("f64", "", 8)}
+# The vector ISAs of the x86-64 vector function ABI: (mangling letter, float lanes, double
+# lanes, the CPU feature its code needs; SSE is in every x86-64).
+ISAS = (("b", 4, 2, None), ("d", 8, 4, "+avx2"), ("e", 16, 8, "+avx512f"))
+_TYPES = {"float": ("f32", "f", 0), "double": ("f64", "", 1)}
 _CALL = re.compile(r"call (?:[a-z]+ )*(float|double) @(?:llvm\.([a-z0-9]+)\.(f32|f64)|"
                    r"([a-z0-9]+))\(([^)]*)\)")
 
 
-def add_avx512_variants(llvm_ir: str, available: set[str]) -> str:
-    """`llvm_ir` with the AVX-512 variant of each vectorisable math call offered to the
-    vectoriser (the module docstring); `available`: the libmvec symbols there are."""
+def _lanes(isa: tuple, double: int) -> int:
+    return isa[2] if double else isa[1]
+
+
+def add_vector_variants(llvm_ir: str, available: set[str]) -> str:
+    """`llvm_ir` with each vectorisable math call offered to the vectoriser with the libmvec
+    variants of it in `available` (the module docstring): the symbols this CPU can run."""
     if "@llvm.compiler.used" in llvm_ir:
         return llvm_ir         # a module that keeps symbols itself: left as it is
     groups: dict[str, int] = {}
@@ -36,7 +49,7 @@ def add_avx512_variants(llvm_ir: str, available: set[str]) -> str:
 
     def offer(m: re.Match) -> str:
         t, intrinsic, suffix, libm = m.group(1), m.group(2), m.group(3), m.group(4)
-        llvm_t, libm_suffix, lanes = _TYPES[t]
+        llvm_t, libm_suffix, double = _TYPES[t]
         base = intrinsic if intrinsic is not None else libm
         if intrinsic is None:     # a libm call: expf, or exp of doubles
             if libm_suffix and base.endswith(libm_suffix):
@@ -49,13 +62,20 @@ def add_avx512_variants(llvm_ir: str, available: set[str]) -> str:
         n_args = len([a for a in m.group(5).split(",") if a.strip()])
         if arity == 0 or n_args != arity:
             return m.group(0)
-        variant = f"_ZGVeN{lanes}{'v' * arity}_{base}{libm_suffix}"
-        if variant not in available:
-            return m.group(0)
         scalar = f"llvm.{base}.{llvm_t}" if intrinsic is not None else libm
-        vec = f"<{lanes} x {t}>"
-        declared[variant] = f"declare {vec} @{variant}({', '.join([vec] * arity)})"
-        attr = f'"vector-function-abi-variant"="_ZGVeN{lanes}{"v" * arity}_{scalar}({variant})"'
+        variants = []
+        for isa in ISAS:
+            lanes = _lanes(isa, double)
+            prefix = f"_ZGV{isa[0]}N{lanes}{'v' * arity}_"
+            variant = f"{prefix}{base}{libm_suffix}"
+            if variant not in available:
+                continue
+            vec = f"<{lanes} x {t}>"
+            declared[variant] = f"declare {vec} @{variant}({', '.join([vec] * arity)})"
+            variants.append(f"{prefix}{scalar}({variant})")
+        if not variants:
+            return m.group(0)
+        attr = f'"vector-function-abi-variant"="{",".join(variants)}"'
         group = groups.setdefault(attr, 9000 + len(groups))
         return f"{m.group(0)} #{group}"
 
@@ -70,8 +90,9 @@ def add_avx512_variants(llvm_ir: str, available: set[str]) -> str:
     return out + "\n".join(tail) + "\n"
 
 
-def avx512_symbols(library_path: str | None) -> set[str]:
-    """The AVX-512 variants (`_ZGVe...`) that the libmvec at `library_path` exports."""
+def vector_symbols(library_path: str | None, features: str = "") -> set[str]:
+    """The variants (`_ZGVb...`, `_ZGVd...`, `_ZGVe...`) that the libmvec at `library_path`
+    exports and a CPU with `features` (LLVM's "+avx2,+avx512f,..." list) can run."""
     if library_path is None:
         return set()
     import ctypes
@@ -79,14 +100,15 @@ def avx512_symbols(library_path: str | None) -> set[str]:
         lib = ctypes.CDLL(library_path)
     except OSError:
         return set()
+    have = set(features.split(","))
     names = set()
-    for base in _UNARY + _BINARY:
-        arity = 1 if base in _UNARY else 2
-        for lanes, suffix in ((16, "f"), (8, "")):
-            name = f"_ZGVeN{lanes}{'v' * arity}_{base}{suffix}"
-            try:
-                getattr(lib, name)
-                names.add(name)
-            except AttributeError:
-                pass
+    for isa in ISAS:
+        if isa[3] is not None and isa[3] not in have:
+            continue
+        for base in _UNARY + _BINARY:
+            arity = 1 if base in _UNARY else 2
+            for double, suffix in ((0, "f"), (1, "")):
+                name = f"_ZGV{isa[0]}N{_lanes(isa, double)}{'v' * arity}_{base}{suffix}"
+                if hasattr(lib, name):
+                    names.add(name)
     return names

@@ -1,6 +1,7 @@
-"""runtime/vector_math.py: each math call that libmvec has an AVX-512 variant of is offered to
-LLVM's loop vectoriser with that variant (its table has only the SSE and AVX2 ones); on an
-AVX-512 machine a vectorised loop of exp and log then calls the 16-lane variants."""
+"""runtime/vector_math.py: each math call that libmvec has a variant of is offered to LLVM's
+loop vectoriser with those variants (its table has only some functions, and only their SSE and
+AVX2 variants); on an AVX-512 machine a vectorised loop of exp and log then calls the 16-lane
+variants. (tests/runtime/test_vectorised_builtins.py: every builtin, as the runtime builds it.)"""
 import subprocess
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import llvm
 import pytest
 
 from adjit.runtime import cpu_cache
-from adjit.runtime.vector_math import add_avx512_variants, avx512_symbols
+from adjit.runtime.vector_math import add_vector_variants, vector_symbols
 
 OPT = Path(list(llvm.__path__)[0]) / "bin" / "opt"
 ALL = {"_ZGVeN16v_expf", "_ZGVeN16v_logf", "_ZGVeN8v_exp", "_ZGVeN16vv_powf",
@@ -48,7 +49,7 @@ attributes #0 = { nounwind memory(none) }
 
 
 def test_calls_get_their_variant_and_the_declarations_stay_alive():
-    out = add_avx512_variants(LOOP, ALL)
+    out = add_vector_variants(LOOP, ALL)
     assert '"_ZGVeN16v_llvm.exp.f32(_ZGVeN16v_expf)"' in out
     assert '"_ZGVeN16v_llvm.log.f32(_ZGVeN16v_logf)"' in out
     assert '"_ZGVeN16v_tanhf(_ZGVeN16v_tanhf)"' in out          # a libm call by its name
@@ -61,10 +62,17 @@ def test_calls_get_their_variant_and_the_declarations_stay_alive():
     subprocess.run([str(OPT), "-", "-o", "/dev/null"], input=out, text=True, check=True)
 
 
+def test_every_width_is_offered_in_one_attribute():
+    out = add_vector_variants(LOOP, {"_ZGVbN4v_tanhf", "_ZGVdN8v_tanhf", "_ZGVeN16v_tanhf"})
+    assert ('"vector-function-abi-variant"="_ZGVbN4v_tanhf(_ZGVbN4v_tanhf),'
+            '_ZGVdN8v_tanhf(_ZGVdN8v_tanhf),_ZGVeN16v_tanhf(_ZGVeN16v_tanhf)"') in out
+    subprocess.run([str(OPT), "-", "-o", "/dev/null"], input=out, text=True, check=True)
+
+
 def test_variants_libmvec_lacks_are_not_offered():
-    out = add_avx512_variants(LOOP, {"_ZGVeN16v_expf"})
+    out = add_vector_variants(LOOP, {"_ZGVeN16v_expf"})
     assert "_ZGVeN16v_logf" not in out and "_ZGVeN16v_expf" in out
-    assert add_avx512_variants(LOOP, set()) == LOOP
+    assert add_vector_variants(LOOP, set()) == LOOP
 
 
 SOFTPLUS = """
@@ -94,7 +102,7 @@ declare float @llvm.log.f32(float)
 def test_the_vectoriser_calls_the_16_lane_variants():
     # log(1 + exp(x)) of floats: the table's AVX2 variants ran 8 lanes a call. (On Intel
     # cores LLVM prefers 256-bit vectors, and keeps them.)
-    out = add_avx512_variants(SOFTPLUS, ALL)
+    out = add_vector_variants(SOFTPLUS, ALL)
     done = subprocess.run([str(OPT), "-O3", "-mtriple=x86_64-unknown-linux-gnu",
                            "-mcpu=znver4", "-vector-library=LIBMVEC", "-", "-S",
                            "-o", "-"], input=out, text=True, capture_output=True, check=True)
@@ -107,6 +115,9 @@ def test_this_machines_libmvec():
     path = ctypes.util.find_library("mvec")
     if path is None:
         pytest.skip("no libmvec here")
-    found = avx512_symbols(path)
-    assert {"_ZGVeN16v_expf", "_ZGVeN16v_logf", "_ZGVeN8v_exp"} <= found
+    found = vector_symbols(path, "+avx2,+avx512f")
+    assert {"_ZGVeN16v_expf", "_ZGVeN16v_logf", "_ZGVeN8v_exp", "_ZGVdN8v_expf",
+            "_ZGVbN2v_exp"} <= found
+    # Only what the CPU runs: no AVX-512 variants without avx512f, SSE's everywhere
+    assert not any(s.startswith(("_ZGVe", "_ZGVd")) for s in vector_symbols(path, ""))
     assert cpu_cache.vector_math()[0] == ("-vector-library=LIBMVEC",)

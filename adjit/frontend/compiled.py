@@ -5,7 +5,9 @@ so that a new process whose code is all cached makes them without MLIR.
 """
 from __future__ import annotations
 
+import functools
 import re
+import weakref
 from typing import TYPE_CHECKING
 
 from ..runtime import native_dispatch
@@ -25,6 +27,7 @@ class Compiled:
                  tuple_result: bool, written, target: Function | Kernel, adj_text: str,
                  vectors: list | None = None):
         self.module, self.adj_text = module, adj_text
+        self._target = target
         self._native_spec = (entry, arg_types, result_types, tuple_result, written,
                              target.__name__)
         self.meta = {"entry": entry, "args": [type_code(t) for t in arg_types],
@@ -51,9 +54,13 @@ class Compiled:
         """Lets `dispatcher` (runtime/native_dispatch.py) take calls like the one with
         arguments `values` (and `extents` ndrange extents) natively."""
         entry, arg_types, result_types, tuple_result, written, label = self._native_spec
+        tiered = self.module.tiered     # (read first: packed() may then be the O3 build's)
         packed, cell, after_call = self.module.packed(entry, label)
         native_dispatch.add(dispatcher, values, extents, arg_types, result_types, tuple_result,
                             written, packed, cell, after_call, self)
+        if tiered:
+            self.module.on_swap(functools.partial(_register_again, weakref.ref(self._target),
+                                                  dispatcher))
 
     @classmethod
     def from_meta(cls, module: CompiledModule, meta: dict, target: Function | Kernel,
@@ -62,6 +69,19 @@ class Compiled:
         return cls(module, meta["entry"], [parse_type(c) for c in meta["args"]],
                    [parse_type(c) for c in meta["results"]], bool(meta["tuple"]),
                    meta["written"], target, adj_text, vectors or None)
+
+
+def _register_again(target_ref, dispatcher) -> None:
+    """After a tiered module's swap (engine.py): the native dispatcher `dispatcher` holds its
+    first tier's packed addresses. The declaration gets a new, empty dispatcher and forgets
+    its fast paths, so that each call signature's next call takes the Python path and
+    registers the O3 code. (The old dispatcher is not cleared: a call on another thread may
+    be running one of its specs; it holds its own reference.)"""
+    target = target_ref()
+    if target is None or getattr(target, "_native", None) is not dispatcher:
+        return
+    target._native = native_dispatch.dispatcher()
+    target._fast.clear()
 
 
 def _regrouping(layout: list, tuple_result: bool):

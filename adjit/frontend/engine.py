@@ -112,13 +112,72 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
                                   opt_level, key)
         except (OSError, RuntimeError) as e:   # a tool failed: the ExecutionEngine then
             _log.debug("building %s failed, compiling in-process: %s", key, e)
-    engine = ExecutionEngine(module, opt_level=opt_level)
+    # The first tier: where the O3 build is made in the background anyway (for the disk
+    # cache) and gives the same results, a lower LLVM level now, the O3 code swapped in.
+    level = opt_level
+    if folder is not None and llvm_ir is not None and opt_level == 3:
+        level = first_tier(llvm_ir)
+    engine = ExecutionEngine(module, opt_level=level)
     for symbol, address in runtime_symbols().items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
+    compiled = CompiledModule(functools.partial(lookup, engine), engine, errors, source,
+                              num_threads, level, key, tiered=level != opt_level)
     if folder is not None and llvm_ir is not None:   # for the next process, in the background
-        cpu_cache.store_later(folder, key, llvm_ir, opt_level, errors)
-    return CompiledModule(functools.partial(lookup, engine), engine, errors, source,
-                          num_threads, opt_level, key)
+        then = functools.partial(_tier_up, compiled, folder, key, errors) if compiled.tiered else None
+        cpu_cache.store_later(folder, key, llvm_ir, opt_level, errors, then=then)
+    return compiled
+
+
+def compile_tier() -> int:
+    """The LLVM level of the first tier (ADJIT_COMPILE_TIER: 0, 1, 2 or 3; 3 compiles at O3
+    at once, without tiers; default 1). ValueError naming the setting for another value."""
+    value = os.environ.get("ADJIT_COMPILE_TIER", "").strip()
+    if not value:
+        return FIRST_TIER
+    if value not in ("0", "1", "2", "3"):
+        raise ValueError(f"ADJIT_COMPILE_TIER must be 0, 1, 2 or 3 (the LLVM level of a "
+                         f"first compile; 3: O3 at once, no tiers), got {value!r}")
+    return int(value)
+
+
+# O1: measured on the heat gradient's module, LLVM 500 -> 340 ms (O0: 110 ms) and its code
+# 3.4x slower than O3's (O0's: 9x; the heat primal 1.14x, saxpy 1.0x at O1).
+FIRST_TIER = 1
+
+# What may make code at O3 compute other numbers than at a lower level: reassociation
+# (`reassoc`/`fast` flags: the vectoriser reorders such reductions), a fused multiply-add
+# LLVM may or may not fuse (fmuladd), and math functions (libm's scalar calls against
+# libmvec's vectors in the O3 build: cpu_cache's -vector-library).
+_REORDERS = re.compile(r"(?<![@%\w.])(?:reassoc|fast)(?![\w.])|@llvm\.fmuladd\.")
+_DECLARED = re.compile(r"^declare [^@\n]*@([\w.$]+)\(", re.M)
+_EXACT_INTRINSIC = re.compile(
+    r"llvm\.(?:memcpy|memmove|memset|smax|smin|umax|umin|abs|fabs|sqrt|fma|floor|ceil|trunc|"
+    r"round|roundeven|rint|nearbyint|copysign|minnum|maxnum|minimum|maximum|ctpop|ctlz|cttz|"
+    r"bswap|[su]add\.with\.overflow|[su]sub\.with\.overflow|[su]mul\.with\.overflow|"
+    r"lifetime|assume|expect|stacksave|stackrestore|experimental\.noalias|invariant)\b")
+
+
+def first_tier(llvm_ir: str) -> int:
+    """The LLVM level to compile module `llvm_ir` (LLVM IR before optimisation) at first:
+    compile_tier(), or 3 where the O3 build might give other numbers (_REORDERS; a call of
+    anything but adjit's runtime and exact intrinsics)."""
+    level = compile_tier()
+    if level == 3 or _REORDERS.search(llvm_ir):
+        return 3
+    for name in _DECLARED.findall(llvm_ir):
+        if name.startswith("llvm."):
+            if not _EXACT_INTRINSIC.match(name):
+                return 3
+        elif not (name in runtime_symbols() or name.startswith(("adj_", "_adj", "_mlir_"))):
+            return 3
+    return level
+
+
+def _tier_up(compiled: CompiledModule, folder, key: str, errors, data: bytes) -> None:
+    """On the cache writer's thread, once the O3 shared object `data` of `compiled` is
+    built (and stored): loads it and swaps it in."""
+    entry = cpu_cache.load(folder, key) or cpu_cache.load_built(data, errors, None, key)
+    compiled.swap(entry.address, entry)
 
 
 # Math ops of the adj-level module that lower to libm calls or LLVM intrinsics libmvec has.

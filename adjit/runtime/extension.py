@@ -6,9 +6,11 @@ addresses (`runtime_symbols`)."""
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 
 from ..core.symbols import ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, FREE_SYMBOL, GEMM_SYMBOLS
-from ..core.threads import default_num_threads
+from ..core.threads import default_num_threads, thread_limit
 
 try:
     from . import _native
@@ -80,3 +82,22 @@ def _pointer(fn) -> int:
 
 # The BLAS the matrix products call (None: gemm.cpp's own loop nest).
 BLAS_LIBRARY = _register_blas()
+
+
+def _limit_threads(in_child: bool) -> None:
+    """Gives the thread pool this process's thread_limit() (core/threads.py): processes that
+    share the machine (MPI ranks, pytest-xdist workers, multiprocessing children) do not each
+    start a thread per core."""
+    try:
+        limit = thread_limit(in_child)
+    except ValueError:     # a bad ADJIT_NUM_THREADS: the first compile says so
+        return
+    library.adj_set_thread_limit(ctypes.c_int64(limit))
+
+
+# A child of multiprocessing that imports adjit (spawn, forkserver: multiprocessing is loaded
+# by then), or any forked child of a process that had (multiprocessing's fork workers).
+_mp = sys.modules.get("multiprocessing")
+_limit_threads(_mp is not None and _mp.parent_process() is not None)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _limit_threads(True))

@@ -215,7 +215,9 @@ template <class T> void split_product(Mat<T> a, Mat<T> b, Mat<T> c, bool ta, boo
         product(a, b, c, ta, tb, accumulate);
         return;
     }
-    adj_parallel_for(&Rows<T>::run, &rows, c.rows, parts, 0);
+    // COARSE (parallel.cpp): one chunk per thread, each a product of its own (more, smaller
+    // products would pack B again each).
+    adj_parallel_for(&Rows<T>::run, &rows, c.rows, parts, 4);
 }
 
 template <class T> void gemm(int64_t flags, const Memref3<T> &a, const Memref3<T> &b,

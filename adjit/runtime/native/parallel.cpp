@@ -2,27 +2,60 @@
 //
 // passes/parallel_for.py outlines each parallel loop (a kernel launch) into a function
 // body(ctx, lo, hi) that runs iterations [lo, hi) of the loop's first dimension, with what it
-// captures packed in `ctx`, and replaces the loop by a call of adj_parallel_for. Here the
-// iterations are split into one contiguous block per thread: the caller runs the first and
-// the pool's workers the others, so the same thread gets the same block launch after launch
-// (its cache still holds it) and nothing is queued or allocated per launch.
+// captures packed in `ctx`, and replaces the loop by a call of adj_parallel_for.
+//
+// Chunks, taken dynamically. The n iterations are cut into up to CHUNKS_PER_THREAD chunks per
+// participating thread, and each thread owns a contiguous run of them (its "home": thread t
+// the t-th run, the caller being thread 0), so that when every thread runs, the same thread
+// gets the same rows launch after launch and its cache still holds them. A thread takes its
+// home's chunks first, in order, then takes ("steals") those left in the others' homes.
+// Taking a chunk is a compare-and-swap on the home's counter, which also carries the loop's
+// epoch, so that a worker that wakes late cannot take a chunk of a loop that has ended. The
+// caller takes chunks too and waits only for chunks a worker has taken and not finished: a
+// worker that has not started (asleep, or descheduled because another process has its core)
+// delays nothing, the caller runs what nobody took. This is what the one-block-per-thread
+// split used before lacked: there each loop waited for every worker's block, and a loop ran
+// as slowly as its most descheduled worker (a 512^2 stencil 2.2x slower than one thread
+// beside one busy process; many small loops with more threads than free cores, 2000x).
+//
+// Yielding to the machine. A descheduled worker still delays the chunk it holds, by up to a
+// scheduler time slice (milliseconds, against loops of microseconds). So the pool watches
+// for it: a thread that was preempted while it ran chunks (its involuntary context switches,
+// getrusage(RUSAGE_THREAD), rose), or a caller that waited on workers longer than running
+// the whole loop itself would have taken, means the cores are not free; the next loops then
+// run on the caller alone for a while (SERIAL_MIN_NS, doubling while it recurs, up to
+// SERIAL_MAX_NS), after which a loop tries the workers again. A free machine never
+// triggers it; a busy one loses at most one time slice per SERIAL_MAX_NS.
+//
+// Idle workers: after a loop, a worker polls for the next for SPIN_PAUSE_NS with the CPU's
+// pause instruction (launches in a compiled loop follow each other within that), then for
+// SPIN_YIELD_NS with sched_yield (launches from Python follow within microseconds; on a
+// shared core the yield hands the core to whoever else wants it, the caller included, so a
+// polling worker does not slow the thread it waits for), then sleeps on a futex. Waking a
+// sleeping worker costs the caller one syscall, not the worker's wake-up latency, since the
+// caller starts on the chunks at once.
 //
 // Why not MLIR's async runtime (async-parallel-for), used before: its workers sleep on a
 // condition variable between tasks, and each launch paid their wake-up and the coroutine
-// machinery, 70-90 us on these machines, longer than a 1024^2 stencil step. Here workers
-// spin for a while after a launch (SPIN_NS) before they sleep, so that launches in a loop
-// find them awake: a hand-off costs a few cache-line transfers.
+// machinery, 70-90 us on these machines, longer than a 1024^2 stencil step.
 //
 // Loops run serially on the caller when the pool is busy with another thread's loop (two
-// Python threads calling compiled code at once), when called from inside a worker (nested),
-// or with one thread. After fork() the child has none of the parent's workers: the pool
-// forgets them and starts its own on its first parallel loop.
+// Python threads calling compiled code at once), when called from inside a loop's body
+// (nested: a worker's, or the caller's own), or with one thread. After fork() the child has
+// none of the parent's workers: the pool forgets them and starts its own on its first
+// parallel loop (pthread_atfork).
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <atomic>
-#include <condition_variable>
+#include <climits>
 #include <cstdint>
 #include <mutex>
 #include <new>
@@ -35,7 +68,12 @@ namespace {
 using Body = void (*)(void *ctx, int64_t lo, int64_t hi);
 
 constexpr int MAX_THREADS = 1024;
-constexpr int64_t SPIN_NS = 200000;   // how long an idle worker polls before it sleeps
+constexpr int CHUNKS_PER_THREAD = 4;        // a thread's home: this many chunks
+constexpr int64_t SPIN_PAUSE_NS = 5000;     // an idle worker polls with `pause` this long,
+constexpr int64_t SPIN_YIELD_NS = 100000;   // then with sched_yield up to this, then sleeps
+constexpr int64_t WAIT_PAUSE_NS = 20000;    // the caller polls for unfinished chunks this long
+constexpr int64_t SERIAL_MIN_NS = 1000000;  // after contention: serial for this long,
+constexpr int64_t SERIAL_MAX_NS = 64000000; // doubling while it recurs, up to this
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,70 +89,155 @@ int64_t now_ns() {
     return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
-struct alignas(64) Pool {
-    // The current loop, published by bumping `generation` (release) after these are set.
+// This thread's involuntary context switches: preemptions (and yields that gave the core
+// away). ~0.13 us.
+long preemptions() {
+#if defined(RUSAGE_THREAD)
+    rusage r;
+    if (getrusage(RUSAGE_THREAD, &r) == 0) return r.ru_nivcsw;
+#endif
+    return 0;
+}
+
+// Sleeps while *word == expected (or for at most timeout_ns, or spuriously): the caller
+// re-checks. Without futexes, a short sleep.
+void futex_wait(std::atomic<uint32_t> &word, uint32_t expected, int64_t timeout_ns) {
+#if defined(__linux__)
+    timespec t{time_t(timeout_ns / 1000000000), long(timeout_ns % 1000000000)};
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAIT_PRIVATE, expected, &t,
+            nullptr, 0);
+#else
+    (void)word, (void)expected;
+    timespec t{0, long(timeout_ns < 100000 ? timeout_ns : 100000)};
+    nanosleep(&t, nullptr);
+#endif
+}
+
+void futex_wake(std::atomic<uint32_t> &word, int count) {
+#if defined(__linux__)
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAKE_PRIVATE, count, nullptr,
+            nullptr, 0);
+#else
+    (void)word, (void)count;
+#endif
+}
+
+// A home's counter: epoch (32 bits) | next chunk (16) | end (16).
+constexpr uint64_t pack(uint32_t epoch, uint32_t next, uint32_t end) {
+    return uint64_t(epoch) << 32 | uint64_t(next) << 16 | end;
+}
+
+struct alignas(64) Home {
+    std::atomic<uint64_t> counter{0};
+};
+
+struct Pool {
+    // The current loop: written by the submitter before it publishes the homes' counters
+    // (release), read by a thread only after it has taken one of the loop's chunks (acquire),
+    // so always the loop's own: a loop cannot end, nor the next be written, while a chunk
+    // taken from it is unfinished.
     Body body = nullptr;
     void *ctx = nullptr;
     int64_t n = 0;
-    int parts = 0;                               // blocks: the caller's and parts-1 workers'
-    alignas(64) std::atomic<uint64_t> generation{0};
-    alignas(64) std::atomic<int> remaining{0};   // workers that have not finished the loop
+    int64_t chunks = 0;
+    alignas(64) std::atomic<int> homes{0};         // homes of the current loop (racy hint)
+    alignas(64) std::atomic<uint32_t> generation{0};   // the epoch; sleeping workers' futex
+    alignas(64) std::atomic<uint32_t> done{0};     // chunks finished by workers; the caller's futex
+    std::atomic<int> caller_waiting{0};
     alignas(64) std::atomic<int> sleepers{0};
-    std::atomic<uint64_t> pokes{0};              // bumped to send sleeping workers spinning
-    int workers = 0;                             // started (only the submitter changes it)
-    std::mutex submit;                           // one loop at a time
-    std::mutex sleep_lock;
-    std::condition_variable wake;
+    std::atomic<int> preempted{0};                 // a worker was preempted holding chunks
+    std::atomic<int64_t> limit{0};                 // adj_set_thread_limit's (0: none)
+    bool backoff = true;                           // adj_set_backoff's
+    alignas(64) int workers = 0;                   // started (only the submitter changes these)
+    int64_t serial_until = 0;                      // contention seen: serial until then
+    int64_t serial_for = SERIAL_MIN_NS;
+    std::mutex submit;                             // one loop at a time
+    Home home[MAX_THREADS];
 };
 
 // Leaked on purpose: workers may still be polling it while the process exits.
 Pool &pool = *new Pool;
-thread_local bool in_worker = false;
+thread_local bool in_loop = false;   // inside a loop's body (a worker, or a caller's chunk)
 
-void run_block(Body body, void *ctx, int64_t n, int parts, int k) {
-    int64_t lo = n * k / parts, hi = n * (k + 1) / parts;   // n < 2^62: no overflow in practice
-    if (lo < hi) body(ctx, lo, hi);
+// Takes the next chunk of home `h` in loop `epoch`: its index, or -1 if none is left (or
+// the loop is over).
+int64_t take(Home &h, uint32_t epoch) {
+    uint64_t c = h.counter.load(std::memory_order_acquire);
+    for (;;) {
+        if (uint32_t(c >> 32) != epoch) return -1;
+        uint32_t next = uint32_t(c >> 16) & 0xffff, end = uint32_t(c) & 0xffff;
+        if (next >= end) return -1;
+        if (h.counter.compare_exchange_weak(c, c + (uint64_t(1) << 16),
+                                            std::memory_order_acq_rel,
+                                            std::memory_order_acquire))
+            return next;
+    }
 }
 
-// Worker `index` (>= 1) runs block `index` of each loop with more parts than that, and
-// reports every loop done, its block or none: so no worker can fall a loop behind, and read
-// the next loop's fields for the one it saw. `seen`: the generation before its first loop.
-void worker(int index, uint64_t seen) {
-    in_worker = true;
+void run_chunk(int64_t k) {
+    int64_t n = pool.n, chunks = pool.chunks;
+    int64_t lo = int64_t(__int128(n) * k / chunks), hi = int64_t(__int128(n) * (k + 1) / chunks);
+    if (lo < hi) pool.body(pool.ctx, lo, hi);
+}
+
+// Runs chunks of loop `epoch` from home `first` on, then the other homes': how many.
+int run_chunks(uint32_t epoch, int first) {
+    int homes = pool.homes.load(std::memory_order_acquire), count = 0;
+    if (homes <= 0) return 0;
+    for (int j = 0; j < homes; ++j) {
+        Home &h = pool.home[(first + j) % homes];
+        for (int64_t k; (k = take(h, epoch)) >= 0; ++count) run_chunk(k);
+    }
+    return count;
+}
+
+void worker(int index, uint32_t seen) {
+    in_loop = true;
     for (;;) {
-        uint64_t g = pool.generation.load(std::memory_order_acquire);
+        uint32_t g = pool.generation.load(std::memory_order_acquire);
         if (g == seen) {
-            uint64_t poked = pool.pokes.load(std::memory_order_seq_cst);
-            int64_t until = now_ns() + SPIN_NS;
+            int64_t start = now_ns();
             for (int i = 0; (g = pool.generation.load(std::memory_order_acquire)) == seen; ++i) {
-                cpu_relax();
-                if ((i & 255) == 255 && now_ns() > until) break;
+                if ((i & 63) != 63) {
+                    cpu_relax();
+                    continue;
+                }
+                int64_t t = now_ns() - start;
+                if (t > SPIN_YIELD_NS) break;
+                if (t > SPIN_PAUSE_NS) sched_yield();
             }
             if (g == seen) {
-                std::unique_lock<std::mutex> lock(pool.sleep_lock);
                 pool.sleepers.fetch_add(1, std::memory_order_seq_cst);
-                while ((g = pool.generation.load(std::memory_order_seq_cst)) == seen &&
-                       pool.pokes.load(std::memory_order_seq_cst) == poked)
-                    pool.wake.wait(lock);
-                pool.sleepers.fetch_sub(1, std::memory_order_relaxed);
-                if (g == seen) continue;   // poked: spin again
+                while ((g = pool.generation.load(std::memory_order_seq_cst)) == seen)
+                    futex_wait(pool.generation, seen, 1000000000);
+                pool.sleepers.fetch_sub(1, std::memory_order_seq_cst);
             }
         }
         seen = g;
-        if (index < pool.parts) run_block(pool.body, pool.ctx, pool.n, pool.parts, index);
-        pool.remaining.fetch_sub(1, std::memory_order_acq_rel);
+        long before = preemptions();
+        // Its own home first; a worker beyond the loop's homes starts at a worker's (the
+        // caller's chunks are left to the caller, which will not be slow to start on them).
+        int homes = pool.homes.load(std::memory_order_acquire);
+        int first = index < homes ? index : homes > 1 ? 1 + index % (homes - 1) : 0;
+        int count = run_chunks(g, first);
+        if (count > 0) {
+            if (preemptions() != before) pool.preempted.store(1, std::memory_order_relaxed);
+            pool.done.fetch_add(uint32_t(count), std::memory_order_seq_cst);
+            if (pool.caller_waiting.load(std::memory_order_seq_cst)) futex_wake(pool.done, 1);
+        }
     }
 }
 
 void after_fork_in_child() {
     // The workers are the parent's: none runs here. Forget them (their Thread objects and
-    // stacks are lost, as a fork loses them anyway) and make the locks anew.
+    // stacks are lost, as a fork loses them anyway) and make the lock anew.
     new (&pool.submit) std::mutex;
-    new (&pool.sleep_lock) std::mutex;
-    new (&pool.wake) std::condition_variable;
     pool.workers = 0;
     pool.sleepers.store(0);
-    pool.remaining.store(0);
+    pool.caller_waiting.store(0);
+    pool.preempted.store(0);
+    pool.serial_until = 0;
+    pool.serial_for = SERIAL_MIN_NS;
 }
 
 bool start_workers(int wanted) {
@@ -131,65 +254,127 @@ bool start_workers(int wanted) {
     return pool.workers > 0;
 }
 
-// Sends sleeping workers back to spinning, without a loop for them.
-void poke() {
-    pool.pokes.fetch_add(1, std::memory_order_seq_cst);
-    if (pool.sleepers.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard<std::mutex> lock(pool.sleep_lock); }
-        pool.wake.notify_all();
-    }
+// Publishes a new epoch: a loop (its homes already set), or none (a poke: sleeping workers
+// wake and poll again, so that the next loops find them awake).
+void publish(uint32_t epoch, int wake) {
+    pool.generation.store(epoch, std::memory_order_seq_cst);
+    if (pool.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(pool.generation, wake);
 }
+
+void run_here(Body body, void *ctx, int64_t n) { body(ctx, 0, n); }
 
 }  // namespace
 
-// Size classes of a loop (passes/parallel_for.py spells them alike).
-enum Size : int64_t { PARALLEL = 0, SMALL = 1, TINY = 2 };
+// Size classes of a loop (passes/parallel_for.py spells them alike), and a flag.
+enum Size : int64_t { PARALLEL = 0, SMALL = 1, TINY = 2, SIZE_MASK = 3,
+                      COARSE = 4 /* one chunk per thread (gemm.cpp: each a product) */ };
 
-// Runs body(ctx, lo, hi) over [0, n) in up to `threads` contiguous blocks, one per thread,
-// and returns when all are done. A SMALL loop (small_loops.py: up to ~30 us of work) runs on
-// the caller alone unless the workers are awake: waking a sleeping one costs more (70-220 us
-// here) than such a loop's work, while handing a loop to spinning ones costs ~0.25 us; it
-// pokes them, so that the next launches of a loop of launches find them awake. A TINY loop
-// (under ~1 us) always runs on the caller, and wakes no one.
+// Runs body(ctx, lo, hi) over [0, n) on up to `threads` threads (the file's comment) and
+// returns when all is done. A SMALL loop (small_loops.py: up to ~30 us of work) runs on the
+// caller alone unless the workers are awake: waking a sleeping one takes longer (tens of
+// us) than such a loop's work; it pokes them, so that the next launches of a loop of
+// launches find them awake. A TINY loop (under ~1 us) always runs on the caller, and wakes
+// no one.
 ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t threads,
                                  int64_t size) {
     if (n <= 0) return;
+    int64_t limit = pool.limit.load(std::memory_order_relaxed);
+    if (limit > 0 && threads > limit) threads = limit;
     int64_t parts = threads < n ? threads : n;
     if (parts > MAX_THREADS) parts = MAX_THREADS;
-    if (parts <= 1 || size == TINY || in_worker || !pool.submit.try_lock()) {
-        body(ctx, 0, n);
+    int64_t cls = size & SIZE_MASK;
+    if (parts <= 1 || cls == TINY || in_loop || !pool.submit.try_lock()) {
+        run_here(body, ctx, n);
         return;
     }
     std::lock_guard<std::mutex> hold(pool.submit, std::adopt_lock);
-    if (size == SMALL &&
+    int64_t start = now_ns();
+    if (start < pool.serial_until && pool.backoff) {   // the cores were not free a moment ago
+        run_here(body, ctx, n);
+        return;
+    }
+    uint32_t epoch = pool.generation.load(std::memory_order_relaxed) + 1;
+    if (cls == SMALL &&
         (pool.workers < parts - 1 || pool.sleepers.load(std::memory_order_seq_cst))) {
         start_workers(int(parts) - 1);
-        poke();
-        body(ctx, 0, n);
+        publish(epoch, INT_MAX);
+        run_here(body, ctx, n);
         return;
     }
     if (!start_workers(int(parts) - 1)) {
-        body(ctx, 0, n);
+        run_here(body, ctx, n);
         return;
     }
     if (parts > pool.workers + 1) parts = pool.workers + 1;
+    int64_t per = (size & COARSE) ? 1 : CHUNKS_PER_THREAD;
+    int64_t chunks = parts * per < n ? parts * per : n;
     pool.body = body;
     pool.ctx = ctx;
     pool.n = n;
-    pool.parts = int(parts);
-    pool.remaining.store(pool.workers, std::memory_order_relaxed);
-    pool.generation.fetch_add(1, std::memory_order_seq_cst);   // publishes the fields above
-    if (pool.sleepers.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard<std::mutex> lock(pool.sleep_lock); }
-        pool.wake.notify_all();
+    pool.chunks = chunks;
+    pool.homes.store(int(parts), std::memory_order_relaxed);
+    for (int64_t t = 0; t < parts; ++t)
+        pool.home[t].counter.store(pack(epoch, uint32_t(chunks * t / parts),
+                                        uint32_t(chunks * (t + 1) / parts)),
+                                   std::memory_order_relaxed);
+    pool.done.store(0, std::memory_order_relaxed);
+    pool.preempted.store(0, std::memory_order_relaxed);
+    long before = preemptions();
+    publish(epoch, int(parts) - 1);                 // (seq_cst: publishes all of the above)
+
+    in_loop = true;
+    int mine = run_chunks(epoch, 0);
+    in_loop = false;
+    int64_t ran = now_ns();
+    uint32_t theirs = uint32_t(chunks - mine);
+    uint32_t d = pool.done.load(std::memory_order_acquire);
+    for (int i = 0; d != theirs; ++i, d = pool.done.load(std::memory_order_acquire)) {
+        if ((i & 63) != 63 || now_ns() - ran < WAIT_PAUSE_NS) {
+            cpu_relax();
+            continue;
+        }
+        // A worker holds a chunk and is slow, or descheduled: sleep until it reports.
+        pool.caller_waiting.store(1, std::memory_order_seq_cst);
+        d = pool.done.load(std::memory_order_seq_cst);
+        if (d != theirs) futex_wait(pool.done, d, 1000000);
+        pool.caller_waiting.store(0, std::memory_order_relaxed);
     }
-    run_block(body, ctx, n, int(parts), 0);
-    for (int i = 0; pool.remaining.load(std::memory_order_acquire) > 0; ++i) {
-        if (i < 1 << 16) cpu_relax();
-        else sched_yield();
+    int64_t end = now_ns();
+
+    // Did the workers help? Not if a thread was preempted mid-loop (another thread or process
+    // wants the cores), nor if waiting for them took longer than the rest would have taken
+    // the caller (its own pace times the chunks it did not run).
+    bool contended = pool.preempted.load(std::memory_order_relaxed) || preemptions() != before;
+    if (!contended && mine > 0 && theirs > 0)
+        contended = (end - ran) > (ran - start) / mine * int64_t(theirs) + WAIT_PAUSE_NS;
+    if (contended) {
+        pool.serial_until = end + pool.serial_for;
+        pool.serial_for = pool.serial_for * 2 < SERIAL_MAX_NS ? pool.serial_for * 2 : SERIAL_MAX_NS;
+    } else if (theirs > 0) {
+        pool.serial_for = SERIAL_MIN_NS;
     }
 }
 
 // How many threads the pool has started (tests: the pool grows on demand, and anew in a
 // forked child).
 ADJ_EXPORT int adj_parallel_workers() { return pool.workers; }
+
+// Whether loops run on the caller alone for now because the cores were found busy (tests,
+// benchmarks).
+ADJ_EXPORT int adj_parallel_backed_off() { return pool.backoff && now_ns() < pool.serial_until; }
+
+// The most threads a loop runs on in this process, whatever its module was compiled for
+// (core/threads.py: thread_limit); 0: no limit. Set by runtime/extension.py when it loads,
+// and in a forked child.
+ADJ_EXPORT void adj_set_thread_limit(int64_t limit) { pool.limit.store(limit < 0 ? 0 : limit); }
+
+// Whether the pool backs off to serial loops when it finds the cores busy (default 1; tests
+// of the chunking, and benchmarks comparing, turn it off). Returns the previous setting.
+ADJ_EXPORT int adj_set_backoff(int on) {
+    std::lock_guard<std::mutex> hold(pool.submit);
+    int was = pool.backoff;
+    pool.backoff = on != 0;
+    pool.serial_until = 0;
+    pool.serial_for = SERIAL_MIN_NS;
+    return was;
+}

@@ -41,7 +41,10 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
     unconverged adjoint's). An empty x0 is its own fixed point.
 
     In @adjit.jit code, differentiable: the gradient solves the adjoint fixed point at x*
-    (implicit differentiation), so it costs no memory per iteration. From Python, the
+    (implicit differentiation), so it costs no memory per iteration. Components the step
+    copies unchanged from x (a Dirichlet boundary, `out[0] = x[0]`) keep x0's values, and
+    their adjoint goes to x0; a step that conserves some other combination of x (a sum)
+    makes the adjoint system singular, a RuntimeError at the call. From Python, the
     iteration runs in Python (each step compiled)."""
     x, change = x0, float("inf")
     if np.size(x0) == 0:

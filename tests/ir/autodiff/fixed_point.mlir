@@ -1,8 +1,10 @@
 // A fixed-point function (adj.fixed_point: adjit.fixed_point) in reverse mode is
 // differentiated implicitly, not through its loop: the augmented function runs it and keeps
-// x*; the reverse one iterates lambda <- xbar + (d step/d x)^T lambda (the step's reverse
-// pass, Const in the parameters) in an scf.while to the primal's tolerance, then one more
-// reverse pass, Active in the parameter, gives its adjoint.
+// x*; the reverse one runs the step's augmented pass (Const in the parameters) once, asks
+// its reverse pass for step'(x*) (== 1: the step holds x, and x* is x0), then iterates
+// lambda <- xbar + (d step/d x)^T lambda (the reverse pass alone, on that one tape) in an
+// scf.while to the primal's tolerance, then one more reverse pass, Active in the parameter,
+// gives its adjoint.
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
 
 // x <- cos(a x) + 0.5
@@ -42,13 +44,18 @@ func.func private @solve(%x0: f64, %a: f64) -> f64
 // CHECK: %[[XS:.*]] = call @solve(%[[X0]], %[[A]]) : (f64, f64) -> f64
 // CHECK: return %[[XS]] : f64
 
-// The adjoint iteration: the step's reverse pass in x (Const in a), to the same tolerance.
+// The adjoint iteration: the step's reverse pass in x (Const in a), to the same tolerance,
+// its augmented pass once, before the loop.
 // CHECK-LABEL: func.func @dsolve_rev(
 // CHECK-SAME: %{{.*}}: f64, %[[A:.*]]: f64, %[[XBAR:.*]]: f64, %[[XS:.*]]: f64) -> f64
-// CHECK: scf.while
 // CHECK: call @__adj_step_rev_ac_a_aug(%[[XS]], %[[A]])
+// CHECK: %[[SLOPE:.*]] = call @__adj_step_rev_ac_a_rev(%[[XS]], %[[A]], %{{.*}})
+// CHECK: %[[HELD:.*]] = arith.cmpf oeq, %[[SLOPE]], %{{.*}} : f64
+// CHECK: scf.while
+// CHECK-NOT: __adj_step_rev_ac_a_aug
 // CHECK: call @__adj_step_rev_ac_a_rev(%[[XS]], %[[A]], %{{.*}})
 // CHECK: arith.addf %[[XBAR]], %{{.*}} : f64
+// CHECK: arith.select %[[HELD]]
 // CHECK: arith.cmpf ugt, %{{.*}}, %{{.*}} : f64
 // The parameter's adjoint: one reverse pass, Active in a, seeded with lambda.
 // CHECK: call @__adj_step_rev_ca_a_aug(%[[XS]], %[[A]])

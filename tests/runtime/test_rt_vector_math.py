@@ -100,8 +100,8 @@ declare float @llvm.log.f32(float)
 
 
 def test_the_vectoriser_calls_the_16_lane_variants():
-    # log(1 + exp(x)) of floats: the table's AVX2 variants ran 8 lanes a call. (On Intel
-    # cores LLVM prefers 256-bit vectors, and keeps them.)
+    # log(1 + exp(x)) of floats: the table's AVX2 variants ran 8 lanes a call. (Intel cores:
+    # test_vectorised_builtins.py.)
     out = add_vector_variants(SOFTPLUS, ALL)
     done = subprocess.run([str(OPT), "-O3", "-mtriple=x86_64-unknown-linux-gnu",
                            "-mcpu=znver4", "-vector-library=LIBMVEC", "-", "-S",

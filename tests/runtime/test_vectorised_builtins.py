@@ -238,3 +238,24 @@ def test_binary_values_match_numpy(dtype):
             BINARY_MODULE.jit(x, y, out)
         for k, name in enumerate(BINARY):
             _check(f"{way} {name}", out[k], _reference(name, x, y))
+
+
+@NEEDS_LIBMVEC
+def test_intel_avx512_cores_take_the_16_lane_variants():
+    # LLVM's Intel tuning prefers 256-bit vectors, which kept a loop of tanh at the AVX2
+    # variant (8 lanes, twice the time of the 16-lane one on this machine's cores).
+    from adjit.passes.pipeline import llvm_ir_text
+    from mlir import ir
+    x = np.ones((8, 64), np.float32)
+    with make_context():
+        llvm_ir = llvm_ir_text(ir.Module.parse(UNARY_MODULE.jit.lower(
+            x, np.zeros((len(UNARY_MATH), 8, 64), np.float32)).adj()), num_threads=1)
+    features = "+avx,+avx2,+fma,+avx512f,+avx512dq,+avx512vl,+avx512bw"
+    data = cpu_cache.build_shared_object(
+        llvm_ir, 3, ("x86_64-unknown-linux-gnu", "icelake-server", features))
+    with tempfile.NamedTemporaryFile(suffix=".so") as so:
+        so.write(data)
+        so.flush()
+        nm = subprocess.run(["nm", "-D", "--undefined-only", so.name], capture_output=True,
+                            text=True, check=True).stdout
+    assert "_ZGVeN16v_tanhf" in nm and "_ZGVeN16v_expf" in nm

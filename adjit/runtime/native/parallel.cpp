@@ -378,3 +378,6 @@ ADJ_EXPORT int adj_set_backoff(int on) {
     pool.serial_for = SERIAL_MIN_NS;
     return was;
 }
+
+// adj_set_thread_limit's value (tests: a forked child's).
+ADJ_EXPORT int64_t adj_thread_limit() { return pool.limit.load(); }

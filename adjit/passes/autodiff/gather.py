@@ -305,3 +305,246 @@ def _specialise(top: ir.Operation, site: int, t: list[ir.Value], sizes: list[ir.
             op.erase()
         elif name == "memref.store" and op.operands[1] in params:
             op.erase()
+
+
+# == Gather form of a reversed loop nest of @jit code ===========================================
+# The frontend's loop nests (arrays.for_each: scf.parallel over rows, scf.for inside) read a
+# stencil written with slices, `u[2:, 1:-1] + u[:-2, 1:-1] + ...`, through views of one array
+# at the row's own index: iteration i of view k reads base row Δk + i (or row Δk of a view of
+# one row that broadcasts: `select(size == 1, 0, i)`). Reversed as written, iteration i adds
+# into base rows Δk + i for every k, which other iterations add into too: that loop ran
+# serially. In gather form, one loop over the base's rows r (parallel, no atomics) runs, for
+# each view k, the reversed body of the iteration i = r - Δk that read row r (all of them for
+# a broadcast view's row) with every write dropped but view k's adds; the reversed loop
+# itself then runs in parallel without those adds (it zeroes the stored arrays' adjoints,
+# which the row loops read first, and makes the other adds).
+_ROW_SITE_ATTR = "adj.gather_row_site"
+
+
+@dataclass
+class RowSite:
+    """A load of a gathered array inside the loop: its view's chain of subviews down to the
+    base (`offsets`: dim-0 offsets, static ints or values of the loop's scope) and the
+    conditions under which its row index is 0 instead of the iteration's."""
+    load: ir.Operation
+    offsets: list
+    conds: list[ir.Value]
+
+
+@dataclass
+class RowGather:
+    """The sites of each gathered array (`groups`: lists of RowSite indices), and, once
+    prepared, per site its row offset Δ and broadcast flag as values of the reverse."""
+    sites: list[RowSite]
+    groups: list[list[int]]
+    deltas: list = None
+    broadcast: list = None
+    lb: ir.Value = None
+    ub: ir.Value = None
+
+
+def _strip_selects(v: ir.Value, loop: ir.Operation) -> tuple[ir.Value, list[ir.Value]] | None:
+    """`v` without the broadcast selects `select(c, 0, x)` around it, with their conditions
+    (each defined outside `loop`: the same for every iteration)."""
+    conds = []
+    while isinstance(v, ir.OpResult) and v.owner.operation.name == "arith.select":
+        sel = v.owner.operation
+        c, t, f = sel.operands
+        if constant_int(t) != 0 or _inside(c, loop):
+            return None
+        conds.append(c)
+        v = f
+    return v, conds
+
+
+def _inside(v: ir.Value, loop: ir.Operation) -> bool:
+    """Whether `v` is defined inside `loop` (a result or block argument within it)."""
+    loop = loop.operation
+    owner = v.owner.operation if isinstance(v, ir.OpResult) else v.owner.owner
+    while owner is not None:
+        owner = owner.operation
+        if owner == loop:
+            return True
+        owner = owner.parent
+    return False
+
+
+def _row_chain(m: ir.Value) -> tuple[ir.Value, list] | None:
+    """(base, dim-0 offsets of the subviews from `m` down to it): through memref.cast and
+    rank-keeping subviews of row stride 1 (a stepped or rank-reducing view: None)."""
+    offsets = []
+    dyn = ir.ShapedType.get_dynamic_stride_or_offset()
+    while isinstance(m, ir.OpResult):
+        op = m.owner.operation
+        if op.name == "memref.cast":
+            m = op.operands[0]
+            continue
+        if op.name != "memref.subview":
+            break
+        view = op.opview
+        if ir.MemRefType(view.result.type).rank != ir.MemRefType(view.source.type).rank:
+            return None
+        strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        if strides[0] != 1:
+            return None
+        static = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+        offsets.append(list(view.offsets)[0] if static[0] == dyn else static[0])
+        m = view.source
+    return m, offsets
+
+
+def row_sites(gen, op: ir.Operation) -> RowGather | None:
+    """The gather form's plan for reversing the parallel loop `op` (one dimension, step 1),
+    or None where it does not apply: every relevant load reads at row `iv` (through
+    broadcast selects), an array loaded through one memref at `iv` without selects keeps
+    its own-row adds; the others (several views of one base) are gathered. No array is both
+    loaded and stored in the loop (a partial then reads only adjoints of stored arrays,
+    which only the reversed loop's own stores change), each stored array takes one store,
+    at the loop's own indices (iv, then the scf.for variables around the store), and
+    nothing else may write memory (atomics, copies, calls taking arrays)."""
+    block = op.regions[0].blocks[0]
+    if len(block.arguments) != 1 or constant_int(op.operands[2]) != 1:
+        return None
+    iv = block.arguments[0]
+    loads: dict = {}          # base -> [(load, memref, conds, offsets)]
+    loaded_roots, stored_roots = set(), []
+    for inner in walk(op):
+        if inner == op:
+            continue
+        name = inner.name
+        if name == "memref.load":
+            if not gen.act.relevant(inner):
+                continue
+            where = _strip_selects(inner.operands[1], op) if len(inner.operands) > 1 else None
+            if where is None or where[0] != iv or _inside(inner.operands[0], op):
+                return None
+            chain = _row_chain(inner.operands[0])
+            if chain is None:
+                return None
+            base, offsets = chain
+            loads.setdefault(base, []).append((inner, inner.operands[0], where[1], offsets))
+            loaded_roots.add(_root_of(base))
+        elif name == "memref.store":
+            if not _own_indices(inner, op, iv):
+                return None
+            stored_roots.append(_root_of(inner.operands[1]))
+        elif name == "func.call" and any(is_memref(v.type) for v in inner.operands):
+            return None
+        elif facts(name).shared_adds and name != "memref.load":
+            return None
+    if len(set(stored_roots)) != len(stored_roots) or loaded_roots & set(stored_roots):
+        return None
+    if len({_root_of(b) for b in loads}) != len(loads):
+        return None          # one array read through two bases
+    sites, groups = [], []
+    for base, found in loads.items():
+        if len({m for _, m, _, _ in found}) == 1 and not any(c for _, _, c, _ in found):
+            continue          # its own rows only: the reversed loop adds them itself
+        groups.append([])
+        for load, _, conds, offsets in found:
+            groups[-1].append(len(sites))
+            sites.append(RowSite(load, offsets, conds))
+    return RowGather(sites, groups) if groups else None
+
+
+def _root_of(m: ir.Value) -> ir.Value:
+    while isinstance(m, ir.OpResult) and facts(m.owner.operation.name).view:
+        m = m.owner.operation.operands[0]
+    return m
+
+
+def _own_indices(store: ir.Operation, loop: ir.Operation, iv: ir.Value) -> bool:
+    """Whether `store` writes at (iv, then the variables of the scf.for loops around it
+    inside `loop`, outermost first): one element per run of its body."""
+    fors = []
+    parent = store.parent
+    while parent is not None and parent.operation != loop:
+        p = parent.operation
+        if p.name == "scf.for":
+            fors.append(p.regions[0].blocks[0].arguments[0])
+        elif p.name != "scf.if":
+            return False
+        parent = p.parent
+    return list(store.operands)[2:] == [iv] + fors[::-1]
+
+
+def prepare_rows(gen, op: ir.Operation, plan: RowGather) -> None:
+    """The plan's values in the reverse, before the reversed loop: the loop's bounds, each
+    site's base-row offset and whether its row index broadcasts (all iterations row 0)."""
+    plan.lb, plan.ub = gen.primal(op.operands[0]), gen.primal(op.operands[1])
+    false = arith.constant(ir.IntegerType.get_signless(1), 0)
+    plan.deltas, plan.broadcast = [], []
+    for s in plan.sites:
+        delta = index(0)
+        for o in s.offsets:
+            delta = arith.addi(delta, index(o) if isinstance(o, int) else gen.primal(o))
+        flag = false
+        for c in s.conds:
+            flag = arith.ori(flag, gen.primal(c))
+        plan.deltas.append(delta)
+        plan.broadcast.append(flag)
+    gen.gather_row_sites = {s.load: k for k, s in enumerate(plan.sites)}
+
+
+def tag_row_site(gen, load: ir.Operation, store: ir.Operation) -> None:
+    """Marks the add into a gathered view's shadow that reversing `load` made."""
+    k = getattr(gen, "gather_row_sites", {}).get(load)
+    if k is not None:
+        store.attributes[_ROW_SITE_ATTR] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), k)
+
+
+def gather_rows(gen, loop: ir.Operation, plan: RowGather) -> None:
+    """Before the reversed parallel loop `loop`, per gathered array a parallel loop over its
+    base rows adding the tagged adds there; the tagged adds leave `loop`."""
+    gen.gather_row_sites = {}
+    body = loop.regions[0].blocks[0]
+    liv = body.arguments[0]
+    with ir.InsertionPoint(loop), loop.location:
+        one = index(1)
+        for group in plan.groups:
+            lo_rows, hi_rows = [], []
+            for k in group:
+                d, b = plan.deltas[k], plan.broadcast[k]
+                lo_rows.append(arith.addi(d, arith.select(b, index(0), plan.lb)))
+                hi_rows.append(arith.addi(d, arith.select(b, one, plan.ub)))
+            rmin, rmax = lo_rows[0], hi_rows[0]
+            for a, z in zip(lo_rows[1:], hi_rows[1:]):
+                rmin, rmax = arith.minsi(rmin, a), arith.maxsi(rmax, z)
+            rows = scf.ParallelOp([], [rmin], [arith.maxsi(rmax, rmin)], [one], [])
+            rblock = rows.regions[0].blocks.append(ir.IndexType.get())
+            with ir.InsertionPoint(rblock):
+                r = rblock.arguments[0]
+                for k in group:
+                    d, b = plan.deltas[k], plan.broadcast[k]
+                    i = arith.subi(r, d)
+                    lo = arith.select(b, plan.lb, arith.maxsi(i, plan.lb))
+                    own = arith.cmpi(arith.CmpIPredicate.eq, r, d)
+                    hi = arith.select(b, arith.select(own, plan.ub, plan.lb),
+                                      arith.minsi(arith.addi(i, one), plan.ub))
+                    run = scf.ForOp(lo, hi, one)
+                    with ir.InsertionPoint(run.body):
+                        vmap = {liv: run.induction_variable}
+                        for inner in list(body.operations)[:-1]:
+                            clone_op(inner.operation, vmap)
+                        scf.YieldOp([])
+                    _keep_site(run.operation, k)
+                scf.ReduceOp([], 0)
+    for inner in list(walk(loop)):
+        if _ROW_SITE_ATTR in inner.attributes:
+            inner.erase()
+
+
+def _keep_site(run: ir.Operation, k: int) -> None:
+    """In a clone of the reversed body: only site k's adds write (to memory defined outside
+    the clone); its other writes are dropped."""
+    for inner in list(walk(run)):
+        if inner.name not in ("memref.store", "memref.atomic_rmw"):
+            continue
+        if _ROW_SITE_ATTR in inner.attributes:
+            if ir.IntegerAttr(inner.attributes[_ROW_SITE_ATTR]).value == k:
+                del inner.attributes[_ROW_SITE_ATTR]
+                continue
+        elif _inside(inner.operands[1], run):
+            continue
+        inner.erase()

@@ -23,6 +23,7 @@ from mlir.dialects import arith, memref
 from ...dialects.adj import AdjError
 from .ir_util import (ATOMIC_ADDF, clone_op, dims, fill_zero, for_each_index, index, is_memref,
                       memref_type, view_of, zero, zeroed_like)
+from .gather import tag_row_site
 from .op_facts import VIEW_OPS
 from .protocols import OpRules
 
@@ -55,7 +56,9 @@ def reverse_load(gen: "ReverseGenerator", op: ir.Operation) -> None:
     r = op.results[0]
     d = gen.get_adj(r) if gen.act.active(r) else None
     if d is not None:
-        gen.accumulate(gen.shadow(op.operands[0]), indices(gen, op, 1), d)
+        store = gen.accumulate(gen.shadow(op.operands[0]), indices(gen, op, 1), d)
+        if store is not None:   # (an add gather.gather_rows may move: tagged)
+            tag_row_site(gen, op.operation, store)
 
 
 # -- store --------------------------------------------------------------------------------------

@@ -312,13 +312,16 @@ class RevGen:
         """Sets `v`'s adjoint in the innermost frame (at the slot of the op being reversed)."""
         self.adj[-1].set(v, value, self.site)
 
-    def accumulate(self, shadow: ir.Value, indices: list[ir.Value], d: ir.Value) -> None:
-        """shadow[indices] += d (atomically in a kernel: work items may share an element)."""
+    def accumulate(self, shadow: ir.Value, indices: list[ir.Value],
+                   d: ir.Value) -> ir.Operation | None:
+        """shadow[indices] += d (atomically in a kernel: work items may share an element);
+        outside kernels, the store it makes."""
         if self.ctx.kernel:
             memref.AtomicRMWOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), ATOMIC_ADDF),
                                d, shadow, indices)
-        else:
-            memref.store(arith.addf(memref.load(shadow, indices), d), shadow, indices)
+            return None
+        return memref.store(arith.addf(memref.load(shadow, indices), d), shadow,
+                            indices).operation
 
     # -- traversal ---------------------------------------------------------------------------
     def reverse_block(self, block: ir.Block) -> None:

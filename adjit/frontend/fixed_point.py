@@ -104,6 +104,11 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
     params = [_value(a, f"adjit.fixed_point: parameter {k}") for k, a in enumerate(args[2:])]
     xt = x0.type
     is_array = isinstance(xt, ArrayType)
+    if is_array and (xt.strided or xt.units):
+        # A view (or an array with dimensions known to be 1) starts a copy of it: the step
+        # returns a new contiguous array of the plain type, the iterate's.
+        x0 = A.copy(x0)
+        xt = x0.type
     if not (xt.dtype if is_array else xt).is_float:
         raise UserError(f"adjit.fixed_point: x0 is {S.describe(x0)}; the iterate is a float "
                         "scalar or array")

@@ -258,3 +258,46 @@ def test_a_singular_adjoint_system_is_reported_at_the_users_line():
     with pytest.raises(RuntimeError, match=rf"(?s)adjoint \(reverse-mode\) solve is singular"
                                            rf".*test_fixed_point_adjoint_converges.py:{line}"):
         adjit.autodiff(adjit.Reverse, smoothed_loss, adjit.Duplicated(x0, np.zeros(16)))
+
+
+def test_a_strided_start_gives_the_same_gradient():
+    """x0 a view (a strided type) starts a contiguous copy of it (the step's result type;
+    before, 'must return one value of x0's type'), its shadow the view's."""
+    n = 10
+    rng = np.random.default_rng(4)
+    f, w = rng.standard_normal((n, n)), rng.standard_normal((n, n))
+    big = np.zeros((2 * n, n))
+    big[0, :] = 1.0
+    x0 = big[::2]
+    assert not x0.flags.c_contiguous
+    h2 = 1.0 / (n - 1) ** 2
+    grads = []
+    for start in (x0, np.ascontiguousarray(x0)):
+        gf, gx0 = np.zeros_like(f), np.zeros((n, n))
+        adjit.autodiff(adjit.Reverse, poisson_loss_2d, adjit.Duplicated(start, gx0),
+                       adjit.Duplicated(f, gf), adjit.Const(h2), adjit.Const(w))
+        grads.append((gf, gx0))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-13, atol=1e-16)
+    # the boundary's adjoint is x0's, the interior's is not
+    assert np.all(grads[0][1][1:-1, 1:-1] == 0.0) and np.any(grads[0][1][0] != 0.0)
+
+
+@adjit.jit
+def halve_towards(x, b):
+    return 0.5 * x + b
+
+
+@adjit.jit
+def halving_root(x0, b):
+    return adjit.sum(adjit.fixed_point(halve_towards, x0, b, tol=1e-13, max_iter=200))
+
+
+def test_a_start_with_a_dimension_of_one():
+    """A (1, n) start (a dimension known to be 1 in its type) was refused as x0's type."""
+    b = np.array([[0.5, -1.0, 2.0]])
+    assert halving_root(np.zeros((1, 3)), b) == pytest.approx(2 * b.sum(), rel=1e-12)
+    g = np.zeros_like(b)
+    adjit.autodiff(adjit.Reverse, halving_root, adjit.Const(np.zeros((1, 3))),
+                   adjit.Duplicated(b, g))
+    np.testing.assert_allclose(g, 2.0, rtol=1e-12)

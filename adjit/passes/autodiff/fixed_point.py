@@ -35,8 +35,8 @@ from ...core.derivative_abi import Mode
 from ...dialects import adj
 from ...dialects.adj import AdjError, FIXED_POINT_ATTR
 from .ir_util import (alloc_like, const, dims, fill_zero, flat_view, for_each_index, func_type,
-                      index, is_float, is_memref, linear_index, memref_type, symbol_name,
-                      symbol_ref, walk, zero)
+                      index, is_float, is_memref, linear_index, memref_type, numel,
+                      symbol_name, symbol_ref, walk, zero)
 from .signature import Derivative, Signature, abi, adjoint_types
 
 if TYPE_CHECKING:
@@ -141,12 +141,12 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
             lam, x0bar, last = alloc_like(xbar), alloc_like(xbar), alloc_like(xbar)
             _split_held(xbar, None, held, lam, x0bar)
             fill_zero(last)
+            fill_zero(sx)
+            memref.copy(lam, s_out)
 
-            def iteration():
-                fill_zero(sx)
-                memref.copy(lam, s_out)
+            def iteration():        # sx is 0 and s_out lambda: _split_held leaves them so
                 reverse(s_it, d_it, flat, tape, [])
-                return _split_held(xbar, sx, held, lam, x0bar, last)
+                return _split_held(xbar, sx, held, lam, x0bar, last, s_out)
 
             _iterate_in_place(iteration, memref_type(xbar.type).element_type, tol, max_iter,
                               must_converge, where)
@@ -249,19 +249,32 @@ def _held_components(x: ir.Value, forward) -> ir.Value:
 
 
 def _split_held(xbar: ir.Value, sx: ir.Value | None, held: ir.Value, lam: ir.Value,
-                x0bar: ir.Value, last: ir.Value | None = None) -> list[ir.Value]:
+                x0bar: ir.Value, last: ir.Value | None = None,
+                s_out: ir.Value | None = None) -> list[ir.Value]:
     """u = xbar + sx (sx = (d step/d x)^T lambda; None: u = xbar) split by the held mask:
     lambda <- u off it and 0 on it (a held component's adjoint reaches nothing through the
     step: its row has no parameter in it), x0bar <- u on it (x0's adjoint there) and 0 off
-    it. With sx, returns the largest |change| of lambda and the largest |change - last
-    change| (`last` holds each element's previous change and gets the new one), both
-    NaN-propagating."""
+    it. With sx, readies the next reverse pass too (s_out <- the new lambda, sx <- 0: one
+    sweep instead of three) and returns the largest |change| of lambda and the largest
+    |change - last change| (`last` holds each element's previous change and gets the new
+    one), both NaN-propagating. Contiguous arrays are swept as one flat loop (rows of a
+    small grid were short loops, each with its own reduction epilogue)."""
     elem = memref_type(xbar.type).element_type
+    arrays = [a for a in (xbar, sx, held, lam, x0bar, last, s_out) if a is not None]
+    sizes = dims(xbar)
+    if len(sizes) > 1 and not any(isinstance(memref_type(a.type).layout, ir.StridedLayoutAttr)
+                                  for a in arrays):
+        flat = {a: flat_view(a) for a in arrays}
+        xbar, held, lam, x0bar = flat[xbar], flat[held], flat[lam], flat[x0bar]
+        if sx is not None:
+            sx, last, s_out = flat[sx], flat[last], flat[s_out]
+        sizes = [numel(sizes)]
 
     def body(idx, acc):
         u = memref.load(xbar, idx)
         if sx is not None:
             u = arith.addf(u, memref.load(sx, idx))
+            memref.store(zero(elem), sx, idx)
         on = arith.cmpf(arith.CmpFPredicate.ONE, memref.load(held, idx), zero(elem))
         new = arith.select(on, zero(elem), u)
         memref.store(arith.select(on, u, zero(elem)), x0bar, idx)
@@ -269,11 +282,12 @@ def _split_held(xbar: ir.Value, sx: ir.Value | None, held: ir.Value, lam: ir.Val
             d = arith.subf(new, memref.load(lam, idx))
             dd = math.absf(arith.subf(d, memref.load(last, idx)))
             memref.store(d, last, idx)
+            memref.store(new, s_out, idx)
             acc = [arith.maximumf(acc[0], math.absf(d)), arith.maximumf(acc[1], dd)]
         memref.store(new, lam, idx)
         return acc
 
-    return _fold_each_index(dims(xbar), [] if sx is None else [zero(elem), zero(elem)], body)
+    return _fold_each_index(sizes, [] if sx is None else [zero(elem), zero(elem)], body)
 
 
 def _fold_each_index(sizes, init: list[ir.Value], body) -> list[ir.Value]:

@@ -238,3 +238,28 @@ def test_two_python_threads_and_many_chunkings_at_once(all_threads):
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_the_caller_runs_what_a_stalled_worker_has_not_taken(all_threads):
+    # A worker stalls in the first chunk it takes (as one descheduled would): the caller
+    # runs every other chunk, its own and the worker's, and waits only for that one, an
+    # eighth of the loop. (The pool before ran one block per thread: the worker's block was
+    # half the loop.) The pool has more workers than two (tests before asked for up to 64):
+    # those beyond the loop's threads take nothing.
+    n, caller = 4000, threading.get_ident()
+    ran_by_caller = np.zeros(n, bool)
+    stalled = []
+
+    def body(ctx, lo, hi):
+        if threading.get_ident() != caller and not stalled:
+            stalled.append((lo, hi))
+            threading.Event().wait(0.3)
+        else:
+            ran_by_caller[lo:hi] |= threading.get_ident() == caller
+
+    parallel_for(BODY(body), None, n, 2, 0)
+    outside = np.ones(n, bool)
+    for lo, hi in stalled:
+        outside[lo:hi] = False
+    assert len(stalled) <= 1 and all(hi - lo <= n // 8 for lo, hi in stalled)
+    assert ran_by_caller[outside].all()

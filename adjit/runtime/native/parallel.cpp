@@ -215,11 +215,11 @@ void worker(int index, uint32_t seen) {
         }
         seen = g;
         long before = preemptions();
-        // Its own home first; a worker beyond the loop's homes starts at a worker's (the
-        // caller's chunks are left to the caller, which will not be slow to start on them).
+        // Its own home first, then the others'. A worker beyond the loop's homes takes
+        // nothing: the loop asked for fewer threads (the process's limit, a product split
+        // into few parts) and gets no more.
         int homes = pool.homes.load(std::memory_order_acquire);
-        int first = index < homes ? index : homes > 1 ? 1 + index % (homes - 1) : 0;
-        int count = run_chunks(g, first);
+        int count = index < homes ? run_chunks(g, index) : 0;
         if (count > 0) {
             if (preemptions() != before) pool.preempted.store(1, std::memory_order_relaxed);
             pool.done.fetch_add(uint32_t(count), std::memory_order_seq_cst);
@@ -316,7 +316,7 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
     for (int64_t t = 0; t < parts; ++t)
         pool.home[t].counter.store(pack(epoch, uint32_t(chunks * t / parts),
                                         uint32_t(chunks * (t + 1) / parts)),
-                                   std::memory_order_relaxed);
+                                   std::memory_order_release);
     pool.done.store(0, std::memory_order_relaxed);
     pool.preempted.store(0, std::memory_order_relaxed);
     long before = preemptions();

@@ -36,7 +36,7 @@ class AugGen:
         self.vmap: dict[ir.Value, ir.Value] = {}
         self.extra: dict[Key, ir.Value] = {}
         self.shadow_params: dict[ir.Value, ir.Value] = {}
-        self.stacks = Stacks(ctx.plan.stack_types())
+        self.stacks = Stacks(ctx.plan.stack_types(), ctx.plan.region_types())
         self._threads = set()
         # Primal loops that run their body a known number of times, mapped to the
         # augmented loop's (induction variable, lower bound, upper bound, step): runs_left.

@@ -19,6 +19,12 @@ in `for k in range(4)`), a key's slots are not a product but a sum over the encl
 launch (an scf.for over the outer loop) or in Python for a GPU launch; its slot within the
 item is the iterations before the current one, likewise summed.
 
+A launch rule's kernels (private derivatives) take their fixed fields as views,
+`memref<?xT, strided<[1], offset: ?>>` (tape.region_view_type): inside a loop the launch
+passes a view of the function's in-place stack, so the augmented kernel writes its tape
+where the reverse kernel will read it, with no copy in between (tape.py); elsewhere, its own
+buffer cast to that type. Kernel derivatives requested by name keep `memref<?xT>`.
+
 Adjoints of active scalar arguments are per work item too: the reverse kernel stores its
 item's adjoint of each into an extra memref<?xT> parameter at [adj.index]; the caller sums
 (reduction.py), as it sums those of the elements every item reads (uniform_loads.py).
@@ -52,7 +58,7 @@ from .reverse import RevGen, finish_pair, rev_twice
 from .signature import Derivative, Signature, TapeField
 from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_ends,
                            dynamic_blocks, dynamic_types, is_dynamic, refuse_array)
-from .tape import Key, TapePlan, describe, key_block
+from .tape import Key, TapePlan, describe, key_block, region_view_type
 from ...core.tape_size import Expr, add, mentions, summation, trip
 from .uniform import emit, uniform
 from .uniform_loads import uniform_loads
@@ -135,15 +141,23 @@ class KernelLayout:
                 self.per_item[name] = add(self.base[key], slots)
 
 
-def kernel_fields(plan: TapePlan) -> list[TapeField]:
-    """The fixed per-item fields, then per element type of the packed stacks of values saved
-    in dynamic loops (dynamic_tape.py): the stack and its offsets."""
+def field_type(t: ir.Type, views: bool) -> ir.MemRefType:
+    """The type of a fixed per-item field of element type `t`: a view (at any offset) for a
+    launch rule's kernels, which read and write the tape in place (`views`), else a buffer."""
+    if views:
+        return region_view_type(t)
+    return ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t)
+
+
+def kernel_fields(plan: TapePlan, views: bool = False) -> list[TapeField]:
+    """The fixed per-item fields (views: field_type), then per element type of the packed
+    stacks of values saved in dynamic loops (dynamic_tape.py): the stack and its offsets."""
     fn = parent_op(plan.top)
     layout = KernelLayout(plan, fn)
     dyn = ir.ShapedType.get_dynamic_size()
     fixed = [TapeField(f"{name} values per work item: " +
                        "; ".join(describe(k) for k in layout.base if str(plan.types[k]) == name),
-                       ir.MemRefType.get([dyn], t), per_item=layout.per_item[name])
+                       field_type(t, views), per_item=layout.per_item[name])
              for name, t in layout.types.items()]
     blocks = dynamic_blocks(plan, fn)
     packed = []
@@ -185,11 +199,13 @@ def _slot(item: ir.Value, per_item: ir.Value, base: ir.Value, block: ir.Block,
 class KernelRevGen(RevGen):
     """The reverse kernel: tape slots of this item; active scalars' adjoints stored per item,
     and, with `sum_uniform`, the adjoints of the elements that every item reads
-    (uniform_loads.py), as for the launch rule's derivatives."""
+    (uniform_loads.py), as for the launch rule's derivatives; with `views`, its fixed
+    fields are views (field_type)."""
 
     def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset(),
-                 sum_uniform: bool = False):
+                 sum_uniform: bool = False, views: bool = False):
         super().__init__(ctx, taped)
+        self.views = views
         shadowed = {k for k, a in enumerate(ctx.sig.activity) if a in SHADOWED}
         self.uniform = uniform_loads(ctx.fn, ctx.act, shadowed) if sum_uniform else {}
         # One per element, in order of first load: the reverse kernel's extra per-item outputs.
@@ -225,8 +241,7 @@ class KernelRevGen(RevGen):
             if is_memref(t):
                 dynamic_types(self.ctx.plan, self.ctx.fn)     # refuses, naming the array
             return self.stacks.pop(t)
-        field = self.param(("field", str(t)), ir.MemRefType.get(
-            [ir.ShapedType.get_dynamic_size()], t))
+        field = self.param(("field", str(t)), field_type(t, self.views))
         per_item = self._constant(("per_item", str(t)))
         base = self._constant(("base", key))
         addr = _slot(self.item, per_item, base, key_block(key), self.ctx.fn,
@@ -263,7 +278,7 @@ class KernelRevGen(RevGen):
                     ph.owner.operation.erase()
                     del self.placeholders[name]
         dyn = ir.ShapedType.get_dynamic_size()
-        params = [(("field", name), ir.MemRefType.get([dyn], t))
+        params = [(("field", name), field_type(t, self.views))
                   for name, t in layout.types.items()]
         for t in dynamic_types(self.ctx.plan, self.ctx.fn):
             params += [(("dstack", str(t)), ir.MemRefType.get([dyn], t)),
@@ -448,10 +463,11 @@ def generate_kernel_reverse(diff: "Host", fn: ir.Operation, sig: Signature, name
     private = name == sig.mangled()
     # A private kernel derivative is a launch rule's, which sums the adjoints of the
     # elements every item reads (uniform_loads.py); one requested by name keeps its ABI.
-    rev, gen = rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=private), ctx,
+    # Its fixed fields are views too, which the launch rule places in the caller's tape.
+    rev, gen = rev_twice(lambda *a: KernelRevGen(*a, sum_uniform=private, views=private), ctx,
                          f"{name}_rev", extra, private)
     elements = gen.elements
-    fields = kernel_fields(ctx.plan)
+    fields = kernel_fields(ctx.plan, views=private)
     aug = KernelAugGen(ctx).emit(f"{name}_aug", extra, private, fields)
     count = None
     if any(f.dynamic for f in fields):

@@ -1,11 +1,16 @@
 """Derivative rules of `adj.launch`, after the kernel-launch rules of the first seed.
 
 forward:    launch the forward kernel (tangents and shadows next to the arguments).
-augmented:  allocate the per-item tapes (prod(ndrange) * per_item slots each, per_item
+augmented:  make room for the per-item tapes (prod(ndrange) * per_item slots each, per_item
             computed from the launch's operands where it depends on them), launch the
             augmented kernel; the tapes are this launch's tape values ("tape", launch, k),
-            which the enclosing function's own tape keeps for the reverse pass.
-reverse:    launch the reverse kernel on the same ndrange with the tapes and one per-item
+            which the enclosing function's own tape keeps for the reverse pass. At the
+            function's top level each fixed tape is a buffer of its own (a tape value);
+            inside a loop or branch it is written in place into the function's in-place
+            stack (tape.Stacks.place) and the tape value is its offset there, so that no
+            step copies its tape onto the stack nor off it (`in_place`).
+reverse:    launch the reverse kernel on the same ndrange with the tapes (in place: a view at
+            the saved offset, tape.StackReader.region) and one per-item
             buffer per active scalar argument; the launch returns each buffer's sum over the
             items (adj.launch's results: in f64 for f32, pairwise over chunks, reduction.py),
             which is added into that argument's adjoint; likewise for each element every
@@ -22,7 +27,7 @@ from ...core.derivative_abi import Mode
 from ...core.activity import Activity, SHADOWED
 from ...dialects import adj
 from ...dialects.adj import launch_call
-from .ir_util import callee, clone_op, dims, func_type, index, numel
+from .ir_util import callee, clone_op, dims, func_type, index, memref_type, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 from .dynamic_tape import emit_offsets
 from .protocols import OpRules
@@ -64,6 +69,27 @@ def launch_signature(ctx: "Shared", op: ir.Operation) -> tuple[Signature, Deriva
     return sig, ctx.diff.derivative(sig, op)
 
 
+def in_place(ctx: "Shared", op: ir.Operation, d: Derivative, k: int) -> bool:
+    """Whether tape value k of launch `op` is kept in place: a fixed per-item field (the
+    packed stacks of dynamic loops are sized by the launch's own counting pass) of a launch
+    in a block the function may run several times or not at all (a loop's body, a branch),
+    whose keys the function's stacks keep."""
+    return d.per_item[k] is not None and op.block != ctx.entry
+
+
+def tape_key_types(ctx: "Shared", op: ir.Operation) -> list[ir.Type]:
+    """The types of the launch's tape values ("tape", op, k) in the function's tape: an
+    offset (index) for a field kept in place, else a buffer of the field's elements."""
+    d = launch_signature(ctx, op)[1]
+    return [ir.IndexType.get() if in_place(ctx, op, d, k) else _buffer_type(t)
+            for k, t in enumerate(d.tape)]
+
+
+def _buffer_type(t: ir.Type) -> ir.MemRefType:
+    """memref<?xT> for a tape field of type `t` (a view's type for fixed fields)."""
+    return ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], memref_type(t).element_type)
+
+
 def augmented_launch(gen: "AugmentedGenerator", op: ir.Operation) -> None:
     if not gen.ctx.act.relevant(op):
         clone_op(op, gen.vmap)
@@ -84,10 +110,19 @@ def augmented_launch(gen: "AugmentedGenerator", op: ir.Operation) -> None:
     for k, (t, per_item) in enumerate(zip(d.tape, d.per_item)):
         if per_item is None:      # a packed stack or its offsets (dynamic_tape.py)
             tapes.append(packed.pop(0))
+            gen.extra[("tape", op, k)] = tapes[-1]
+            continue
+        # per_item may be computed from the kernel's arguments: from this launch's, here.
+        n = arith.muli(items, emit(per_item, kernel_args))
+        if in_place(gen.ctx, op, d, k):
+            view, offset = gen.stacks.place(memref_type(t).element_type, n,
+                                            gen.runs_left(op.block))
+            tapes.append(view)
+            gen.extra[("tape", op, k)] = offset
         else:
-            # per_item may be computed from the kernel's arguments: from this launch's, here.
-            tapes.append(memref.alloc(t, [arith.muli(items, emit(per_item, kernel_args))], []))
-        gen.extra[("tape", op, k)] = tapes[-1]
+            buf = memref.alloc(_buffer_type(t), [n], [])
+            tapes.append(memref.cast(t, buf))
+            gen.extra[("tape", op, k)] = buf
     ktype = ir.FunctionType.get(inputs + list(d.tape), [])
     adj.launch(d.aug, ktype, args + tapes, ndrange, _workgroupsize(op))
     if d.count:
@@ -123,9 +158,20 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
         args.append(gen.primal(v))
         if a in SHADOWED:
             args.append(gen.shadow(v))
-    args += [gen.materialize(("tape", op, k)) for k in range(len(d.tape))]
     ndrange = [gen.primal(v) for v in op.operands]
     items = numel(ndrange)
+    kernel_args = [gen.primal(v) for v in call.operands]
+    for k, (t, per_item) in enumerate(zip(d.tape, d.per_item)):
+        value = gen.materialize(("tape", op, k))
+        if per_item is None:
+            args.append(value)
+        elif in_place(gen.ctx, op, d, k):
+            elem = memref_type(t).element_type
+            gen.ctx.plan.add_region(elem)
+            args.append(gen.stacks.region(elem, value, arith.muli(items, emit(per_item,
+                                                                               kernel_args))))
+        else:
+            args.append(memref.cast(t, value))
     active = [v for v, a in zip(call.operands, sig.activity) if a == Activity.ACTIVE]
     per_item = [v.type for v in active] + [e.type for e in d.uniform_loads]
     outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t), [items], [])
@@ -147,7 +193,6 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
     sums = [r if t == r.type else arith.truncf(t, r) for r, t in zip(launch.results, per_item)]
     for v, total in zip(active, sums):
         gen.add_adj(v, total)
-    kernel_args = [gen.primal(v) for v in call.operands]
     for e, total in zip(d.uniform_loads, sums[len(active):]):
         _add_to_element(gen.shadow(call.operands[e.arg]), [emit(x, kernel_args) for x in e.at],
                         total)

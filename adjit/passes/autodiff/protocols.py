@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .activity import ActivityAnalysis
     from .memory import Writes
     from .signature import Derivative, Signature
-    from .tape import Key, Stacks, TapePlan
+    from .tape import Key, StackReader, Stacks, TapePlan
 
 
 class Host(Protocol):
@@ -139,6 +139,9 @@ class AugmentedGenerator(Protocol):
     def threaded(self, op: ir.Operation) -> list[ir.Value]:
         """The stack state that `op`'s regions thread, if they push."""
 
+    def runs_left(self, block: ir.Block) -> Any:
+        """What emits how many more times `block` ends (a hint for stack growth), or None."""
+
     def aug_shadow(self, v: ir.Value, callee: str, position: int) -> ir.Value: ...
 
 
@@ -147,6 +150,7 @@ class ReverseGenerator(Protocol):
     ctx: Shared
     act: "ActivityAnalysis"
     scope: Any                             # adjoints.Scope: the reversed block being emitted
+    stacks: "StackReader"                  # the tape's stacks (tape.py)
 
     def primal(self, v: ir.Value) -> ir.Value:
         """`v` in the reverse function: recomputed or taken from the tape (recompute.py)."""

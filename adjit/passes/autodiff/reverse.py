@@ -30,7 +30,7 @@ from .checkpoint import tape_types as checkpoint_tape_types
 from .context import ReverseContext
 from .ir_util import (ATOMIC_ADDF, add, clone_op, func_type, index, is_float, is_memref, ops,
                       or_zero, parent_op, zeroed_like)
-from .launch import launch_signature
+from .launch import tape_key_types
 from .memory_ops import alloc_shadow, view_shadow
 from .op_facts import facts
 from .op_rules import rule as op_rule
@@ -236,7 +236,7 @@ class RevGen:
             return self.ctx.call_info(op)[1].tape
         if op.name in ("scf.for", "scf.while"):   # a checkpointed loop's initial state
             return checkpoint_tape_types(self.ctx, op)
-        return launch_signature(self.ctx, op)[1].tape
+        return tape_key_types(self.ctx, op)   # an offset for a tape kept in place
 
     def _from_tape(self, key: Key, scope: Scope) -> ir.Value:
         if scope.parallel:

@@ -17,7 +17,15 @@ Where keys live, in a plain function:
   the loops nested in it, which the augmented pass pushed earlier. An array pushed there
   (another function's tape, say) goes on as its elements and its sizes. The reverse pass
   reads the tape without changing it (its stack pointers are locals), so a tape can serve
-  several reverse calls.
+  several reverse calls;
+- a kernel launch's per-item tape inside a loop or branch: not made and then pushed, but
+  kept in place (`Stacks.place`): the augmented kernel writes it straight into a view of a
+  growable buffer per element type (the "in-place stack", a pair of tape values like a
+  stack's), and the key's value is the view's offset there, an index saved as above; the
+  reverse kernel reads a view of the same buffer at that offset (`StackReader.region`). A
+  launch tape pushed as elements cost a copy of its whole tape into the stack and one out
+  of it per launch (G2b: a state each way per step). The in-place stack is never popped
+  (offsets say where each array is), so the order of its arrays does not matter.
 A kernel's tape has a fixed number of slots per work item instead: see kernel_tape.py.
 
 A key is a primal ir.Value, or a tuple for values the reverse pass needs that the primal
@@ -79,6 +87,8 @@ class TapePlan:
     top: ir.Block
     blocks: dict[ir.Block, list[Key]] = field(default_factory=dict)
     types: dict[Key, ir.Type] = field(default_factory=dict)
+    # Element types of the in-place stacks (arrays kept in place), by str, first use first.
+    regions: dict[str, ir.Type] = field(default_factory=dict)
 
     def add(self, block: ir.Block, key: Key, t: ir.Type) -> None:
         keys = self.blocks.setdefault(block, [])
@@ -94,6 +104,13 @@ class TapePlan:
 
     def keys(self, block: ir.Block) -> list[Key]:
         return self.blocks.get(block, [])
+
+    def add_region(self, t: ir.Type) -> None:
+        """Asks for the in-place stack of element type `t`."""
+        self.regions.setdefault(str(t), t)
+
+    def region_types(self) -> list[ir.Type]:
+        return list(self.regions.values())
 
     def nested_blocks(self) -> list[ir.Block]:
         return [b for b, keys in self.blocks.items() if b != self.top and keys]
@@ -128,6 +145,12 @@ def stack_fields(plan: TapePlan) -> list[TapeField]:
         fields.append(TapeField(f"{t} stack, per run of its block: {'; '.join(held[str(t)])}",
                                 ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t)))
         fields.append(TapeField(f"{t} stack: number of values", ir.IndexType.get()))
+    for t in plan.region_types():
+        fields.append(TapeField(f"{t} arrays kept in place (launch tapes in loops and "
+                                f"branches), each at an offset the index stack holds",
+                                ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t)))
+        fields.append(TapeField(f"{t} arrays kept in place: number of values",
+                                ir.IndexType.get()))
     return fields
 
 
@@ -135,17 +158,31 @@ def top_fields(plan: TapePlan) -> list[TapeField]:
     return [TapeField(describe(k), plan.types[k]) for k in plan.keys(plan.top)]
 
 
-class Stacks:
-    """The augmented pass's growable stacks: (buffer, size) per element type, as SSA values
-    that control flow threads through (a buffer changes when it grows)."""
+def region_view_type(t: ir.Type) -> ir.MemRefType:
+    """The type of an array kept in place: a 1-D view at a run-time offset, unit stride."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    return ir.MemRefType.get([dyn], t, ir.StridedLayoutAttr.get(dyn, [1]))
 
-    def __init__(self, types: list[ir.Type]):
+
+def region_view(buf: ir.Value, offset: ir.Value, n: ir.Value) -> ir.Value:
+    """buf[offset : offset + n], without a copy."""
+    t = region_view_type(memref_type(buf.type).element_type)
+    return memref.subview(buf, [offset], [n], [1], result_type=t)
+
+
+class Stacks:
+    """The augmented pass's growable stacks: (buffer, size) per element type, then per
+    element type of `regions` the in-place stack's (buffer, size), as SSA values that
+    control flow threads through (a buffer changes when it grows)."""
+
+    def __init__(self, types: list[ir.Type], regions: list[ir.Type] | None = None):
         self.types = types
+        self.regions = list(regions or [])
         self.values: list[ir.Value] = []
 
     def create(self) -> None:
         self.values = []
-        for t in self.types:
+        for t in self.types + self.regions:
             buf = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t),
                                [index(INITIAL_CAPACITY)], [])
             self.values += [buf, index(0)]
@@ -185,6 +222,21 @@ class Stacks:
                     memref.store(v, buf, [at])
                 at = arith.addi(at, n)
             self.values[2 * k], self.values[2 * k + 1] = buf, need
+
+    def place(self, t: ir.Type, n: ir.Value,
+              runs: Callable[[], ir.Value] | None = None) -> tuple[ir.Value, ir.Value]:
+        """Room for `n` values of type `t` on its in-place stack, for an array that is
+        written there rather than pushed: (a view of that room, its offset). `runs` as in
+        push(). The view is valid until the next place() of that type, which may move the
+        buffer (its contents are copied); offsets stay valid."""
+        names = [str(r) for r in self.regions]
+        assert str(t) in names, "an array kept in place whose type the plan did not ask for"
+        k = len(self.types) + names.index(str(t))
+        buf, size = self.values[2 * k], self.values[2 * k + 1]
+        need = arith.addi(size, n)
+        buf = _reserve(buf, size, need, runs)
+        self.values[2 * k], self.values[2 * k + 1] = buf, need
+        return region_view(buf, size, n), size
 
 
 def _reserve(buf: ir.Value, size: ir.Value, need: ir.Value,
@@ -255,6 +307,14 @@ class StackReader:
         buf, top = self._take(t, index(1))
         return memref.load(buf, [top])
 
+    def region(self, t: ir.Type, offset: ir.Value, n: ir.Value) -> ir.Value:
+        """The `n` values of type `t` kept in place at `offset` (Stacks.place), as a view:
+        no copy, and nothing popped (the caller's plan must ask for `t`'s in-place stack:
+        TapePlan.add_region)."""
+        buf = self._param(("region", str(t)), ir.MemRefType.get(
+            [ir.ShapedType.get_dynamic_size()], t))
+        return region_view(buf, offset, n)
+
     def pop_array(self, t: ir.Type) -> ir.Value:
         """A new array holding what the augmented pass pushed (elements, then sizes)."""
         mt = memref_type(t)
@@ -268,8 +328,11 @@ class StackReader:
 
 
 def tape_param_names(plan: TapePlan) -> list:
-    """Names of the tape values in order: top-level keys, then (stack, size) per type."""
+    """Names of the tape values in order: top-level keys, then (stack, size) per type, then
+    (region, region size) per type of the in-place stacks."""
     names: list = [("field", k) for k in plan.keys(plan.top)]
     for t in plan.stack_types():
         names += [("stack", str(t)), ("size", str(t))]
+    for t in plan.region_types():
+        names += [("region", str(t)), ("region size", str(t))]
     return names

@@ -34,7 +34,7 @@ func.func @run(%u: memref<?xf32>, %out: memref<?xf32>) {
 
 // The store of the tape slot comes after the scf.if, which yields u[i] or 0:
 // CHECK-LABEL: func.func private @{{.*}}step{{.*}}_aug(
-// CHECK-SAME:    %[[U:[a-z0-9]+]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[TAPE:[a-z0-9]+]]: memref<?xf32>)
+// CHECK-SAME:    %[[U:[a-z0-9]+]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[TAPE:[a-z0-9]+]]: memref<?xf32, strided<[1], offset: ?>>)
 // CHECK:         %[[SAVED:.*]] = scf.if %{{.*}} -> (f32) {
 // CHECK:           %[[C:.*]] = memref.load %[[U]]
 // CHECK-NOT:       memref.store %{{.*}}, %[[TAPE]]
@@ -52,5 +52,6 @@ func.func @run(%u: memref<?xf32>, %out: memref<?xf32>) {
 // CHECK:         %[[V:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK:         %[[T:.*]] = memref.alloc(%{{.*}}) : memref<?xf32>
 // CHECK-NOT:     memref.alloc
+// CHECK:         %[[TV:.*]] = memref.cast %[[T]] : memref<?xf32> to memref<?xf32, strided<[1], offset: ?>>
 // CHECK:         "adj.launch"
-// CHECK-NEXT:      func.call @{{.*}}step{{.*}}_aug(%[[V]], %[[V]], %[[T]])
+// CHECK-NEXT:      func.call @{{.*}}step{{.*}}_aug(%[[V]], %[[V]], %[[TV]])

@@ -41,8 +41,8 @@ func.func @run(%x: memref<?xf64>, %v: memref<?xf64>, %steps: i64, %dt: f64) {
 // The augmented kernel: per_item says 2 * trip count; the slot of the k-th step's value of
 // the key at base b is item * per_item + b + k, per_item computed once at entry.
 // CHECK-LABEL: func.func private @__adj_integrate_rev_ddca_c_aug(
-// CHECK-SAME: %[[STEPS:[a-z0-9]+]]: i64, %{{.*}}: f64, %[[T:[a-z0-9]+]]: memref<?xf64>)
-// CHECK-SAME: adj.tape = [{holds = "f64 values per work item: result of arith.subf {{.*}}; argument 1 of a block of scf.for {{.*}}", per_item = "(muli 2 (trip 0 (arg 2) 1))", type = memref<?xf64>}]
+// CHECK-SAME: %[[STEPS:[a-z0-9]+]]: i64, %{{.*}}: f64, %[[T:[a-z0-9]+]]: memref<?xf64, strided<[1], offset: ?>>)
+// CHECK-SAME: adj.tape = [{holds = "f64 values per work item: result of arith.subf {{.*}}; argument 1 of a block of scf.for {{.*}}", per_item = "(muli 2 (trip 0 (arg 2) 1))", type = memref<?xf64, strided<[1], offset: ?>>}]
 // CHECK: %[[ITEM:.*]] = "adj.index"()
 // CHECK: arith.index_cast %[[STEPS]] : i64 to index
 // CHECK: %[[PER:.*]] = arith.muli
@@ -51,16 +51,16 @@ func.func @run(%x: memref<?xf64>, %v: memref<?xf64>, %steps: i64, %dt: f64) {
 // CHECK: arith.subi %[[J]]
 // CHECK: %[[AT0:.*]] = arith.muli %[[ITEM]], %[[PER]] : index
 // CHECK: %[[AT:.*]] = arith.addi %[[AT0]], %{{.*}} : index
-// CHECK: memref.store %[[Q1]], %[[T]][%[[AT]]] : memref<?xf64>
-// CHECK: memref.store %{{.*}}, %[[T]][%{{.*}}] : memref<?xf64>
+// CHECK: memref.store %[[Q1]], %[[T]][%[[AT]]] : memref<?xf64, strided<[1], offset: ?>>
+// CHECK: memref.store %{{.*}}, %[[T]][%{{.*}}] : memref<?xf64, strided<[1], offset: ?>>
 // CHECK: scf.yield
 
 // The reverse kernel reads its item's slots back, computing per_item from its own %steps.
 // CHECK-LABEL: func.func private @__adj_integrate_rev_ddca_c_rev(
 // CHECK-SAME: per_item = "(muli 2 (trip 0 (arg 2) 1))"
 // CHECK: scf.for
-// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<?xf64>
-// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<?xf64>
+// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<?xf64, strided<[1], offset: ?>>
+// CHECK: memref.load %{{.*}}[%{{.*}}] : memref<?xf64, strided<[1], offset: ?>>
 
 // The launch rule sizes the tape from the launch's %steps: items * 2 * max(0, ceil((steps - 0) / 1)).
 // CHECK-LABEL: func.func @grad_aug(
@@ -73,7 +73,8 @@ func.func @run(%x: memref<?xf64>, %v: memref<?xf64>, %steps: i64, %dt: f64) {
 // CHECK: %[[TRIP:.*]] = arith.maxsi %[[DIV]], %{{.*}} : index
 // CHECK: %[[PER:.*]] = arith.muli %{{.*}}, %[[TRIP]] : index
 // CHECK: %[[SIZE:.*]] = arith.muli %[[ITEMS]], %[[PER]] : index
-// CHECK: %[[TAPE:.*]] = memref.alloc(%[[SIZE]]) : memref<?xf64>
+// CHECK: %[[BUF:.*]] = memref.alloc(%[[SIZE]]) : memref<?xf64>
+// CHECK: %[[TAPE:.*]] = memref.cast %[[BUF]]
 // CHECK: "adj.launch"
 // CHECK: func.call @__adj_integrate_rev_ddca_c_aug(%{{.*}}, %[[TAPE]])
 

@@ -37,14 +37,14 @@ func.func @step(%x: memref<?xf32>, %y: memref<?xf32>) {
 // Two f32 slots per item: exp's result and the load of x[i] (the root); not 0.05 * c nor
 // 1 - c.
 // CHECK-LABEL: func.func private @__adj_react_rev_dd_c_aug(
-// CHECK-SAME: adj.tape = [{holds = "f32 values per work item: result of math.exp {{[^;]*}}; result of memref.load {{[^;]*}}", per_item = 2 : i64, type = memref<?xf32>}]
+// CHECK-SAME: adj.tape = [{holds = "f32 values per work item: result of math.exp {{[^;]*}}; result of memref.load {{[^;]*}}", per_item = 2 : i64, type = memref<?xf32, strided<[1], offset: ?>>}]
 // CHECK: return
 
 // The reverse kernel reads the root from the tape and recomputes both factors from it.
 // CHECK-LABEL: func.func private @__adj_react_rev_dd_c_rev(
-// CHECK-SAME: %[[TAPE:[a-z0-9]+]]: memref<?xf32>)
-// CHECK: memref.load %[[TAPE]][%{{.*}}] : memref<?xf32>
-// CHECK: %[[C:.*]] = memref.load %[[TAPE]][%{{.*}}] : memref<?xf32>
+// CHECK-SAME: %[[TAPE:[a-z0-9]+]]: memref<?xf32, strided<[1], offset: ?>>)
+// CHECK: memref.load %[[TAPE]][%{{.*}}] : memref<?xf32, strided<[1], offset: ?>>
+// CHECK: %[[C:.*]] = memref.load %[[TAPE]][%{{.*}}] : memref<?xf32, strided<[1], offset: ?>>
 // CHECK-NEXT: arith.subf %{{.*}}, %[[C]] : f32
 // CHECK: arith.mulf %{{.*}}, %[[C]] : f32
 // CHECK: return

@@ -263,3 +263,39 @@ def test_the_caller_runs_what_a_stalled_worker_has_not_taken(all_threads):
         outside[lo:hi] = False
     assert len(stalled) <= 1 and all(hi - lo <= n // 8 for lo, hi in stalled)
     assert ran_by_caller[outside].all()
+
+
+COMPILED_FOR_4 = """
+import ctypes, numpy as np, adjit
+from adjit.runtime import extension
+set_limit = ctypes.CFUNCTYPE(None, ctypes.c_int64)(extension.address("adj_set_thread_limit"))
+
+@adjit.kernel
+def histogram(bins, w, h):
+    i = adjit.index()
+    adjit.atomic_add(h, bins[i], w[i])
+
+rng = np.random.default_rng(0)
+bins = rng.integers(0, 64, 200_000)
+w = rng.standard_normal(200_000)
+expected = np.zeros(64)
+np.add.at(expected, bins, w)
+for limit in (1, 2, 3, 4, 0, 1):
+    set_limit(limit)
+    h = np.zeros(64)
+    histogram(bins, w, h, ndrange=w.shape)
+    np.testing.assert_allclose(h, expected, rtol=1e-12, atol=1e-12)
+print("ok")
+"""
+
+
+def test_a_module_compiled_for_four_threads_runs_under_any_limit(tmp_path):
+    # Compiled for 4 (its privatised launch makes 4 x PARTS private copies), run with the
+    # pool limited to 1, 2, 3, 4 threads and none: the same sums.
+    script = tmp_path / "four.py"
+    script.write_text(COMPILED_FOR_4)
+    env = {**os.environ, "ADJIT_NUM_THREADS": "4", "ADJIT_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"

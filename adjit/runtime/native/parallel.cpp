@@ -69,8 +69,14 @@ using Body = void (*)(void *ctx, int64_t lo, int64_t hi);
 
 constexpr int MAX_THREADS = 1024;
 constexpr int CHUNKS_PER_THREAD = 4;        // a thread's home: this many chunks
-constexpr int64_t SPIN_PAUSE_NS = 5000;     // an idle worker polls with `pause` this long,
-constexpr int64_t SPIN_YIELD_NS = 100000;   // then with sched_yield up to this, then sleeps
+#ifndef ADJ_SPIN_PAUSE_NS   // (macros: a harness measuring other settings defines them)
+#define ADJ_SPIN_PAUSE_NS 5000
+#endif
+#ifndef ADJ_SPIN_YIELD_NS
+#define ADJ_SPIN_YIELD_NS 100000
+#endif
+constexpr int64_t SPIN_PAUSE_NS = ADJ_SPIN_PAUSE_NS;   // an idle worker polls with `pause`,
+constexpr int64_t SPIN_YIELD_NS = ADJ_SPIN_YIELD_NS;   // then sched_yield up to this, then sleeps
 constexpr int64_t WAIT_PAUSE_NS = 20000;    // the caller polls for unfinished chunks this long
 constexpr int64_t SERIAL_MIN_NS = 1000000;  // after contention: serial for this long,
 constexpr int64_t SERIAL_MAX_NS = 64000000; // doubling while it recurs, up to this

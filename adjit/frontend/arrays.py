@@ -17,7 +17,8 @@ from ..core.types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Read, Scalar, SliceValue
 
 # CHUNK elements per partial result, SUM_LANES accumulators per chunk: the launch rule's sums
-# of per-item adjoints (passes/autodiff/reduction.py) are built the same way. A chunk's sum is a loop over SUM_LANES accumulators whose adds
+# of per-item adjoints (passes/autodiff/reduction.py) are built the same way (but with
+# interleaved lanes; here lane k sums the k-th quarter of a chunk: reduce() says why). A chunk's sum is a loop over SUM_LANES accumulators whose adds
 # may be reassociated, so LLVM vectorises it (calls of vector math included) with more
 # accumulators of its own; SUM_LANES > 1 because the reverse pass gives each use site of an
 # Active scalar its own adjoint accumulator (4 sites: gradient/primal 2.6x on
@@ -911,13 +912,25 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
         hi = arith.minui(arith.addi(lo, idx(CHUNK)), n)
         reassociable = op in ("sum", "prod") and acc_t.is_float
         lanes = SUM_LANES if reassociable else LANES
-        full = arith.addi(lo, arith.muli(arith.divui(arith.subi(hi, lo), idx(lanes)), idx(lanes)))
+        per_lane = arith.divui(arith.subi(hi, lo), idx(lanes))
+        full = arith.addi(lo, arith.muli(per_lane, idx(lanes)))
         init = [_identity(op, acc_t).value] * lanes
-        chunk = scf.ForOp(lo, full, idx(lanes), init)
+        # Sums: lane k takes the k-th quarter of the chunk (blocked), so each lane's loads
+        # are contiguous and LLVM vectorises them as four streams; interleaved lanes (lane k
+        # at j + k) made it de-interleave every vector with shuffles (vpermps): W4's sum(x*x)
+        # f32 was 1.5-2.4x slower (paired runs), a gradient of sum((a*x+b-y)**2) 1.4x. Max
+        # and min keep interleaved lanes, which LLVM packs into vectors as they are.
+        blocked = reassociable
+        if blocked:
+            chunk = scf.ForOp(lo, arith.addi(lo, per_lane), idx(1), init)
+        else:
+            chunk = scf.ForOp(lo, full, idx(lanes), init)
         with ir.InsertionPoint(chunk.body):
             j = chunk.induction_variable
             accs = [_combine(op, Scalar(a, acc_t),
-                             S.cast(e.element(arith.addi(j, idx(k))), acc_t)).value
+                             S.cast(e.element(arith.addi(j, arith.muli(per_lane, idx(k))
+                                                         if blocked else idx(k))),
+                                    acc_t)).value
                     for k, a in enumerate(chunk.inner_iter_args)]
             if reassociable:
                 for a in accs:

@@ -24,8 +24,9 @@
 // getrusage(RUSAGE_THREAD), rose), or a caller that waited on workers longer than running
 // the whole loop itself would have taken, means the cores are not free; the next loops then
 // run on the caller alone for a while (SERIAL_MIN_NS, doubling while it recurs, up to
-// SERIAL_MAX_NS), after which a loop tries the workers again. A free machine never
-// triggers it; a busy one loses at most one time slice per SERIAL_MAX_NS.
+// SERIAL_MAX_NS), after which a loop tries the workers again. On a free machine it seldom
+// triggers (a preemption by a kernel thread costs 1 ms of serial loops); a busy one loses
+// about one time slice per SERIAL_MAX_NS.
 //
 // Idle workers: after a loop, a worker polls for the next for SPIN_PAUSE_NS with the CPU's
 // pause instruction (launches in a compiled loop follow each other within that), then for
@@ -79,7 +80,8 @@ constexpr int64_t SPIN_PAUSE_NS = ADJ_SPIN_PAUSE_NS;   // an idle worker polls w
 constexpr int64_t SPIN_YIELD_NS = ADJ_SPIN_YIELD_NS;   // then sched_yield up to this, then sleeps
 constexpr int64_t WAIT_PAUSE_NS = 20000;    // the caller polls for unfinished chunks this long
 constexpr int64_t SERIAL_MIN_NS = 1000000;  // after contention: serial for this long,
-constexpr int64_t SERIAL_MAX_NS = 64000000; // doubling while it recurs, up to this
+constexpr int64_t SERIAL_MAX_NS = 256000000; // doubling while it recurs, up to this (a probe
+                                              // can cost a time slice: ~1.5% of this)
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)

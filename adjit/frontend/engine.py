@@ -123,14 +123,16 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
     compiled = CompiledModule(functools.partial(lookup, engine), engine, errors, source,
                               num_threads, level, key, tiered=level != opt_level)
     if folder is not None and llvm_ir is not None:   # for the next process, in the background
-        then = functools.partial(_tier_up, compiled, folder, key, errors) if compiled.tiered else None
+        then = (functools.partial(_tier_up, compiled, folder, key, errors)
+                if compiled.tiered else None)
         cpu_cache.store_later(folder, key, llvm_ir, opt_level, errors, then=then)
     return compiled
 
 
 def compile_tier() -> int:
     """The LLVM level of the first tier (ADJIT_COMPILE_TIER: 0, 1, 2 or 3; 3 compiles at O3
-    at once, without tiers; default 1). ValueError naming the setting for another value."""
+    at once, without tiers; default FIRST_TIER, 0). ValueError naming the setting for
+    another value."""
     value = os.environ.get("ADJIT_COMPILE_TIER", "").strip()
     if not value:
         return FIRST_TIER
@@ -140,9 +142,13 @@ def compile_tier() -> int:
     return int(value)
 
 
-# O1: measured on the heat gradient's module, LLVM 500 -> 340 ms (O0: 110 ms) and its code
-# 3.4x slower than O3's (O0's: 9x; the heat primal 1.14x, saxpy 1.0x at O1).
-FIRST_TIER = 1
+# O0. Measured (CPU time of the calling thread, a saxpy kernel's module): the ExecutionEngine
+# optimises at construction (O3 17 ms, O1 16 ms, O0 2 ms) and generates code at the first
+# lookup (O3 19 ms, O1 20 ms, O0 13 ms): O1 saves nothing on small modules, O0 about 60% (the
+# heat gradient's module, opt + llc: O3 0.83 s, O1 0.67 s, O0 0.17 s). O0's code is slower
+# until the swap: a stencil kernel 7x, an element-wise @jit function 2x, saxpy 1.5x (O1's:
+# 1.0-1.3x).
+FIRST_TIER = 0
 
 # What may make code at O3 compute other numbers than at a lower level: reassociation
 # (`reassoc`/`fast` flags: the vectoriser reorders such reductions), a fused multiply-add

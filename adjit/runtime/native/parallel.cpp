@@ -70,7 +70,7 @@ using Body = void (*)(void *ctx, int64_t lo, int64_t hi);
 
 constexpr int MAX_THREADS = 1024;
 constexpr int CHUNKS_PER_THREAD = 4;        // a thread's home: this many chunks
-#ifndef ADJ_SPIN_PAUSE_NS   // (macros: a harness measuring other settings defines them)
+#ifndef ADJ_SPIN_PAUSE_NS   // (macros: benchmarks/pool_latency.cpp measures other settings)
 #define ADJ_SPIN_PAUSE_NS 5000
 #endif
 #ifndef ADJ_SPIN_YIELD_NS

@@ -96,12 +96,21 @@ def cgroup_cpu_limit(root: str | os.PathLike = CGROUP_ROOT,
     return min(limits) if limits else None
 
 
+# cgroup_cpu_limit's answers, read once per process and folder (~140 us of file reads, and
+# default_num_threads is asked on every compile and cache lookup; a quota seldom changes).
+_quotas: dict[tuple[str, str], float | None] = {}
+
+
 def available_cpus(root: str | os.PathLike = CGROUP_ROOT,
                    proc_cgroup: str | os.PathLike = PROC_CGROUP) -> int:
-    """The CPUs this process may run on (its affinity), bounded by its cgroup's CPU quota,
-    rounded down (a quota of 1.5 CPUs: 1 thread; two would be throttled), at least 1."""
+    """The CPUs this process may run on (its affinity, read each time: it can change),
+    bounded by its cgroup's CPU quota (read once), rounded down (a quota of 1.5 CPUs: 1
+    thread; two would be throttled), at least 1."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    quota = cgroup_cpu_limit(root, proc_cgroup)
+    where = (str(root), str(proc_cgroup))
+    if where not in _quotas:
+        _quotas[where] = cgroup_cpu_limit(root, proc_cgroup)
+    quota = _quotas[where]
     if quota is not None:
         cpus = min(cpus, max(1, math.floor(quota)))
     return max(1, cpus)

@@ -275,3 +275,32 @@ def test_without_the_disk_cache_no_tiers(monkeypatch):
     x = np.zeros(4)
     add_three(x, ndrange=4)
     assert not _module(add_three).tiered and _module(add_three).opt_level == 3
+
+
+# -- which modules are tiered -------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, tiered", [
+    ("%3 = fadd reassoc float %1, %2", False),
+    ("%3 = fmul fast double %1, %2", False),
+    ("%3 = call float @llvm.fmuladd.f32(float %0, float %1, float %2)", False),
+    ("declare float @sinf(float)", False),
+    ("declare double @llvm.exp.f64(double)", False),
+    ("declare <4 x float> @llvm.tanh.v4f32(<4 x float>)", False),
+    ("define fastcc void @f() {\n  ret void\n}", True),
+    ("%fast = fadd float %1, %2\n%x.reassoc = fadd float %1, %2", True),
+    ("declare i64 @llvm.smax.i64(i64, i64)\ndeclare float @llvm.sqrt.f32(float)", True),
+    ("declare ptr @_mlir_memref_to_llvm_alloc(i64)\ndeclare void @adj_parallel_for(ptr)", True),
+])
+def test_first_tier_only_where_o3_computes_the_same_numbers(monkeypatch, line, tiered):
+    monkeypatch.delenv("ADJIT_COMPILE_TIER", raising=False)
+    assert engine.first_tier(f"; ModuleID = 'm'\n{line}\n") == (engine.FIRST_TIER if tiered else 3)
+
+
+def test_math_calls_are_found_at_word_starts_only():
+    if not cpu_cache.vector_math()[0]:
+        pytest.skip("no libmvec here: no module is built at once")
+    assert engine._vectorizable_math('%1 = math.sin %0 : f32')
+    assert engine._vectorizable_math('math.exp(%0)')
+    assert not engine._vectorizable_math('%1 = notmath.sin %0 : f32')
+    assert not engine._vectorizable_math('%1 = math.sinx %0')
+    assert not engine._vectorizable_math('%1 = math.sqrt %0 : f32')

@@ -494,6 +494,11 @@ def broadcast(exprs: list[ArrayExpr]) -> tuple[list[ir.Value], list[Callable]]:
             out = []
             for k in range(len(e.shape)):
                 i = ids[lead + k]
+                if k in maybe and _UNITS and any(units[k] == c for c in _UNITS[-1][1]):
+                    out.append(i)       # the version of the loop where no size is 1
+                    continue
+                if k in maybe and _UNITS:
+                    _UNITS[-1][0].append(units[k])
                 out.append(idx(0) if k in ones else
                            arith.select(units[k], idx(0), i) if k in maybe else i)
             return out
@@ -648,18 +653,74 @@ def store_into(out: Array, e: ArrayExpr | Scalar, new: bool = False) -> None:
     shape = dims(out) if new else e.shape
     if e.linear and not out.type.strided:
         view = flat(out)
-        loop = scf.ParallelOp([], [idx(0)], [numel(shape)], [idx(1)], [])
-        body = loop.regions[0].blocks.append(ir.IndexType.get())
-        with ir.InsertionPoint(body):
-            i = body.arguments[0]
-            memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
-            scf.ReduceOp([], 0)
+
+        def emit():
+            loop = scf.ParallelOp([], [idx(0)], [numel(shape)], [idx(1)], [])
+            body = loop.regions[0].blocks.append(ir.IndexType.get())
+            with ir.InsertionPoint(body):
+                i = body.arguments[0]
+                memref.store(S.cast(e.element(i), out.type.dtype).value, view, [i])
+                scf.ReduceOp([], 0)
+            return loop
+        _unit_versions(emit)
         return
-    for_each(shape, lambda ids: memref.store(
-        S.cast(element_at(e, ids), out.type.dtype).value, out.value, ids))
+    _unit_versions(lambda: for_each(shape, lambda ids: memref.store(
+        S.cast(element_at(e, ids), out.type.dtype).value, out.value, ids)))
 
 
-def for_each(shape: Sequence[ir.Value], body_fn: Callable[[list], None]) -> None:
+# Per loop being emitted by _unit_versions: (the broadcast conditions `size == 1` its
+# indices select on, those it assumes false).
+_UNITS: list[tuple[list, list]] = []
+
+
+def _unit_versions(emit: Callable[[], ir.Operation]) -> None:
+    """The loop `emit()` makes, twice where its indices select on a dimension being 1 at
+    run time (broadcast: `select(size == 1, 0, i)`): `if any size is 1 {that loop} else
+    {the loop with plain indices}`. Why: a select per index kept LLVM from vectorising the
+    common case, where nothing broadcasts (a stencil written with slices, whose views'
+    sizes the compiler cannot prove equal, ran one element at a time)."""
+    seen: list[ir.Value] = []
+    _UNITS.append((seen, []))
+    try:
+        loop = emit()
+    finally:
+        _UNITS.pop()
+    conds = []
+    for c in seen:
+        if not any(c == d for d in conds):
+            conds.append(c)
+    if not conds or any(_within(c, loop) for c in conds):
+        return
+    with ir.InsertionPoint(loop), loop.location:
+        some = conds[0]
+        for c in conds[1:]:
+            some = arith.ori(some, c)
+        branch = scf.IfOp(some, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            done = scf.YieldOp([])
+        loop.operation.move_before(done)
+        with ir.InsertionPoint(branch.else_block):
+            _UNITS.append(([], conds))
+            try:
+                emit()
+            finally:
+                _UNITS.pop()
+            scf.YieldOp([])
+
+
+def _within(v: ir.Value, op) -> bool:
+    """Whether `v` is defined inside `op`."""
+    op = op.operation
+    owner = v.owner.operation if isinstance(v, ir.OpResult) else v.owner.owner
+    while owner is not None:
+        owner = owner.operation
+        if owner == op:
+            return True
+        owner = owner.parent
+    return False
+
+
+def for_each(shape: Sequence[ir.Value], body_fn: Callable[[list], None]) -> ir.Operation:
     """body_fn(ids) at every multi-index of `shape`: a loop nest, parallel over the first
     dimension (as the runtime splits any parallel loop), serial scf.for inside. (A
     multi-dimensional scf.parallel whose iterations add into shared adjoints, a stencil's
@@ -683,6 +744,7 @@ def for_each(shape: Sequence[ir.Value], body_fn: Callable[[list], None]) -> None
 
         nest(1)
         scf.ReduceOp([], 0)
+    return loop
 
 
 def assign(out: Array, value) -> None:

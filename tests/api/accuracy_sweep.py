@@ -458,8 +458,8 @@ within the bounds.
   0, ties of maximum and minimum, where adjit gives the derivative to the returned operand
   and JAX splits it).
 
-The GPU's expansions (adjit/passes/math_approx.py, also used for log1p and expm1 on the CPU)
-are measured by tests/gpu/test_math_approx.py."""
+The GPU's expansions (adjit/passes/math_approx.py, also used for log1p and expm1 on CPUs
+without glibc 2.35's libmvec) are measured by tests/gpu/test_math_approx.py."""
 
 
 def main(argv: list[str]) -> None:

@@ -138,7 +138,9 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
             sx, s_out, scratch = alloc_like(xstar), alloc_like(xbar), alloc_like(xstar)
             flat, tape = augment(s_it, d_it, [xstar, scratch] + ps,
                                  [sx, s_out] + [None] * len(ps))
-            lam, x0bar, last = alloc_like(xbar), alloc_like(xbar), alloc_like(xbar)
+            lam, last = alloc_like(xbar), alloc_like(xbar)
+            # x0's adjoint, where x0 has a shadow (a Const start needs none)
+            x0bar = alloc_like(xbar) if shadows[0] is not None else None
             _split_held(xbar, None, held, lam, x0bar)
             fill_zero(last)
             fill_zero(sx)
@@ -154,7 +156,7 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
                                     Activity.CONST)
             grads = back(s_p, d_p, [xstar, alloc_like(xstar)] + ps,
                          [None, lam] + list(p_shadows), [])
-            if shadows[0] is not None:       # x0's held components are x*'s
+            if x0bar is not None:            # x0's held components are x*'s
                 _add_into(shadows[0], shadows[0], x0bar)
             x0_adjoint = None
         else:
@@ -249,13 +251,13 @@ def _held_components(x: ir.Value, forward) -> ir.Value:
 
 
 def _split_held(xbar: ir.Value, sx: ir.Value | None, held: ir.Value, lam: ir.Value,
-                x0bar: ir.Value, last: ir.Value | None = None,
+                x0bar: ir.Value | None, last: ir.Value | None = None,
                 s_out: ir.Value | None = None) -> list[ir.Value]:
     """u = xbar + sx (sx = (d step/d x)^T lambda; None: u = xbar) split by the held mask:
     lambda <- u off it and 0 on it (a held component's adjoint reaches nothing through the
     step: its row has no parameter in it), x0bar <- u on it (x0's adjoint there) and 0 off
-    it. With sx, readies the next reverse pass too (s_out <- the new lambda, sx <- 0: one
-    sweep instead of three) and returns the largest |change| of lambda and the largest
+    it (None: not kept). With sx, readies the next reverse pass too (s_out <- the new
+    lambda, sx <- 0: one sweep instead of three) and returns the largest |change| of lambda and the largest
     |change - last change| (`last` holds each element's previous change and gets the new
     one), both NaN-propagating. Contiguous arrays are swept as one flat loop (rows of a
     small grid were short loops, each with its own reduction epilogue)."""
@@ -265,7 +267,8 @@ def _split_held(xbar: ir.Value, sx: ir.Value | None, held: ir.Value, lam: ir.Val
     if len(sizes) > 1 and not any(isinstance(memref_type(a.type).layout, ir.StridedLayoutAttr)
                                   for a in arrays):
         flat = {a: flat_view(a) for a in arrays}
-        xbar, held, lam, x0bar = flat[xbar], flat[held], flat[lam], flat[x0bar]
+        xbar, held, lam = flat[xbar], flat[held], flat[lam]
+        x0bar = flat.get(x0bar)
         if sx is not None:
             sx, last, s_out = flat[sx], flat[last], flat[s_out]
         sizes = [numel(sizes)]
@@ -277,7 +280,8 @@ def _split_held(xbar: ir.Value, sx: ir.Value | None, held: ir.Value, lam: ir.Val
             memref.store(zero(elem), sx, idx)
         on = arith.cmpf(arith.CmpFPredicate.ONE, memref.load(held, idx), zero(elem))
         new = arith.select(on, zero(elem), u)
-        memref.store(arith.select(on, u, zero(elem)), x0bar, idx)
+        if x0bar is not None:
+            memref.store(arith.select(on, u, zero(elem)), x0bar, idx)
         if acc:
             d = arith.subf(new, memref.load(lam, idx))
             dd = math.absf(arith.subf(d, memref.load(last, idx)))

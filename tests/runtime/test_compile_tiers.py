@@ -304,3 +304,45 @@ def test_math_calls_are_found_at_word_starts_only():
     assert not engine._vectorizable_math('%1 = notmath.sin %0 : f32')
     assert not engine._vectorizable_math('%1 = math.sinx %0')
     assert not engine._vectorizable_math('%1 = math.sqrt %0 : f32')
+
+
+# -- the swap under calls in flight -------------------------------------------------------------
+
+@adjit.kernel
+def axpb(a: adjit.f64, x, y):
+    i = adjit.index()
+    y[i] = a * x[i] + 1.0
+
+
+def test_calls_on_other_threads_during_the_swap_all_agree(gate):
+    # Native calls on two threads while the writer's thread swaps the module: each call ends
+    # in the code it started in (neither is unloaded), and every result is the same.
+    release, _ = gate
+    x = np.linspace(0, 1, 4099)
+    y = np.empty_like(x)
+    axpb(2.5, x, y, ndrange=x.size)
+    expected = y.copy()
+    assert _module(axpb).tiered
+    stop, wrong, calls = threading.Event(), [], [0, 0]
+
+    def work(t: int) -> None:
+        out = np.empty_like(x)
+        while not stop.is_set():
+            out.fill(0)
+            axpb(2.5, x, out, ndrange=x.size)
+            if out.tobytes() != expected.tobytes():
+                wrong.append(t)
+            calls[t] += 1
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in threads:
+        t.start()
+    _swap(release)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not wrong and min(calls) > 0
+    assert _module(axpb).opt_level == 3
+    after = np.empty_like(x)
+    axpb(2.5, x, after, ndrange=x.size)
+    _same(expected, after)
+    _same(expected, 2.5 * x + 1.0)

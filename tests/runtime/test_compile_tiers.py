@@ -346,3 +346,31 @@ def test_calls_on_other_threads_during_the_swap_all_agree(gate):
     axpb(2.5, x, after, ndrange=x.size)
     _same(expected, after)
     _same(expected, 2.5 * x + 1.0)
+
+
+# -- start-up work is the install's, not each machine's or process's -------------------------
+
+def test_import_builds_nothing_and_writes_no_cache(tmp_path):
+    # The allocator, memrefCopy and the thread pool are in the native extension that
+    # `pip install` builds (runtime/extension.py): `import adjit` on a new machine (an empty
+    # cache folder) runs no compiler or other process and writes nothing.
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent('''
+        import json, os, subprocess, sys
+        started = []
+        popen = subprocess.Popen.__init__
+        def spy(self, *args, **kwargs):
+            started.append(str(args[0] if args else kwargs.get("args")))
+            return popen(self, *args, **kwargs)
+        subprocess.Popen.__init__ = spy
+        import adjit
+        print(json.dumps([started, os.listdir(sys.argv[1])]))
+    ''')
+    env = {**os.environ, "ADJIT_CACHE_DIR": str(tmp_path), "ADJIT_DISK_CACHE": "1"}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[], []]

@@ -72,6 +72,19 @@ def stacked_states(u_all, steps: int):
 
 
 @adjit.jit
+def stacked_rewritten(u0, steps: int):
+    # the second launch overwrites the row the first one read: that row must be taped
+    n, m = u0.shape[0], u0.shape[1]
+    u_all = adjit.empty((steps + 1, n, m), dtype=u0.dtype)
+    u_all[0] = u0
+    for t in range(steps):
+        rd_step(u_all[t], u_all[t + 1], ndrange=u0.shape)
+        cube_step(u_all[t + 1], u_all[t], ndrange=u0.shape)
+    first, last = u_all[0], u_all[steps]
+    return adjit.sum(last * last) + adjit.sum(first * first)
+
+
+@adjit.jit
 def branchy(u0, steps: int):
     # launches in both branches of an if in the loop: kept in place, the stack doubling
     u = u0.copy()
@@ -268,6 +281,22 @@ def test_stacked_states_of_the_caller(steps):
     for t in range(steps):
         u = rd_np(u)
         np.testing.assert_allclose(u_all[t + 1], np.asarray(u), rtol=1e-14)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 4])
+def test_stacked_row_rewritten(steps):
+    # memory.py proves rows t and t + 1 apart only where no later write reaches the row read
+    def loss(u0):
+        rows = [u0] + [None] * steps
+        for t in range(steps):
+            rows[t + 1] = rd_np(rows[t])
+            rows[t] = cube_np(rows[t + 1])
+        return jnp.sum(rows[steps] * rows[steps]) + jnp.sum(rows[0] * rows[0])
+    u0 = field()
+    g, value = grad_of(stacked_rewritten, u0, steps)
+    ref_value, ref = jax.value_and_grad(loss)(jnp.asarray(u0))
+    assert value == pytest.approx(float(ref_value), rel=1e-13)
+    np.testing.assert_allclose(g, np.asarray(ref), rtol=1e-11, atol=1e-13)
 
 
 @pytest.mark.parametrize("steps", [0, 1, 4, 7])

@@ -6,6 +6,12 @@ read and the reverse pass: no later op of this function, no later iteration of a
 loop, and not the caller between the augmented and the reverse call (the request's
 `overwritten` flags). Otherwise the value goes on the tape. In a kernel every write counts, at
 any position, since other work items run in any order.
+
+One refinement (`_other_rows`): a loop that writes row t + b of an array and reads row t + a
+of it (`u_all[t + 1] = step(u_all[t])`, the stacked-state form: views of one row along the
+first dimension of a C-contiguous array, at the loop's variable plus constants) never
+overwrites a row it read when a < b: its variable only grows. So the reverse pass reloads
+each state from the stacked array instead of taping a copy of it per step.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from mlir import ir
 
 from ...dialects.adj import launch_call
 from .activity import AliasClasses
-from .ir_util import callee, func_type, is_memref, walk
+from .ir_util import callee, constant_int, func_type, is_memref, walk
 from .op_facts import facts
 
 
@@ -53,7 +59,8 @@ class Writes:
         self.fn = fn
         self.classes = classes
         self.kernel = kernel
-        self.writers: dict[ir.Value, list[ir.Operation]] = {}
+        # per alias class, (op, array) for each array an op may write in it
+        self.writers: dict[ir.Value, list[tuple[ir.Operation, ir.Value]]] = {}
         entry = fn.regions[0].blocks[0]
         self.external = {classes.find(a) for a, o in zip(entry.arguments, args_overwritten)
                          if o and is_memref(a.type)}
@@ -64,7 +71,7 @@ class Writes:
                     for k, inner in enumerate(block.operations):
                         self._positions[inner.operation] = k
             for m in written_arrays(op, callee_writes):
-                self.writers.setdefault(classes.find(m), []).append(op)
+                self.writers.setdefault(classes.find(m), []).append((op, m))
 
     def written_after(self, op: ir.Operation, array: ir.Value) -> bool:
         """Whether `array`'s memory may change after `op` reads it, before the reverse pass."""
@@ -74,7 +81,85 @@ class Writes:
         writers = self.writers.get(c, [])
         if self.kernel:
             return bool(writers)
-        return any(may_run_after(w, op, self.fn, self._positions.__getitem__) for w in writers)
+        position = self._positions.__getitem__
+        return any(may_run_after(w, op, self.fn, position) and
+                   not _other_rows(w, m, op, array, self.fn, position) for w, m in writers)
+
+
+def _other_rows(writer: ir.Operation, written: ir.Value, op: ir.Operation, array: ir.Value,
+                root: ir.Operation, position: Callable[[ir.Operation], int]) -> bool:
+    """Whether no later run of `writer`, writing `written`, writes the row of `array`'s
+    source that `op` reads: `array` is row t + a of a C-contiguous array (`_row`), `written`
+    row t + b of the same array value, t the variable of a loop around both that no loop
+    encloses, and the writer's later runs come at t' >= t (after `op` in the same
+    iteration) or t' > t (the op itself, run once an iteration, or an op before it): no such
+    t' has t' + b = t + a when a < b (or a <= b for t' > t). Anything else is not proven
+    (False)."""
+    read, row = _row(array), _row(written)
+    if read is None or row is None or read[0] != row[0] or read[1][0] != row[1][0]:
+        return False
+    loop, a, b = read[1][0], read[1][1], row[1][1]
+    outer, inner = _ancestors(op, root), _ancestors(writer, root)
+    if loop not in outer or loop not in inner or \
+            any(facts(x.name).loop for x in _ancestors(loop, root)[:-1]):
+        return False
+    k = outer.index(loop) + 1
+    if outer[k] == inner[k]:
+        # the same op of the body: again in this iteration unless it is `op`'s own run
+        again = not (writer == op and k == len(outer) - 1)
+    else:
+        again = position(inner[k]) > position(outer[k])
+    return a - b < (0 if again else 1)
+
+
+def _row(v: ir.Value) -> tuple[ir.Value, tuple[ir.Operation, int]] | None:
+    """(source, (loop, c)) when `v` is one row of C-contiguous `source` along its first
+    dimension, row `iv + c` of scf.for `loop` (through casts, collapses of that unit
+    dimension and index casts); else None."""
+    while isinstance(v, ir.OpResult) and v.owner.operation.name in ("memref.cast",
+                                                                     "memref.collapse_shape"):
+        v = v.owner.operation.operands[0]
+    if not isinstance(v, ir.OpResult) or v.owner.operation.name != "memref.subview":
+        return None
+    view = v.owner.operation.opview
+    src = view.operands[0]
+    t = ir.MemRefType(src.type)
+    # Rows of a strided source may overlap (a stride of 0); a C-contiguous one's do not.
+    if not isinstance(t.layout, ir.AffineMapAttr) or \
+            ir.AffineMapAttr(t.layout).value != ir.AffineMap.get_identity(t.rank):
+        return None
+    if list(view.static_sizes)[0] != 1:
+        return None
+    offset0 = list(view.static_offsets)[0]
+    if offset0 != ir.ShapedType.get_dynamic_stride_or_offset():
+        return None
+    at = _affine(list(view.offsets)[0])
+    return None if at is None else (src, at)
+
+
+def _affine(v: ir.Value) -> tuple[ir.Operation, int] | None:
+    """(scf.for, c) when index `v` is that loop's variable plus the constant c."""
+    c = 0
+    while True:
+        if isinstance(v, ir.BlockArgument):
+            owner = v.owner.owner.operation
+            if owner.name == "scf.for" and v.arg_number == 0:
+                return owner, c
+            return None
+        op = v.owner.operation
+        if op.name == "arith.index_cast":
+            v = op.operands[0]
+        elif op.name in ("arith.addi", "arith.subi"):
+            k = constant_int(op.operands[1])
+            if k is None and op.name == "arith.addi":
+                k, v = constant_int(op.operands[0]), op.operands[1]
+            else:
+                v = op.operands[0]
+            if k is None:
+                return None
+            c += k if op.name == "arith.addi" else -k
+        else:
+            return None
 
 
 def written_arrays(op: ir.Operation, callee_writes: Callable[[str], set[int]]) -> list[ir.Value]:

@@ -32,6 +32,7 @@ from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_k
 from .walk import walk
 from ..core.threads import default_num_threads
 from .registry import AdjPass
+from .unit_stride import version_unit_stride_launches
 
 ERROR_TABLE_ATTR = "adj.error_table"
 
@@ -199,6 +200,7 @@ def lower_cpu(module: ir.Operation, threads: int = 2) -> None:
 
 
 def _lower_cpu(module: ir.Operation, threads: int) -> None:
+    version_unit_stride_launches(module)   # views of unit innermost stride: a twin kernel
     symbols = _symbol_table(module)
     copies: dict[tuple[str, str], str | None] = {}
     for launch in _ops_named(module, "adj.launch"):

@@ -32,14 +32,16 @@ from timing import median_of
 
 TOLERANCE = {np.float32: 1e-5, np.float64: 1e-12}
 UNARY = ("sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt",
-         "rsqrt", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "cbrt")
+         "rsqrt", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "cbrt", "asinh",
+         "acosh", "atanh")
 BINARY = ("pow", "atan2", "hypot")
 # The inputs each function is timed on: inside its domain, away from overflow.
 DOMAIN = {"log": (0.01, 10), "log2": (0.01, 10), "log10": (0.01, 10), "log1p": (-0.9, 10),
           "sqrt": (0.0, 10), "rsqrt": (0.01, 10), "asin": (-0.99, 0.99),
-          "acos": (-0.99, 0.99), "pow": (0.1, 10), "cbrt": (-10, 10)}
+          "acos": (-0.99, 0.99), "pow": (0.1, 10), "cbrt": (-10, 10), "acosh": (1.0, 10),
+          "atanh": (-0.99, 0.99)}
 _NUMPY = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "pow": "power",
-          "atan2": "arctan2"}
+          "atan2": "arctan2", "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh"}
 
 
 def numpy_function(name: str):

@@ -524,6 +524,7 @@ _NUMPY_SPELLINGS = {
                       "min", "degrees", "radians", "where", "clip", "mean", "transpose",
                       "matmul")},
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+    "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
     "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
 
 

@@ -16,7 +16,8 @@ import numpy as np
 # Unary math functions (scalar_ops.math_unary compiles them); integer arguments become f64
 # as in Python's math module, f32 stays f32.
 UNARY_MATH = ("sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
-              "sqrt", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "rsqrt", "cbrt")
+              "sqrt", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "rsqrt", "cbrt",
+              "asinh", "acosh", "atanh")
 # Work-item queries, atomics and sync: kernels only, with no meaning in plain Python.
 KERNEL_ONLY = ("index", "index_nd", "ndrange", "atomic_add", "synchronize")
 # Float classification, with Python's and NumPy's names: bool results.
@@ -51,7 +52,8 @@ class Builtin:
 
 def _numpy_unary(name: str) -> Callable:
     special = {"rsqrt": lambda x: 1 / np.sqrt(x), "erf": np.vectorize(pymath.erf)}
-    numpy_names = {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}
+    numpy_names = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+                   "acosh": "arccosh", "atanh": "arctanh"}
     return special.get(name) or getattr(np, numpy_names.get(name, name))
 
 

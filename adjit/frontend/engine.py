@@ -205,7 +205,7 @@ def _tier_up(compiled: CompiledModule, folder, key: str, errors, data: bytes) ->
 # (No leading \b: a pattern that starts with a literal is searched for by that literal, 100x
 # faster on a 100 KB module (15 ms a compile); _word_at checks the boundary.)
 _MATH_OP = re.compile(r"math\.(?:sin|cos|tan|exp|exp2|expm1|log|log2|log10|log1p|powf|sinh|"
-                      r"cosh|tanh|asin|acos|atan|atan2|cbrt|erf)\b")
+                      r"cosh|tanh|asin|acos|atan|atan2|cbrt|erf|asinh|acosh|atanh)\b")
 
 
 def _vectorizable_math(source: str) -> bool:

@@ -15,7 +15,8 @@ tan), except f64 erf (6 ulp), f64 pow (error grows with |y*log(x)|: ~1e-13 relat
 overflow), and sin/cos/tan, whose 3-part reduction by pi/2 is accurate for |x| < 2**20*pi/2
 and loses digits beyond (libdevice switches to Payne-Hanek there). f32 sin/cos/tan reduce in
 f64, and f32 pow, cbrt and erf compute in f64, which Hopper runs at half the f32 rate.
-Not expanded (an error names them): erfc, atanh and the other math ops without a case here.
+asinh, acosh and atanh from log/log1p as fdlibm does. Not expanded (an error names them):
+erfc and the other math ops without a case here.
 The CPU pipeline uses log1p and expm1 from here too (cpu_math.py): upstream's lowering
 computes them as log(1 + x) and exp(x) - 1.
 """
@@ -384,6 +385,48 @@ def acos(e: _Emit, x):
     return atan2(e, e.intr("sqrt", e.mul(e.sub(e.c(1.0), x), e.add(e.c(1.0), x))), x)
 
 
+# --- inverse hyperbolic (fdlibm s_asinh.c, e_acosh.c, e_atanh.c) ----------------------------
+
+_HYPERBOLIC_BIG = {True: 2.0 ** 28, False: 2.0 ** 12}   # beyond: sqrt(x*x + 1) is x
+
+
+def _log_twice(e: _Emit, a):
+    """log(2a), for a past _HYPERBOLIC_BIG (2a may overflow: log(a) + ln 2)."""
+    return e.add(log(e, a), e.c(math.log(2)))
+
+
+def asinh(e: _Emit, x):
+    a = e.intr("fabs", x)
+    a2 = e.mul(a, a)
+    root = e.intr("sqrt", e.add(a2, e.c(1.0)))
+    small = log1p(e, e.add(a, e.div(a2, e.add(e.c(1.0), root))))      # no cancellation
+    mid = log(e, e.add(e.mul(e.c(2.0), a), e.div(e.c(1.0), e.add(root, a))))
+    r = e.sel(e.cmp(_F.OGT, a, e.c(2.0)), mid, small)
+    r = e.sel(e.cmp(_F.OGT, a, e.c(_HYPERBOLIC_BIG[e.f64])), _log_twice(e, a), r)
+    return _nan_passthrough(e, x, _with_sign_of(e, r, x))
+
+
+def acosh(e: _Emit, x):
+    t = e.sub(x, e.c(1.0))
+    small = log1p(e, e.add(t, e.intr("sqrt", e.add(e.mul(e.c(2.0), t), e.mul(t, t)))))
+    mid = log(e, e.sub(e.mul(e.c(2.0), x),
+                       e.div(e.c(1.0), e.add(x, e.intr("sqrt", e.sub(e.mul(x, x), e.c(1.0)))))))
+    r = e.sel(e.cmp(_F.OGT, x, e.c(2.0)), mid, small)
+    r = e.sel(e.cmp(_F.OGT, x, e.c(_HYPERBOLIC_BIG[e.f64])), _log_twice(e, x), r)
+    r = e.sel(e.cmp(_F.OLT, x, e.c(1.0)), e.c(math.nan), r)
+    return _nan_passthrough(e, x, r)
+
+
+def atanh(e: _Emit, x):
+    a = e.intr("fabs", x)
+    two_a = e.add(a, a)
+    small = e.mul(e.c(0.5), log1p(e, e.add(two_a, e.div(e.mul(two_a, a), e.sub(e.c(1.0), a)))))
+    big = e.mul(e.c(0.5), log1p(e, e.div(two_a, e.sub(e.c(1.0), a))))
+    r = e.sel(e.cmp(_F.OLT, a, e.c(0.5)), small, big)
+    r = e.sel(e.cmp(_F.OGT, a, e.c(1.0)), e.c(math.nan), r)
+    return _nan_passthrough(e, x, _with_sign_of(e, r, x))
+
+
 # --- erf: below 2, x*exp(-x*x) times a series of positive terms (A&S 7.1.6, no cancellation);
 # above, 1 - erfc with erfc's continued fraction (A&S 7.1.14); in f64 --------------------------
 
@@ -467,7 +510,7 @@ _FLOAT_OPS: dict[str, Callable] = {
     "math.tanh": tanh, "math.sinh": sinh, "math.cosh": cosh,
     "math.powf": powf, "math.fpowi": fpowi, "math.cbrt": cbrt,
     "math.atan": atan, "math.atan2": atan2, "math.asin": asin, "math.acos": acos,
-    "math.erf": erf,
+    "math.erf": erf, "math.asinh": asinh, "math.acosh": acosh, "math.atanh": atanh,
 }
 # Lowered by convert-math-to-llvm to intrinsics that NVPTX selects.
 _LEFT_TO_LLVM = {"math.absi", "math.ctlz", "math.cttz", "math.ctpop"}

@@ -118,6 +118,9 @@ UNARY = [
     ("math.acos", np.arccos, (1e-10, 1), True, 2, 2),
     ("math.cbrt", np.cbrt, (1e-300, 1e300), True, 1, 1),
     ("math.erf", np.vectorize(math.erf), (1e-10, 10), True, 1, 6),
+    ("math.asinh", np.arcsinh, (1e-10, 1e30), True, 3, 3),
+    ("math.acosh", np.arccosh, (1, 1e30), False, 3, 3),
+    ("math.atanh", np.arctanh, (1e-10, 1), True, 3, 3),
 ]
 
 

@@ -41,7 +41,8 @@ def every_builtin(x, y):
             + adjit.expm1(x) + adjit.log(y) + adjit.log2(y) + adjit.log10(y) + adjit.log1p(y)
             + adjit.sqrt(y) + adjit.tanh(x) + adjit.sinh(x) + adjit.cosh(x) + adjit.asin(x)
             + adjit.acos(x) + adjit.atan(x) + adjit.erf(x) + adjit.rsqrt(y) + adjit.cbrt(x)
-            + adjit.pow(y, x) + adjit.atan2(x, y) + adjit.hypot(x, y))
+            + adjit.asinh(x) + adjit.acosh(y + 1.0) + adjit.atanh(x) + adjit.pow(y, x)
+            + adjit.atan2(x, y) + adjit.hypot(x, y))
 
 
 @adjit.kernel
@@ -61,8 +62,8 @@ def jit_all(x, y):
     return (np.sin(x) + np.cos(x) + np.tan(x) + np.exp(x) + np.exp2(x) + np.expm1(x)
             + np.log(y) + np.log2(y) + np.log10(y) + np.log1p(y) + np.sqrt(y) + np.tanh(x)
             + np.sinh(x) + np.cosh(x) + np.arcsin(x) + np.arccos(x) + np.arctan(x)
-            + adjit.erf(x) + adjit.rsqrt(y) + np.cbrt(x) + np.power(y, x) + np.arctan2(x, y)
-            + np.hypot(x, y))
+            + adjit.erf(x) + adjit.rsqrt(y) + np.cbrt(x) + np.arcsinh(x) + np.arccosh(y + 1.0)
+            + np.arctanh(x) + np.power(y, x) + np.arctan2(x, y) + np.hypot(x, y))
 
 
 @adjit.jit
@@ -153,7 +154,8 @@ def _reference(name: str, *args: np.ndarray) -> np.ndarray:
     """NumPy's float64 result rounded to the arguments' type."""
     wide = [a.astype(np.float64) for a in args]
     numpy_names = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "pow": "power",
-                   "atan2": "arctan2"}
+                   "atan2": "arctan2", "asinh": "arcsinh", "acosh": "arccosh",
+                   "atanh": "arctanh"}
     with np.errstate(all="ignore"):
         if name == "erf":
             out = np.array([math.erf(v) for v in wide[0]])

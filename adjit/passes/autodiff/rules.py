@@ -112,6 +112,15 @@ def _one_minus_sq(a: ir.Value) -> ir.Value:
     return _mul(_sub(_c(a, 1.0), a), _add(_c(a, 1.0), a))
 
 
+def _hypot_one(a: ir.Value) -> ir.Value:
+    """sqrt(a^2 + 1), as |a| sqrt(1 + (1/a)^2) past |a| = 1 (no overflow)."""
+    m = math.absf(a)
+    big = arith.cmpf(arith.CmpFPredicate.OGT, m, _c(a, 1.0))
+    t = _where(big, _div(_c(a, 1.0), m), m)
+    r = math.sqrt(_add(_sq(t), _c(a, 1.0)))
+    return _where(big, _mul(m, r), r)
+
+
 def _sech2(a: ir.Value) -> ir.Value:
     """1 / cosh(a)^2 as 4t / (1 + t)^2, t = exp(-2|a|) in (0, 1]: 1 - tanh(a)^2 cancels
     once tanh rounds to 1 (0 for |a| > 9 in f32, where sech^2 is 6e-8), cosh^2 overflows."""
@@ -252,9 +261,12 @@ RULES: dict[str, tuple[Rule | None, ...]] = {
     "math.tanh": (lambda x, y, d: _mul(d, _sech2(x[0])),),
     "math.sinh": (_strong(lambda x, y, d: _mul(d, math.cosh(x[0]))),),
     "math.cosh": (_strong(lambda x, y, d: _mul(d, math.sinh(x[0]))),),
-    "math.asinh": (lambda x, y, d: _div(d, math.sqrt(_add(_sq(x[0]), _c(d, 1.0)))),),
-    "math.acosh": (_strong(lambda x, y, d: _div(d, math.sqrt(_sub(_sq(x[0]), _c(d, 1.0))))),),
-    "math.atanh": (_strong(lambda x, y, d: _div(d, _sub(_c(d, 1.0), _sq(x[0])))),),
+    # 1/sqrt(x^2 + 1) without x^2 (it overflows past 1e19 in f32, and the derivative was 0)
+    "math.asinh": (lambda x, y, d: _div(d, _hypot_one(x[0])),),
+    # sqrt(x^2 - 1) as sqrt(x - 1) sqrt(x + 1): exact differences near 1, no overflow
+    "math.acosh": (_strong(lambda x, y, d: _div(d, _mul(math.sqrt(_sub(x[0], _c(d, 1.0))),
+                                                         math.sqrt(_add(x[0], _c(d, 1.0)))))),),
+    "math.atanh": (_strong(lambda x, y, d: _div(d, _one_minus_sq(x[0]))),),
     "math.atan": (lambda x, y, d: _div(d, _add(_c(d, 1.0), _sq(x[0]))),),
     # 1 - x^2 as (1 - x)(1 + x): 1 - x is exact near 1, 1 - x*x cancels (6 ulp in f32)
     "math.asin": (_strong(lambda x, y, d: _div(d, math.sqrt(_one_minus_sq(x[0])))),),

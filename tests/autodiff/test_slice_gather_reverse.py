@@ -73,17 +73,51 @@ def row_broadcast_jax(u):
     return jnp.sum(v * v)
 
 
+def cube(u):
+    """3-D: shifts along the first two axes (the loop nest's rows and an inner loop)."""
+    v = u * 1.0
+    v[1:-1, 1:-1, :] = u[2:, 1:-1, :] - u[:-2, 1:-1, :] * u[1:-1, 2:, :]
+    return np.sum(v * v)
+
+
+def cube_jax(u):
+    v = u.at[1:-1, 1:-1, :].set(u[2:, 1:-1, :] - u[:-2, 1:-1, :] * u[1:-1, 2:, :])
+    return jnp.sum(v * v)
+
+
+def views_of_views(u):
+    """Shifted views of a view (offsets add up), of a transpose, and a stepped one."""
+    w = u[1:, :]
+    t = u.T
+    v = u * 1.0
+    v[2:, :] = w[1:, :] * w[:-1, :] + u[:-2, :]
+    v[:, 1:] = v[:, 1:] + t[1:, :].T * t[:-1, :].T + u[::2, :].sum()
+    return np.sum(v * v)
+
+
+def views_of_views_jax(u):
+    w = u[1:, :]
+    t = u.T
+    v = u.at[2:, :].set(w[1:, :] * w[:-1, :] + u[:-2, :])
+    v = v.at[:, 1:].set(v[:, 1:] + t[1:, :].T * t[:-1, :].T + u[::2, :].sum())
+    return jnp.sum(v * v)
+
+
 CASES = {
     "heat": (adjit.jit(heat), heat_jax, True),
     "wide": (adjit.jit(wide), wide_jax, False),
     "line": (adjit.jit(line), line_jax, False),
     "row_broadcast": (adjit.jit(row_broadcast), row_broadcast_jax, False),
+    "cube": (adjit.jit(cube), cube_jax, False),
+    "views_of_views": (adjit.jit(views_of_views), views_of_views_jax, False),
 }
 SHAPES = {
     "heat": [(7, 5), (9, 9), (3, 3), (3, 5), (1, 4), (2, 3)],
     "wide": [(9, 7), (5, 5), (6, 11)],
     "line": [(7,), (4,), (3,), (1,)],
     "row_broadcast": [(5, 3), (2, 4), (1, 3)],
+    "cube": [(5, 4, 3), (3, 3, 1)],
+    "views_of_views": [(6, 5), (3, 4)],
 }
 PARAMS = [(name, shape) for name, shapes in SHAPES.items() for shape in shapes]
 
@@ -170,3 +204,11 @@ def test_an_in_place_update_of_shifted_views():
     u = np.random.default_rng(2).standard_normal(7)
     np.testing.assert_allclose(adjit.grad(inplace)(u), np.asarray(jax.grad(inplace_jax)(u)),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_float32_gradient_stays_float32():
+    u = np.random.default_rng(3).standard_normal((9, 8)).astype(np.float32)
+    g = adjit.grad(CASES["heat"][0])(u, 2)
+    assert g.dtype == np.float32
+    want = np.asarray(jax.grad(heat_jax)(u.astype(np.float64), 2))
+    np.testing.assert_allclose(g, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())

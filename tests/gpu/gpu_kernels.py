@@ -193,6 +193,9 @@ UNARY_MATH = {
     "acos": (np.arccos, lambda r, n: r.uniform(-1, 1, n)),
     "cbrt": (np.cbrt, lambda r, n: r.standard_normal(n) * np.exp(r.uniform(-80, 80, n))),
     "erf": (np.vectorize(math.erf), lambda r, n: r.uniform(-6, 6, n)),
+    "asinh": (np.arcsinh, lambda r, n: r.standard_normal(n) * np.exp(r.uniform(-20, 20, n))),
+    "acosh": (np.arccosh, lambda r, n: 1 + np.exp(r.uniform(-20, 20, n))),
+    "atanh": (np.arctanh, lambda r, n: r.uniform(-1, 1, n)),
 }
 
 

@@ -11,7 +11,7 @@ the gradients and the value. A gradient further than WRONG from the reference is
 as wrong, not timed, and makes the script exit with status 1.
 
     python benchmarks/bench_grad_workloads.py        # JAX/Numba: pip install -e '.[bench]'
-    python benchmarks/bench_grad_workloads.py G2 G2b # only those rows
+    python benchmarks/bench_grad_workloads.py G2b G2s # only those rows
 
 tests/bench/test_grad_workloads.py runs the same workloads at a tiny size.
 """
@@ -90,6 +90,20 @@ def reaction_diffusion(u0, steps: int):
         reaction_diffusion_step(u, v, ndrange=u.shape)
         u, v = v, u
     return adjit.sum(u * u)
+
+
+@adjit.jit
+def reaction_diffusion_stacked(u0, steps: int):
+    # G2b with every state kept, as users write it when they want the trajectory: each step
+    # writes the next row of a (steps + 1, n, m) array. Its gradient reads the states where
+    # they are (no tape: memory.py proves row t never written again) and needs no copies.
+    n, m = u0.shape[0], u0.shape[1]
+    u_all = adjit.empty((steps + 1, n, m), dtype=u0.dtype)
+    u_all[0] = u0
+    for t in range(steps):
+        reaction_diffusion_step(u_all[t], u_all[t + 1], ndrange=u0.shape)
+    last = u_all[steps]
+    return adjit.sum(last * last)
 
 
 @adjit.func
@@ -256,11 +270,14 @@ def linreg_workload(n: int, rng, inline: bool = False) -> Workload:
         state_bytes=x.nbytes)
 
 
-def stencil_workload(grid: int, steps: int, reaction: bool, rng) -> Workload:
+def stencil_workload(grid: int, steps: int, reaction: bool, rng,
+                     stacked: bool = False) -> Workload:
+    """G2 (heat), G2b (reaction-diffusion) on two swapped arrays, or with `stacked` G2s:
+    G2b's steps writing every state into a (steps + 1, grid, grid) array."""
     u0 = rng.random((grid, grid), dtype=np.float32)
     du0 = np.zeros_like(u0)
     u64, = _f64(u0)
-    fn = reaction_diffusion if reaction else heat
+    fn = reaction_diffusion_stacked if stacked else reaction_diffusion if reaction else heat
 
     def grad():
         du0.fill(0.0)
@@ -272,13 +289,26 @@ def stencil_workload(grid: int, steps: int, reaction: bool, rng) -> Workload:
         if jnp is None:
             return None
 
+        def step(u):
+            c = u[1:-1, 1:-1]
+            lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * c
+            new = c + 0.1 * lap + (0.05 * c * (1.0 - c) if reaction else 0.0)
+            return u.at[1:-1, 1:-1].set(new)
+
         def f(u):
             for _ in range(steps):
-                c = u[1:-1, 1:-1]
-                lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * c
-                new = c + 0.1 * lap + (0.05 * c * (1.0 - c) if reaction else 0.0)
-                u = u.at[1:-1, 1:-1].set(new)
+                u = step(u)
             return jnp.sum(u * u)
+
+        def f_stacked(u):
+            # JAX's way to keep every state: a scan that stacks them
+            def body(v, _):
+                v = step(v)
+                return v, v
+            _, states = jx.lax.scan(body, u, None, length=steps)
+            u_all = jnp.concatenate([u[None], states])
+            return jnp.sum(u_all[steps] * u_all[steps])
+        f = f_stacked if stacked else f
         uj = jnp.asarray(u0)
         p, vg = jx.jit(f), jx.jit(jx.value_and_grad(f))
         return (lambda: jx.block_until_ready(p(uj)),
@@ -298,7 +328,8 @@ def stencil_workload(grid: int, steps: int, reaction: bool, rng) -> Workload:
             return (du0,), value
         return run
 
-    name = ("G2b reaction-diffusion `u + 0.1*lap(u) + 0.05*u*(1-u)`" if reaction else
+    name = ("G2s G2b, the states stacked: `u_all[t + 1] = step(u_all[t])`" if stacked else
+            "G2b reaction-diffusion `u + 0.1*lap(u) + 0.05*u*(1-u)`" if reaction else
             "G2 heat stencil") + f" {grid}^2 x {steps}, dL/du0"
     return Workload(
         name, lambda: fn(u0, steps), grad, lambda: stencil_grad_np(u64, steps, reaction),
@@ -448,7 +479,10 @@ def workloads(n: int = 4_000_000, grid: int = 256, steps: int = 50, seed: int = 
     rng = np.random.default_rng(seed)
     return [linreg_workload(n, rng), linreg_workload(n, rng, inline=True),
             stencil_workload(grid, steps, False, rng),
-            stencil_workload(grid, steps, True, rng), softplus_workload(n, rng),
+            stencil_workload(grid, steps, True, rng),
+            # (its own generator: the other rows keep their data)
+            stencil_workload(grid, steps, True, np.random.default_rng(seed + 1), stacked=True),
+            softplus_workload(n, rng),
             residual_workload(n, rng), lookup_workload(n, table, rng)]
 
 
@@ -692,7 +726,8 @@ def _source_state() -> str:
 
 
 def main(argv: list[str]) -> int:
-    """argv: first words of workload names (G1 G1e G2 G2b G3 kernel G4): only those rows."""
+    """argv: first words of workload names (G1 G1e G2 G2b G2s G3 kernel G4): only those
+    rows."""
     out = sys.stdout
     load = os.getloadavg()[0]
     print(f"adjit {_source_state()}; load average "

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_grad_workloads as bench  # noqa: E402
 
-NAMES = ["G1", "G1e", "G2", "G2b", "G3", "kernel", "G4"]
+NAMES = ["G1", "G1e", "G2", "G2b", "G2s", "G3", "kernel", "G4"]
 
 
 @pytest.fixture(scope="module")

@@ -150,11 +150,14 @@ def compile_tier() -> int:
 # 1.0-1.3x).
 FIRST_TIER = 0
 
-# What may make code at O3 compute other numbers than at a lower level: reassociation
-# (`reassoc`/`fast` flags: the vectoriser reorders such reductions), a fused multiply-add
-# LLVM may or may not fuse (fmuladd), and math functions (libm's scalar calls against
-# libmvec's vectors in the O3 build: cpu_cache's -vector-library).
-_REORDERING_FLAGS = ("reassoc", "fast")
+# What may make code at O3 compute other numbers than at a lower level: fast-math flags
+# (`reassoc`: the vectoriser reorders such adds, and so it does in adjit.sum's and the
+# gradients' accumulators; `contract`: fuses into fmas...), a fused multiply-add LLVM may or
+# may not fuse (fmuladd), and math functions (libm's scalar calls against libmvec's vectors
+# in the O3 build: cpu_cache's -vector-library). (Tried: a first tier without `reassoc`,
+# then the O3 build without it where the two O3 builds differ: they did for the least-squares
+# and heat gradients, whose O3 code without `reassoc` ran 1.7x slower.)
+_FAST_MATH_FLAGS = ("reassoc", "fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn")
 _DECLARED = re.compile(r"\ndeclare [^@\n]*@([\w.$]+)\(")   # (a literal first: fast)
 _EXACT_INTRINSIC = re.compile(
     r"llvm\.(?:memcpy|memmove|memset|smax|smin|umax|umin|abs|fabs|sqrt|fma|floor|ceil|trunc|"
@@ -165,11 +168,11 @@ _EXACT_INTRINSIC = re.compile(
 
 def first_tier(llvm_ir: str) -> int:
     """The LLVM level to compile module `llvm_ir` (LLVM IR before optimisation) at first:
-    compile_tier(), or 3 where the O3 build might give other numbers (a reordering flag,
+    compile_tier(), or 3 where the O3 build might give other numbers (a fast-math flag,
     fmuladd, a call of anything but adjit's runtime and exact intrinsics)."""
     level = compile_tier()
     if (level == 3 or "@llvm.fmuladd." in llvm_ir
-            or any(_has_word(llvm_ir, flag) for flag in _REORDERING_FLAGS)):
+            or any(_has_word(llvm_ir, flag) for flag in _FAST_MATH_FLAGS)):
         return 3
     for name in _DECLARED.findall(llvm_ir):
         if name.startswith("llvm."):

@@ -282,6 +282,8 @@ def test_without_the_disk_cache_no_tiers(monkeypatch):
 @pytest.mark.parametrize("line, tiered", [
     ("%3 = fadd reassoc float %1, %2", False),
     ("%3 = fmul fast double %1, %2", False),
+    ("%3 = fadd contract float %1, %2", False),
+    ("%3 = fcmp nnan olt double %1, %2", False),
     ("%3 = call float @llvm.fmuladd.f32(float %0, float %1, float %2)", False),
     ("declare float @sinf(float)", False),
     ("declare double @llvm.exp.f64(double)", False),

@@ -10,10 +10,6 @@ one core, paired: expm1 0.214 -> 0.089 ms, log1p 0.217 -> 0.117 ms, in float64 0
 and 0.51 -> 0.26 ms (libmvec: 1-2 ulp). Elsewhere by the
 GPU's arith expansions (math_approx.py, within 3 ulp), which any vectoriser vectorises,
 where a libm call would stay scalar.
-
-float32 cbrt is computed as the float64 cbrt of the widened argument, rounded: libmvec's
-float32 cbrt (2 ulp) made the derivative 1/(3 cbrt(x)^2) 8 ulp off, beyond docs/accuracy.md's
-bound of 6, where the float64 call (vectorised too, 4 lanes) rounds to within 1 ulp.
 """
 from __future__ import annotations
 
@@ -23,7 +19,7 @@ import functools
 import platform
 
 from mlir import ir
-from mlir.dialects import arith, func, math
+from mlir.dialects import func
 
 from .math_approx import _Emit, expm1, log1p
 from .registry import AdjPass
@@ -34,25 +30,16 @@ _EXPANSIONS = {"math.log1p": log1p, "math.expm1": expm1}
 
 def expand_log1p_expm1(root: ir.Operation) -> None:
     """Rewrites each scalar f32/f64 math.log1p and math.expm1 under `root` (a module) into
-    libm calls or arith, and each f32 math.cbrt into the f64 one (the module docstring)."""
+    libm calls or arith (the module docstring)."""
     found: list[ir.Operation] = []
-    widen: list[ir.Operation] = []
 
     def collect(op: ir.Operation) -> ir.WalkResult:
         if (op.name in _EXPANSIONS
                 and isinstance(op.results[0].type, (ir.F32Type, ir.F64Type))):
             found.append(op)
-        elif op.name == "math.cbrt" and isinstance(op.results[0].type, ir.F32Type):
-            widen.append(op)
         return ir.WalkResult.ADVANCE
 
     walk(root, collect)
-    for op in widen:
-        with ir.InsertionPoint(op), op.location:
-            value = arith.truncf(op.results[0].type,
-                                 math.cbrt(arith.extf(ir.F64Type.get(), op.operands[0])))
-        op.results[0].replace_all_uses_with(value)
-        op.erase()
     if found and libmvec_has_log1p_expm1():
         _call_libm(root, found)
         return

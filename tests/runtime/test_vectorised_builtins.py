@@ -102,8 +102,7 @@ def _libm(name: str) -> tuple[str, str] | None:
 
 
 def _math_calls(llvm_ir: str) -> set[tuple[str, str]]:
-    """The transcendental functions the (unoptimised) LLVM IR calls, as _libm names them.
-    (float32 cbrt is a float64 call: passes/cpu_math.py.)"""
+    """The transcendental functions the (unoptimised) LLVM IR calls, as _libm names them."""
     found = {(n, "f" if t == "32" else "") for n, t in
              re.findall(r"call (?:float|double) @llvm\.([a-z0-9]+)\.f(32|64)\(", llvm_ir)
              if n in TRANSCENDENTAL}

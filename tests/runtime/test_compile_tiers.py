@@ -376,3 +376,38 @@ def test_import_builds_nothing_and_writes_no_cache(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     import json
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [[], []]
+
+
+# -- many kinds of ops: the same bits in both tiers ---------------------------------------------
+
+@adjit.kernel
+def mixed(x, k, out, counts):
+    i, j = adjit.index_nd()
+    v = x[i, j]
+    w = adjit.sqrt(abs(v)) / (1.0 + v * v) - adjit.max(v, 0.25) * adjit.min(v, -0.5)
+    if v > 0.0:
+        w = w * 3.0 - 1.0 / (v + 2.0)
+    out[i, j] = w + float(k[i, j] // 3) - float(k[i, j] % 5)
+    counts[i, j] = (k[i, j] * 7 + i - j) >> 1
+
+
+def test_mixed_float_and_integer_ops_same_bits_in_both_tiers(gate):
+    release, _ = gate
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 29))
+    k = rng.integers(-50, 50, (37, 29))
+    first = (np.empty_like(x), np.empty_like(k))
+    mixed(x, k, *first, ndrange=x.shape)
+    assert _module(mixed).tiered
+    _swap(release)
+    later = (np.empty_like(x), np.empty_like(k))
+    mixed(x, k, *later, ndrange=x.shape)
+    assert _module(mixed).opt_level == 3
+    for a, b in zip(first, later):
+        _same(a, b)
+    v = x
+    w = np.sqrt(np.abs(v)) / (1.0 + v * v) - np.maximum(v, 0.25) * np.minimum(v, -0.5)
+    w = np.where(v > 0.0, w * 3.0 - 1.0 / (v + 2.0), w)
+    np.testing.assert_allclose(first[0], w + (k // 3) - (k % 5), rtol=1e-15, atol=1e-15)
+    i, j = np.indices(x.shape)
+    np.testing.assert_array_equal(first[1], (k * 7 + i - j) >> 1)

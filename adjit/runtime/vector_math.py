@@ -93,7 +93,10 @@ def add_vector_variants(llvm_ir: str, available: set[str]) -> str:
     return out + "\n".join(tail) + "\n"
 
 
-_DEFINE = re.compile(r"^(define [^\n]*\)[^\n{]*?) ?\{$", re.MULTILINE)
+# A definition whose function attributes end its header (what MLIR emits); one with a
+# section, personality, !dbg... after them is left as it is (its loops keep 256 bits).
+_DEFINE = re.compile(r"^(define [^\n]*\)(?: (?:local_)?unnamed_addr)?(?: #\d+)*) \{$",
+                     re.MULTILINE)
 
 
 def prefer_512_bit_vectors(llvm_ir: str) -> str:

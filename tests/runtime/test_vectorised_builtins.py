@@ -260,3 +260,20 @@ def test_intel_avx512_cores_take_the_16_lane_variants():
         nm = subprocess.run(["nm", "-D", "--undefined-only", so.name], capture_output=True,
                             text=True, check=True).stdout
     assert "_ZGVeN16v_tanhf" in nm and "_ZGVeN16v_expf" in nm
+
+
+def test_512_bit_preference_goes_where_function_attributes_go():
+    from adjit.runtime.vector_math import prefer_512_bit_vectors
+    import llvm
+    module = ("define internal void @g(ptr %0) #0 {\n  ret void\n}\n"
+              "define void @h() local_unnamed_addr #0 {\n  call void @g(ptr null)\n"
+              "  ret void\n}\n"
+              "define { ptr, i64 } @e(ptr %0, i64 %1) {\n  ret { ptr, i64 } zeroinitializer\n}\n"
+              "attributes #0 = { nounwind }\n")
+    out = prefer_512_bit_vectors(module)
+    assert out.count('"prefer-vector-width"="512" {') == 3
+    opt = Path(list(llvm.__path__)[0]) / "bin" / "opt"
+    subprocess.run([str(opt), "-", "-o", "/dev/null"], input=out, text=True, check=True)
+    # a header with more after its attributes (here debug metadata) is left as it is
+    dbg = "define void @k() !dbg !4 {\n  ret void\n}\n"
+    assert prefer_512_bit_vectors(dbg) == dbg

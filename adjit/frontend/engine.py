@@ -3,7 +3,9 @@
 `compile_module` finds the module's shared object in the disk cache (runtime/cpu_cache.py)
 and loads it, or lowers a copy of the module (passes/pipeline.py), builds an MLIR
 ExecutionEngine, and has the cache build the shared object in the background for the next
-process. Compiled modules are also cached by key for the life of the process, and never
+process. Where that O3 build cannot compute other numbers, the ExecutionEngine compiles at a
+lower level first (compile tiers: first_tier) and the O3 build replaces it once built
+(_tier_up, CompiledModule.swap). Compiled modules are also cached by key for the life of the process, and never
 destroyed or unloaded: after a launch returns, async-runtime workers may still be running the
 last instructions of their task in the module's code (measured: destroying the engine right
 after a parallel launch crashed 3 runs in 20).
@@ -205,8 +207,8 @@ def _tier_up(compiled: CompiledModule, folder, key: str, errors, data: bytes) ->
 
 
 # Math ops of the adj-level module that lower to libm calls or LLVM intrinsics libmvec has.
-# (No leading \b: a pattern that starts with a literal is searched for by that literal, 100x
-# faster on a 100 KB module (15 ms a compile); _word_at checks the boundary.)
+# (No leading \b: a pattern that starts with a literal is searched for by that literal: on
+# the heat gradient's 100 KB module 1.8 -> 0.05 ms; _word_at checks the boundary.)
 _MATH_OP = re.compile(r"math\.(?:sin|cos|tan|exp|exp2|expm1|log|log2|log10|log1p|powf|sinh|"
                       r"cosh|tanh|asin|acos|atan|atan2|cbrt|erf|asinh|acosh|atanh)\b")
 

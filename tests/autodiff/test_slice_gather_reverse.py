@@ -149,7 +149,7 @@ def test_gradient_against_jax_and_finite_differences(name, shape):
 def _reversals(monkeypatch) -> dict:
     """Which reversal each scf.parallel the pass reverses gets, from here on."""
     seen = {"sequential views": 0, "gathered": 0}
-    seq, rows = control_flow._reverse_sequential, gather.gather_rows
+    seq, rows = control_flow._reverse_sequential, control_flow.gather_rows
 
     def sequential(gen, op):
         # (a reduction's chunks reverse serially by design: count only the loops that read
@@ -164,7 +164,7 @@ def _reversals(monkeypatch) -> dict:
         assert loop.name == "scf.parallel"      # the reversed loop itself stays parallel
         return rows(gen, loop, plan)
     monkeypatch.setattr(control_flow, "_reverse_sequential", sequential)
-    monkeypatch.setattr(gather, "gather_rows", gathered)
+    monkeypatch.setattr(control_flow, "gather_rows", gathered)
     return seen
 
 

@@ -25,9 +25,9 @@ from mlir.dialects import arith, memref, scf
 from ...dialects.adj import AdjError, CHECKPOINT_ATTR
 from .checkpoint import augmented as checkpointed_augmented
 from .checkpoint import reverse as checkpointed_reverse
-from . import gather
 from .activity import terminator
 from .adjoints import NeedsTape, Scope
+from .gather import gather_rows, prepare_rows, row_sites
 from .ir_util import (for_each_index, index, is_float, is_memref, or_zero, ops,
                       trip_count, unravel, walk)
 from .loop_slots import LoopSlots, carry_in, sum_slots
@@ -397,13 +397,13 @@ def reverse_parallel(gen: "ReverseGenerator", op: ir.Operation) -> None:
 def _reverse_gathered(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     """The parallel reversal with the adds of shifted reads in gather form (gather.row_sites:
     a stencil written with slices), where it applies; whether it did."""
-    plan = gather.row_sites(gen, op)
+    plan = row_sites(gen, op)
     if plan is None:
         return False
     state = gen.checkpoint()
     attempt: list[ir.Operation] = []
     try:
-        gather.prepare_rows(gen, op, plan)
+        prepare_rows(gen, op, plan)
         _reverse_parallel(gen, op, attempt)
     except NeedsTape:
         gen.gather_row_sites = {}
@@ -412,7 +412,7 @@ def _reverse_gathered(gen: "ReverseGenerator", op: ir.Operation) -> bool:
             emitted.erase()
         gen.ctx.plan.drop_inside(op)
         return False
-    gather.gather_rows(gen, attempt[-1], plan)
+    gather_rows(gen, attempt[-1], plan)
     return True
 
 

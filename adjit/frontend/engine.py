@@ -171,10 +171,12 @@ _EXACT_INTRINSIC = re.compile(
 def first_tier(llvm_ir: str) -> int:
     """The LLVM level to compile module `llvm_ir` (LLVM IR before optimisation) at first:
     compile_tier(), or 3 where the O3 build might give other numbers (a fast-math flag,
-    fmuladd, a call of anything but adjit's runtime and exact intrinsics)."""
+    fmuladd, a call of anything but adjit's runtime and exact intrinsics) or the O0 code
+    might exhaust the stack (an alloca in a loop: _alloca_in_a_loop)."""
     level = compile_tier()
     if (level == 3 or "@llvm.fmuladd." in llvm_ir
-            or any(_has_word(llvm_ir, flag) for flag in _FAST_MATH_FLAGS)):
+            or any(_has_word(llvm_ir, flag) for flag in _FAST_MATH_FLAGS)
+            or _alloca_in_a_loop(llvm_ir)):
         return 3
     for name in _DECLARED.findall(llvm_ir):
         if name.startswith("llvm."):
@@ -183,6 +185,26 @@ def first_tier(llvm_ir: str) -> int:
         elif not (name in runtime_symbols() or name.startswith(("adj_", "_adj", "_mlir_"))):
             return 3
     return level
+
+
+def _alloca_in_a_loop(text: str) -> bool:
+    """Whether an `alloca` of LLVM IR `text` is outside its function's entry block (so may
+    run once per iteration of a loop: the lowering leaves a scalar's cell, a reverse
+    accumulator, in a loop body). O3 promotes such cells to registers; O0 keeps each one,
+    and the stack grows by one cell per iteration until the process crashes (a fixed point's
+    gradient at O0: a per-element cell times 3355 iterations of a 32x32 grid overflowed the
+    8 MiB main stack). Such a module is not tiered."""
+    i = text.find(" alloca ")
+    while i >= 0:
+        start = text.rfind("\ndefine ", 0, i)
+        if start >= 0 and _LABEL.search(text, start, i):
+            return True
+        i = text.find(" alloca ", i + 8)
+    return False
+
+
+# A basic block's label at a line start (`2019:`, `bb1:`): past the entry block.
+_LABEL = re.compile(r"\n[\w.$-]+:")
 
 
 def _has_word(text: str, word: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.types import type_of_value
 from . import service
 from .functions import Kernel, Lowered, debug_enabled
 from .guard import compiling
@@ -74,8 +75,12 @@ class _Routes:
         return compile_derivative_call(gen, what, args, kwargs)
 
     def call_transform(self, g: Any, args: tuple) -> Any:
-        from .derivative_calls import call_transform
-        return compiling(g, lambda: call_transform(g, args))
+        types = tuple(type_of_value(a) for a in args)
+
+        def compile() -> Compiled:
+            from .derivative_calls import compile_transform
+            return compile_transform(g, types)
+        return service.transform(g, types, compile).call(*args)
 
     def autodiff_of_transform(self, mode: Any, g: Any, args: tuple) -> Any:
         from .derivative_calls import call_autodiff

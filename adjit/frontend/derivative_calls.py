@@ -13,7 +13,7 @@ A derivative is itself a function the pass can differentiate (a request may name
 another request defines): `adjit.grad(adjit.grad(f))`, `adjit.jvp(adjit.grad(f), ...)` (a
 Hessian-vector product, forward over reverse) compile to nested requests. `Grad` objects (what
 `adjit.grad` returns) become functions of the module (`define_grad`), so they can be called,
-differentiated, and called from Python (`call_transform`, through a compiled entry).
+differentiated, and called from Python (`compile_transform`, through a compiled entry).
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ from .values import Array, Literal, PyObj, Scalar, StructValue
 if TYPE_CHECKING:
     from .autodiff import Grad, Jacobian
     from .codegen import CodeGenerator
+    from .compiled import Compiled
 
 
 # ---- the request and the call ---------------------------------------------------------------
@@ -659,20 +660,16 @@ def define_jacobian(unit: CompileUnit, jac: "Jacobian", types: list) -> tuple[st
 
 
 # ---- from Python and from code generation -----------------------------------------------------
-def call_transform(g: "Grad | Jacobian", args: tuple):
-    """`g(*args)` from Python when `g` is compiled whole (a derivative of a derivative,
-    adjit.grad(adjit.grad(f)), or a Jacobian): an entry holding the function `_define`
-    makes of it, compiled once per argument types."""
+def compile_transform(g: "Grad | Jacobian", types: tuple) -> "Compiled":
+    """`g` compiled whole for calls from Python with argument `types` (a derivative of a
+    derivative, adjit.grad(adjit.grad(f)), or a Jacobian): an entry holding the function
+    `_define` makes of it. (service.transform memoises it and keeps it on disk.)"""
     from .functions import debug_enabled
-    types = tuple(type_of_value(a) for a in args)
-    key = (types, debug_enabled())
-    if key not in g.compiled:
-        unit = CompileUnit(debug_enabled())
-        with unit.ctx, ir.Location.unknown():
-            symbol, results, is_tuple = _define(unit, g, list(types))
-            _entry_calling(unit, symbol, list(types), results)
-        g.compiled[key] = compiled(unit, "entry", list(types), results, is_tuple, g)
-    return g.compiled[key].call(*args)
+    unit = CompileUnit(debug_enabled())
+    with unit.ctx, ir.Location.unknown():
+        symbol, results, is_tuple = _define(unit, g, list(types))
+        _entry_calling(unit, symbol, list(types), results)
+    return compiled(unit, "entry", list(types), results, is_tuple, g)
 
 
 def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):

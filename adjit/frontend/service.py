@@ -73,7 +73,7 @@ class Key(NamedTuple):
 
 
 # The products, by Key.product.
-_PRODUCTS = ("cpu", "derivative", "pullback", "gpu-kernels", "host-program")
+_PRODUCTS = ("cpu", "derivative", "pullback", "gpu-kernels", "host-program", "transform")
 
 
 # ---- the one path --------------------------------------------------------------------------
@@ -200,6 +200,57 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
     # (a dict of the instance's own, which a test may take away to see what compiles)
     memo = target.__dict__.setdefault("_derivatives", {})
     return _product(target, key, memo, _DERIVATIVES, compile)
+
+
+def transform(g: Any, types: Sequence, compile: Callable[[], Compiled]) -> Compiled:
+    """The entry compiled whole for transform `g` (adjit.grad(adjit.grad(f)), a Jacobian)
+    called from Python with argument `types` (`compile()` makes it: derivative_calls.
+    compile_transform). Memoised on `g`; recorded on the CPU disk under the innermost
+    declaration's fingerprint and the transforms' attributes (`_chain`), so that a later
+    process loads it without MLIR. A chain this cannot name (a transform of something that is
+    not an adjit function) is compiled in each process."""
+    key = Key(None, (), "transform", tuple(types), None, None, None, debug_enabled())
+    found = g.compiled.get(key)
+    if found is not None:
+        return found
+    named = _chain(g)
+    built = None
+    if named is not None:
+        inner, chain = named
+        skey = source_index.key(key.text(inner, chain))
+        sites = code_sites(inner)
+        hit = from_source_key(skey, sites=sites)
+        if hit is not None:
+            try:
+                built = Compiled.from_meta(hit[0], hit[1], g, hit[0].source)
+            except (KeyError, TypeError, ValueError):   # a record of another shape: compile
+                pass
+    if built is None:
+        built = compiling(g, compile)
+        if named is not None:
+            source_index.record(skey, built.module.key, built.adj_text, built.meta, sites)
+    g.compiled[key] = built
+    return built
+
+
+# The transforms whose entries are kept on disk, by class (autodiff.py's; named, not imported:
+# autodiff imports this module), each with every attribute that changes what is compiled.
+_TRANSFORMS = {"Grad": ("argnums", "with_value"), "Jacobian": ("argnums", "reverse", "width")}
+
+
+def _chain(g: Any) -> tuple[Function, str] | None:
+    """(the adjit function innermost in transform `g`, the transforms from the outside in,
+    with their attributes), or None for a chain of other things."""
+    from .functions import Function
+    links = []
+    while not isinstance(g, Function):
+        cls = type(g)
+        names = _TRANSFORMS.get(cls.__name__)
+        if names is None or cls.__module__ != "adjit.frontend.autodiff":
+            return None
+        links.append(":".join([cls.__name__, *(repr(getattr(g, n)) for n in names)]))
+        g = g.f
+    return g, "/".join(links)
 
 
 # ---- GPU products --------------------------------------------------------------------------

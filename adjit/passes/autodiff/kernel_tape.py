@@ -497,3 +497,61 @@ def _gather(ctx: ReverseContext, rev: ir.Operation, name: str,
         for op, _ in g.sites:
             op.erase()
     return [(g.kernel, g.arg) for g in found]
+
+
+def without_dead_zeroing(diff: "Host", rev: str, params: list[int]) -> str:
+    """The reverse kernel `rev` for a launch after which nothing reads the shadows passed as
+    `params` (memory.shadow_dead_after): a copy without its stores of 0 into them, or `rev`
+    itself where none can go. Reverse mode zeroes the adjoint of an element the kernel
+    stores over, after reading it (memory_ops.reverse_store), for what reads the shadow
+    next; for a dead shadow that store is a pass of writes over the whole output for
+    nothing (G3: 16 MB). A store goes only where no read of that shadow can follow it: the
+    shadow's every use in the kernel is a load or a store of 0.0 in one block outside any
+    loop, the loads first (two stores over one element, or a store in a loop, read the
+    zero)."""
+    kernel = diff.lookup(rev).operation
+    entry = kernel.regions[0].blocks[0]
+    droppable = [k for k in params if _zero_stores(kernel, entry.arguments[k]) is not None]
+    if not droppable:
+        return rev
+    name = f"{rev}__dead{'_'.join(str(k) for k in droppable)}"
+    if diff.lookup(name) is None:
+        copy = kernel.clone(ir.InsertionPoint(diff.body)).operation
+        copy.attributes["sym_name"] = ir.StringAttr.get(name)
+        diff.symbols[name] = copy
+        for k in droppable:
+            for store in _zero_stores(copy, copy.regions[0].blocks[0].arguments[k]):
+                store.erase()
+    return name
+
+
+def _zero_stores(kernel: ir.Operation, shadow: ir.Value) -> list[ir.Operation] | None:
+    """The stores of 0.0 into `shadow` (a parameter of `kernel`) if they may be dropped
+    (without_dead_zeroing), else None."""
+    uses = [u.owner for u in shadow.uses]
+    uses = [u.operation if hasattr(u, "operation") else u for u in uses]
+    if not uses or any(u.name not in ("memref.load", "memref.store") for u in uses):
+        return None
+    block = uses[0].block
+    if any(u.block != block for u in uses):
+        return None
+    op = parent_op(block)
+    while op != kernel:
+        if op.name in ("scf.for", "scf.while", "scf.parallel"):
+            return None
+        op = op.parent.operation
+    stores = [u for u in uses if u.name == "memref.store"]
+    if any(s.operands[1] != shadow or not _is_zero(s.operands[0]) for s in stores):
+        return None
+    order = {o.operation: k for k, o in enumerate(block.operations)}
+    loads = [u for u in uses if u.name == "memref.load"]
+    if stores and loads and max(order[u] for u in loads) > min(order[s] for s in stores):
+        return None
+    return stores or None
+
+
+def _is_zero(v: ir.Value) -> bool:
+    if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
+        return False
+    value = v.owner.operation.attributes["value"]
+    return isinstance(value, ir.FloatAttr) and ir.FloatAttr(value).value == 0.0

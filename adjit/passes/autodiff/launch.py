@@ -30,6 +30,7 @@ from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, memref_type, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 from .dynamic_tape import emit_offsets
+from .memory import shadow_dead_after
 from .protocols import OpRules
 from .uniform import emit
 
@@ -154,9 +155,12 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
     sig, d = launch_signature(gen.ctx, op)
     call = launch_call(op)
     args: list[ir.Value] = []
+    dead: list[int] = []   # parameters given shadows that nothing reads afterwards
     for v, a in zip(call.operands, sig.activity):
         args.append(gen.primal(v))
         if a in SHADOWED:
+            if shadow_dead_after(gen.ctx.fn, gen.ctx.act.classes, op, v):
+                dead.append(len(args))
             args.append(gen.shadow(v))
     ndrange = [gen.primal(v) for v in op.operands]
     items = numel(ndrange)
@@ -187,7 +191,10 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
     # The launch returns the f64 sums of the per-item buffers (accurately: in f64 for f32,
     # pairwise over chunks; reduction.py says why). Each lowering decides how: the CPU's
     # sums per chunk of items as they run and never fills the buffers (lower_cpu.py).
-    launch = adj.launch(d.rev, ir.FunctionType.get(inputs, []), args + outs, ndrange,
+    # (imported here: kernel_tape imports the generators, whose rule table imports this)
+    from .kernel_tape import without_dead_zeroing
+    rev = without_dead_zeroing(gen.ctx.diff, d.rev, dead) if dead else d.rev
+    launch = adj.launch(rev, ir.FunctionType.get(inputs, []), args + outs, ndrange,
                         _workgroupsize(op), sums=len(outs))
     adj.sync()
     sums = [r if t == r.type else arith.truncf(t, r) for r, t in zip(launch.results, per_item)]

@@ -275,3 +275,57 @@ class WrittenArguments:
         if name not in self._classes:
             self._classes[name] = CallAliasClasses(fn, self.returned)
         return self._classes[name]
+
+
+# Ops that touch no element of their array (its shape, address or release only).
+_NO_ELEMENTS = ("memref.dim", "memref.dealloc", "memref.extract_aligned_pointer_as_index",
+                "memref.extract_strided_metadata")
+
+
+def shadow_dead_after(fn: ir.Operation, classes: AliasClasses, launch: ir.Operation,
+                      array: ir.Value) -> bool:
+    """Whether, in the reverse function, nothing reads `array`'s shadow after the reverse of
+    `launch` (an adj.launch of `fn` given `array`): the shadow is then an internal temporary
+    that the reverse kernel need not zero where it reads the adjoint of a stored element.
+
+    Proven when `array`'s alias class holds one `memref.alloc` of `fn` and views of it (no
+    argument, whose shadow the caller reads afterwards; no array a call, loop or branch gives,
+    which might be another array's), and every op that touches it other than the launch ran
+    after it (its reverse ran before the launch's), none returns it, and the launch runs once
+    (not in a loop: a later iteration's reverse would read the shadow again). Anything else
+    is not proven (False)."""
+    c = classes.find(array)
+    allocs = 0
+    positions: dict[ir.Block, dict[ir.Operation, int]] = {}
+
+    def position(op: ir.Operation) -> int:
+        if op.block not in positions:
+            positions[op.block] = {o.operation: k for k, o in enumerate(op.block.operations)}
+        return positions[op.block][op]
+
+    if may_run_after(launch, launch, fn, position):
+        return False
+    for op in walk(fn):
+        if op == fn:
+            continue
+        for region in op.regions:
+            for block in region.blocks:
+                if any(is_memref(a.type) and classes.find(a) == c for a in block.arguments):
+                    return False
+        if any(is_memref(r.type) and classes.find(r) == c for r in op.results):
+            if op.name == "memref.alloc":
+                allocs += 1
+            elif not facts(op.name).view:
+                return False
+        if not any(is_memref(v.type) and classes.find(v) == c for v in op.operands):
+            continue
+        user = op
+        if op.name == "func.call" and op.parent.operation.name == "adj.launch":
+            user = op.parent.operation
+        if user == launch or op.name in _NO_ELEMENTS or facts(op.name).view:
+            continue
+        if op.name == "func.return" or may_run_after(launch, user, fn, position):
+            return False
+    entry = fn.regions[0].blocks[0]
+    return allocs == 1 and not any(classes.find(a) == c for a in entry.arguments
+                                   if is_memref(a.type))

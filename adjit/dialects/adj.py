@@ -11,6 +11,22 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import irdl
 
+
+def _generic_llvm_and_gpu_ops() -> None:
+    # The bindings import `mlir.dialects.<dialect>` the first time an op of that dialect is
+    # seen from Python (to give it its OpView class), so walking a module in the LLVM dialect
+    # or an adj.launch's gpu.yield cost each compiling process 12-25 ms (llvm) and 6-14 ms
+    # (gpu) of imports for classes adjit does not use there. The search finds these empty
+    # modules first; whoever needs the classes imports `mlir.dialects.llvm`/`.gpu`, which
+    # registers them (passes/lower_gpu.py, opt.py do).
+    from mlir._mlir_libs import _mlir
+    prefixes = list(_mlir.globals.dialect_search_modules)
+    if __package__ + "._generic_ops" not in prefixes:
+        _mlir.globals.dialect_search_modules = [__package__ + "._generic_ops", *prefixes]
+
+
+_generic_llvm_and_gpu_ops()
+
 IRDL_PATH = Path(__file__).with_name("adj.irdl.mlir")
 _IRDL_TEXT = IRDL_PATH.read_text()
 
@@ -101,7 +117,7 @@ def launch(kernel: str, kernel_type: ir.FunctionType, args: Sequence[ir.Value],
     """`adj.launch` over `ndrange` whose body calls `kernel(*args)`; with `sums` results, the
     sums over items of the per-item buffers that are the last `sums` arguments (the IRDL
     declaration says how)."""
-    from mlir.dialects import func, gpu
+    from mlir.dialects import func
     attrs = {"kernel": ir.FlatSymbolRefAttr.get(kernel)}
     if workgroupsize:
         attrs["workgroupsize"] = ir.DenseI64ArrayAttr.get(list(workgroupsize))
@@ -111,7 +127,8 @@ def launch(kernel: str, kernel_type: ir.FunctionType, args: Sequence[ir.Value],
     block = op.regions[0].blocks.append()
     with ir.InsertionPoint(block):
         func.CallOp(list(kernel_type.results), ir.FlatSymbolRefAttr.get(kernel), list(args))
-        gpu.YieldOp([])
+        # (generic: mlir.dialects.gpu's op classes cost 6-10 ms to import, for CPU kernels)
+        ir.Operation.create("gpu.yield")
     return op
 
 

@@ -101,9 +101,9 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
     build_now = _vectorizable_math(source) and cpu_cache.can_store()
     llvm_ir = None
     if build_now or (folder is not None and cpu_cache.can_store()):
-        # Translated here (a few ms) because the context is this thread's. (The import
-        # costs ~25 ms: only if needed.)
-        from mlir.dialects.llvm import translate_module_to_llvmir
+        # Translated here (a few ms) because the context is this thread's. (From the
+        # extension: mlir.dialects.llvm, which re-exports it, costs 12-25 ms to import.)
+        from mlir._mlir_libs._mlirDialectsLLVM import translate_module_to_llvmir
         llvm_ir = str(translate_module_to_llvmir(module.operation))
     if build_now:
         try:

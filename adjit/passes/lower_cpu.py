@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from mlir import ir
-from mlir.dialects import arith, func, llvm, memref, scf
+from mlir.dialects import arith, func, memref, scf
 
 from .autodiff.reduction import expand_item_sums
 from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
@@ -170,15 +170,20 @@ def _pass_cell(call: ir.Operation, cell: ir.Value) -> None:
     call.erase()
 
 
+# LLVM's AtomicOrdering (mlir.dialects.llvm.AtomicOrdering: importing that module, its op
+# classes, cost every compiling process 12-25 ms for these two numbers;
+# tests/runtime/test_shared_object_speed_paths.py checks them against it).
+_MONOTONIC, _ACQ_REL = 2, 6
+
+
 def relax_atomics(module: ir.Operation) -> None:
     """Makes the `llvm.atomicrmw` ops that `memref.atomic_rmw` lowered to (acq_rel, which
     finalize-memref-to-llvm always gives) monotonic. They are sums into shadows and counters:
     no other memory access is ordered by them, and a launch's end synchronises its workers
     anyway, so acq_rel only keeps LLVM from combining or moving them. Atomics with another
     ordering (the runtime's seq_cst byte counters) are left alone."""
-    acq_rel = int(llvm.AtomicOrdering.acq_rel)
-    relaxed = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                 int(llvm.AtomicOrdering.monotonic))
+    acq_rel = _ACQ_REL
+    relaxed = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), _MONOTONIC)
     for op in _ops_named(module, "llvm.atomicrmw"):
         if ir.IntegerAttr(op.attributes["ordering"]).value == acq_rel:
             op.attributes["ordering"] = relaxed

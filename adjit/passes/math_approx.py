@@ -26,7 +26,7 @@ import math
 from typing import Callable
 
 from mlir import ir
-from mlir.dialects import arith, llvm, scf
+from mlir.dialects import arith, scf
 
 from ..dialects.adj import AdjError
 from .walk import walk
@@ -58,6 +58,9 @@ class _Emit:
     def sel(self, c, a, b): return arith.select(c, a, b)
 
     def intr(self, name: str, *args: ir.Value) -> ir.Value:
+        # (imported here: mlir.dialects.llvm costs 12-25 ms, and the CPU pipeline imports
+        # this module without expanding math)
+        from mlir.dialects import llvm
         return llvm.call_intrinsic(self.t, f"llvm.{name}.f{self.bits}", list(args), [], [])
 
     def poly(self, x: ir.Value, coeffs: list[float]) -> ir.Value:

@@ -177,7 +177,7 @@ def llvm_dialect_text(module: ir.Module, num_threads: int | None = None) -> str:
 
 def llvm_ir_text(module: ir.Module, num_threads: int | None = None) -> str:
     """The LLVM IR of an adj-level module (left unchanged), before LLVM's optimisations."""
-    from mlir.dialects.llvm import translate_module_to_llvmir
+    from mlir._mlir_libs._mlirDialectsLLVM import translate_module_to_llvmir
     copy = ir.Module.parse(str(module), module.context)
     lower_to_llvm(copy, num_threads)
     return str(translate_module_to_llvmir(copy.operation))

@@ -1,0 +1,58 @@
+"""What compiling a CPU kernel imports: not mlir.dialects.llvm (12-25 ms: its op classes;
+translate_module_to_llvmir comes from the extension, AtomicOrdering's two numbers are
+constants) nor mlir.dialects.gpu (6-14 ms: adj.launch's gpu.yield is made generically, and
+the bindings' search for a dialect's module finds adjit's empty ones first). Each case in
+a fresh process, with the disk cache on (the translation to LLVM IR runs)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+PROGRAM = """
+import sys
+import numpy as np
+import adjit
+
+@adjit.kernel
+def saxpy(a: float, x, y):
+    i = adjit.index()
+    y[i] = a * x[i] + y[i]
+
+@adjit.jit
+def total(x):
+    return adjit.sum(x * x)
+
+x = np.linspace(0.0, 1.0, 64)
+y = np.ones(64)
+saxpy(2.0, x, y, ndrange=64)
+g = adjit.grad(total)(x)
+print({"y": y.tolist(), "g": g.tolist(), "mlir": "mlir.ir" in sys.modules,
+       "llvm": "mlir.dialects.llvm" in sys.modules, "gpu": "mlir.dialects.gpu" in sys.modules})
+"""
+
+
+def test_a_cpu_compile_imports_neither_the_llvm_nor_the_gpu_dialect_module(tmp_path):
+    script = tmp_path / "user_code.py"
+    script.write_text(textwrap.dedent(PROGRAM))
+    env = {**os.environ, "ADJIT_CACHE_DIR": str(tmp_path / "cache"), "ADJIT_DISK_CACHE": "1"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = eval(done.stdout.strip().splitlines()[-1])
+    assert got["mlir"]                     # it compiled
+    assert not got["llvm"] and not got["gpu"]
+    x = np.linspace(0.0, 1.0, 64)
+    np.testing.assert_array_equal(got["y"], 2.0 * x + 1.0)
+    np.testing.assert_allclose(got["g"], 2.0 * x, rtol=1e-15, atol=0)
+
+
+def test_atomic_orderings_are_llvm_s():
+    from mlir.dialects import llvm
+
+    from adjit.passes import lower_cpu
+    assert lower_cpu._MONOTONIC == int(llvm.AtomicOrdering.monotonic)
+    assert lower_cpu._ACQ_REL == int(llvm.AtomicOrdering.acq_rel)

@@ -30,6 +30,8 @@ class Compiled:
         self._target = target
         self._native_spec = (entry, arg_types, result_types, tuple_result, written,
                              target.__name__)
+        # Vector results are regrouped in Python (below): such calls stay on that path.
+        self._regrouped = bool(vectors and any(vectors))
         self.meta = {"entry": entry, "args": [type_code(t) for t in arg_types],
                      "results": [type_code(t) for t in result_types], "tuple": tuple_result,
                      "written": sorted(written)}
@@ -54,6 +56,8 @@ class Compiled:
         """Lets `dispatcher` (runtime/native_dispatch.py) take calls like the one with
         arguments `values` (and `extents` ndrange extents) natively."""
         entry, arg_types, result_types, tuple_result, written, label = self._native_spec
+        if self._regrouped:
+            return
         tiered = self.module.tiered     # (read first: packed() may then be the O3 build's)
         packed, cell, after_call = self.module.packed(entry, label)
         native_dispatch.add(dispatcher, values, extents, arg_types, result_types, tuple_result,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import os
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -84,8 +83,9 @@ def routes() -> Routes:
     return _routes[0]
 
 
-def debug_enabled() -> bool:
-    return os.environ.get("ADJIT_DEBUG", "") not in ("", "0")
+# Whether ADJIT_DEBUG is on, read at each call (a change at run time holds from the next
+# call on): runtime/native_dispatch.py.
+debug_enabled = native_dispatch.debug_enabled
 
 
 def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:

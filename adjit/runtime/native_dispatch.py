@@ -5,6 +5,7 @@ The Python path is the reference: the native path only ever takes calls that pat
 the same way, and returns MISS for any other."""
 from __future__ import annotations
 
+import os
 from typing import Callable, Sequence
 
 import numpy as np
@@ -18,6 +19,17 @@ _KIND = {"f32": _dispatch.F32, "f64": _dispatch.F64, "i32": _dispatch.I32,
          "i64": _dispatch.I64, "bool": _dispatch.BOOL}
 
 kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
+
+
+def _debug_enabled_python() -> bool:
+    return os.environ.get("ADJIT_DEBUG", "") not in ("", "0")
+
+
+# Whether ADJIT_DEBUG is on (set, not "" or "0"), read at every call so that a change at run
+# time holds from the next call: natively from the C environment, which os.environ's changes
+# write through (putenv), as the dispatcher reads it (~0.05 us; os.environ.get ~0.6 us a
+# call); an extension built before has no such function.
+debug_enabled = getattr(_dispatch, "debug_enabled", _debug_enabled_python)
 
 
 def _result_kind(t: ScalarType) -> int | None:
@@ -39,11 +51,10 @@ def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Se
         after_call: Callable[[int], None], keep: object) -> bool:
     """Registers with Dispatcher `d` the specialisation a call with argument `values` took
     (`arg_types` its entry's parameters: the values' types, then `extents` i64 extents of a
-    kernel's ndrange); False where the native path cannot take such calls (an array result,
-    several results, `return (x,)`, no packed entry), which then stay on the Python path."""
-    if d is None or not packed or tuple_result or len(result_types) > 1:
-        return False
-    if result_types and not isinstance(result_types[0], ScalarType):
+    kernel's ndrange; `result_types` its results, a tuple if `tuple_result`); False where the
+    native path cannot take such calls (a strided array parameter, a type it has no kind
+    for, no packed entry), which then stay on the Python path."""
+    if d is None or not packed:
         return False
     params = []
     for i, t in enumerate(arg_types):
@@ -57,8 +68,23 @@ def add(d, values: Sequence, extents: int, arg_types: Sequence, result_types: Se
             params.append((_KIND[t.name], pytype, 0, 0, False, 0))
         else:
             return False
-    result = _result_kind(result_types[0]) if result_types else _dispatch.NONE
-    if result is None:
+    results = []
+    for t in result_types:
+        if isinstance(t, ArrayType):
+            # (results are fresh C-contiguous arrays: abi.py's _result_reader makes the
+            # same assumption)
+            if t.strided or t.dtype.name not in _KIND:
+                return False
+            results.append((_dispatch.ARRAY, t.dtype.np_dtype.num, t.ndim))
+        elif isinstance(t, ScalarType) and (t.weak or t.name in _KIND) and (
+                _result_kind(t) is not None):
+            results.append((_result_kind(t), 0, 0))
+        else:
+            return False
+    if not getattr(_dispatch, "ARRAY_RESULTS", False):
+        return False    # an extension built before dispatch.cpp took results this way
+    if tuple_result and not results:
         return False
-    d.add(params, len(values), extents, packed, result, has_cell, after_call, keep)
+    d.add(params, len(values), extents, packed, results, bool(tuple_result), has_cell,
+          after_call, keep)
     return True

@@ -13,6 +13,13 @@
 // the `miss` object, and the caller takes the Python path, which converts, or refuses with
 // the messages of record. A check that failed
 // in compiled code (its error cell) is raised by the Python `after_call` of the spec.
+//
+// Results: none, one scalar (the C interface returns it), or, for array results and several
+// results, the struct the C interface fills through a pointer passed first (runtime/abi.py's
+// layout: C's, descriptors inline). A returned array becomes an ndarray over its block whose
+// base is a capsule that gives the block back to the allocator (allocator.cpp) when the last
+// array over it dies, as abi.py's `memory.Block` does: one capsule per block, so an entry that
+// returns one block twice frees it once.
 #include <nanobind/nanobind.h>
 
 #define PY_ARRAY_UNIQUE_SYMBOL adjit_dispatch_ARRAY_API
@@ -27,6 +34,8 @@
 
 namespace nb = nanobind;
 
+extern "C" void _mlir_memref_to_llvm_free(void *p);   // allocator.cpp
+
 namespace {
 
 // Parameter kinds (runtime/native_dispatch.py spells them the same way).
@@ -36,6 +45,8 @@ enum Kind : int { ARRAY = 0, F32 = 1, F64 = 2, I32 = 3, I64 = 4, BOOL = 5, NONE 
                   PY_FLOAT = 7, PY_INT = 8 };
 constexpr int MAX_RANK = 8;
 constexpr int MAX_ARGS = 64;
+constexpr size_t MAX_RESULT_BYTES = 2048;   // more goes to the Python path
+constexpr int MAX_RESULTS = 16;
 
 struct Param {
     int kind;          // Kind
@@ -46,12 +57,22 @@ struct Param {
     uint32_t units;    // ARRAY: bit r set where dimension r is 1 (a specialisation of its own)
 };
 
+struct Result {                  // a field of the results struct
+    int kind;                    // Kind (ARRAY, or a scalar's)
+    int type_num;                // ARRAY: the NumPy dtype number
+    int rank;                    // ARRAY
+    size_t offset;               // in the struct, by C's layout rules (abi.py's ctypes struct)
+};
+
 struct Spec {
     std::vector<Param> params;   // the call's arguments, then for kernels the ndrange extents
     size_t user_args;            // how many come from the call's positional arguments
     int ndim;                    // kernels: the ndrange's rank (0: not a kernel)
     void (*packed)(void **);
-    int result;                  // Kind of the single scalar result, or NONE
+    int result;                  // Kind of the single scalar result, or NONE (no struct)
+    std::vector<Result> fields;  // the results struct's fields (empty: no struct)
+    size_t struct_size;
+    bool as_tuple;               // return a tuple (several results, or `return (x,)`)
     bool cell;                   // the entry takes an error cell last
     std::string debug;           // ADJIT_DEBUG when compiled ("\x01" for unset)
     nb::object after_call;       // after_call(number): raises check `number`'s error
@@ -74,6 +95,13 @@ union Slot {                     // a scalar argument or result, in the paramete
 std::string debug_setting() {
     const char *v = std::getenv("ADJIT_DEBUG");
     return v ? std::string(v) : std::string("\x01");
+}
+
+// Whether ADJIT_DEBUG is what it was when spec `s` was added (no string made: every call
+// asks).
+bool debug_unchanged(const std::string &was) {
+    const char *v = std::getenv("ADJIT_DEBUG");
+    return v ? was != "\x01" && std::strcmp(v, was.c_str()) == 0 : was == "\x01";
 }
 
 // A scalar `obj` of exact type `p.type` converted to the parameter's kind, as
@@ -139,8 +167,10 @@ class Dispatcher {
 public:
     explicit Dispatcher(nb::object miss) : miss_(std::move(miss)) {}
 
-    void add(nb::list params, size_t user_args, int ndim, uintptr_t packed, int result,
-             bool cell, nb::object after_call, nb::object keep) {
+    // `results`: (kind, dtype number, rank) per result of the entry; `as_tuple`: the call
+    // returns a tuple even of one result. A spec the native path cannot take is not added.
+    void add(nb::list params, size_t user_args, int ndim, uintptr_t packed, nb::list results,
+             bool as_tuple, bool cell, nb::object after_call, nb::object keep) {
         Spec s;
         for (nb::handle h : params) {
             nb::tuple t = nb::borrow<nb::tuple>(h);
@@ -158,7 +188,8 @@ public:
         s.user_args = user_args;
         s.ndim = ndim;
         s.packed = reinterpret_cast<void (*)(void **)>(packed);
-        s.result = result;
+        if (!layout(results, s)) return;
+        s.as_tuple = as_tuple || results.size() > 1;
         s.cell = cell;
         s.debug = debug_setting();
         s.after_call = std::move(after_call);
@@ -205,6 +236,43 @@ public:
     }
 
 private:
+    // Fills s.result or s.fields and s.struct_size from `results`; false where the native
+    // path does not take them.
+    static bool layout(nb::list results, Spec &s) {
+        s.result = NONE;
+        s.struct_size = 0;
+        size_t n = results.size();
+        if (n == 0) return true;
+        if (n > (size_t)MAX_RESULTS) return false;
+        if (n == 1 && nb::cast<int>(nb::borrow<nb::tuple>(results[0])[0]) != ARRAY) {
+            s.result = nb::cast<int>(nb::borrow<nb::tuple>(results[0])[0]);   // returned
+            return s.result != NONE;
+        }
+        size_t at = 0;
+        for (nb::handle h : results) {
+            nb::tuple t = nb::borrow<nb::tuple>(h);
+            Result r{nb::cast<int>(t[0]), nb::cast<int>(t[1]), nb::cast<int>(t[2]), 0};
+            size_t size, align;
+            switch (r.kind) {
+                case ARRAY:
+                    if (r.rank < 0 || r.rank > MAX_RANK) return false;
+                    size = 24 + 16 * (size_t)r.rank;   // {ptr, ptr, i64, sizes[], strides[]}
+                    align = 8;
+                    break;
+                case F32: case I32: size = align = 4; break;
+                case F64: case I64: case PY_FLOAT: case PY_INT: size = align = 8; break;
+                case BOOL: size = align = 1; break;
+                default: return false;
+            }
+            at = (at + align - 1) & ~(align - 1);
+            r.offset = at;
+            at += size;
+            s.fields.push_back(r);
+        }
+        s.struct_size = (at + 7) & ~size_t(7);
+        return s.struct_size <= MAX_RESULT_BYTES;
+    }
+
     static bool extent(PyObject *v, int64_t &out) {
         int overflow = 0;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
@@ -222,7 +290,10 @@ private:
         size_t np = s.params.size();
         Descriptor desc[MAX_ARGS];
         Slot slots[MAX_ARGS + 1];
-        void *ptrs[MAX_ARGS + 2];
+        void *slots_of[MAX_ARGS + 3];
+        // With a results struct its pointer comes first (the C interface's first parameter).
+        bool has_struct = !s.fields.empty();
+        void **ptrs = has_struct ? slots_of + 1 : slots_of;
         size_t k = 0;
         for (; k < s.user_args; ++k) {
             const Param &p = s.params[k];
@@ -259,7 +330,7 @@ private:
             slots[k].i64 = extents[d];
             ptrs[k] = &slots[k];
         }
-        if (s.debug != debug_setting()) return false;
+        if (!debug_unchanged(s.debug)) return false;
         int64_t cell = 0;
         Descriptor cell_desc;
         size_t last = np;
@@ -272,15 +343,98 @@ private:
         }
         Slot result;
         if (s.result != NONE) ptrs[last++] = &result;
+        // Zeroed, as abi.py's ctypes struct: a failed check may leave fields unwritten.
+        alignas(16) unsigned char fields[MAX_RESULT_BYTES];
+        if (has_struct) {
+            std::memset(fields, 0, s.struct_size);
+            slots_of[0] = fields;
+        }
         {
             nb::gil_scoped_release release;
-            s.packed(ptrs);
+            s.packed(slots_of);
         }
-        if (cell) {
-            s.after_call(cell);   // raises the check's error (nb::python_error)
+        if (!has_struct) {
+            if (cell) s.after_call(cell);   // raises the check's error (nb::python_error)
+            out = result_object(s.result, result);
+            if (s.as_tuple) out = nb::make_tuple(out);
+            return true;
         }
-        out = result_object(s.result, result);
+        out = struct_results(s, fields, cell);
         return true;
+    }
+
+    // The results in `fields` as Python objects: arrays own their blocks from here on (so
+    // a failed check's error, raised last, frees them), then the check's error if any.
+    static nb::object struct_results(const Spec &s, const unsigned char *fields, int64_t cell) {
+        size_t n = s.fields.size();
+        nb::object items[MAX_RESULTS];
+        void *blocks[MAX_RESULTS];
+        PyObject *owners[MAX_RESULTS];   // borrowed from the arrays made so far
+        size_t nblocks = 0;
+        bool unmade = false;             // a null block or a bad shape: no array made
+        for (size_t i = 0; i < n; ++i) {
+            const Result &r = s.fields[i];
+            const unsigned char *at = fields + r.offset;
+            if (r.kind != ARRAY) {
+                Slot v;
+                std::memcpy(&v, at, r.kind == BOOL ? 1 : (r.kind == F32 || r.kind == I32) ? 4 : 8);
+                items[i] = result_object(r.kind, v);
+                continue;
+            }
+            Descriptor d;
+            std::memcpy(&d, at, 24 + 16 * (size_t)r.rank);
+            npy_intp dims[MAX_RANK];
+            bool ok = d.allocated != nullptr;
+            for (int q = 0; q < r.rank; ++q) {
+                dims[q] = (npy_intp)d.sizes_strides[q];
+                ok = ok && dims[q] >= 0;
+            }
+            if (!ok) {
+                unmade = true;
+                if (d.allocated && !own(d.allocated, blocks, owners, nblocks, items, i))
+                    throw nb::python_error();
+                continue;
+            }
+            PyObject *owner = own(d.allocated, blocks, owners, nblocks, items, i);
+            if (!owner) throw nb::python_error();
+            PyArray_Descr *descr = PyArray_DescrFromType(r.type_num);
+            char *data = static_cast<char *>(d.aligned) + d.offset * PyDataType_ELSIZE(descr);
+            PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, r.rank, dims, nullptr,
+                                               data, NPY_ARRAY_CARRAY, nullptr);
+            if (!a) throw nb::python_error();
+            Py_INCREF(owner);
+            if (PyArray_SetBaseObject((PyArrayObject *)a, owner) < 0) {
+                Py_DECREF(a);
+                throw nb::python_error();
+            }
+            items[i] = nb::steal(a);   // (replaces the capsule kept there by own())
+        }
+        if (cell) s.after_call(cell);   // raises the check's error (nb::python_error)
+        if (unmade)                     // (abi.py's path fails in ctypes here: no array)
+            throw std::bad_alloc();
+        if (!s.as_tuple) return items[0];
+        PyObject *t = PyTuple_New((Py_ssize_t)n);
+        if (!t) throw nb::python_error();
+        for (size_t i = 0; i < n; ++i) PyTuple_SET_ITEM(t, (Py_ssize_t)i, items[i].release().ptr());
+        return nb::steal(t);
+    }
+
+    // The capsule that owns block `p` in this call's results: the one made for an earlier
+    // result, else a new one (kept in items[i] until the array holds it); null on error.
+    static PyObject *own(void *p, void **blocks, PyObject **owners, size_t &nblocks,
+                         nb::object *items, size_t i) {
+        for (size_t b = 0; b < nblocks; ++b)
+            if (blocks[b] == p) return owners[b];
+        PyObject *c = PyCapsule_New(p, "adjit.block", free_block);
+        if (!c) return nullptr;
+        items[i] = nb::steal(c);
+        blocks[nblocks] = p;
+        owners[nblocks++] = c;
+        return c;
+    }
+
+    static void free_block(PyObject *capsule) {
+        _mlir_memref_to_llvm_free(PyCapsule_GetPointer(capsule, "adjit.block"));
     }
 
     static nb::object result_object(int kind, const Slot &r) {
@@ -365,6 +519,12 @@ NB_MODULE(_native, m) {
         .def("clear", &Dispatcher::clear)
         .def("__len__", &Dispatcher::size)
         .def("__call__", &Dispatcher::call, nb::arg("args"), nb::arg("ndrange").none());
+    // frontend/functions.debug_enabled: ADJIT_DEBUG set to other than "" or "0", read from
+    // the C environment, which os.environ's changes write through (putenv), at each call.
+    m.def("debug_enabled", []() {
+        const char *v = std::getenv("ADJIT_DEBUG");
+        return v && *v && std::strcmp(v, "0") != 0;
+    });
     m.def("kernel_call", [](nb::handle self, nb::args args, nb::kwargs kwargs) {
         return call_method(self, args, kwargs, true);
     }, nb::is_method());
@@ -380,4 +540,7 @@ NB_MODULE(_native, m) {
     m.attr("NONE") = (int)NONE;
     m.attr("PY_FLOAT") = (int)PY_FLOAT;
     m.attr("PY_INT") = (int)PY_INT;
+    // `add` takes (kind, dtype number, rank) per result, arrays included (native_dispatch.py
+    // checks for this name: an extension built before takes scalar results only).
+    m.attr("ARRAY_RESULTS") = true;
 }

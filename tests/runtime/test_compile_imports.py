@@ -56,3 +56,63 @@ def test_atomic_orderings_are_llvm_s():
     from adjit.passes import lower_cpu
     assert lower_cpu._MONOTONIC == int(llvm.AtomicOrdering.monotonic)
     assert lower_cpu._ACQ_REL == int(llvm.AtomicOrdering.acq_rel)
+
+
+# -- the compiler's fingerprint, kept per install ------------------------------------------------
+
+def _fresh_fingerprint(monkeypatch, cache) -> str:
+    from adjit.frontend import source
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(cache))
+    monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
+    source.compiler_fingerprint.cache_clear()
+    try:
+        return source.compiler_fingerprint()
+    finally:
+        source.compiler_fingerprint.cache_clear()
+
+
+def _from_the_bytes(files) -> str:
+    import hashlib
+    digest = hashlib.sha256()
+    for _, (relative, path) in files:
+        digest.update(f"\0{relative}\0".encode())
+        digest.update(open(path, "rb").read())
+    return digest.hexdigest()
+
+
+def test_compiler_fingerprint_is_kept_and_read_back(monkeypatch, tmp_path):
+    from adjit.frontend import source
+    files = [(p, f) for p in ("adjit.frontend", "adjit.dialects", "adjit.passes")
+             for f in source._compiler_files(p)]
+    first = _fresh_fingerprint(monkeypatch, tmp_path)
+    assert first == _from_the_bytes(files)
+    (kept,) = (tmp_path / "compiler").iterdir()
+    # Read back: the kept file, not the sources, answers (a marked value shows it).
+    signature = kept.read_text().split(" ")[0]
+    kept.write_text(f"{signature} {'e' * 64}")
+    assert _fresh_fingerprint(monkeypatch, tmp_path) == "e" * 64
+    # A damaged file reads as absent: made again from the bytes.
+    kept.write_text(f"{signature} {'e' * 63}z")
+    assert _fresh_fingerprint(monkeypatch, tmp_path) == first
+
+
+def test_an_edited_compiler_file_changes_the_fingerprint(monkeypatch, tmp_path):
+    from adjit.frontend import source
+    extra = tmp_path / "pass.py"
+    extra.write_text("x = 1\n")
+    original = source._compiler_files
+
+    def with_extra(package):
+        files = original(package)
+        return files + [("pass.py", str(extra))] if package == "adjit.passes" else files
+    monkeypatch.setattr(source, "_compiler_files", with_extra)
+    before = _fresh_fingerprint(monkeypatch, tmp_path / "cache")
+    st = extra.stat()
+    extra.write_text("x = 2\n")          # same size; its times (and so the signature) change
+    # (a coarse clock may give a write within one tick the same time: a second on)
+    os.utime(extra, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    after = _fresh_fingerprint(monkeypatch, tmp_path / "cache")
+    assert after != before
+    files = [(p, f) for p in ("adjit.frontend", "adjit.dialects", "adjit.passes")
+             for f in with_extra(p)]
+    assert after == _from_the_bytes(files)

@@ -45,9 +45,12 @@ _MIRROR = {2: 4, 3: 5, 4: 2, 5: 3}
 
 
 def split_interior(module: ir.Operation) -> None:
-    """Splits every innermost loop that qualifies (the module docstring)."""
+    """Splits every innermost loop that qualifies (the module docstring), and before them
+    every loop just around innermost ones: the rows of a 2-D kernel (below)."""
     module = getattr(module, "operation", module)
     with module.context, module.location:
+        for loop in _row_loops(module):
+            _split(loop)
         for loop in _innermost_loops(module):
             _split(loop)
 
@@ -61,6 +64,37 @@ def _innermost_loops(root: ir.Operation) -> list[ir.Operation]:
         return ir.WalkResult.ADVANCE
 
     walk(root, visit)
+    return found
+
+
+def _row_loops(root: ir.Operation) -> list[ir.Operation]:
+    """The scf.for loops whose nested loops are all innermost scf.for loops: the rows of a
+    2-D kernel, around the loop over a row. A guard on the row (`0 < i < n - 1`, five of them
+    in a gather kernel, one per neighbour) is invariant in the inner loop, whose split leaves
+    it; LLVM then unswitches few of them and runs the rest as masked vector code (G2b's gather
+    kernel). Split on the row first, the interior rows hold no such guard, and each of the
+    three copies of the inner loop is split after."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "scf.for" and _has_loop(op) and all(
+                inner.name == "scf.for" and not _has_loop(inner) for inner in _loops_in(op)):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    walk(root, visit)
+    return found
+
+
+def _loops_in(loop: ir.Operation) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op != loop and op.name in ("scf.for", "scf.while", "scf.parallel", "scf.forall"):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    walk(loop, visit)
     return found
 
 

@@ -37,6 +37,8 @@ UNARY = {
     "asin": "np.arcsin(0.9 * np.sin({0}))", "acos": "np.arccos(0.9 * np.cos({0}))",
     "atan": "np.arctan({0})", "erf": "adjit.erf({0})",
     "rsqrt": "adjit.rsqrt(1.0 + {0} * {0})", "cbrt": "np.cbrt(2.0 + np.sin({0}))",
+    "asinh": "np.arcsinh({0})", "acosh": "np.arccosh(1.5 + {0} * {0})",
+    "atanh": "np.arctanh(0.9 * np.sin({0}))",
     "neg": "-{0}", "square": "{0} ** 2", "abs": "np.abs(0.5 + {0} * {0})",
 }
 # Binary element-wise forms (BINARY_MATH and the operators), broadcasting. max/min/where

@@ -12,6 +12,8 @@ import textwrap
 
 import numpy as np
 
+import adjit
+
 PROGRAM = """
 import sys
 import numpy as np
@@ -116,3 +118,51 @@ def test_an_edited_compiler_file_changes_the_fingerprint(monkeypatch, tmp_path):
     files = [(p, f) for p in ("adjit.frontend", "adjit.dialects", "adjit.passes")
              for f in with_extra(p)]
     assert after == _from_the_bytes(files)
+
+
+# -- one conversion to the LLVM dialect ----------------------------------------------------------
+
+_SEPARATE = ("convert-math-to-llvm,convert-math-to-libm,convert-arith-to-llvm,"
+             "convert-index-to-llvm,convert-func-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,"
+             "reconcile-unrealized-casts")
+
+
+@adjit.jit
+def mixed(x, n: int, k: adjit.i32):
+    s = 0.0
+    for i in range(n):
+        if i % 3 == 0:
+            s += adjit.sin(x[i]) * adjit.tanh(x[i]) + float(k // 2)
+        else:
+            s += adjit.sqrt(abs(x[i])) + x[i] ** 3
+    return s + adjit.sum(adjit.exp(x) * x)
+
+
+def test_one_convert_to_llvm_gives_the_llvm_ir_of_the_separate_conversions(monkeypatch):
+    """The pipeline's single convert-to-llvm (one walk) makes the same LLVM IR as the
+    separate conversions it replaced, on modules with integer and float arithmetic, index
+    math, calls, branches, math intrinsics and libm calls, a reduction, and its gradient."""
+    from mlir import ir
+
+    from adjit.dialects import make_context
+    from adjit.frontend import engine
+    from adjit.passes import pipeline
+
+    monkeypatch.setenv("ADJIT_DISK_CACHE", "0")
+    before = set(engine._cache)
+    x = np.linspace(-1.0, 1.0, 37)
+    mixed(x, 37, np.int32(5))
+    adjit.grad(mixed)(x, 37, np.int32(5))
+    texts = [m.source for k, m in engine._cache.items() if k not in before]
+    assert len(texts) == 2
+    combined = pipeline._TO_LLVM
+    separate = combined.replace("convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
+                                "reconcile-unrealized-casts", _SEPARATE)
+    assert separate != combined
+    for text in texts:
+        got = []
+        for to_llvm in (combined, separate):
+            monkeypatch.setattr(pipeline, "_TO_LLVM", to_llvm)
+            with make_context():
+                got.append(pipeline.llvm_ir_text(ir.Module.parse(text), num_threads=2))
+        assert got[0] == got[1]

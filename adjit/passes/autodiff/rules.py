@@ -112,6 +112,11 @@ def _one_minus_sq(a: ir.Value) -> ir.Value:
     return _mul(_sub(_c(a, 1.0), a), _add(_c(a, 1.0), a))
 
 
+def _acosh_partial(a, d):
+    m = math.absf(a)
+    return _div(d, _mul(math.sqrt(_sub(m, _c(d, 1.0))), math.sqrt(_add(m, _c(d, 1.0)))))
+
+
 def _cbrt_partial(x: ir.Value, y: ir.Value, d: ir.Value) -> ir.Value:
     """d / (3 y^2) for y = cbrt(x), as d (y / x) / 3: y's error once, where squaring y doubled
     it (libmvec's float32 cbrt, 2 ulp, gave 8 ulp); 1 / (3 y^2) at x = 0 or +-inf (y / x is
@@ -272,9 +277,9 @@ RULES: dict[str, tuple[Rule | None, ...]] = {
     "math.cosh": (_strong(lambda x, y, d: _mul(d, math.sinh(x[0]))),),
     # 1/sqrt(x^2 + 1) without x^2 (it overflows past 1e19 in f32, and the derivative was 0)
     "math.asinh": (lambda x, y, d: _div(d, _hypot_one(x[0])),),
-    # sqrt(x^2 - 1) as sqrt(x - 1) sqrt(x + 1): exact differences near 1, no overflow
-    "math.acosh": (_strong(lambda x, y, d: _div(d, _mul(math.sqrt(_sub(x[0], _c(d, 1.0))),
-                                                         math.sqrt(_add(x[0], _c(d, 1.0)))))),),
+    # sqrt(x^2 - 1) as sqrt(|x| - 1) sqrt(|x| + 1): exact differences near 1, no overflow; |x|
+    # so that the formula's value off the domain (x <= -1) is JAX's: inf at -1, 0 at -inf
+    "math.acosh": (_strong(lambda x, y, d: _acosh_partial(x[0], d)),),
     "math.atanh": (_strong(lambda x, y, d: _div(d, _one_minus_sq(x[0]))),),
     "math.atan": (lambda x, y, d: _div(d, _add(_c(d, 1.0), _sq(x[0]))),),
     # 1 - x^2 as (1 - x)(1 + x): 1 - x is exact near 1, 1 - x*x cancels (6 ulp in f32)

@@ -56,6 +56,27 @@ def store_in_loop(x, out):
         out[i] = x[i] * (k + 1.0)
 
 
+@adjit.kernel
+def border_step(u, v):
+    # G2b's shape: the border copies, the interior a stencil; the reverse kernel reads and
+    # zeroes v's adjoint in both branches of the `if`.
+    i, j = adjit.index_nd()
+    n, m = u.shape[0], u.shape[1]
+    if 0 < i < n - 1 and 0 < j < m - 1:
+        c = u[i, j]
+        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * c
+        v[i, j] = c + 0.1 * lap + 0.05 * c * (1.0 - c)
+    else:
+        v[i, j] = u[i, j]
+
+
+@adjit.jit
+def one_step(u):
+    v = adjit.empty_like(u)
+    border_step(u, v, ndrange=u.shape)
+    return adjit.sum(v * v)
+
+
 @adjit.jit
 def g3_like(x):
     out = adjit.empty_like(x)
@@ -112,6 +133,13 @@ def sp(x):
     return jnp.log(1.0 + jnp.exp(x))
 
 
+def one_step_jax(u):
+    c = u[1:-1, 1:-1]
+    lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * c
+    v = u.at[1:-1, 1:-1].set(c + 0.1 * lap + 0.05 * c * (1.0 - c))
+    return jnp.sum(v * v)
+
+
 JAX = {
     g3_like: lambda x: jnp.sum(sp(x)),
     used_twice: lambda x: jnp.sum(sp(x)) + jnp.sum(sp(x) ** 2),
@@ -119,6 +147,7 @@ JAX = {
     in_loop: lambda x: 3.0 * jnp.sum(x ** 4),
     twice_in_kernel: lambda x: jnp.sum(3.0 * x),
     loop_in_kernel: lambda x: jnp.sum(3.0 * x),
+    one_step: one_step_jax,
 }
 
 
@@ -136,13 +165,13 @@ def _central(fn, x, h=1e-6):
     out = np.empty_like(x)
     for k in range(x.size):
         e = np.zeros_like(x)
-        e[k] = h
-        out[k] = (fn(x + e) - fn(x - e)) / (2 * h)
+        e.flat[k] = h
+        out.flat[k] = (fn(x + e) - fn(x - e)) / (2 * h)
     return out
 
 
-def check(fn):
-    x = _x()
+def check(fn, x=None):
+    x = _x() if x is None else x
     dx, value = _grad(fn, x)
     want = np.asarray(jax.grad(JAX[fn])(jnp.asarray(x)))
     np.testing.assert_allclose(value, float(JAX[fn](jnp.asarray(x))), rtol=1e-12)
@@ -176,6 +205,10 @@ def test_kernel_storing_one_element_twice():
 
 def test_kernel_storing_in_a_loop():
     check(loop_in_kernel)
+
+
+def test_border_branches():
+    check(one_step, _x(7 * 9).reshape(7, 9))
 
 
 def test_user_shadow_accumulates():

@@ -50,6 +50,7 @@ from .ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memre
                       parent_op, walk, zero)
 from .augment import AugGen
 from .context import ReverseContext
+from .memory import may_run_after
 from .memory_ops import reverse_load
 from .protocols import Rule
 from .prune import prune_unneeded
@@ -505,10 +506,11 @@ def without_dead_zeroing(diff: "Host", rev: str, params: list[int]) -> str:
     itself where none can go. Reverse mode zeroes the adjoint of an element the kernel
     stores over, after reading it (memory_ops.reverse_store), for what reads the shadow
     next; for a dead shadow that store is a pass of writes over the whole output for
-    nothing (G3: 16 MB). A store goes only where no read of that shadow can follow it: the
-    shadow's every use in the kernel is a load or a store of 0.0 in one block outside any
-    loop, the loads first (two stores over one element, or a store in a loop, read the
-    zero)."""
+    nothing (G3: 16 MB; once per adjoint iteration of a fixed point). The stores go only
+    where no read of that shadow can follow them: its every use in the kernel is a load or a
+    store of 0.0, and no load may run after a store (memory.may_run_after: not later in the
+    same block, not in a loop around both; the exclusive branches of an `if` are fine). Two
+    stores over one element, or a store in a loop, read the zero."""
     kernel = diff.lookup(rev).operation
     entry = kernel.regions[0].blocks[0]
     droppable = [k for k in params if _zero_stores(kernel, entry.arguments[k]) is not None]
@@ -532,20 +534,18 @@ def _zero_stores(kernel: ir.Operation, shadow: ir.Value) -> list[ir.Operation] |
     uses = [u.operation if hasattr(u, "operation") else u for u in uses]
     if not uses or any(u.name not in ("memref.load", "memref.store") for u in uses):
         return None
-    block = uses[0].block
-    if any(u.block != block for u in uses):
-        return None
-    op = parent_op(block)
-    while op != kernel:
-        if op.name in ("scf.for", "scf.while", "scf.parallel"):
-            return None
-        op = op.parent.operation
     stores = [u for u in uses if u.name == "memref.store"]
     if any(s.operands[1] != shadow or not _is_zero(s.operands[0]) for s in stores):
         return None
-    order = {o.operation: k for k, o in enumerate(block.operations)}
+    positions: dict[ir.Block, dict[ir.Operation, int]] = {}
+
+    def position(op: ir.Operation) -> int:
+        if op.block not in positions:
+            positions[op.block] = {o.operation: k for k, o in enumerate(op.block.operations)}
+        return positions[op.block][op]
+    # (The branches of an if, a border's and the interior's, each read then zero: fine.)
     loads = [u for u in uses if u.name == "memref.load"]
-    if stores and loads and max(order[u] for u in loads) > min(order[s] for s in stores):
+    if any(may_run_after(load, store, kernel, position) for load in loads for store in stores):
         return None
     return stores or None
 

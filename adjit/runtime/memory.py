@@ -3,8 +3,10 @@
 One allocator serves compiled code and Python: compiled modules lower `memref.alloc` and
 `memref.dealloc` to calls of `_mlir_memref_to_llvm_alloc` / `_mlir_memref_to_llvm_free`
 (passes/pipeline.py), and every engine resolves those to the functions below; Python's
-`allocate` and arrays returned by compiled code use them too. So `bytes_in_use` counts
-temporaries inside compiled code, arrays it returns (until NumPy frees them), and tapes.
+`allocate` and arrays returned by compiled code use them too (an array over its block, which
+goes back when the last array over it dies: `Block` below on the Python call path, a capsule
+on the native one, runtime/native/dispatch.cpp). So `bytes_in_use` counts temporaries inside
+compiled code, arrays it returns (until NumPy frees them), and tapes.
 
 The allocator is native code (runtime/native/allocator.cpp, in the extension that `pip
 install` builds): allocation happens on async-runtime worker threads, where a Python callback

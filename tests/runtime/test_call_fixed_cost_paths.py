@@ -75,6 +75,15 @@ def stepped_into(x, s: int):
 
 
 @adjit.jit
+def stepped_pair(x, s: int):
+    y = x * 2.0
+    t = 0
+    for i in range(0, 6, s):
+        t += i
+    return y, x + t, t
+
+
+@adjit.jit
 def corner(x):
     y = x * 1.0
     y[0, 0] = x[0, 5]      # inside the allocation; outside the row: IndexError when debugging
@@ -196,6 +205,15 @@ def test_a_failed_check_raises_its_error_and_frees_the_results():
             stepped_into(x, 0)
         assert in_use() == base
         np.testing.assert_array_equal(stepped_into(x, 3)[1:], 2 * x[1:])   # cell clean
+    stepped_pair(x, 2)
+    base = in_use()
+    with native_only(stepped_pair):
+        with pytest.raises(ValueError, match="range\\(\\) arg 3 must not be zero"):
+            stepped_pair(x, 0)
+        assert in_use() == base                  # both arrays' blocks freed
+        y, z, t = stepped_pair(x, 3)
+    assert t == 3 and type(t) is int
+    np.testing.assert_array_equal(z, x + 3)
 
 
 def test_adjit_debug_changed_at_run_time_holds_from_the_next_call(monkeypatch):

@@ -363,74 +363,59 @@ private:
         return true;
     }
 
-    // The results in `fields` as Python objects: arrays own their blocks from here on (so
-    // a failed check's error, raised last, frees them), then the check's error if any.
+    // The results in `fields` as Python objects, then the failed check's error if any. Every
+    // returned block gets its owner first, so that whatever is raised afterwards (the check's
+    // error, a failure making an array) frees them all.
     static nb::object struct_results(const Spec &s, const unsigned char *fields, int64_t cell) {
         size_t n = s.fields.size();
-        nb::object items[MAX_RESULTS];
-        void *blocks[MAX_RESULTS];
-        PyObject *owners[MAX_RESULTS];   // borrowed from the arrays made so far
-        size_t nblocks = 0;
-        bool unmade = false;             // a null block or a bad shape: no array made
+        Descriptor d[MAX_RESULTS];
+        nb::object owners[MAX_RESULTS];   // per result: the capsule owning its block
         for (size_t i = 0; i < n; ++i) {
             const Result &r = s.fields[i];
-            const unsigned char *at = fields + r.offset;
+            if (r.kind != ARRAY) continue;
+            std::memcpy(&d[i], fields + r.offset, 24 + 16 * (size_t)r.rank);
+            if (!d[i].allocated) continue;
+            for (size_t j = 0; j < i && !owners[i].is_valid(); ++j)   // one block twice
+                if (s.fields[j].kind == ARRAY && d[j].allocated == d[i].allocated)
+                    owners[i] = owners[j];
+            if (!owners[i].is_valid()) {
+                PyObject *c = PyCapsule_New(d[i].allocated, "adjit.block", free_block);
+                if (!c) throw nb::python_error();
+                owners[i] = nb::steal(c);
+            }
+        }
+        if (cell) s.after_call(cell);   // raises the check's error (nb::python_error)
+        nb::object items[MAX_RESULTS];
+        for (size_t i = 0; i < n; ++i) {
+            const Result &r = s.fields[i];
             if (r.kind != ARRAY) {
                 Slot v;
-                std::memcpy(&v, at, r.kind == BOOL ? 1 : (r.kind == F32 || r.kind == I32) ? 4 : 8);
+                std::memcpy(&v, fields + r.offset,
+                            r.kind == BOOL ? 1 : (r.kind == F32 || r.kind == I32) ? 4 : 8);
                 items[i] = result_object(r.kind, v);
                 continue;
             }
-            Descriptor d;
-            std::memcpy(&d, at, 24 + 16 * (size_t)r.rank);
             npy_intp dims[MAX_RANK];
-            bool ok = d.allocated != nullptr;
             for (int q = 0; q < r.rank; ++q) {
-                dims[q] = (npy_intp)d.sizes_strides[q];
-                ok = ok && dims[q] >= 0;
+                dims[q] = (npy_intp)d[i].sizes_strides[q];
+                if (dims[q] < 0) throw std::bad_alloc();   // (never, but not an array)
             }
-            if (!ok) {
-                unmade = true;
-                if (d.allocated && !own(d.allocated, blocks, owners, nblocks, items, i))
-                    throw nb::python_error();
-                continue;
-            }
-            PyObject *owner = own(d.allocated, blocks, owners, nblocks, items, i);
-            if (!owner) throw nb::python_error();
+            if (!owners[i].is_valid())   // an allocation failed without a check saying so
+                throw std::bad_alloc();  // (abi.py's path fails in ctypes here)
             PyArray_Descr *descr = PyArray_DescrFromType(r.type_num);
-            char *data = static_cast<char *>(d.aligned) + d.offset * PyDataType_ELSIZE(descr);
+            char *data = static_cast<char *>(d[i].aligned) + d[i].offset * PyDataType_ELSIZE(descr);
             PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, r.rank, dims, nullptr,
                                                data, NPY_ARRAY_CARRAY, nullptr);
             if (!a) throw nb::python_error();
-            Py_INCREF(owner);
-            if (PyArray_SetBaseObject((PyArrayObject *)a, owner) < 0) {
-                Py_DECREF(a);
-                throw nb::python_error();
-            }
-            items[i] = nb::steal(a);   // (replaces the capsule kept there by own())
+            items[i] = nb::steal(a);
+            if (PyArray_SetBaseObject((PyArrayObject *)a, owners[i].inc_ref().ptr()) < 0)
+                throw nb::python_error();   // (it stole the reference even so)
         }
-        if (cell) s.after_call(cell);   // raises the check's error (nb::python_error)
-        if (unmade)                     // (abi.py's path fails in ctypes here: no array)
-            throw std::bad_alloc();
         if (!s.as_tuple) return items[0];
         PyObject *t = PyTuple_New((Py_ssize_t)n);
         if (!t) throw nb::python_error();
         for (size_t i = 0; i < n; ++i) PyTuple_SET_ITEM(t, (Py_ssize_t)i, items[i].release().ptr());
         return nb::steal(t);
-    }
-
-    // The capsule that owns block `p` in this call's results: the one made for an earlier
-    // result, else a new one (kept in items[i] until the array holds it); null on error.
-    static PyObject *own(void *p, void **blocks, PyObject **owners, size_t &nblocks,
-                         nb::object *items, size_t i) {
-        for (size_t b = 0; b < nblocks; ++b)
-            if (blocks[b] == p) return owners[b];
-        PyObject *c = PyCapsule_New(p, "adjit.block", free_block);
-        if (!c) return nullptr;
-        items[i] = nb::steal(c);
-        blocks[nblocks] = p;
-        owners[nblocks++] = c;
-        return c;
     }
 
     static void free_block(PyObject *capsule) {

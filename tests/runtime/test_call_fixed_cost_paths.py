@@ -251,3 +251,28 @@ def test_vector_results_stay_on_the_python_path_and_keep_their_shape():
         np.testing.assert_array_equal(neg, -v)
         assert x0 == np.float32(1.0)
     assert len(negated._native) == 0
+
+
+def test_threads_calling_at_once_get_their_own_results():
+    import threading
+    xs = [np.full((64, 64), i, np.float32) for i in range(8)]
+    scaled(xs[0], np.float32(1.0))
+    base = in_use()
+    wrong = []
+
+    def work(i):
+        try:
+            for n in range(100):
+                r = scaled(xs[i], np.float32(n))
+                if not (r == np.float32(i) * np.float32(n)).all():
+                    wrong.append((i, n))
+        except BaseException as e:      # noqa: BLE001 - reported by the main thread
+            wrong.append(e)
+    with native_only(scaled):
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not wrong
+    assert in_use() == base

@@ -21,6 +21,10 @@ compare replaced is true by construction. A compare that holds only near a borde
 makes the interior empty, never wrong. Bounds beyond +-2^62 are clamped first (the counter
 and its constant offsets stay far inside that range), so the arithmetic cannot wrap.
 
+A loop whose nested loops are all innermost (the rows of a 2-D kernel) is split the same way
+first, on the compares of its own counter anywhere in its body (_row_loops says why); then
+each copy of the inner loop is split on its own.
+
 Bodies over MAX_OPS ops are left alone: the split copies the body three times.
 Effect on the 256^2 heat stencil's gradient (gather kernel, 5 neighbours): see
 benchmarks/bench_grad_workloads.py and docs/architecture.md.

@@ -2,7 +2,7 @@
 the reverse kernel reads the adjoint of each element the kernel stores and zeroes it for what
 reads the shadow next; where the shadow is a temporary the function allocated and nothing
 touched before the launch (memory.shadow_dead_after), the launch runs a copy without that
-zeroing (kernel_tape.without_dead_zeroing). Where the shadow IS read again (a second launch
+zeroing (memory.without_dead_zeroing). Where the shadow IS read again (a second launch
 over the same output, launches in a loop, an output the user gives with its shadow, a kernel
 that stores one element twice or in a loop) the zeroing stays. Each gradient against JAX in
 float64 and central differences; tests/ir/autodiff/kernel_dead_adjoint.mlir checks which

@@ -50,7 +50,6 @@ from .ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memre
                       parent_op, walk, zero)
 from .augment import AugGen
 from .context import ReverseContext
-from .memory import may_run_after
 from .memory_ops import reverse_load
 from .protocols import Rule
 from .prune import prune_unneeded
@@ -498,60 +497,3 @@ def _gather(ctx: ReverseContext, rev: ir.Operation, name: str,
         for op, _ in g.sites:
             op.erase()
     return [(g.kernel, g.arg) for g in found]
-
-
-def without_dead_zeroing(diff: "Host", rev: str, params: list[int]) -> str:
-    """The reverse kernel `rev` for a launch after which nothing reads the shadows passed as
-    `params` (memory.shadow_dead_after): a copy without its stores of 0 into them, or `rev`
-    itself where none can go. Reverse mode zeroes the adjoint of an element the kernel
-    stores over, after reading it (memory_ops.reverse_store), for what reads the shadow
-    next; for a dead shadow that store is a pass of writes over the whole output for
-    nothing (G3: 16 MB; once per adjoint iteration of a fixed point). The stores go only
-    where no read of that shadow can follow them: its every use in the kernel is a load or a
-    store of 0.0, and no load may run after a store (memory.may_run_after: not later in the
-    same block, not in a loop around both; the exclusive branches of an `if` are fine). Two
-    stores over one element, or a store in a loop, read the zero."""
-    kernel = diff.lookup(rev).operation
-    entry = kernel.regions[0].blocks[0]
-    droppable = [k for k in params if _zero_stores(kernel, entry.arguments[k]) is not None]
-    if not droppable:
-        return rev
-    name = f"{rev}__dead{'_'.join(str(k) for k in droppable)}"
-    if diff.lookup(name) is None:
-        copy = kernel.clone(ir.InsertionPoint(diff.body)).operation
-        copy.attributes["sym_name"] = ir.StringAttr.get(name)
-        diff.symbols[name] = copy
-        for k in droppable:
-            for store in _zero_stores(copy, copy.regions[0].blocks[0].arguments[k]):
-                store.erase()
-    return name
-
-
-def _zero_stores(kernel: ir.Operation, shadow: ir.Value) -> list[ir.Operation] | None:
-    """The stores of 0.0 into `shadow` (a parameter of `kernel`) if they may be dropped
-    (without_dead_zeroing), else None."""
-    uses = [u.owner for u in shadow.uses]
-    uses = [u.operation if hasattr(u, "operation") else u for u in uses]
-    if not uses or any(u.name not in ("memref.load", "memref.store") for u in uses):
-        return None
-    stores = [u for u in uses if u.name == "memref.store"]
-    if any(s.operands[1] != shadow or not _is_zero(s.operands[0]) for s in stores):
-        return None
-    positions: dict[ir.Block, dict[ir.Operation, int]] = {}
-
-    def position(op: ir.Operation) -> int:
-        if op.block not in positions:
-            positions[op.block] = {o.operation: k for k, o in enumerate(op.block.operations)}
-        return positions[op.block][op]
-    # (The branches of an if, a border's and the interior's, each read then zero: fine.)
-    loads = [u for u in uses if u.name == "memref.load"]
-    if any(may_run_after(load, store, kernel, position) for load in loads for store in stores):
-        return None
-    return stores or None
-
-
-def _is_zero(v: ir.Value) -> bool:
-    if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
-        return False
-    value = v.owner.operation.attributes["value"]
-    return isinstance(value, ir.FloatAttr) and ir.FloatAttr(value).value == 0.0

@@ -30,7 +30,7 @@ from ...dialects.adj import launch_call
 from .ir_util import callee, clone_op, dims, func_type, index, memref_type, numel
 from .signature import Derivative, Signature, aug_inputs, forward_abi
 from .dynamic_tape import emit_offsets
-from .memory import shadow_dead_after
+from .memory import shadow_dead_after, without_dead_zeroing
 from .protocols import OpRules
 from .uniform import emit
 
@@ -191,8 +191,6 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
     # The launch returns the f64 sums of the per-item buffers (accurately: in f64 for f32,
     # pairwise over chunks; reduction.py says why). Each lowering decides how: the CPU's
     # sums per chunk of items as they run and never fills the buffers (lower_cpu.py).
-    # (imported here: kernel_tape imports the generators, whose rule table imports this)
-    from .kernel_tape import without_dead_zeroing
     rev = without_dead_zeroing(gen.ctx.diff, d.rev, dead) if dead else d.rev
     launch = adj.launch(rev, ir.FunctionType.get(inputs, []), args + outs, ndrange,
                         _workgroupsize(op), sums=len(outs))

@@ -12,6 +12,10 @@ of it (`u_all[t + 1] = step(u_all[t])`, the stacked-state form: views of one row
 first dimension of a C-contiguous array, at the loop's variable plus constants) never
 overwrites a row it read when a < b: its variable only grows. So the reverse pass reloads
 each state from the stacked array instead of taping a copy of it per step.
+
+The other direction, in the reverse function: whether an array's shadow is dead after a
+launch's reverse (`shadow_dead_after`), so that the launch may run a copy of the reverse
+kernel that does not zero it (`without_dead_zeroing`).
 """
 from __future__ import annotations
 
@@ -329,3 +333,60 @@ def shadow_dead_after(fn: ir.Operation, classes: AliasClasses, launch: ir.Operat
     entry = fn.regions[0].blocks[0]
     return allocs == 1 and not any(classes.find(a) == c for a in entry.arguments
                                    if is_memref(a.type))
+
+
+def without_dead_zeroing(diff, rev: str, params: list[int]) -> str:
+    """The reverse kernel `rev` for a launch after which nothing reads the shadows passed as
+    `params` (memory.shadow_dead_after): a copy without its stores of 0 into them, or `rev`
+    itself where none can go. Reverse mode zeroes the adjoint of an element the kernel
+    stores over, after reading it (memory_ops.reverse_store), for what reads the shadow
+    next; for a dead shadow that store is a pass of writes over the whole output for
+    nothing (G3: 16 MB; once per adjoint iteration of a fixed point). The stores go only
+    where no read of that shadow can follow them: its every use in the kernel is a load or a
+    store of 0.0, and no load may run after a store (memory.may_run_after: not later in the
+    same block, not in a loop around both; the exclusive branches of an `if` are fine). Two
+    stores over one element, or a store in a loop, read the zero."""
+    kernel = diff.lookup(rev).operation
+    entry = kernel.regions[0].blocks[0]
+    droppable = [k for k in params if _zero_stores(kernel, entry.arguments[k]) is not None]
+    if not droppable:
+        return rev
+    name = f"{rev}__dead{'_'.join(str(k) for k in droppable)}"
+    if diff.lookup(name) is None:
+        copy = kernel.clone(ir.InsertionPoint(diff.body)).operation
+        copy.attributes["sym_name"] = ir.StringAttr.get(name)
+        diff.symbols[name] = copy
+        for k in droppable:
+            for store in _zero_stores(copy, copy.regions[0].blocks[0].arguments[k]):
+                store.erase()
+    return name
+
+
+def _zero_stores(kernel: ir.Operation, shadow: ir.Value) -> list[ir.Operation] | None:
+    """The stores of 0.0 into `shadow` (a parameter of `kernel`) if they may be dropped
+    (without_dead_zeroing), else None."""
+    uses = [u.owner for u in shadow.uses]
+    uses = [u.operation if hasattr(u, "operation") else u for u in uses]
+    if not uses or any(u.name not in ("memref.load", "memref.store") for u in uses):
+        return None
+    stores = [u for u in uses if u.name == "memref.store"]
+    if any(s.operands[1] != shadow or not _is_zero(s.operands[0]) for s in stores):
+        return None
+    positions: dict[ir.Block, dict[ir.Operation, int]] = {}
+
+    def position(op: ir.Operation) -> int:
+        if op.block not in positions:
+            positions[op.block] = {o.operation: k for k, o in enumerate(op.block.operations)}
+        return positions[op.block][op]
+    # (The branches of an if, a border's and the interior's, each read then zero: fine.)
+    loads = [u for u in uses if u.name == "memref.load"]
+    if any(may_run_after(load, store, kernel, position) for load in loads for store in stores):
+        return None
+    return stores or None
+
+
+def _is_zero(v: ir.Value) -> bool:
+    if not isinstance(v, ir.OpResult) or v.owner.operation.name != "arith.constant":
+        return False
+    value = v.owner.operation.attributes["value"]
+    return isinstance(value, ir.FloatAttr) and ir.FloatAttr(value).value == 0.0

@@ -3,7 +3,7 @@
 // the launch's reverse (memory.shadow_dead_after: the output is an array the function
 // allocates, touched before the launch by nothing but its allocation, the launch not in a
 // loop), the launch calls a copy of the reverse kernel without that store
-// (kernel_tape.without_dead_zeroing): one pass of writes over the output fewer.
+// (memory.without_dead_zeroing): one pass of writes over the output fewer.
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s
 func.func private @square(%x: memref<?xf32>, %y: memref<?xf32>)
     attributes {adj.kernel, adj.ndim = 1 : i64} {

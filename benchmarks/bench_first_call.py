@@ -29,6 +29,10 @@ Workloads (each as its peers write it):
     python benchmarks/bench_first_call.py --tiers     # adjit only: ADJIT_COMPILE_TIER=3 (O3
                                                       # first, as before tiers) against the
                                                       # default, alternating, paired
+    python benchmarks/bench_first_call.py --against=DIR  # adjit only: the checkout in DIR
+                                                      # (its adjit first on PYTHONPATH)
+                                                      # against this one, alternating,
+                                                      # paired, first calls and hits
     python benchmarks/bench_first_call.py --tiny      # adjit, K and G, once (the test)
     python benchmarks/bench_first_call.py K G         # only those rows
 
@@ -296,9 +300,10 @@ def _run(path: Path, folder: Path, env: dict) -> dict:
 
 
 def sample(framework: str, workload: str, n: int, grid: int, tier: str | None = None,
-           hit: bool = False) -> dict:
+           hit: bool = False, tree: str | None = None) -> dict:
     """One new process's first call of `workload` with an empty cache (and, with `hit`,
-    a second process's with the cache it filled)."""
+    a second process's with the cache it filled); `tree`: another checkout's adjit (its
+    folder first on PYTHONPATH)."""
     with tempfile.TemporaryDirectory(prefix="adjit-first-") as tmp:
         folder = Path(tmp)
         # Bytecode as an installed package has it (PYTHONDONTWRITEBYTECODE would make every
@@ -310,6 +315,8 @@ def sample(framework: str, workload: str, n: int, grid: int, tier: str | None = 
                     "JAX_PLATFORMS": "cpu"})
         if tier is not None:
             env["ADJIT_COMPILE_TIER"] = tier
+        if tree is not None:
+            env["PYTHONPATH"] = os.pathsep.join([tree, *filter(None, [env.get("PYTHONPATH")])])
         path = folder / "first_call.py"   # the same file twice: its source key is the same
         path.write_text(script(framework, workload, n, grid))
         out = _run(path, folder, env)
@@ -389,6 +396,26 @@ def tiers(names: list[str], runs: int, n: int, grid: int) -> int:
     return 0
 
 
+def against(names: list[str], runs: int, n: int, grid: int, tree: str) -> int:
+    """adjit's first calls and hits from checkout `tree` (before) and from this one (after),
+    alternating in new processes: paired medians per stage."""
+    print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; {runs} pairs, alternating; "
+          f"ms ({tree} -> this checkout)")
+    for name in names:
+        old, new = [], []
+        for _ in range(runs):
+            old.append(sample("adjit", name, n, grid, hit=True, tree=tree))
+            new.append(sample("adjit", name, n, grid, hit=True))
+        if any("error" in s or not s.get("ok") for s in old + new):
+            print(f"{name}: {next(s.get('error', 'wrong result') for s in old + new if 'error' in s or not s.get('ok'))}")
+            return 1
+        cols = " ".join(f"{s} {_ms(_median(old, s))}->{_ms(_median(new, s))}"
+                        for s in ("mlir import", *STAGES, "first", "hit"))
+        print(f"{name:4} {cols}", flush=True)
+    print(f"load after {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     names = [a for a in argv if not a.startswith("--")] or list(WORKLOADS)
     if "--tiny" in argv:
@@ -398,6 +425,9 @@ def main(argv: list[str]) -> int:
     runs = int(os.environ.get("BENCH_RUNS", runs))
     if "--tiers" in argv:
         return tiers(names, runs, 1 << 16, 64)
+    tree = next((a.split("=", 1)[1] for a in argv if a.startswith("--against=")), None)
+    if tree is not None:
+        return against(names, runs, 1 << 16, 64, tree)
     return table(names, ["adjit", "jax", "numba"], runs, 1 << 16, 64)
 
 

@@ -82,7 +82,8 @@ def _register_again(target_ref, dispatcher) -> None:
     registers the O3 code. (The old dispatcher is not cleared: a call on another thread may
     be running one of its specs; it holds its own reference.)"""
     target = target_ref()
-    if target is None or getattr(target, "_native", None) is not dispatcher:
+    # (None: a declaration without native dispatch, struct parameters: it stays without)
+    if target is None or dispatcher is None or getattr(target, "_native", None) is not dispatcher:
         return
     target._native = native_dispatch.dispatcher()
     target._fast.clear()

@@ -12,13 +12,14 @@ fails where such calls take the Python path."""
 import contextlib
 import gc
 import os
+import threading
 
 import numpy as np
 import pytest
 
 import adjit
 from adjit.frontend import functions
-from adjit.runtime import memory, native_dispatch
+from adjit.runtime import cpu_cache, memory, native_dispatch
 
 
 @adjit.jit
@@ -254,7 +255,6 @@ def test_vector_results_stay_on_the_python_path_and_keep_their_shape():
 
 
 def test_threads_calling_at_once_get_their_own_results():
-    import threading
     xs = [np.full((64, 64), i, np.float32) for i in range(8)]
     scaled(xs[0], np.float32(1.0))
     base = in_use()
@@ -276,3 +276,48 @@ def test_threads_calling_at_once_get_their_own_results():
             t.join()
     assert not wrong
     assert in_use() == base
+
+
+@adjit.jit
+def tiered_affine(x):
+    return x * x * 0.5 + x
+
+
+@pytest.fixture
+def held_builds(monkeypatch, tmp_path):
+    """The disk cache on in a fresh folder (so modules get the first compile tier) and its
+    writer's builds held until the returned Event is set (as test_compile_tiers.py does)."""
+    monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ADJIT_COMPILE_TIER", raising=False)
+    monkeypatch.delenv("ADJIT_DEBUG", raising=False)
+    release = threading.Event()
+    build = cpu_cache._build
+
+    def held(*args, **kwargs):
+        assert release.wait(120), "the test never released the cache writer"
+        return build(*args, **kwargs)
+    monkeypatch.setattr(cpu_cache, "_build", held)
+    yield release
+    release.set()
+    adjit.wait_for_builds()
+
+
+def test_after_a_tier_swap_array_results_are_native_again_and_copies_stay_without(held_builds):
+    x = np.linspace(-3, 3, 101)
+    fresh = adjit.jit(tiered_affine.pyfn)
+    first = fresh(x)
+    (compiled,) = fresh._cache.values()
+    assert compiled.module.tiered
+    undispatched = python_path(tiered_affine)
+    undispatched(x)
+    with native_only(fresh):
+        np.testing.assert_array_equal(fresh(x), first)      # the first tier, natively
+    held_builds.set()
+    assert adjit.wait_for_builds(120)
+    assert compiled.module.opt_level == 3
+    fresh(x)                                   # registers the O3 build's entry
+    with native_only(fresh):
+        np.testing.assert_array_equal(fresh(x), first)
+    assert undispatched._native is None        # (was given a dispatcher by the swap)
+    np.testing.assert_array_equal(undispatched(x), first)

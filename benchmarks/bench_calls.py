@@ -4,8 +4,9 @@ adjit `@jit` (natively dispatched), the same compiled code through adjit's Pytho
 array took before), an adjit kernel into a preallocated array, NumPy, Numba (`@njit`) and
 JAX (`jit`, `block_until_ready`). Rows: calls on 16 floats (a scalar result, an array
 result, a gradient called from Python and from `@jit`), then `np.sqrt(x)` and `np.exp(x)` on
-larger float32 arrays. Each row's candidates run interleaved, medians of REPEAT rounds,
-in us, after every result was checked against NumPy's (a wrong one: status 1, not timed).
+larger float32 arrays. Each row's NumPy and adjit candidates run interleaved (the peers
+each in a block of its own after them), medians of REPEAT rounds, in us, after every result
+was checked against NumPy's (a wrong one: status 1, not timed).
 
     python benchmarks/bench_calls.py                 # every row
     python benchmarks/bench_calls.py --small         # tiny sizes, few rounds (the test's)
@@ -67,6 +68,9 @@ def loss(x):
 @adjit.jit
 def loss_gradient(x):
     return adjit.grad(loss)(x)
+
+
+PEERS = ("Numba", "JAX")
 
 
 def python_path(fn):
@@ -165,8 +169,19 @@ def main(argv: list[str]) -> int:
         for call in candidates.values():        # after the builds: each on its final code
             call()
         times = {c: [] for c in candidates}
+        # NumPy and adjit's columns interleaved (paired); each peer in a block of its own
+        # after them: JAX's threads spin on after its call, which slowed whichever
+        # parallel loop came next (an adjit call at 1 MiB: 27 -> 92 us).
+        paired = [c for c in candidates if c not in PEERS]
         for _ in range(repeat):
-            for column, call in candidates.items():
+            for column in paired:
+                call = candidates[column]
+                t = time.perf_counter()
+                call()
+                times[column].append(time.perf_counter() - t)
+        for column in [c for c in candidates if c in PEERS]:
+            call = candidates[column]
+            for _ in range(repeat):
                 t = time.perf_counter()
                 call()
                 times[column].append(time.perf_counter() - t)

@@ -956,8 +956,13 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
             else S.cast(v, _accumulator_type(v.type, op))
     consumed(v)
     e = as_expr(v)
+    # Whether the loop nest reads one C-contiguous array, each element once (the lanes and
+    # the tail below cover [0, n) without overlap): not an expression, which may read an
+    # array twice per element (`x * x`), nor a strided view.
+    covers_once = isinstance(v, Array) and not v.type.strided
     if not e.linear:      # (a view, a transpose, a broadcast: computed in C order first)
         e = as_expr(contiguous(e))
+        covers_once = True
     acc_t = _accumulator_type(e.dtype, op)
     n = numel(e.shape)
     if op in ("max", "min"):
@@ -967,6 +972,10 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
     partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc_t.mlir()),
                            [chunks], [])
     loop = scf.ParallelOp([], [idx(0)], [chunks], [idx(1)], [])
+    if covers_once:
+        # Reverse mode may then store the adjoints into a fresh shadow instead of zeroing it
+        # and adding them, with the chunks in parallel (passes/autodiff/control_flow.py).
+        loop.operation.attributes[adj.COVERS_ONCE_ATTR] = ir.UnitAttr.get()
     body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):
         c = body.arguments[0]

@@ -22,16 +22,17 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...dialects.adj import AdjError, CHECKPOINT_ATTR
+from ...dialects.adj import AdjError, CHECKPOINT_ATTR, COVERS_ONCE_ATTR
 from .checkpoint import augmented as checkpointed_augmented
 from .checkpoint import reverse as checkpointed_reverse
 from .activity import terminator
 from .adjoints import NeedsTape, Scope
 from .gather import gather_rows, prepare_rows, row_sites
-from .ir_util import (for_each_index, index, is_float, is_memref, or_zero, ops,
+from .ir_util import (dims, for_each_index, index, is_float, is_memref, numel, or_zero, ops,
                       trip_count, unravel, walk)
 from .loop_slots import LoopSlots, carry_in, sum_slots
-from .memory_ops import add_into
+from .memory import shadow_fresh_before
+from .memory_ops import add_into, zero_fill_of
 from .op_facts import facts
 from .protocols import OpRules
 from .reduction import accumulator_type, pairwise_sum
@@ -377,6 +378,8 @@ def _thread_shadows(gen: "ReverseGenerator", scope: Scope, yielded: list[ir.Valu
 def reverse_parallel(gen: "ReverseGenerator", op: ir.Operation) -> None:
     if op.results:
         raise AdjError(op, "autodiff: scf.parallel with reductions is not supported")
+    if _reverse_covering(gen, op):
+        return
     private = _parallel_safe(gen, op)
     if private is not None:
         state = gen.checkpoint()
@@ -392,6 +395,95 @@ def reverse_parallel(gen: "ReverseGenerator", op: ir.Operation) -> None:
     elif _reverse_gathered(gen, op):
         return
     _reverse_sequential(gen, op)
+
+
+def _covered_array(gen: "ReverseGenerator", op: ir.Operation):
+    """(the array, its loads) for a loop the frontend marked COVERS_ONCE_ATTR (a reduction
+    over a whole C-contiguous array: each element loaded once, frontend/arrays.py `reduce`),
+    where its loads are all of one array defined outside it and nothing else in the nest
+    touches that array's memory; else None."""
+    if COVERS_ONCE_ATTR not in op.attributes or gen.ctx.kernel:
+        return None
+    loads = [inner for inner in walk(op) if inner.name == "memref.load"]
+    if not loads or any(load.operands[0] != loads[0].operands[0] for load in loads):
+        return None
+    m = loads[0].operands[0]
+    if _defined_inside(m, op):
+        return None
+    c = gen.act.classes.find(m)
+    for inner in walk(op):
+        if inner != op and inner.name != "memref.load" and any(
+                is_memref(v.type) and gen.act.classes.find(v) == c for v in inner.operands):
+            return None
+    return m, loads
+
+
+def _reverse_covering(gen: "ReverseGenerator", op: ir.Operation) -> bool:
+    """The reversal of a loop reading each element of one array once (_covered_array): its
+    iterations add into distinct shadow elements, so it runs in parallel (its chunks do not
+    overlap); and where the shadow is untouched so far (memory.shadow_fresh_before: only its
+    zero-fill has run) it stores each element's adjoint instead of adding it, and zero-fills
+    the shadow first only when the loop covers less than its whole allocation (a run-time
+    check of the element counts). G3's `sum(out)`: one pass of stores over `out`'s 16 MB
+    adjoint, in parallel, instead of a memset and a serial pass of adds. Whether it did."""
+    found = _covered_array(gen, op)
+    if found is None or _parallel_safe(gen, op, found[1]) != []:
+        return False
+    m, loads = found
+    fresh = (STORE_FRESH and gen.act.shadowed(m)
+             and shadow_fresh_before(gen.ctx.fn, gen.act.classes, op, m))
+    if not fresh and not PARALLEL_ADDS:
+        return False
+    state = gen.checkpoint()
+    attempt: list[ir.Operation] = []
+    gen.covering_loads = {load.operation for load in loads} if fresh else set()
+    gen.covering_done = set()
+    try:
+        _reverse_parallel(gen, op, attempt)
+    except NeedsTape:
+        gen.rollback(state)
+        for emitted in reversed(attempt):
+            emitted.erase()
+        gen.ctx.plan.drop_inside(op)
+        return False
+    finally:
+        gen.covering_loads = set()
+    # Every load stored its element (an irrelevant one, not reversed, would leave garbage
+    # where the zero-fill no longer runs): only then may the fill go.
+    if fresh and gen.covering_done == {load.operation for load in loads}:
+        _fill_unless_covered(gen, m, attempt[0], attempt[-1])
+    return True
+
+
+# Switches for paired measurements (benchmarks/bench_grad_workloads.py's G3 before/after):
+# the store form into fresh shadows, and the parallel reversal of covering loops that add.
+STORE_FRESH = True
+PARALLEL_ADDS = True
+
+
+def _fill_unless_covered(gen: "ReverseGenerator", m: ir.Value, before: ir.Operation,
+                         reversed_loop: ir.Operation) -> None:
+    """Moves the zero-fill of `m`'s root allocation's shadow to just `before` the reversed
+    loop, under `if numel(m) != numel(shadow)`: a loop storing every element of `m`, all of
+    the allocation, leaves nothing for the fill to do; one over part of it (a view of fewer
+    elements) still needs the rest zeroed. Nothing touched the shadow between its fill and
+    here (shadow_fresh_before), so the move changes nothing else."""
+    root = _root(m)
+    if not (isinstance(root, ir.OpResult) and root.owner.operation.name == "memref.alloc"):
+        return
+    shadow = gen.shadow(root)
+    fill = zero_fill_of(shadow, reversed_loop)
+    if fill is None:
+        return
+    with ir.InsertionPoint(before):
+        # (m's shadow has m's shape; m itself might have to come from the tape)
+        covered = arith.cmpi(arith.CmpIPredicate.eq, numel(dims(gen.shadow(m))),
+                             numel(dims(shadow)))
+        partly = arith.xori(covered, arith.constant(ir.IntegerType.get_signless(1), 1))
+        branch = scf.IfOp(partly)
+        with ir.InsertionPoint(branch.then_block):
+            end = scf.YieldOp([])
+    fill.move_before(end)
 
 
 def _reverse_gathered(gen: "ReverseGenerator", op: ir.Operation) -> bool:
@@ -416,7 +508,8 @@ def _reverse_gathered(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     return True
 
 
-def _parallel_safe(gen: "ReverseGenerator", op: ir.Operation) -> bool:
+def _parallel_safe(gen: "ReverseGenerator", op: ir.Operation,
+                   covering: list[ir.Operation] = ()) -> list[ir.Value] | None:
     """Whether the reversed iterations may run in parallel: one-dimensional, and adding
     into no shadow that another iteration may also add into (loads, atomics, copies,
     calls and launches might; a store's element belongs to its iteration, and so does a
@@ -426,14 +519,18 @@ def _parallel_safe(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     reversal LLVM vectorises; measured again once reversed loops vectorised with Active
     scalars: 2.7 -> 4.1 ms. The sequential reversal runs from the arrays' ends, which the
     augmented pass touched last and the cache still holds; the parallel one starts each
-    thread's share from its beginning, evicted by then.)
+    thread's share from its beginning, evicted by then. That was a sum of an expression;
+    a sum of a plain array, whose loop the frontend marks COVERS_ONCE_ATTR, is reversed in
+    parallel by _reverse_covering: G3's gradient 7.3 -> 6.3 ms with its adds in parallel,
+    5.4 ms storing them, paired, two threads.)
     Generalised to the frontend's loop nests (arrays.for_each): a load whose first index is
     the iteration's, where every access of that array in the loop is through the same
     memref at that first index, reads the iteration's own row. And a load at indices that
     do not depend on the iteration, from an array the loop only loads from (a broadcast
     operand, `x @ w + b`'s b), is allowed too: its adjoint goes to a private copy of the
     shadow per chunk of iterations, summed into the shadow after the loop (the returned
-    list of such arrays; None: not safe)."""
+    list of such arrays; None: not safe). `covering`: loads that read each element of
+    their array once in the whole nest (_covered_array), which no two iterations share."""
     args = list(op.regions[0].blocks[0].arguments)
     if len(args) != 1:
         return None
@@ -444,6 +541,8 @@ def _parallel_safe(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     for inner in walk(op):
         if inner.name == "memref.load" and _at(inner, iv):
             continue
+        if inner in covering:
+            continue     # (each element loaded once in the whole nest: no two iterations)
         if inner.name == "memref.load" and _own_row(inner, iv, accesses):
             continue
         if facts(inner.name).shared_adds and gen.act.relevant(inner):

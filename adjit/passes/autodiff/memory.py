@@ -15,7 +15,9 @@ each state from the stacked array instead of taping a copy of it per step.
 
 The other direction, in the reverse function: whether an array's shadow is dead after a
 launch's reverse (`shadow_dead_after`), so that the launch may run a copy of the reverse
-kernel that does not zero it (`without_dead_zeroing`).
+kernel that does not zero it (`without_dead_zeroing`); and whether it is still untouched
+(only zero-filled) when a loop's reverse runs (`shadow_fresh_before`), so that a sum over
+the whole array may store its adjoints into it instead of adding them.
 """
 from __future__ import annotations
 
@@ -329,6 +331,58 @@ def shadow_dead_after(fn: ir.Operation, classes: AliasClasses, launch: ir.Operat
         if user == launch or op.name in _NO_ELEMENTS or facts(op.name).view:
             continue
         if op.name == "func.return" or may_run_after(launch, user, fn, position):
+            return False
+    entry = fn.regions[0].blocks[0]
+    return allocs == 1 and not any(classes.find(a) == c for a in entry.arguments
+                                   if is_memref(a.type))
+
+
+def shadow_fresh_before(fn: ir.Operation, classes: AliasClasses, loop: ir.Operation,
+                        array: ir.Value) -> bool:
+    """Whether, in the reverse function, `array`'s shadow holds nothing but its zero-fill
+    when the reverse of `loop` (an op of `fn` whose nest reads `array`) runs: the mirror of
+    shadow_dead_after. Then a loop that reads each element once may store its adjoints
+    instead of adding them, and, covering the whole array, need not have it zero-filled.
+
+    Proven when `array`'s alias class holds one `memref.alloc` of `fn` and views of it (not
+    an argument, whose shadow the caller gives with values in it; no array a call, loop or
+    branch gives), no op outside `loop` that touches it may run after `loop` (their reverses
+    run before its: another read adds into the shadow, a write zeroes it), none returns it,
+    and `loop` runs once (not in a loop: a later iteration's reverse would have added into
+    it). The ops inside `loop` are the caller's to check. Anything else: False."""
+    c = classes.find(array)
+    allocs = 0
+    positions: dict[ir.Block, dict[ir.Operation, int]] = {}
+
+    def position(op: ir.Operation) -> int:
+        if op.block not in positions:
+            positions[op.block] = {o.operation: k for k, o in enumerate(op.block.operations)}
+        return positions[op.block][op]
+
+    if any(facts(x.name).loop for x in _ancestors(loop, fn)[:-1]):
+        return False
+    for op in walk(fn):
+        if op == fn:
+            continue
+        inside = loop in _ancestors(op, fn)
+        for region in op.regions:
+            for block in region.blocks:
+                if not inside and any(is_memref(a.type) and classes.find(a) == c
+                                      for a in block.arguments):
+                    return False
+        if any(is_memref(r.type) and classes.find(r) == c for r in op.results):
+            if op.name == "memref.alloc":
+                allocs += 1
+            elif not facts(op.name).view:
+                return False
+        if inside or not any(is_memref(v.type) and classes.find(v) == c for v in op.operands):
+            continue
+        user = op
+        if op.name == "func.call" and op.parent.operation.name == "adj.launch":
+            user = op.parent.operation
+        if op.name in _NO_ELEMENTS or facts(op.name).view:
+            continue
+        if op.name == "func.return" or may_run_after(user, loop, fn, position):
             return False
     entry = fn.regions[0].blocks[0]
     return allocs == 1 and not any(classes.find(a) == c for a in entry.arguments

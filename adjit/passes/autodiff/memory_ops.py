@@ -21,8 +21,8 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from ...dialects.adj import AdjError
-from .ir_util import (ATOMIC_ADDF, clone_op, dims, fill_zero, for_each_index, index, is_memref,
-                      memref_type, view_of, zero, zeroed_like)
+from .ir_util import (ATOMIC_ADDF, clone_op, dims, fill_zero, for_each_index, index,
+                      is_ancestor, is_memref, memref_type, view_of, zero, zeroed_like)
 from .gather import tag_row_site
 from .op_facts import VIEW_OPS
 from .protocols import OpRules
@@ -55,6 +55,14 @@ def forward_load(gen: "ForwardGenerator", op: ir.Operation) -> None:
 def reverse_load(gen: "ReverseGenerator", op: ir.Operation) -> None:
     r = op.results[0]
     d = gen.get_adj(r) if gen.act.active(r) else None
+    if op.operation in getattr(gen, "covering_loads", ()):
+        # A loop reading each element once into a shadow nothing else has touched
+        # (control_flow._reverse_covering): the element's adjoint is this one.
+        s = gen.shadow(op.operands[0])
+        at = indices(gen, op, 1)
+        memref.store(d if d is not None else zero(memref_type(s.type).element_type), s, at)
+        gen.covering_done.add(op.operation)
+        return
     if d is not None:
         store = gen.accumulate(gen.shadow(op.operands[0]), indices(gen, op, 1), d)
         if store is not None:   # (an add gather.gather_rows may move: tagged)
@@ -173,6 +181,29 @@ def alloc_shadow(gen: "ReverseGenerator", alloc: ir.Operation) -> ir.Value:
                    if n == ir.ShapedType.get_dynamic_size()], [])
     for_each_index(shape, lambda i: memref.store(zero(t.element_type), new, i))
     return new
+
+
+def zero_fill_of(shadow: ir.Value, besides: ir.Operation) -> ir.Operation | None:
+    """The op of `shadow`'s block that zero-fills it (alloc_shadow's, zeroed_like's loop nest
+    of one store of 0.0, or that store for a 0-d array), if that is its only store outside
+    the op `besides`; else None."""
+    stores = [u.owner for u in shadow.uses]
+    stores = [s.operation if hasattr(s, "operation") else s for s in stores]
+    stores = [s for s in stores if s.name == "memref.store" and not is_ancestor(besides, s)]
+    if len(stores) != 1 or stores[0].operands[1] != shadow:
+        return None
+    value = stores[0].operands[0]
+    if not (isinstance(value, ir.OpResult) and value.owner.operation.name == "arith.constant"
+            and isinstance(value.owner.operation.attributes["value"], ir.FloatAttr)
+            and ir.FloatAttr(value.owner.operation.attributes["value"]).value == 0.0):
+        return None
+    block = shadow.owner.operation.block if isinstance(shadow, ir.OpResult) else None
+    op = stores[0]
+    while op.block != block:
+        op = op.parent.operation
+        if op.name != "scf.for":
+            return None
+    return op
 
 
 # -- views --------------------------------------------------------------------------------------

@@ -253,3 +253,33 @@ def test_plain_sum_of_an_argument_adds():
         before = dy.copy()
         adjit.autodiff(ReverseWithPrimal, plain_sum, Duplicated(y, dy))
         np.testing.assert_array_equal(dy, before + 1.0)
+
+
+@adjit.jit
+def in_branch(x):
+    # The sum's reverse runs only in one branch; the other one adds into out's shadow, which
+    # must still be zero-filled there.
+    out = adjit.empty_like(x)
+    softplus_kernel(x, out, ndrange=x.shape[0])
+    if x[0] > 0.0:
+        total = adjit.sum(out)
+    else:
+        total = adjit.sum(out * out)
+    return total
+
+
+JAX[in_branch] = lambda x: jnp.where(x[0] > 0.0, jnp.sum(sp(x)), jnp.sum(sp(x) ** 2))
+
+
+def test_sum_in_a_branch():
+    for first in (1.0, -1.0):
+        x = _x((4099,))
+        x[0] = first
+        dx, value = _grad(in_branch, x)
+        want = np.asarray(jax.grad(JAX[in_branch])(jnp.asarray(x)))
+        np.testing.assert_allclose(value, float(JAX[in_branch](jnp.asarray(x))), rtol=1e-12)
+        np.testing.assert_allclose(dx, want, rtol=1e-10, atol=1e-12)
+        x32 = x.astype(np.float32)
+        for _ in range(3):    # (fresh memory from the allocator may hold old values)
+            dx32, _ = _grad(in_branch, x32)
+            np.testing.assert_allclose(dx32, want, rtol=2e-5, atol=2e-5)

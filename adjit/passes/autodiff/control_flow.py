@@ -467,13 +467,16 @@ def _fill_unless_covered(gen: "ReverseGenerator", m: ir.Value, before: ir.Operat
     loop, under `if numel(m) != numel(shadow)`: a loop storing every element of `m`, all of
     the allocation, leaves nothing for the fill to do; one over part of it (a view of fewer
     elements) still needs the rest zeroed. Nothing touched the shadow between its fill and
-    here (shadow_fresh_before), so the move changes nothing else."""
+    here (shadow_fresh_before), so the move changes nothing else. Left where it is when
+    the reversed loop is not in the fill's block."""
     root = _root(m)
     if not (isinstance(root, ir.OpResult) and root.owner.operation.name == "memref.alloc"):
         return
     shadow = gen.shadow(root)
     fill = zero_fill_of(shadow, reversed_loop)
-    if fill is None:
+    # Only within one block: moved into a branch (a sum under an `if`) or a loop, the fill
+    # would not run, or run again, where the other paths still need it once.
+    if fill is None or fill.block != before.block:
         return
     with ir.InsertionPoint(before):
         # (m's shadow has m's shape; m itself might have to come from the tape)

@@ -455,7 +455,7 @@ def _reverse_covering(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     return True
 
 
-# Switches for paired measurements (benchmarks/bench_grad_workloads.py's G3 before/after):
+# Switches for paired measurements (benchmarks/bench_sum_reverse.py: G3 before/after):
 # the store form into fresh shadows, and the parallel reversal of covering loops that add.
 STORE_FRESH = True
 PARALLEL_ADDS = True

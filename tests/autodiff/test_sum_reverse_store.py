@@ -283,3 +283,26 @@ def test_sum_in_a_branch():
         for _ in range(3):    # (fresh memory from the allocator may hold old values)
             dx32, _ = _grad(in_branch, x32)
             np.testing.assert_allclose(dx32, want, rtol=2e-5, atol=2e-5)
+
+
+@adjit.jit
+def summed_in_loop(x):
+    # each iteration's sum adds into the shadow the later iterations' reverses filled
+    out = adjit.empty_like(x)
+    softplus_kernel(x, out, ndrange=x.shape[0])
+    total = 0.0
+    for k in range(3):
+        total = total + (k + 1.0) * adjit.sum(out)
+    return total
+
+
+JAX[summed_in_loop] = lambda x: 6.0 * jnp.sum(sp(x))
+
+
+def test_sum_in_a_loop_adds():
+    check(summed_in_loop, _x())
+    assert not _stores_into_fresh_shadow(summed_in_loop)
+    x = _x((4099,))     # (two chunks; central differences of a sum this long are too coarse)
+    dx, _ = _grad(summed_in_loop, x)
+    np.testing.assert_allclose(dx, np.asarray(jax.grad(JAX[summed_in_loop])(jnp.asarray(x))),
+                               rtol=1e-10, atol=1e-12)

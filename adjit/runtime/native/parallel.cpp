@@ -32,9 +32,20 @@
 // pause instruction (launches in a compiled loop follow each other within that), then for
 // SPIN_YIELD_NS with sched_yield (launches from Python follow within microseconds; on a
 // shared core the yield hands the core to whoever else wants it, the caller included, so a
-// polling worker does not slow the thread it waits for), then sleeps on a futex. Waking a
-// sleeping worker costs the caller one syscall, not the worker's wake-up latency, since the
-// caller starts on the chunks at once.
+// polling worker does not slow the thread it waits for), then sleeps on a futex.
+//
+// Waking sleepers only where it pays. Waking a worker costs the caller the futex syscall and
+// the worker the time to reach its CPU: on the shared 2-core VM, 10-45 us in the syscall
+// (an idle, halted vCPU) and a first chunk 40-70 us after, or, with the worker placed on the
+// caller's own CPU, a cheap syscall and no help before the loop ends. A loop of ~70 us after
+// a pause was slower on two threads than on one. So the pool remembers each loop body's
+// one-thread time per item (the caller's pace, ESTIMATES entries by the body's address) and
+// what waking cost the last times (the syscall plus the wait for a worker's first chunk, or
+// the whole loop if none came); with the back-off on, a loop expected to take under
+// WAKE_PAYS wake costs runs on the caller and leaves the workers asleep, as does a SMALL
+// loop. Only loops in a burst (the previous one ended within the workers' polling time)
+// poke them, after running, so that the next loops find them polling. The remembered cost
+// fades while the pool does not wake, so that it tries again.
 //
 // Why not MLIR's async runtime (async-parallel-for), used before: its workers sleep on a
 // condition variable between tasks, and each launch paid their wake-up and the coroutine
@@ -78,6 +89,11 @@ constexpr int CHUNKS_PER_THREAD = 4;        // a thread's home: this many chunks
 #endif
 constexpr int64_t SPIN_PAUSE_NS = ADJ_SPIN_PAUSE_NS;   // an idle worker polls with `pause`,
 constexpr int64_t SPIN_YIELD_NS = ADJ_SPIN_YIELD_NS;   // then sched_yield up to this, then sleeps
+#ifndef ADJ_WAKE_PAYS
+#define ADJ_WAKE_PAYS 2
+#endif
+constexpr int64_t WAKE_PAYS = ADJ_WAKE_PAYS;    // wake sleepers for loops this many wake costs long
+constexpr int ESTIMATES = 256;              // loops whose one-thread time the pool remembers
 constexpr int64_t WAIT_PAUSE_NS = 20000;    // the caller polls for unfinished chunks this long
 constexpr int64_t SERIAL_MIN_NS = 1000000;  // after contention: serial for this long,
 constexpr int64_t SERIAL_MAX_NS = 256000000; // doubling while it recurs, up to this (a probe
@@ -159,6 +175,13 @@ struct Pool {
     alignas(64) int workers = 0;                   // started (only the submitter changes these)
     int64_t serial_until = 0;                      // contention seen: serial until then
     int64_t serial_for = SERIAL_MIN_NS;
+    int64_t last_end = INT64_MIN / 2;              // when the last loop under `submit` ended
+    int64_t wake_cost = 0;                         // waking sleepers: the caller's syscall plus
+                                                   // the first worker's arrival (average; 0: unknown)
+    struct Estimate { Body body; int64_t ps_per_item; };   // one-thread picoseconds per item
+    Estimate estimate[ESTIMATES] = {};
+    int64_t wakes = 0;                             // futex wakes issued (tests)
+    alignas(64) std::atomic<int64_t> joined{0};    // when a worker took its first chunk of the loop
     std::mutex submit;                             // one loop at a time
     Home home[MAX_THREADS];
 };
@@ -227,8 +250,11 @@ void worker(int index, uint32_t seen) {
         // nothing: the loop asked for fewer threads (the process's limit, a product split
         // into few parts) and gets no more.
         int homes = pool.homes.load(std::memory_order_acquire);
+        int64_t arrived = now_ns();
         int count = index < homes ? run_chunks(g, index) : 0;
         if (count > 0) {
+            int64_t none = 0;   // (before `done`: the caller reads it once all is done)
+            pool.joined.compare_exchange_strong(none, arrived, std::memory_order_relaxed);
             if (preemptions() != before) pool.preempted.store(1, std::memory_order_relaxed);
             pool.done.fetch_add(uint32_t(count), std::memory_order_seq_cst);
             if (pool.caller_waiting.load(std::memory_order_seq_cst)) futex_wake(pool.done, 1);
@@ -246,6 +272,7 @@ void after_fork_in_child() {
     pool.preempted.store(0);
     pool.serial_until = 0;
     pool.serial_for = SERIAL_MIN_NS;
+    pool.wake_cost = 0;   // the child's workers are new: measure anew
 }
 
 bool start_workers(int wanted) {
@@ -266,10 +293,53 @@ bool start_workers(int wanted) {
 // wake and poll again, so that the next loops find them awake).
 void publish(uint32_t epoch, int wake) {
     pool.generation.store(epoch, std::memory_order_seq_cst);
-    if (pool.sleepers.load(std::memory_order_seq_cst) > 0) futex_wake(pool.generation, wake);
+    if (pool.sleepers.load(std::memory_order_seq_cst) > 0) {
+        futex_wake(pool.generation, wake);
+        ++pool.wakes;
+    }
 }
 
 void run_here(Body body, void *ctx, int64_t n) { body(ctx, 0, n); }
+
+Pool::Estimate &estimate_of(Body body) {
+    uintptr_t h = reinterpret_cast<uintptr_t>(body);
+    return pool.estimate[(h >> 4 ^ h >> 12) % ESTIMATES];
+}
+
+// A loop's one-thread time as the pool last measured it (per item, so any n), or -1.
+int64_t expected_ns(Body body, int64_t n) {
+    Pool::Estimate &e = estimate_of(body);
+    return e.body == body ? int64_t(__int128(e.ps_per_item) * n / 1000) : -1;
+}
+
+void remember(Body body, int64_t n, int64_t ns) {
+    if (n > 0 && ns >= 0) estimate_of(body) = {body, int64_t(__int128(ns) * 1000 / n)};
+}
+
+// Whether to leave sleeping workers asleep and run the loop on the caller (the file's
+// comment: waking them pays only for a loop longer than a few wake costs).
+bool leave_asleep(Body body, int64_t n) {
+    if (!pool.backoff || pool.sleepers.load(std::memory_order_seq_cst) == 0) return false;
+    int64_t expected = expected_ns(body, n);
+    if (expected < 0 || expected >= WAKE_PAYS * pool.wake_cost) return false;
+    // The cost was measured only when the pool woke workers: let it fade while it is not, so
+    // that the pool tries again (a wake that found the other core busy cost a whole loop).
+    pool.wake_cost -= pool.wake_cost / 64;
+    return true;
+}
+
+// Runs the loop on the caller, measuring it (the estimate leave_asleep reads), and pokes
+// the workers when loops come in a burst.
+void run_here_alone(Body body, void *ctx, int64_t n, int64_t start, uint32_t epoch) {
+    bool burst = start - pool.last_end < SPIN_YIELD_NS;
+    in_loop = true;
+    run_here(body, ctx, n);
+    in_loop = false;
+    int64_t end = now_ns();
+    remember(body, n, end - start);
+    if (burst) publish(epoch, INT_MAX);
+    pool.last_end = now_ns();
+}
 
 }  // namespace
 
@@ -280,9 +350,11 @@ enum Size : int64_t { PARALLEL = 0, SMALL = 1, TINY = 2, SIZE_MASK = 3,
 // Runs body(ctx, lo, hi) over [0, n) on up to `threads` threads (the file's comment) and
 // returns when all is done. A SMALL loop (small_loops.py: up to ~30 us of work) runs on the
 // caller alone unless the workers are awake: waking a sleeping one takes longer (tens of
-// us) than such a loop's work; it pokes them, so that the next launches of a loop of
-// launches find them awake. A TINY loop (under ~1 us) always runs on the caller, and wakes
-// no one.
+// us) than such a loop's work; when loops come in a burst (or always, with the back-off
+// off) it pokes them, so that the next launches of a loop of launches find them awake. A
+// PARALLEL loop the pool has measured shorter than WAKE_PAYS wake costs also runs on the
+// caller while the workers sleep (leave_asleep). A TINY loop (under ~1 us) always runs on
+// the caller, and wakes no one.
 ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t threads,
                                  int64_t size) {
     if (n <= 0) return;
@@ -299,14 +371,26 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
     int64_t start = now_ns();
     if (start < pool.serial_until && pool.backoff) {   // the cores were not free a moment ago
         run_here(body, ctx, n);
+        pool.last_end = now_ns();
         return;
     }
     uint32_t epoch = pool.generation.load(std::memory_order_relaxed) + 1;
     if (cls == SMALL &&
         (pool.workers < parts - 1 || pool.sleepers.load(std::memory_order_seq_cst))) {
+        // Waking costs more than such a loop's work. With the back-off on, only a burst of
+        // loops pokes the workers (after running: the caller pays the syscall, tens of us
+        // here, once per burst rather than for a lone small loop after a pause).
         start_workers(int(parts) - 1);
+        if (pool.backoff) {
+            run_here_alone(body, ctx, n, start, epoch);
+            return;
+        }
         publish(epoch, INT_MAX);
         run_here(body, ctx, n);
+        return;
+    }
+    if (leave_asleep(body, n)) {
+        run_here_alone(body, ctx, n, start, epoch);
         return;
     }
     if (!start_workers(int(parts) - 1)) {
@@ -327,8 +411,12 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
                                    std::memory_order_release);
     pool.done.store(0, std::memory_order_relaxed);
     pool.preempted.store(0, std::memory_order_relaxed);
+    pool.joined.store(0, std::memory_order_relaxed);
     long before = preemptions();
+    bool waking = pool.sleepers.load(std::memory_order_seq_cst) > 0;
+    int64_t published = now_ns();
     publish(epoch, int(parts) - 1);                 // (seq_cst: publishes all of the above)
+    int64_t woke = now_ns();
 
     in_loop = true;
     int mine = run_chunks(epoch, 0);
@@ -348,6 +436,16 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
         pool.caller_waiting.store(0, std::memory_order_relaxed);
     }
     int64_t end = now_ns();
+    pool.last_end = end;
+    // The caller's pace, as one thread's time for the loop (its chunks are even); if the
+    // workers took every chunk (the caller was held up in the wake), the loop's time.
+    remember(body, n, mine > 0 ? int64_t(__int128(ran - woke) * chunks / mine) : end - woke);
+    if (waking) {   // what waking cost: the syscall, and the wait for a worker's first chunk
+        int64_t joined = pool.joined.load(std::memory_order_relaxed);
+        int64_t cost = (woke - published) + ((joined ? joined : end) - published);
+        // Up at once, down slowly: a wake that did not pay should not be retried soon.
+        pool.wake_cost = cost > pool.wake_cost ? cost : (3 * pool.wake_cost + cost) / 4;
+    }
 
     // Did the workers help? Not if a thread was preempted mid-loop (another thread or process
     // wants the cores), nor if waiting for them took longer than the rest would have taken
@@ -370,6 +468,23 @@ ADJ_EXPORT int adj_parallel_workers() { return pool.workers; }
 // Whether loops run on the caller alone for now because the cores were found busy (tests,
 // benchmarks).
 ADJ_EXPORT int adj_parallel_backed_off() { return pool.backoff && now_ns() < pool.serial_until; }
+
+// How many workers sleep on the futex now, and how many times the pool has woken sleeping
+// workers (tests: a lone small loop after a pause wakes none).
+ADJ_EXPORT int adj_parallel_sleeping() { return pool.sleepers.load(); }
+ADJ_EXPORT int64_t adj_parallel_wakes() {
+    std::lock_guard<std::mutex> hold(pool.submit);
+    return pool.wakes;
+}
+
+// Sets what the pool takes waking its sleeping workers to cost (ns; 0: unknown, wake) and
+// returns the previous value (tests: make the choice to leave them asleep deterministic).
+ADJ_EXPORT int64_t adj_set_wake_cost(int64_t ns) {
+    std::lock_guard<std::mutex> hold(pool.submit);
+    int64_t was = pool.wake_cost;
+    pool.wake_cost = ns < 0 ? 0 : ns;
+    return was;
+}
 
 // The most threads a loop runs on in this process, whatever its module was compiled for
 // (core/threads.py: thread_limit); 0: no limit. Set by runtime/extension.py when it loads,

@@ -26,6 +26,8 @@ sleeping = ctypes.CFUNCTYPE(ctypes.c_int)(extension.address("adj_parallel_sleepi
 wakes = ctypes.CFUNCTYPE(ctypes.c_int64)(extension.address("adj_parallel_wakes"))
 set_wake_cost = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(
     extension.address("adj_set_wake_cost"))
+set_handoff_cost = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(
+    extension.address("adj_set_handoff_cost"))
 PARALLEL, SMALL = 0, 1
 
 
@@ -36,7 +38,10 @@ def pool_default():
     set_limit(0)
     was = set_backoff(1)
     cost = set_wake_cost(0)
+    set_handoff_cost(0)    # handing off taken as free (until -1): the pool hands off any
+                           # loop, as it did (Python bodies, under the GIL, are slower handed off)
     yield
+    set_handoff_cost(-1)   # measured again
     set_wake_cost(cost)
     set_backoff(was)
     set_limit(th.thread_limit())
@@ -114,10 +119,40 @@ def test_a_lone_small_loop_after_a_pause_wakes_no_one_and_a_burst_does(pool_defa
         count[0] += hi - lo
 
     cb = BODY(tick)
+    # Waking pays only for loops longer than it (WAKE_PAYS wake costs): the wake cost the
+    # pool measured above, with Python bodies and the GIL, can be longer than a tick. 0:
+    # unknown, so worth trying.
+    set_wake_cost(0)
     for _ in range(200):
         parallel_for(cb, None, 64, 2, SMALL)
     assert count[0] == 200 * 64
     assert wakes() > before
+
+
+def test_a_burst_of_loops_too_short_to_hand_off_wakes_no_one_and_stays_on_the_caller(
+        pool_default):
+    # A loop the pool has measured shorter than handing it off costs (here: the hand-off is
+    # taken to cost 1000 s, so every measured loop is) runs whole on the caller, even with
+    # the workers awake, and a burst of such loops pokes no sleeping worker.
+    loop = Loop()
+    for _ in range(3):
+        loop(4000)                     # the worker started, the loop measured
+    wait_until_asleep()
+    set_handoff_cost(10**12)
+    before = wakes()
+    for _ in range(200):               # a burst (the calls follow within microseconds)
+        assert loop(64) == [(0, 64, True)]
+        assert loop(64, size=SMALL) == [(0, 64, True)]
+    assert wakes() == before, "a burst of loops too short to hand off woke the workers"
+    assert sleeping() == workers()
+    # Awake workers take their share while handing off is taken as free...
+    set_handoff_cost(0)
+    set_wake_cost(0)
+    blocks = loop(4000)
+    assert wakes() == before + 1 and len(blocks) == 8
+    # ...but a loop too short to hand off still runs on the caller while they poll.
+    set_handoff_cost(10**12)
+    assert loop(4000) == [(0, 4000, True)]
 
 
 def test_a_loop_measured_shorter_than_a_wake_leaves_the_workers_asleep(pool_default):

@@ -47,6 +47,22 @@
 // poke them, after running, so that the next loops find them polling. The remembered cost
 // fades while the pool does not wake, so that it tries again.
 //
+// Loops too short to hand off. Even to awake (polling) workers a hand-off costs the caller
+// the publish, the join and the cache lines that travel: a few us on the shared VM, more than
+// a 48x48 Jacobi sweep's whole work (a solve of many such sweeps ran 2.45x, its gradient
+// 3.24x, its one-thread time on two free cores). So the pool keeps a running estimate of that
+// cost (`handoff`: a parallel loop's time with awake workers minus its one-thread time over
+// the threads, measured on short loops, where it is not lost in the work, and capped so that
+// loops slowed by something else, the GIL in tests' Python bodies, do not inflate it); with
+// the back-off on, a loop expected to gain less than that runs on the caller even while the
+// workers are awake, and in a burst of such loops nobody pokes sleeping workers. So does a
+// loop whose body the pool has seen take longer handed off than one thread takes (threads
+// that fight over cache lines: the Jacobi solve's gradient, 3.24x one thread, accumulates
+// into shared rows); that verdict fades, so the pool tries again now and then. A poke also
+// waits for loops worth WAKE_PAYS wake costs, as leave_asleep. A loop the pool has not
+// measured yet is handed off (or not) as before, and so measured; chunks are cut alike
+// whoever runs them, so results do not change.
+//
 // Why not MLIR's async runtime (async-parallel-for), used before: its workers sleep on a
 // condition variable between tasks, and each launch paid their wake-up and the coroutine
 // machinery, 70-90 us on these machines, longer than a 1024^2 stencil step.
@@ -93,6 +109,11 @@ constexpr int64_t SPIN_YIELD_NS = ADJ_SPIN_YIELD_NS;   // then sched_yield up to
 #define ADJ_WAKE_PAYS 2
 #endif
 constexpr int64_t WAKE_PAYS = ADJ_WAKE_PAYS;    // wake sleepers for loops this many wake costs long
+#ifndef ADJ_HANDOFF_NS
+#define ADJ_HANDOFF_NS 2000
+#endif
+constexpr int64_t HANDOFF_PRIOR_NS = ADJ_HANDOFF_NS;   // a hand-off to awake workers, until measured
+constexpr int64_t HANDOFF_MAX_NS = 10000;   // a sample above this is something else (the GIL)
 constexpr int ESTIMATES = 256;              // loops whose one-thread time the pool remembers
 constexpr int64_t WAIT_PAUSE_NS = 20000;    // the caller polls for unfinished chunks this long
 constexpr int64_t SERIAL_MIN_NS = 1000000;  // after contention: serial for this long,
@@ -178,8 +199,16 @@ struct Pool {
     int64_t last_end = INT64_MIN / 2;              // when the last loop under `submit` ended
     int64_t wake_cost = 0;                         // waking sleepers: the caller's syscall plus
                                                    // the first worker's arrival (average; 0: unknown)
-    struct Estimate { Body body; int64_t ps_per_item; };   // one-thread picoseconds per item
+    struct Estimate {        // picoseconds per item:
+        Body body;
+        int64_t ps_per_item;     // one thread (a run on the caller's; else the caller's pace)
+        int64_t handed_ps;       // the whole loop handed to awake workers (0: not measured)
+        bool alone;              // ps_per_item was measured on the caller alone
+    };
     Estimate estimate[ESTIMATES] = {};
+    int64_t handoff = HANDOFF_PRIOR_NS;           // handing a loop to awake workers (running
+                                                   // average)
+    bool handoff_fixed = false;                    // adj_set_handoff_cost's (tests)
     int64_t wakes = 0;                             // futex wakes issued (tests)
     alignas(64) std::atomic<int64_t> joined{0};    // when a worker took its first chunk of the loop
     std::mutex submit;                             // one loop at a time
@@ -273,6 +302,7 @@ void after_fork_in_child() {
     pool.serial_until = 0;
     pool.serial_for = SERIAL_MIN_NS;
     pool.wake_cost = 0;   // the child's workers are new: measure anew
+    pool.handoff = HANDOFF_PRIOR_NS;
 }
 
 bool start_workers(int wanted) {
@@ -312,8 +342,21 @@ int64_t expected_ns(Body body, int64_t n) {
     return e.body == body ? int64_t(__int128(e.ps_per_item) * n / 1000) : -1;
 }
 
-void remember(Body body, int64_t n, int64_t ns) {
-    if (n > 0 && ns >= 0) estimate_of(body) = {body, int64_t(__int128(ns) * 1000 / n)};
+// Remembers a loop's one-thread time: `alone`, from a run on the caller alone, else the
+// caller's pace in a parallel run (which threads that share cache lines or memory slow: it
+// does not replace one measured alone).
+void remember(Body body, int64_t n, int64_t ns, bool alone) {
+    if (n <= 0 || ns < 0) return;
+    Pool::Estimate &e = estimate_of(body);
+    int64_t ps = int64_t(__int128(ns) * 1000 / n);
+    if (e.body != body) e = {body, ps, 0, alone};
+    else if (alone || !e.alone) e.ps_per_item = ps, e.alone = alone;
+}
+
+// Remembers what the whole loop took handed to awake workers.
+void remember_handed(Body body, int64_t n, int64_t ns) {
+    Pool::Estimate &e = estimate_of(body);
+    if (n > 0 && e.body == body) e.handed_ps = int64_t(__int128(ns) * 1000 / n);
 }
 
 // Whether to leave sleeping workers asleep and run the loop on the caller (the file's
@@ -328,17 +371,55 @@ bool leave_asleep(Body body, int64_t n) {
     return true;
 }
 
-// Runs the loop on the caller, measuring it (the estimate leave_asleep reads), and pokes
-// the workers when loops come in a burst.
-void run_here_alone(Body body, void *ctx, int64_t n, int64_t start, uint32_t epoch) {
-    bool burst = start - pool.last_end < SPIN_YIELD_NS;
+// Whether handing the loop to `parts` threads gains less than the hand-off costs, even with
+// the workers awake (the file's comment): its one-thread time T against T/parts + handoff.
+// Or whether the loop, handed to awake workers, took longer than on the caller alone (a
+// body whose threads fight over cache lines: a gradient's accumulations); that verdict
+// fades, so that the pool tries again.
+bool too_short(Body body, int64_t n, int64_t parts) {
+    if (!pool.backoff) return false;
+    int64_t expected = expected_ns(body, n);
+    if (expected < 0) return false;
+    if (expected * (parts - 1) < pool.handoff * parts) return true;
+    Pool::Estimate &e = estimate_of(body);
+    if (pool.handoff > 0 && e.handed_ps >= e.ps_per_item) {   // (0: tests, hand off all)
+        e.handed_ps -= e.handed_ps / 64 + 1;
+        return true;
+    }
+    return false;
+}
+
+// Runs the loop on the caller, measuring it (the estimate leave_asleep and too_short read).
+void run_here_measured(Body body, void *ctx, int64_t n, int64_t start) {
     in_loop = true;
     run_here(body, ctx, n);
     in_loop = false;
     int64_t end = now_ns();
-    remember(body, n, end - start);
-    if (burst) publish(epoch, INT_MAX);
-    pool.last_end = now_ns();
+    remember(body, n, end - start, true);
+    pool.last_end = end;
+}
+
+// Whether a poke (waking the sleepers for the next loops) may pay for loops like this one:
+// not if it is too short to hand off, nor (with the back-off on) shorter than WAKE_PAYS
+// wake costs, as leave_asleep judges a loop.
+bool worth_waking_for(Body body, int64_t n, int64_t parts) {
+    if (!pool.backoff) return true;
+    int64_t expected = expected_ns(body, n);
+    return !too_short(body, n, parts) &&
+           (expected < 0 || expected >= WAKE_PAYS * pool.wake_cost);
+}
+
+// Runs the loop on the caller, measuring it, and pokes the workers when loops come in a
+// burst, unless waking them does not pay for loops like this one (a burst of those would
+// pay the wake's syscall, tens of us, for nothing).
+void run_here_alone(Body body, void *ctx, int64_t n, int64_t start, uint32_t epoch,
+                    int64_t parts) {
+    bool burst = start - pool.last_end < SPIN_YIELD_NS;
+    run_here_measured(body, ctx, n, start);
+    if (burst && worth_waking_for(body, n, parts)) {
+        publish(epoch, INT_MAX);
+        pool.last_end = now_ns();
+    }
 }
 
 }  // namespace
@@ -353,7 +434,8 @@ enum Size : int64_t { PARALLEL = 0, SMALL = 1, TINY = 2, SIZE_MASK = 3,
 // us) than such a loop's work; when loops come in a burst (or always, with the back-off
 // off) it pokes them, so that the next launches of a loop of launches find them awake. A
 // PARALLEL loop the pool has measured shorter than WAKE_PAYS wake costs also runs on the
-// caller while the workers sleep (leave_asleep). A TINY loop (under ~1 us) always runs on
+// caller while the workers sleep (leave_asleep), and one measured too short to hand off,
+// or slower handed off, even while they are awake (too_short). A TINY loop (under ~1 us) always runs on
 // the caller, and wakes no one.
 ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t threads,
                                  int64_t size) {
@@ -374,6 +456,10 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
         pool.last_end = now_ns();
         return;
     }
+    if (too_short(body, n, parts)) {   // awake workers or not: the hand-off costs more
+        run_here_measured(body, ctx, n, start);
+        return;
+    }
     uint32_t epoch = pool.generation.load(std::memory_order_relaxed) + 1;
     if (cls == SMALL &&
         (pool.workers < parts - 1 || pool.sleepers.load(std::memory_order_seq_cst))) {
@@ -382,7 +468,7 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
         // here, once per burst rather than for a lone small loop after a pause).
         start_workers(int(parts) - 1);
         if (pool.backoff) {
-            run_here_alone(body, ctx, n, start, epoch);
+            run_here_alone(body, ctx, n, start, epoch, parts);
             return;
         }
         publish(epoch, INT_MAX);
@@ -390,7 +476,7 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
         return;
     }
     if (leave_asleep(body, n)) {
-        run_here_alone(body, ctx, n, start, epoch);
+        run_here_alone(body, ctx, n, start, epoch, parts);
         return;
     }
     if (!start_workers(int(parts) - 1)) {
@@ -439,7 +525,9 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
     pool.last_end = end;
     // The caller's pace, as one thread's time for the loop (its chunks are even); if the
     // workers took every chunk (the caller was held up in the wake), the loop's time.
-    remember(body, n, mine > 0 ? int64_t(__int128(ran - woke) * chunks / mine) : end - woke);
+    int64_t one = mine > 0 ? int64_t(__int128(ran - woke) * chunks / mine) : end - woke;
+    remember(body, n, one, false);
+    if (!waking && !pool.preempted.load(std::memory_order_relaxed)) remember_handed(body, n, end - start);
     if (waking) {   // what waking cost: the syscall, and the wait for a worker's first chunk
         int64_t joined = pool.joined.load(std::memory_order_relaxed);
         int64_t cost = (woke - published) + ((joined ? joined : end) - published);
@@ -453,6 +541,13 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
     bool contended = pool.preempted.load(std::memory_order_relaxed) || preemptions() != before;
     if (!contended && mine > 0 && theirs > 0)
         contended = (end - ran) > (ran - start) / mine * int64_t(theirs) + WAIT_PAUSE_NS;
+    if (!pool.handoff_fixed && !waking && !contended && mine > 0 && theirs > 0 && one < 32 * HANDOFF_MAX_NS) {
+        // What handing off to awake workers cost beyond the work split evenly (a short
+        // loop's: in a long one it is lost in the work's noise and memory bandwidth).
+        int64_t cost = (end - start) - one / parts;
+        cost = cost < 0 ? 0 : cost > HANDOFF_MAX_NS ? HANDOFF_MAX_NS : cost;
+        pool.handoff = (3 * pool.handoff + cost) / 4;
+    }
     if (contended) {
         pool.serial_until = end + pool.serial_for;
         pool.serial_for = pool.serial_for * 2 < SERIAL_MAX_NS ? pool.serial_for * 2 : SERIAL_MAX_NS;
@@ -483,6 +578,18 @@ ADJ_EXPORT int64_t adj_set_wake_cost(int64_t ns) {
     std::lock_guard<std::mutex> hold(pool.submit);
     int64_t was = pool.wake_cost;
     pool.wake_cost = ns < 0 ? 0 : ns;
+    return was;
+}
+
+// Sets what the pool takes handing a loop to awake workers to cost (ns) and returns the
+// previous value (tests: make the choice to keep a short loop on the caller deterministic;
+// 0 hands off every loop as before, including those measured slower handed off). The pool
+// keeps the value until called with -1: measure again from the prior.
+ADJ_EXPORT int64_t adj_set_handoff_cost(int64_t ns) {
+    std::lock_guard<std::mutex> hold(pool.submit);
+    int64_t was = pool.handoff;
+    pool.handoff_fixed = ns >= 0;
+    pool.handoff = ns >= 0 ? ns : HANDOFF_PRIOR_NS;
     return was;
 }
 

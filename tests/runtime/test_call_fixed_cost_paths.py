@@ -289,7 +289,7 @@ def held_builds(monkeypatch, tmp_path):
     writer's builds held until the returned Event is set (as test_compile_tiers.py does)."""
     monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("ADJIT_COMPILE_TIER", raising=False)
+    monkeypatch.setenv("ADJIT_COMPILE_TIER", "0")   # tiers on (opt-in)
     monkeypatch.delenv("ADJIT_DEBUG", raising=False)
     release = threading.Event()
     build = cpu_cache._build

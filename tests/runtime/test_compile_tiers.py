@@ -22,11 +22,11 @@ from adjit.runtime import cpu_cache
 
 @pytest.fixture
 def gate(monkeypatch, tmp_path):
-    """The disk cache on in a fresh folder, tiers at their default, and the writer's builds
+    """The disk cache on in a fresh folder, tiers on (ADJIT_COMPILE_TIER=0, opt-in), and the writer's builds
     held until the returned Event is set. Yields (event, the opt levels the writer built)."""
     monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("ADJIT_COMPILE_TIER", raising=False)
+    monkeypatch.setenv("ADJIT_COMPILE_TIER", "0")   # tiers on (opt-in)
     monkeypatch.delenv("ADJIT_DEBUG", raising=False)
     release = threading.Event()
     built: list[int] = []
@@ -257,6 +257,21 @@ def test_compile_tier_3_compiles_at_o3_at_once(gate, monkeypatch):
     assert x.tolist() == [1.0] * 4
 
 
+@adjit.kernel
+def add_four(x):
+    i = adjit.index()
+    x[i] = x[i] + 4.0
+
+
+def test_without_the_setting_there_are_no_tiers(gate, monkeypatch):
+    # Tiers are opt-in: a first call that runs long would run all of it at O0.
+    monkeypatch.delenv("ADJIT_COMPILE_TIER", raising=False)
+    x = np.zeros(4)
+    add_four(x, ndrange=4)
+    assert not _module(add_four).tiered and _module(add_four).opt_level == 3
+    assert x.tolist() == [4.0] * 4
+
+
 def test_a_compile_tier_not_valid_is_refused_by_name(gate, monkeypatch):
     monkeypatch.setenv("ADJIT_COMPILE_TIER", "fast")
     with pytest.raises(ValueError, match="ADJIT_COMPILE_TIER must be 0, 1, 2 or 3"):
@@ -294,7 +309,7 @@ def test_without_the_disk_cache_no_tiers(monkeypatch):
     ("declare ptr @_mlir_memref_to_llvm_alloc(i64)\ndeclare void @adj_parallel_for(ptr)", True),
 ])
 def test_first_tier_only_where_o3_computes_the_same_numbers(monkeypatch, line, tiered):
-    monkeypatch.delenv("ADJIT_COMPILE_TIER", raising=False)
+    monkeypatch.setenv("ADJIT_COMPILE_TIER", "0")   # tiers on (opt-in)
     assert engine.first_tier(f"; ModuleID = 'm'\n{line}\n") == (engine.FIRST_TIER if tiered else 3)
 
 

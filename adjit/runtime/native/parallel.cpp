@@ -479,10 +479,16 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
         run_here_alone(body, ctx, n, start, epoch, parts);
         return;
     }
+    int had = pool.workers;
     if (!start_workers(int(parts) - 1)) {
         run_here(body, ctx, n);
         return;
     }
+    // Workers started for this loop join it after their thread's creation (tens of us to
+    // ms): such a loop says nothing of what handing off costs, nor of busy cores. Judged as
+    // one, the first loops of a process ran serial for their next ~64 launches (too_short's
+    // fading verdict) and backed off: W4's first 20 ms of calls at one thread's speed.
+    bool fresh = pool.workers != had;
     if (parts > pool.workers + 1) parts = pool.workers + 1;
     int64_t per = (size & COARSE) ? 1 : CHUNKS_PER_THREAD;
     int64_t chunks = parts * per < n ? parts * per : n;
@@ -527,7 +533,8 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
     // workers took every chunk (the caller was held up in the wake), the loop's time.
     int64_t one = mine > 0 ? int64_t(__int128(ran - woke) * chunks / mine) : end - woke;
     remember(body, n, one, false);
-    if (!waking && !pool.preempted.load(std::memory_order_relaxed)) remember_handed(body, n, end - start);
+    if (!waking && !fresh && !pool.preempted.load(std::memory_order_relaxed))
+        remember_handed(body, n, end - start);
     if (waking) {   // what waking cost: the syscall, and the wait for a worker's first chunk
         int64_t joined = pool.joined.load(std::memory_order_relaxed);
         int64_t cost = (woke - published) + ((joined ? joined : end) - published);
@@ -539,9 +546,9 @@ ADJ_EXPORT void adj_parallel_for(Body body, void *ctx, int64_t n, int64_t thread
     // wants the cores), nor if waiting for them took longer than the rest would have taken
     // the caller (its own pace times the chunks it did not run).
     bool contended = pool.preempted.load(std::memory_order_relaxed) || preemptions() != before;
-    if (!contended && mine > 0 && theirs > 0)
+    if (!contended && !fresh && mine > 0 && theirs > 0)
         contended = (end - ran) > (ran - start) / mine * int64_t(theirs) + WAIT_PAUSE_NS;
-    if (!pool.handoff_fixed && !waking && !contended && mine > 0 && theirs > 0 && one < 32 * HANDOFF_MAX_NS) {
+    if (!pool.handoff_fixed && !waking && !fresh && !contended && mine > 0 && theirs > 0 && one < 32 * HANDOFF_MAX_NS) {
         // What handing off to awake workers cost beyond the work split evenly (a short
         // loop's: in a long one it is lost in the work's noise and memory bandwidth).
         int64_t cost = (end - start) - one / parts;

@@ -16,6 +16,10 @@ import numpy as np
 import adjit
 from adjit import Duplicated, ReverseWithPrimal
 
+# G2b's step (the border copies, the interior a stencil): the reverse kernel reads and
+# zeroes v's adjoint in both branches of its `if`.
+from test_checkpoint import reaction_diffusion_step as border_step  # noqa: E402
+
 jax.config.update("jax_enable_x64", True)
 
 
@@ -54,20 +58,6 @@ def store_in_loop(x, out):
     i = adjit.index()
     for k in range(3):
         out[i] = x[i] * (k + 1.0)
-
-
-@adjit.kernel
-def border_step(u, v):
-    # G2b's shape: the border copies, the interior a stencil; the reverse kernel reads and
-    # zeroes v's adjoint in both branches of the `if`.
-    i, j = adjit.index_nd()
-    n, m = u.shape[0], u.shape[1]
-    if 0 < i < n - 1 and 0 < j < m - 1:
-        c = u[i, j]
-        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * c
-        v[i, j] = c + 0.1 * lap + 0.05 * c * (1.0 - c)
-    else:
-        v[i, j] = u[i, j]
 
 
 @adjit.jit

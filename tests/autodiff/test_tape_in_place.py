@@ -18,19 +18,9 @@ import pytest
 import adjit
 from adjit import Const, Duplicated, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal
 
+from test_checkpoint import reaction_diffusion_step as rd_step  # noqa: E402  (G2b's step)
+
 jax.config.update("jax_enable_x64", True)
-
-
-@adjit.kernel
-def rd_step(u, v):
-    i, j = adjit.index_nd()
-    n, m = u.shape[0], u.shape[1]
-    if 0 < i < n - 1 and 0 < j < m - 1:
-        c = u[i, j]
-        lap = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1] - 4.0 * c
-        v[i, j] = c + 0.1 * lap + 0.05 * c * (1.0 - c)
-    else:
-        v[i, j] = u[i, j]
 
 
 @adjit.kernel

@@ -7,12 +7,12 @@
 Importing adjit, decorating functions and launching kernels that the GPU kernel cache holds
 need no MLIR: it is imported when something is compiled.
 """
-from .frontend.builtins import namespace as _ns
+from .lang.builtins import namespace as _ns
 from .core.errors import CompilationError, InternalCompilerError
-from .frontend.functions import Function, Kernel, device_function as func, jit, kernel
+from .lang.functions import Function, Kernel, device_function as func, jit, kernel
 from .core.types import Array, ArrayType, ScalarType, bool_, f32, f64, i32, i64
 from .core.types import VecArrayType, VecType, mat, vec
-from .frontend.structs import struct, zeros_like as zeros_like_struct
+from .lang.structs import struct, zeros_like as zeros_like_struct
 
 # Warp's small vector, matrix and quaternion types (f32; the d suffix: f64)
 vec2, vec3, vec4 = (vec(n, f32) for n in (2, 3, 4))
@@ -20,21 +20,21 @@ vec2d, vec3d, vec4d = (vec(n, f64) for n in (2, 3, 4))
 mat22, mat33, mat44 = (mat(n, n, f32) for n in (2, 3, 4))
 mat22d, mat33d, mat44d = (mat(n, n, f64) for n in (2, 3, 4))
 quat, quatd = VecType("quat", (4,), f32), VecType("quat", (4,), f64)
-from .frontend.modes import (Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed, Forward,
+from .lang.modes import (Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed, Forward,
                              ForwardWithPrimal, Reverse, ReverseSplitWithPrimal,
                              ReverseWithPrimal)
-from .frontend.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, hessian,
+from .api.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, hessian,
                                 hvp, jacfwd, jacrev, jvp, value_and_grad, vjp)
-from .frontend import rules
-from .frontend.checkpointing import checkpointed
-from .frontend.fixed_point import fixed_point
-from .frontend.stop_gradient import stop_gradient
-from .frontend import matmul_rules as _matmul_rules  # noqa: F401 (the products' rules)
-from .frontend.calls import ROUTES as _ROUTES
-from .frontend.functions import install as _install
+from .lang import rules
+from .lang.checkpointing import checkpointed
+from .lang.fixed_point import fixed_point
+from .lang.stop_gradient import stop_gradient
+from .compiler import matmul_rules as _matmul_rules  # noqa: F401 (the products' rules)
+from .api.calls import ROUTES as _ROUTES
+from .lang.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
 
-# Declarations know no compiler: their calls go through these routes (frontend/calls.py).
+# Declarations know no compiler: their calls go through these routes (api/calls.py).
 _install(_ROUTES)
 
 globals().update(_ns)   # index, index_nd, sin, ..., atomic_add, zeros, sum, ...

@@ -72,7 +72,7 @@ def _timed(owner, name, stage):
     setattr(owner, name, wrapper)
 def _timers():
     t = time.perf_counter()
-    import adjit.frontend.compiler, adjit.frontend.derivative, adjit.frontend.engine as E
+    import adjit.compiler.unit, adjit.compiler.derivative, adjit.compiler.engine as E
     import adjit.passes.autodiff as AD, mlir.dialects.llvm as ML
     from adjit.runtime import cpu_cache as C
     took = time.perf_counter() - t

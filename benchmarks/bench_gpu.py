@@ -18,7 +18,7 @@ import numpy as np
 
 import adjit
 from adjit import Active, Duplicated
-from adjit.frontend.cuda_launch import compile_only
+from adjit.api.cuda_launch import compile_only
 from adjit.runtime import cuda
 
 DT = 0.1

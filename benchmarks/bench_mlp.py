@@ -5,7 +5,7 @@ against NumPy (the forward, and a hand-written backpropagation: the products are
 BLAS) and JAX (jax.jit(jax.value_and_grad(...)), XLA's CPU backend) when installed.
 Medians of many runs after warm-up, in one process; milliseconds and ratios to adjit.
 
-adjit's products call the sgemm of the OpenBLAS that NumPy bundles (frontend/matmul.py), the
+adjit's products call the sgemm of the OpenBLAS that NumPy bundles (compiler/matmul.py), the
 same as NumPy's `@`; its gradient is two products per product (dA = dC B^T, dB = A^T dC) plus
 the element-wise parts (tanh's derivative, the squared error's), each one fused loop.
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 #    module global `error_global`).
 # 9: no `tape_per_item` nor `uniform_loads`: a launch's derivative is a host program, whose
 #    launch rule sizes tapes and sums per-item adjoints on the device.
-# 10: `sites`, where the sources the checks' positions are in were (frontend/service.py
+# 10: `sites`, where the sources the checks' positions are in were (api/service.py
 #    moves the positions to the caller's sources on a hit).
 FORMAT_VERSION = 10
 # The launch contract between passes/lower_gpu.py and runtime/cuda.py: a 1-D grid of blocks
@@ -40,7 +40,7 @@ class GpuKernel:
     dimension, message) of each index every work item takes with its id, which the launcher
     checks the ndrange against (dialects/adj.py: BOUNDS_ATTR). `sites`: (file, first line,
     last line) of each source the checks' "(at file:line)" positions are in, in the cache
-    key's order (frontend/source.code_sites); () where not recorded.
+    key's order (lang/source.code_sites); () where not recorded.
     """
     name: str
     entry: str

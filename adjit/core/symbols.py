@@ -1,6 +1,6 @@
 """Symbol names that generated code and the runtime share."""
 
-# A host program's entry function (frontend/cuda_jit.py, runtime/host_program.py).
+# A host program's entry function (api/cuda_jit.py, runtime/host_program.py).
 ENTRY = "entry"
 # The runtime calls a host program makes, each through the pointer in global
 # HOOK_PREFIX + symbol (passes/lower_cuda_host.py defines them, runtime/host_program.py
@@ -22,7 +22,7 @@ HOST_MEMORY_ATTR = "adj.host_memory"
 # extension's addresses.
 CHECKPOINT_SYMBOLS = ("adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to",
                       "adj_ckpt_slot", "adj_ckpt_free", "adj_ckpt_count")
-# The matrix products of compiled code (runtime/native/gemm.cpp; frontend/matmul.py):
+# The matrix products of compiled code (runtime/native/gemm.cpp; compiler/matmul.py):
 # (flags, A, B, C), three 3-D memrefs; through NumPy's OpenBLAS where the extension found it.
 # CPU code finds them in the extension by name; a host program through hooks, like the
 # checkpointing schedule's.

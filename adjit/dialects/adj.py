@@ -53,7 +53,7 @@ CHECKPOINT_ATTR = "adj.checkpoint"
 # (passes/autodiff/fixed_point.py)
 FIXED_POINT_ATTR = "adj.fixed_point"
 # on scf.parallel: the loop nest loads one array, defined outside it, and reads each of its
-# elements exactly once (adjit.sum/max/min over a whole array: frontend/arrays.py `reduce`).
+# elements exactly once (adjit.sum/max/min over a whole array: compiler/arrays.py `reduce`).
 # Reverse mode then reverses it in parallel and, where the array's shadow is still untouched,
 # stores the adjoints instead of adding them (passes/autodiff/control_flow.py).
 COVERS_ONCE_ATTR = "adj.covers_once"

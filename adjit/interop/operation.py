@@ -20,9 +20,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..core.types import ArrayType
-from ..frontend.autodiff import _inner_product_grads, autodiff
-from ..frontend.functions import Function, Kernel, routes, specialise
-from ..frontend.modes import Active, Const, Duplicated, Forward, Reverse
+from ..api.autodiff import _inner_product_grads, autodiff
+from ..lang.functions import Function, Kernel, routes, specialise
+from ..lang.modes import Active, Const, Duplicated, Forward, Reverse
 
 Buffer = Callable[[int], Any]     # argument position -> a new array (zeros, or a copy)
 

@@ -27,8 +27,8 @@ import torch
 from torch.autograd import forward_ad
 
 from ..runtime.device_array import as_device_array
-from ..frontend.autodiff import autodiff, grad
-from ..frontend.modes import Const, Duplicated, Forward
+from ..api.autodiff import autodiff, grad
+from ..lang.modes import Const, Duplicated, Forward
 from .operation import Operation, float_result
 
 WHO = "adjit.torch.function"

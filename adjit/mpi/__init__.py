@@ -298,7 +298,7 @@ def allreduce(x, comm, op: str = "sum"):
 
 def _compile_allreduce(gen, args: list, kwargs: dict):
     from ..core.errors import UserError
-    from ..frontend.values import Literal, PyObj
+    from ..compiler.values import Literal, PyObj
     args = list(args)
     op = kwargs.pop("op", None)
     if len(args) == 3 and op is None:

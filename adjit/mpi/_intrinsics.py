@@ -40,7 +40,7 @@ def _declare(gen, name: str, inputs: list, results: list) -> None:
 
 def _i64(v):
     from ..core.types import i64
-    from ..frontend import scalar_ops as S
+    from ..compiler import scalar_ops as S
     s = S.as_scalar(v, i64)
     if s.type.is_float or s.type.is_bool:
         raise _user_error(f"expected an integer, got {S.describe(v)}")
@@ -53,7 +53,7 @@ def _user_error(message: str):
 
 
 def _literal(v, what: str) -> int:
-    from ..frontend.values import Literal
+    from ..compiler.values import Literal
     if not isinstance(v, Literal):
         raise _user_error(f"{what} must be a constant")
     return int(v.value)
@@ -92,7 +92,7 @@ def array_call(array, opcode, comm, x, y, adjoint, checked=1):
 def _compile_array_call(gen, args: list, kwargs: dict):
     from mlir import ir
     from mlir.dialects import func
-    from ..frontend.values import Array, ArrayExpr
+    from ..compiler.values import Array, ArrayExpr
     if kwargs or len(args) not in (6, 7):
         raise _user_error("array_call(array, opcode, comm, x, y, adjoint, checked=1)")
     array, opcode, comm, x, y, adjoint = args[:6]
@@ -137,8 +137,8 @@ def _compile_scalar_call(gen, args: list, kwargs: dict):
     from mlir import ir
     from mlir.dialects import func
     from ..core.types import f64
-    from ..frontend import scalar_ops as S
-    from ..frontend.values import Scalar
+    from ..compiler import scalar_ops as S
+    from ..compiler.values import Scalar
     if kwargs or len(args) not in (4, 5):
         raise _user_error("scalar_call(x, opcode, comm, root, checked=1)")
     x, opcode, comm, root = args[:4]
@@ -172,7 +172,7 @@ def _i64_query(symbol: str, doc: str, arity: int):
         from mlir import ir
         from mlir.dialects import func
         from ..core.types import i64
-        from ..frontend.values import Scalar
+        from ..compiler.values import Scalar
         if kwargs or len(args) != arity:
             raise _user_error(f"{symbol} takes {arity} arguments")
         t = ir.IntegerType.get_signless(64)

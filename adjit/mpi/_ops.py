@@ -1,4 +1,4 @@
-"""adjit.mpi's operations as `@adjit.func`s with custom rules (frontend/rules.py), so that
+"""adjit.mpi's operations as `@adjit.func`s with custom rules (lang/rules.py), so that
 every mode differentiates them where compiled code calls them, all-Const calls included
 (the rules run there too, so every rank takes part in every communication).
 
@@ -25,8 +25,8 @@ Python), so that a failure names the user's line and not one of this file. The r
 only derivatives call, check inside (at no location: the traceback has the user's call)."""
 from __future__ import annotations
 
-from ..frontend import rules
-from ..frontend.functions import device_function as func, jit
+from ..lang import rules
+from ..lang.functions import device_function as func, jit
 from ._intrinsics import (ALLREDUCE_SUM, BCAST, CHANNEL, HALO, RECV, S_BCAST, S_MAX, S_MIN, S_SUM, SEND,
                           array_call, comm_rank, held_extreme, scalar_call)
 
@@ -177,7 +177,7 @@ def _channel(gen):
     from mlir.dialects import arith
     from ..core.errors import UserError
     from ..core.types import f64
-    from ..frontend import arrays as A
+    from ..compiler import arrays as A
     if gen.kind == "kernel":
         raise UserError("adjit.mpi.send/recv are called from @adjit.jit code, not kernels")
     cached = getattr(gen, "_adjit_mpi_channel", None)

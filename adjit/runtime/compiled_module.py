@@ -1,7 +1,7 @@
 """`CompiledModule`: the callables of a compiled CPU module, however it was made (an
 ExecutionEngine, or a shared object from the disk cache), without MLIR.
 
-A module of the first compile tier (frontend/engine.py: LLVM at a low level, for a fast first
+A module of the first compile tier (compiler/engine.py: LLVM at a low level, for a fast first
 call) is `tiered`: its callables call through a cell that `swap` re-points at the O3 build
 once the background writer has built it, and `on_swap` tells native callers to register
 again (their specs hold the old addresses)."""
@@ -144,7 +144,7 @@ def from_source_key(skey: str, opt_level: int = 3, sites: Sequence[source_index.
                     ) -> tuple[CompiledModule, dict] | None:
     """The module recorded under source key `skey` (runtime/source_index.py), loaded and
     ready to call, with the record's meta; None on a miss. `sites`: where the caller's
-    sources are (frontend/source.code_sites), which its failed checks name."""
+    sources are (lang/source.code_sites), which its failed checks name."""
     found = source_index.load_entry(skey, sites)
     if found is None:
         return None

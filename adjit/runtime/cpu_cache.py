@@ -125,7 +125,7 @@ def _lowering_sources() -> str:
     passes, dialects = (Path(importlib.util.find_spec(f"adjit.{p}").origin).parent
                         for p in ("passes", "dialects"))
     files = [*sorted(passes.glob("*.py")), *sorted(dialects.glob("*.*")),
-             passes.parent / "frontend" / "engine.py",
+             passes.parent / "compiler" / "engine.py",
              *(Path(__file__).parent / name
                for name in ("cpu_cache.py", "vector_math.py", "loader.py"))]
     digest = hashlib.sha256()
@@ -343,7 +343,7 @@ def store_later(folder: Path, key: str, llvm_ir: str, opt_level: int,
     """Builds and stores the entry for `key` on the background thread: `llvm_ir`, the
     module translated to LLVM IR before LLVM's optimisations, compiled at `opt_level`;
     then calls `then(shared object)` there (stored or not: a folder that cannot be written),
-    before wait_for_builds counts the job done (frontend/engine.py swaps its first tier)."""
+    before wait_for_builds counts the job done (compiler/engine.py swaps its first tier)."""
     global _writer
     with _writer_lock:
         if _writer is None or _writer.pid != os.getpid():   # a forked child: a thread of its own

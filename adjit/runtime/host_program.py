@@ -55,7 +55,7 @@ from .kernel_cache import GpuKernel, KernelCacheError
 
 # 2: an entry of a program with checks takes the call's error cell as its last argument.
 # 3: the metadata records its key and is checksummed (files.write_entry).
-FORMAT_VERSION = 4     # 4: `meta["sites"]` (frontend/service.py) and kernels' `sites`
+FORMAT_VERSION = 4     # 4: `meta["sites"]` (api/service.py) and kernels' `sites`
 
 _ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)
 _FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)

@@ -24,7 +24,7 @@ from .files import (DamagedEntry, cache_settings, read_entry, warn_unwritable,
 
 def cache_key(source: str, kernel: str, chip: str = "sm_90") -> str:
     """Key of `kernel` compiled from `source` for `chip`. `source` is whatever determines
-    the compiled code: the module's IR text, or (frontend/cuda_launch.py) a digest of the
+    the compiled code: the module's IR text, or (api/cuda_launch.py) a digest of the
     Python source and argument types. It depends on text only: no MLIR needed."""
     data = "\0".join([str(FORMAT_VERSION), chip, kernel, source]).encode()
     return hashlib.sha256(data).hexdigest()[:32]

@@ -3,7 +3,7 @@
 A process whose functions are all in the disk cache (runtime/source_index.py) never imports
 the MLIR bindings (73 ms of imports) or builds IR: it loads shared objects and calls them
 (runtime/compiled_module.py). So this module imports nothing of MLIR; the compiler
-(frontend/engine.py) builds on it. What compiled code calls at run time (the allocator,
+(compiler/engine.py) builds on it. What compiled code calls at run time (the allocator,
 memrefCopy, the thread pool of parallel loops) is in adjit's native extension
 (runtime/extension.py), libc and libm: no library of the MLIR wheel.
 """

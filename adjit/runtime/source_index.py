@@ -5,7 +5,7 @@ process had to import MLIR (73 ms), rebuild the IR and print it (150 ms in all f
 kernel). Here a second kind of record, in the same folder, maps a *source key* to it: a
 digest of what the compiler reads, computed without MLIR: the Python source of the function
 and of everything it reaches with the global constants it compiles in
-(frontend/source.fingerprint), the compiler's own source, what is compiled (a function, a
+(lang/source.fingerprint), the compiler's own source, what is compiled (a function, a
 kernel launch, which derivative), the argument types, the options and thread count, and the
 machine and tools (`cpu_cache.light_environment`). The caller builds that text; `key` adds
 the environment.
@@ -21,7 +21,7 @@ that does not verify, or whose module entry is gone or damaged, reads as a miss:
 compiles as before and records again. Editing any source the key covers changes the key,
 so a stale record is never found.
 
-The key leaves out where the code lives (frontend/source.fingerprint), so one record serves
+The key leaves out where the code lives (lang/source.fingerprint), so one record serves
 the same function text in two files; the module's error table names the lines of the file
 it was compiled from. A hit therefore moves each check's "(at file:line)" from the
 recorded sites to the caller's (`relocated`): a failed check names the line of the

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import accuracy_sweep as S
-from adjit.frontend import builtins
+from adjit.lang import builtins
 
 
 @pytest.fixture(scope="module")

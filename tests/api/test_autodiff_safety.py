@@ -1,4 +1,4 @@
-"""What derivative calls refuse before anything runs (frontend/autodiff_checks.py): read-only
+"""What derivative calls refuse before anything runs (api/autodiff_checks.py): read-only
 arrays the derivative would write (issue 19.1), a split-mode tape reused for another call
 (19.2), overlapping array arguments where one is written (19.7), integer arrays marked
 Duplicated (8.12). What used to crash the process runs in a subprocess with a timeout; every

@@ -1,5 +1,5 @@
 """A call whose argument signature (dtypes, ranks, Python types) ran before goes straight to
-its compiled specialisation (frontend/functions.py _fast_path): the arguments are converted
+its compiled specialisation (lang/functions.py _fast_path): the arguments are converted
 by it and, where it refuses one, the full path runs and gives the usual message before
 anything has run. Each message below is the one a first call gives."""
 import numpy as np

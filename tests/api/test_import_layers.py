@@ -153,6 +153,6 @@ def test_the_graph_sees_imports():
     modules = _modules()
     found, external = _imports("runtime.kernel_cache", modules["runtime.kernel_cache"], modules)
     assert {"core.kernel", "runtime.files"} <= found
-    found, _ = _imports("frontend.guard", modules["frontend.guard"], modules)
+    found, _ = _imports("api.guard", modules["api.guard"], modules)
     assert "core.deep_stack" in found                    # imported inside a function
     assert "numpy" in _imports("runtime.memory", modules["runtime.memory"], modules)[1]

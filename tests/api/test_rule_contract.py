@@ -1,4 +1,4 @@
-"""The custom-rule contract (SPEC: Custom rules; frontend/rules.py): a rule that returns the
+"""The custom-rule contract (SPEC: Custom rules; lang/rules.py): a rule that returns the
 wrong number or kind of values is refused at its `return` line; `config.needs_primal` is
 false exactly where no one reads the primal; a mode without its rules differentiates the
 body automatically and says so once."""
@@ -378,8 +378,8 @@ def uses_twin(a: adjit.f64):     # (typed: twin's symbol is twin__f64; a `float`
 
 
 def test_a_symbol_of_the_rules_name_is_not_taken_for_the_rule():
-    from adjit.frontend.rule_compiler import rule_symbol
-    from adjit.frontend.rules import Config
+    from adjit.compiler.rule_compiler import rule_symbol
+    from adjit.lang.rules import Config
     assert rule_symbol("twin__f64", "forward", ["dup"], "dup", Config(True, False, ())) != \
         rule_symbol("twin__f64", "forward", ["dup"], "dup", Config(False, True, ()))
     assert rule_symbol("twin__f64", "forward", ["dup"], "dup", Config(True, True, ())) == \

@@ -148,7 +148,7 @@ def test_two_lambdas_on_one_line_are_two_functions():
     a, b = adjit.grad(lambda x: x * x)(3.0), adjit.grad(lambda x: x * x * x)(3.0)
     assert (a, b) == (pytest.approx(6.0), pytest.approx(27.0))
     # the disk cache's key of each (its source's digest) tells them apart too
-    from adjit.frontend.source import fingerprint
+    from adjit.lang.source import fingerprint
     f, g = (lambda x: x * x), (lambda x: x * x * x)
     assert fingerprint(adjit.jit(f)) != fingerprint(adjit.jit(g))
 

@@ -1,5 +1,5 @@
 """Custom rules (adjit.rules) of @adjit.func functions taking and returning vectors
-(frontend/rule_compiler.py: a vector argument is a vector to the rule, its `.dval` a vector
+(compiler/rule_compiler.py: a vector argument is a vector to the rule, its `.dval` a vector
 of tangents; a vector result's primal and tangent are vectors; a reverse rule gives a
 vector adjoint; vectors go on the tape): checked against finite differences in both modes,
 and shown to be the rules' derivatives, not the automatic ones."""

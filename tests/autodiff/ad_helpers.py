@@ -11,7 +11,7 @@ from mlir import ir
 from adjit.dialects import make_context
 from adjit.core.types import ArrayType, ScalarType, bool_, f32, f64, i32, i64
 from adjit.passes.autodiff import run_autodiff
-from adjit.frontend.engine import compile_module
+from adjit.compiler.engine import compile_module
 
 ENTRY = "adj.entry, llvm.emit_c_interface"
 _CTX = make_context()

@@ -192,7 +192,7 @@ def triangular_const(a, out):
 
 
 def test_a_triangular_loop_with_constant_bounds_has_a_constant_tape():
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     z = np.zeros(1)
     d = Derivative(triangular_const, Reverse, [Duplicated(z, z), Duplicated(z, z)],
                    [F64_1D] * 2, (1,), None)

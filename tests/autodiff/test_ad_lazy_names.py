@@ -1,4 +1,4 @@
-"""Derivatives of @jit array code with named temporaries (frontend/lazy.py): the named form
+"""Derivatives of @jit array code with named temporaries (compiler/lazy.py): the named form
 `r = a*x + b - y; sum(r*r)` differentiates to the same fused loops as the one-expression
 form, and its gradients match float64 references and finite differences."""
 from __future__ import annotations

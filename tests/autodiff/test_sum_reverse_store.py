@@ -1,6 +1,6 @@
 """The reverse of adjit.sum (and max/min) over a whole C-contiguous array (issue 30, G3).
 
-frontend/arrays.py `reduce` marks its loop nest `adj.covers_once`: it loads one array, each
+compiler/arrays.py `reduce` marks its loop nest `adj.covers_once`: it loads one array, each
 element once. Its reverse then runs in parallel (the chunks' adjoint updates do not overlap),
 and where the array's shadow is untouched so far (memory.shadow_fresh_before: an array the
 function allocated, nothing after the sum touching it, the sum not in a loop) the reverse

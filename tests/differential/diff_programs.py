@@ -24,7 +24,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-# The unary builtins (adjit/frontend/builtins.py UNARY_MATH, with NumPy's names where NumPy
+# The unary builtins (adjit/lang/builtins.py UNARY_MATH, with NumPy's names where NumPy
 # has them), each wrapped to stay inside its domain and away from its singular points, so
 # that values and derivatives are finite and well conditioned for any finite input.
 UNARY = {

@@ -1,5 +1,5 @@
 """The differential generator (diff_programs.py) draws every unary math builtin adjit has
-(frontend/builtins.py UNARY_MATH), each wrapped into its domain: its value and its
+(lang/builtins.py UNARY_MATH), each wrapped into its domain: its value and its
 derivative (central differences) finite and moderate for any finite input, checked on a
 wide grid in float64."""
 import os
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import erf
 
-from adjit.frontend.builtins import UNARY_MATH
+from adjit.lang.builtins import UNARY_MATH
 
 sys.path.insert(0, os.path.dirname(__file__))
 from diff_programs import UNARY  # noqa: E402

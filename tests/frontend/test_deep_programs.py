@@ -1,7 +1,7 @@
 """Deep programs compile (issue 19.11): an expression of 1,000 chained operations and a chain
 of 150 nested @adjit.func calls raised a raw RecursionError without a source position. A
 compile that runs out of recursion depth is compiled again on a deep stack with a raised
-limit (frontend/guard.py, core/deep_stack.py); deeper still, it is a CompilationError at
+limit (api/guard.py, core/deep_stack.py); deeper still, it is a CompilationError at
 the user's line. Results are checked against Python and NumPy, derivatives against their
 analytic form and finite differences."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.frontend import guard
+from adjit.api import guard
 from adjit.core import deep_stack
 
 pytest.importorskip("mlir")

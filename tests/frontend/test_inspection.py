@@ -7,7 +7,7 @@ import pytest
 
 import adjit
 from fe_helpers import marker_line
-from adjit.frontend.compiler import CompileUnit
+from adjit.compiler.unit import CompileUnit
 from adjit.core.types import ArrayType, f64
 
 

@@ -15,8 +15,9 @@ import pytest
 
 import adjit
 from fe_helpers import marker_line
-from adjit.frontend import cuda_launch, guard
-from adjit.frontend import scalar_ops as S
+from adjit.api import cuda_launch
+from adjit.api import guard
+from adjit.compiler import scalar_ops as S
 from adjit.core.errors import InternalCompilerError, located
 
 pytest.importorskip("mlir")

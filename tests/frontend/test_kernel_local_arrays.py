@@ -1,5 +1,5 @@
 """A kernel's local arrays (`buf = adjit.zeros(4)` in an @adjit.kernel): the work item's own
-memory, of a constant shape, allocated once at the kernel's entry (frontend/builtin_calls.py
+memory, of a constant shape, allocated once at the kernel's entry (compiler/builtin_calls.py
 _local_array). Against NumPy; the refusals name the problem and the line."""
 import numpy as np
 import pytest

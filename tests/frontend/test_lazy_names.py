@@ -1,4 +1,4 @@
-"""Names bound to element-wise expressions stay lazy (frontend/lazy.py): `r = a*x + b - y;
+"""Names bound to element-wise expressions stay lazy (compiler/lazy.py): `r = a*x + b - y;
 sum(r*r)` is one fused loop, as the one-expression form. Every hazard of not computing `r`
 when it is bound (a later write to an array it reads, through a store, an in-place op, a
 kernel launch, a call, a loop or an if; aliases; writes into `r` itself) is checked here

@@ -1,4 +1,4 @@
-"""Sums in @jit array code (frontend/arrays.reduce), issue 30's W4 (`sum(x*x)` f32): a chunk's
+"""Sums in @jit array code (compiler/arrays.reduce), issue 30's W4 (`sum(x*x)` f32): a chunk's
 four accumulators take a quarter of the chunk each (blocked lanes), so each lane's loads are
 contiguous and LLVM vectorises them without de-interleaving shuffles (lane k at j + k made
 every vector go through vpermps: W4 1.5-2.4x slower). Checked: the optimised chunk loop has no

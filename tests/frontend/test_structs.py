@@ -1,4 +1,4 @@
-"""`@adjit.struct` (frontend/structs.py): structs made in Python, passed to kernels,
+"""`@adjit.struct` (lang/structs.py): structs made in Python, passed to kernels,
 @adjit.func and @adjit.jit, their fields read and their array fields written through, checked
 against NumPy (f32, f64); derivatives of struct arguments (Duplicated(s, ds)) in both modes
 against central finite differences; errors naming the field and the line."""
@@ -323,7 +323,7 @@ def test_derivative_errors():
 
 
 def test_struct_layout_is_in_the_cache_fingerprint():
-    from adjit.frontend.source import fingerprint
+    from adjit.lang.source import fingerprint
 
     def make(swap):
         @adjit.struct

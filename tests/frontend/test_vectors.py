@@ -1,4 +1,4 @@
-"""Small vectors, matrices and quaternions (adjit.vec3, mat33, quat...; frontend/vectors.py):
+"""Small vectors, matrices and quaternions (adjit.vec3, mat33, quat...; compiler/vectors.py):
 values in kernels, @func and @jit, arrays of them as trailing-dimension arrays, Warp's
 builtins against NumPy, and their derivatives in both modes against finite differences."""
 import numpy as np

@@ -12,9 +12,9 @@ from mlir import ir
 from mlir.dialects import func
 
 from adjit.dialects import adj
-from adjit.frontend.compiler import context
+from adjit.compiler.unit import context
 from adjit.core.types import ArrayType, ScalarType, bool_, f32, f64, i32, i64, index
-from adjit.frontend.engine import compile_module
+from adjit.compiler.engine import compile_module
 from fake_driver import slots
 
 _SCALARS = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": index}
@@ -62,7 +62,7 @@ def derivative_kernels_on_cpu(target, mode, anns, types, ndrange=None,
                               workgroupsize=None) -> dict[str, Callable]:
     """kernels_on_cpu of the module that autodiff(mode, target, *anns, device="cuda")
     compiles into a host program (a function's, or a kernel's launch over `ndrange`)."""
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     return kernels_on_cpu(Derivative(target, mode, list(anns), list(types), ndrange,
                                      workgroupsize).adj_text)
 

@@ -80,7 +80,7 @@ def kernel_types(name: str, scalar):
 
 
 def derivative(f, anns, types, ndrange):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     return Derivative(f, Forward, anns, types, ndrange, None)
 
 

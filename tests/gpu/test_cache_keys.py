@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.frontend import cuda_launch
-from adjit.frontend.source import fingerprint
+from adjit.api import cuda_launch
+from adjit.lang.source import fingerprint
 
 COEFFS = (1.0, 2.0)
 NESTED = ((1.0, 2.0), (3.0, (4.0, 5.0)))
@@ -125,7 +125,7 @@ def test_gpu_key_is_the_same_in_every_process(tmp_path):
     (tmp_path / "keyed.py").write_text(textwrap.dedent("""
         import types
         import adjit
-        from adjit.frontend import cuda_launch
+        from adjit.api import cuda_launch
         TAGS = frozenset({"alpha", "beta", "gamma", "delta"})
         cfg = types.SimpleNamespace(table={"a": (1.0, 2.0), "b": 3}, tags=TAGS, me=None)
         cfg.me = cfg                                   # a cycle

@@ -64,7 +64,7 @@ def recomputed() -> int:
 
 
 def derivative(f):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     u0 = initial()
     return Derivative(f, adjit.Reverse, annotations(u0, np.zeros_like(u0)), TYPES, None, None)
 

@@ -13,7 +13,7 @@ from mlir import ir                                          # noqa: E402
 
 from adjit.dialects import make_context                      # noqa: E402
 from adjit.core import types                             # noqa: E402
-from adjit.frontend.engine import compile_module              # noqa: E402
+from adjit.compiler.engine import compile_module              # noqa: E402
 from gpu_kernels import CASES                                # noqa: E402
 
 SCALARS = {"f32": types.f32, "f64": types.f64, "i32": types.i32, "i64": types.i64,

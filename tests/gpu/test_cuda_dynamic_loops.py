@@ -56,7 +56,7 @@ def test_jit_on_the_gpu_sizes_per_item_tapes_on_the_device(monkeypatch, tmp_path
     if shutil.which("cc") is None:
         pytest.skip("running kernels on the CPU needs a C compiler (cc)")
     from cpu_device import kernels_on_cpu
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     rng = np.random.default_rng(0)
     n, x = rng.integers(0, 6, 40), rng.uniform(-1, 1, 40)
@@ -74,7 +74,7 @@ def test_jit_on_the_gpu_sizes_per_item_tapes_on_the_device(monkeypatch, tmp_path
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
 def test_the_host_programs_kernels_assemble_for_sm_90(tmp_path):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     n, x = np.array([1, 2]), np.ones(2)
     anns, types = annotations(n, x, np.zeros(2))
     _, program = Derivative(loss, Reverse, anns, types, None, None).host_program("t", "sm_90")
@@ -101,7 +101,7 @@ def test_a_kernels_own_gpu_derivative_sizes_per_item_tapes_on_the_device(monkeyp
     if shutil.which("cc") is None:
         pytest.skip("building host programs needs a C compiler (cc)")
     from cpu_device import kernels_on_cpu
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     rng = np.random.default_rng(2)
     n, x, seed = rng.integers(0, 6, 40), rng.uniform(-1, 1, 40), rng.uniform(-1, 1, 40)

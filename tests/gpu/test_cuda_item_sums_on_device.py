@@ -41,7 +41,7 @@ def test_active_scalar_sum_on_the_device_matches_the_cpu(monkeypatch, tmp_path):
     if shutil.which("cc") is None:
         pytest.skip("running kernels on the CPU needs a C compiler (cc)")
     from cpu_device import kernels_on_cpu
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     n = (1 << 18) + 3                          # chunks of 4096 and a partial one
     x = np.random.default_rng(0).random(n, dtype=np.float32)
@@ -61,7 +61,7 @@ def test_active_scalar_sum_on_the_device_matches_the_cpu(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
 def test_the_summing_kernels_assemble_for_sm_90(tmp_path):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     anns, types = annotations(np.ones(4, np.float32))
     _, program = Derivative(loss, Reverse, anns, types, None, None).host_program("t", "sm_90")
     by_name = {k.entry: k for k in program.kernels}

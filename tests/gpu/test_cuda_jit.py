@@ -18,7 +18,7 @@ import pytest
 
 import adjit
 from adjit import Active, Const, Duplicated, Forward, Reverse, ReverseWithPrimal
-from adjit.frontend.cuda_launch import compile_only
+from adjit.api.cuda_launch import compile_only
 from adjit.core.types import ArrayType, weak_f64, weak_i64
 from adjit.core.errors import CompilationError
 from adjit.runtime import host_program
@@ -186,7 +186,7 @@ def test_runs_from_the_cache_without_mlir(fake, tmp_path):
 def derivative_kernels_on_cpu(mode, anns, types):
     """Fake-driver kernels for the derivative kernels of relaxed_energy, compiled for the CPU
     from the same module the host program is compiled from."""
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     from cpu_device import kernels_on_cpu
     return kernels_on_cpu(Derivative(relaxed_energy, mode, anns, types, None, None).adj_text)
 

@@ -75,7 +75,7 @@ def test_jit_on_the_gpu_sums_an_element_every_item_reads(monkeypatch, tmp_path):
     # @jit(device="cuda") differentiates through the launch rule: the reverse kernel gives
     # each item's adjoint of p[0], which the host program sums in f64 (not 2^20 atomics).
     from cpu_device import kernels_on_cpu
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     n = 1 << 20
     x = np.random.default_rng(5).random(n, dtype=np.float32)

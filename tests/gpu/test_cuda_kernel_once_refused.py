@@ -73,7 +73,7 @@ def test_triangular_loop_and_counter_on_the_gpu_path(fake, n):
 def test_the_kernels_assemble_for_sm_90(tmp_path):
     # The host program's kernels (the aug's slot sums are scf.for loops) pass ptxas.
     import subprocess
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         pytest.skip("ptxas is not on PATH")

@@ -37,7 +37,7 @@ def annotations():
 
 def launch_derivative():
     """The module of integrate's launch derivative, which the host program is compiled from."""
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     return Derivative(integrate, Reverse, annotations(), TYPES, (1,), None)
 
 
@@ -77,7 +77,7 @@ def test_reverse_launch_sizes_its_tapes_from_steps(fake, steps):
 
 def test_jit_on_the_gpu_sizes_tapes_through_the_launch_rule(monkeypatch, tmp_path):
     from cpu_device import kernels_on_cpu as on_cpu
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     rng = np.random.default_rng(1)
     x, v = (rng.uniform(-1, 1, 20) for _ in range(2))

@@ -1,6 +1,6 @@
-"""Kernel launches with device="cuda" (frontend/cuda_launch.py) on a machine without a GPU:
+"""Kernel launches with device="cuda" (api/cuda_launch.py) on a machine without a GPU:
 through the fake driver, from the disk cache, and from a process that cannot import MLIR; and
-their derivatives, host programs (frontend/cuda_jit.py) whose kernels run on the CPU behind
+their derivatives, host programs (api/cuda_jit.py) whose kernels run on the CPU behind
 the fake driver (cpu_device.py)."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("mlir")
 
 import adjit                                          # noqa: E402
-from adjit.frontend import cuda_launch                # noqa: E402
+from adjit.api import cuda_launch  # noqa: E402
 from adjit.runtime import cuda, cuda_driver           # noqa: E402
 from fake_driver import install, saxpy as fake_saxpy  # noqa: E402
 
@@ -111,7 +111,7 @@ def test_a_process_without_mlir_launches_from_the_cache(tmp_path, cache_dir):
     run = textwrap.dedent("""
         import json, sys
         import numpy as np
-        from adjit.frontend import cuda_launch
+        from adjit.api import cuda_launch
         from user_kernels import shifted
         x = np.ones(8, np.float32)
         types, _ = cuda_launch.specialise_cuda(shifted, [x, x])

@@ -58,7 +58,7 @@ CASES = [(param, param_annotations, PARAM_TYPES), (weight, weight_annotations, W
 
 def launch_derivative(k, annotations, types):
     """The module of k's reverse launch derivative, which the host program is compiled from."""
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     return Derivative(k, Reverse, annotations(), types, (1,), None)
 
 

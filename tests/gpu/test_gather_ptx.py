@@ -144,7 +144,7 @@ def _energy_gradient_numpy(u0, steps, c):
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="building host programs needs cc")
 def test_stencil_gradient_through_the_fake_driver(monkeypatch, tmp_path):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     from cpu_device import kernels_on_cpu
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
     rng = np.random.default_rng(5)

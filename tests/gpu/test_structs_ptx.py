@@ -11,9 +11,9 @@ pytest.importorskip("mlir", reason="compiling kernels needs MLIR")
 
 import adjit                                                      # noqa: E402
 from adjit import Array, Duplicated, Forward, Reverse             # noqa: E402
-from adjit.frontend.cuda_launch import gpu_kernel                 # noqa: E402
-from adjit.frontend.functions import specialise                  # noqa: E402
-from adjit.frontend.structs import (flatten_annotations, flatten_args,  # noqa: E402
+from adjit.api.cuda_launch import gpu_kernel                 # noqa: E402
+from adjit.lang.functions import specialise                  # noqa: E402
+from adjit.lang.structs import (flatten_annotations, flatten_args,  # noqa: E402
                                     zeros_like)
 from test_ptx import assemble                                     # noqa: E402
 
@@ -65,7 +65,7 @@ def test_a_kernel_taking_a_struct_assembles(tmp_path):
 
 @pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
 def test_its_derivative_kernels_assemble(mode, tmp_path):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     p = _particles()
     dp = zeros_like(p)
     anns, _ = flatten_annotations(integrate, [Duplicated(p, dp), 0.01], mode.reverse)

@@ -15,7 +15,7 @@ pytest.importorskip("mlir", reason="compiling kernels needs MLIR")
 import adjit                                                      # noqa: E402
 from adjit import Const, Duplicated, Forward, Reverse            # noqa: E402
 from adjit.core.types import ArrayType                            # noqa: E402
-from adjit.frontend.cuda_launch import gpu_kernel                 # noqa: E402
+from adjit.api.cuda_launch import gpu_kernel                 # noqa: E402
 from test_ptx import assemble                                     # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -41,7 +41,7 @@ def test_the_cloth_kernels_assemble(name, tmp_path):
 
 @pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
 def test_the_spring_force_derivative_kernels_assemble(mode, tmp_path):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     rest, springs, rest_length = cloth.cloth(3)
     x = rest + 0.1
     anns = [Duplicated(x, np.ones_like(x)), Duplicated(np.zeros_like(x), np.ones_like(x)),

@@ -12,7 +12,7 @@ pytest.importorskip("mlir", reason="compiling kernels needs MLIR")
 import adjit                                                      # noqa: E402
 from adjit import Active, Const, Duplicated, Forward, Reverse    # noqa: E402
 from adjit.core.types import ArrayType                            # noqa: E402
-from adjit.frontend.cuda_launch import gpu_kernel                 # noqa: E402
+from adjit.api.cuda_launch import gpu_kernel                 # noqa: E402
 from test_ptx import assemble                                     # noqa: E402
 
 
@@ -41,7 +41,7 @@ def test_a_kernel_with_views_assembles(scalar, strided, tmp_path):
 
 @pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
 def test_its_derivative_kernels_assemble(mode, tmp_path):
-    from adjit.frontend.derivative import Derivative
+    from adjit.compiler.derivative import Derivative
     m = np.ones((4, 6), np.float32)[:, ::-1]
     w = np.ones(12, np.float32)[::2]
     anns = [Duplicated(m, np.zeros_like(m)), Duplicated(w, np.zeros_like(w)),

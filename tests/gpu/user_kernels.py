@@ -361,7 +361,7 @@ def _linear_ids(shape):
 def compile_cases() -> None:
     """Compiles every case's kernels into the kernel cache (see the module docstring); where
     they are there already, finds them (which is all a machine without MLIR can do)."""
-    from adjit.frontend.cuda_launch import compile_only
+    from adjit.api.cuda_launch import compile_only
     rng = np.random.default_rng(0)
     with compile_only():
         for case in CASES.values():

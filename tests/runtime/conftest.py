@@ -2,7 +2,7 @@ import pytest
 from mlir import ir
 
 from adjit.dialects import make_context
-from adjit.frontend.engine import CompiledModule, compile_module
+from adjit.compiler.engine import CompiledModule, compile_module
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.frontend import functions
+from adjit.lang import functions
 from adjit.runtime import cpu_cache, memory, native_dispatch
 
 

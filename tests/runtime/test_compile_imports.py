@@ -63,7 +63,7 @@ def test_atomic_orderings_are_llvm_s():
 # -- the compiler's fingerprint, kept per install ------------------------------------------------
 
 def _fresh_fingerprint(monkeypatch, cache) -> str:
-    from adjit.frontend import source
+    from adjit.lang import source
     monkeypatch.setenv("ADJIT_CACHE_DIR", str(cache))
     monkeypatch.setenv("ADJIT_DISK_CACHE", "1")
     source.compiler_fingerprint.cache_clear()
@@ -83,8 +83,9 @@ def _from_the_bytes(files) -> str:
 
 
 def test_compiler_fingerprint_is_kept_and_read_back(monkeypatch, tmp_path):
-    from adjit.frontend import source
-    files = [(p, f) for p in ("adjit.frontend", "adjit.dialects", "adjit.passes")
+    from adjit.lang import source
+    files = [(p, f) for p in ("adjit.lang", "adjit.compiler", "adjit.api",
+                                          "adjit.dialects", "adjit.passes")
              for f in source._compiler_files(p)]
     first = _fresh_fingerprint(monkeypatch, tmp_path)
     assert first == _from_the_bytes(files)
@@ -99,7 +100,7 @@ def test_compiler_fingerprint_is_kept_and_read_back(monkeypatch, tmp_path):
 
 
 def test_an_edited_compiler_file_changes_the_fingerprint(monkeypatch, tmp_path):
-    from adjit.frontend import source
+    from adjit.lang import source
     extra = tmp_path / "pass.py"
     extra.write_text("x = 1\n")
     original = source._compiler_files
@@ -115,7 +116,8 @@ def test_an_edited_compiler_file_changes_the_fingerprint(monkeypatch, tmp_path):
     os.utime(extra, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     after = _fresh_fingerprint(monkeypatch, tmp_path / "cache")
     assert after != before
-    files = [(p, f) for p in ("adjit.frontend", "adjit.dialects", "adjit.passes")
+    files = [(p, f) for p in ("adjit.lang", "adjit.compiler", "adjit.api",
+                                          "adjit.dialects", "adjit.passes")
              for f in with_extra(p)]
     assert after == _from_the_bytes(files)
 
@@ -145,7 +147,7 @@ def test_one_convert_to_llvm_gives_the_llvm_ir_of_the_separate_conversions(monke
     from mlir import ir
 
     from adjit.dialects import make_context
-    from adjit.frontend import engine
+    from adjit.compiler import engine
     from adjit.passes import pipeline
 
     monkeypatch.setenv("ADJIT_DISK_CACHE", "0")

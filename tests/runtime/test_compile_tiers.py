@@ -1,4 +1,4 @@
-"""Compile tiers (frontend/engine.py): with the disk cache on, a module whose O3 build gives
+"""Compile tiers (compiler/engine.py): with the disk cache on, a module whose O3 build gives
 the same numbers is compiled by the ExecutionEngine at a low LLVM level (the first tier) for
 a fast first call, while the cache writer builds the O3 shared object in the background;
 once built, it is swapped in (runtime/compiled_module.py: Python callables re-pointed,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.frontend import engine
+from adjit.compiler import engine
 from adjit.runtime import cpu_cache
 
 

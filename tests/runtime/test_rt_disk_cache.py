@@ -55,7 +55,7 @@ import gc, json, sys
 from mlir import ir
 from adjit.dialects import make_context
 from adjit.core.types import ArrayType, f64, i64
-from adjit.frontend import engine
+from adjit.compiler import engine
 from adjit.runtime import cpu_cache, memory
 
 if sys.argv[1] == "cached-only":
@@ -312,7 +312,7 @@ def loss(a: float):
 
 RULED_SCRIPT = """
 import json, sys
-from adjit.frontend import engine
+from adjit.compiler import engine
 from adjit.runtime import cpu_cache, memory
 if sys.argv[1] == "cached-only":
     def refuse(*args, **kwargs):

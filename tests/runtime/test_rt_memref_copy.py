@@ -105,7 +105,7 @@ def test_compiled_code_copies_through_it():
     from adjit.dialects import make_context
     from adjit.core.types import ArrayType, f64
     from adjit.passes.pipeline import llvm_ir_text
-    from adjit.frontend import engine
+    from adjit.compiler import engine
 
     module = ir.Module.parse(STRIDED_COPY, make_context())
     assert "@memrefCopy" in llvm_ir_text(ir.Module.parse(STRIDED_COPY, make_context()))

@@ -145,7 +145,7 @@ import os, numpy as np
 from mlir import ir
 from adjit.dialects import make_context
 from adjit.core.types import ArrayType, i64
-from adjit.frontend.engine import compile_module
+from adjit.compiler.engine import compile_module
 iota = compile_module(ir.Module.parse(MODULE, make_context())).function("iota", [ArrayType(i64, 1)], [])
 before = len(os.listdir("/proc/self/task"))
 for _ in range(20):
@@ -164,7 +164,7 @@ def test_num_threads_caps_the_threads_a_launch_uses():
 
 
 def test_compiled_module_gives_its_llvm_ir(compile_text):
-    from adjit.frontend.engine import llvm_text
+    from adjit.compiler.engine import llvm_text
     module = compile_text(MODULE)
     assert "define void @_mlir_ciface_iota(ptr" in llvm_text(module.source, module.num_threads)
 

@@ -1,4 +1,4 @@
-"""Cache hits without MLIR (runtime/source_index.py, frontend/compiled.py): a process whose
+"""Cache hits without MLIR (runtime/source_index.py, compiler/compiled.py): a process whose
 functions, kernels and derivatives an earlier process compiled loads them by their source
 key without importing MLIR, with the same results and errors; a damaged record or module
 entry is compiled again, never trusted; an edited function is never served its old code.

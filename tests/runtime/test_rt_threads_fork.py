@@ -250,7 +250,7 @@ def test_fork_while_another_thread_holds_the_compile_locks(tmp_path):
     # compiles, stores and launches all the same.
     script = _prelude() + FORK_CHILD + '''
 import threading
-from adjit.frontend import engine
+from adjit.compiler import engine
 from adjit.runtime import cpu_cache
 divide(x, d, out, ndrange=len(x))
 held, release = threading.Event(), threading.Event()

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.frontend import engine
+from adjit.compiler import engine
 from adjit.runtime import cpu_cache
 
 

@@ -143,7 +143,7 @@ import json, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from adjit.core.types import type_of_value
-from adjit.frontend import service
+from adjit.api import service
 seen = {}
 for name in sys.argv[2:]:
     m = __import__(name)
@@ -179,7 +179,7 @@ def test_a_host_program_from_the_disk_names_the_callers_lines() -> None:
     from dataclasses import replace
 
     from adjit.core.kernel import GpuKernel
-    from adjit.frontend import service
+    from adjit.api import service
     from adjit.runtime.host_program import HostProgram
     kernel = GpuKernel(name="k", entry="k", ptx="// fake", chip="sm_90", params=(), ndim=1,
                        checks=(("IndexError", "out of bounds (at /a.py:12)"),))

@@ -18,7 +18,7 @@ import pytest
 
 import adjit
 from adjit.dialects import make_context
-from adjit.frontend.builtins import UNARY_MATH
+from adjit.lang.builtins import UNARY_MATH
 from adjit.runtime import cpu_cache
 
 LIBMVEC = ctypes.util.find_library("mvec")

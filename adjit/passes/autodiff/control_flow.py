@@ -399,7 +399,7 @@ def reverse_parallel(gen: "ReverseGenerator", op: ir.Operation) -> None:
 
 def _covered_array(gen: "ReverseGenerator", op: ir.Operation):
     """(the array, its loads) for a loop the frontend marked COVERS_ONCE_ATTR (a reduction
-    over a whole C-contiguous array: each element loaded once, frontend/arrays.py `reduce`),
+    over a whole C-contiguous array: each element loaded once, compiler/arrays.py `reduce`),
     where its loads are all of one array defined outside it and nothing else in the nest
     touches that array's memory; else None."""
     if COVERS_ONCE_ATTR not in op.attributes or gen.ctx.kernel:

@@ -1,5 +1,5 @@
 """Reverse mode of a fixed-point iteration (`adj.fixed_point` functions: adjit.fixed_point,
-frontend/fixed_point.py), by implicit differentiation instead of through its iterations.
+lang/fixed_point.py), by implicit differentiation instead of through its iterations.
 
 F(x0, [out,] p...) iterates x <- W(x, p) to x* = step(x*, p) (for an array x, W stores the
 step into its `out` and F writes x* into its own `out`; for a float both return it). With
@@ -441,7 +441,7 @@ def check_converged(change: ir.Value, tol: float, max_iter: int, what: str) -> N
 
 def _call_location(fn: ir.Operation) -> ir.Location:
     """Where the user called adjit.fixed_point: the location of F's own convergence checks
-    (frontend/fixed_point.py puts them at the call), else F's."""
+    (lang/fixed_point.py puts them at the call), else F's."""
     for op in walk(fn):      # its own: a check of the code it runs (a shape check) is not
         if (op.name == "adj.check"
                 and ir.StringAttr(op.attributes["message"]).value.startswith("adjit.fixed_point")):

@@ -18,7 +18,7 @@ When it applies (checked on the generated reverse kernel, `gathers`):
 - the primal array is only read by the kernel (loads, dims), and its shadow only takes atomic
   addf in the reverse kernel, each at indices id[p(d)] + c_d per dimension d for one
   permutation p of the dimensions (through index casts, adds and subtractions of constants);
-  distinct array arguments of a derivative do not alias (frontend/autodiff_checks.py);
+  distinct array arguments of a derivative do not alias (api/autodiff_checks.py);
 - the partial of a site at item t reads only state that no other item's reverse changes: no
   array argument of the reverse kernel that it loads is a target of its atomics, each array
   it both loads and stores (an output's shadow, read then zeroed) is loaded before it is

@@ -27,7 +27,7 @@ class LoopSlots:
     to MAX_SLOTS, dealt in program order (the k-th site gets slot k mod n), summed once after
     the loop. One accumulator would make a chain of dependent float adds of each iteration's
     contributions, which LLVM may not reassociate, and it leaves the body scalar. With a slot
-    each, the lanes of an unrolled reduction (frontend/arrays.py `reduce`) stay independent
+    each, the lanes of an unrolled reduction (compiler/arrays.py `reduce`) stay independent
     in reverse as in the primal, and LLVM vectorises them as it does the primal's. The sum is
     the same up to reassociation across independent partial sums, as the primal's lanes.
 

@@ -208,7 +208,7 @@ def _memref_inputs(fn: ir.Operation | None) -> set[int]:
 
 def _declared_writes(fn: ir.Operation | None) -> set[int]:
     """A declaration's written memref arguments: those its `adj.writes` attribute lists (a
-    runtime function that reads some of its arrays: frontend/matmul.py's products), else
+    runtime function that reads some of its arrays: compiler/matmul.py's products), else
     every one."""
     if fn is not None and "adj.writes" in fn.attributes:
         return {ir.IntegerAttr(k).value for k in ir.ArrayAttr(fn.attributes["adj.writes"])}

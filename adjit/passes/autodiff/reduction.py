@@ -7,7 +7,7 @@ lowering computes them per chunk of items as they run, without the buffers
 (lower_cpu.lower_summing_launch); the GPU's fills the buffers and sums them on the device
 (expand_item_sums, sum_items_on_device). A serial float32 loop stops growing at 2^24
 (on 2^25 items of 1.0 it gave 2^24), and its error grows with the number of items (1.5e-5
-relative at 2^20 random items). So this is adjit.sum's scheme (frontend/arrays.py, which builds its sums with
+relative at 2^20 random items). So this is adjit.sum's scheme (compiler/arrays.py, which builds its sums with
 the same CHUNK and pairwise_sum): CHUNK-element chunks summed in parallel, each by LANES independent
 accumulators whose adds may be reassociated (LLVM vectorises them), in float64 for float32
 items, then the chunks' partial sums added pairwise: the error is that of float64 pairwise

@@ -1,4 +1,4 @@
-// The reverse of a loop nest marked adj.covers_once (frontend/arrays.py `reduce`: it loads one
+// The reverse of a loop nest marked adj.covers_once (compiler/arrays.py `reduce`: it loads one
 // array, each element once): in parallel, and where the array's shadow is untouched so far
 // (memory.shadow_fresh_before: an allocation of the function, nothing after the loop touching
 // it) each element's adjoint is stored, not added, and the shadow's zero-fill runs only when

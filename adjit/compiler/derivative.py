@@ -21,11 +21,11 @@ from mlir.dialects import arith, func
 
 from ..core.activity import Activity
 from ..dialects import adj
-from .modes import Annotation, Mode, derivative_abi
+from ..lang.modes import Annotation, Mode, derivative_abi
 from ..passes.kernel_abi import ndrange_bounds
-from .compiler import CompileUnit, function_type, host_program
+from .unit import CompileUnit, function_type, host_program
 from ..core.errors import CompilationError
-from .functions import Function, Kernel, debug_enabled
+from ..lang.functions import Function, Kernel, debug_enabled
 from .rule_compiler import FunctionRules
 from ..core.types import ArrayType, bool_, f32, f64, i32, i64, index
 

@@ -49,8 +49,8 @@ def stop_gradient(x):
 
 def _compile_call(gen, args: list, kwargs: dict):
     from ..core.errors import UserError
-    from . import scalar_ops as S
-    from .builtin_calls import lift
+    from ..compiler import scalar_ops as S
+    from ..compiler.builtin_calls import lift
     if kwargs or len(args) != 1:
         raise UserError("stop_gradient(x) takes one argument")
     identity = no_derivative()

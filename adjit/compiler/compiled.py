@@ -16,7 +16,7 @@ from ..core.kernel import bound_fact
 from ..core.types import VecType, f32, f64, parse_type, type_code
 
 if TYPE_CHECKING:
-    from .functions import Function, Kernel
+    from ..lang.functions import Function, Kernel
 
 
 class Compiled:

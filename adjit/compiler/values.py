@@ -97,7 +97,7 @@ class PyObj:
 
 @dataclass
 class Vec:
-    """A small vector, matrix or quaternion (frontend/vectors.py): its components, each a
+    """A small vector, matrix or quaternion (compiler/vectors.py): its components, each a
     Scalar of `type.dtype`, in row-major order. Compiled code holds them as separate
     scalars (a function's parameter or result of this type is that many scalars), so the
     autodiff pass differentiates vector code as the scalar code it is."""
@@ -119,7 +119,7 @@ class VecArray:
 
 @dataclass
 class StructValue:
-    """An `@adjit.struct` value in compiled code (frontend/structs.py): its fields' values
+    """An `@adjit.struct` value in compiled code (lang/structs.py): its fields' values
     (Scalar, Vec, Array, VecArray, StructValue) by name. Only a parameter is one (the
     function's arguments, which dominate its body), so its fields are read anywhere; they
     are not assigned (an array field is written through)."""

@@ -27,7 +27,7 @@ BINARY_MATH = ("pow", "atan2", "hypot", "copysign", "maximum", "minimum")
 # Array creation and reductions with NumPy's names and signatures (compiled functions only).
 ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_like",
                    "empty_like", "copy", "full", "full_like", "arange")
-# NumPy's, with NumPy's names and meanings (frontend/numpy_calls.py compiles them)
+# NumPy's, with NumPy's names and meanings (compiler/numpy_calls.py compiles them)
 NUMPY_ARRAY_FUNCTIONS = ("prod", "argmax", "argmin", "linspace", "concatenate", "stack",
                          "reshape", "ravel")
 
@@ -80,7 +80,7 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
     namespace[_name] = Builtin(_name, _impl)
 
 
-# ---- small vectors, matrices and quaternions (frontend/vectors.py compiles them) -----------
+# ---- small vectors, matrices and quaternions (compiler/vectors.py compiles them) -----------
 # Outside compiled code a vector is a NumPy array of its shape (adjit.vec3(1, 2, 3)), a
 # quaternion one of 4 (x, y, z, w), and these are Warp's builtins on them, in NumPy.
 def _normalize(v):

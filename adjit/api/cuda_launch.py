@@ -26,7 +26,7 @@ from ..core.kernel import GpuKernel
 from ..runtime import cuda
 from ..runtime.device_array import as_device_array
 from . import service
-from .functions import Kernel, specialise
+from ..lang.functions import Kernel, specialise
 from .gpu_target import DEFAULT_CHIP, chip, compile_only, is_compile_only
 
 # What this module's users import from it (the GPU target's settings live in gpu_target.py).

@@ -326,6 +326,10 @@ def _referenced(pyfn: Callable, tree: ast.AST) -> Iterator[tuple[str, Any]]:
         yield ".".join([node.id, *reversed(chain)]), value
 
 
+# Every package whose code decides what a compiled kernel is.
+COMPILER_PACKAGES = ("adjit.lang", "adjit.compiler", "adjit.api", "adjit.dialects", "adjit.passes")
+
+
 @functools.cache
 def compiler_fingerprint() -> str:
     """A digest of adjit's compiler (the frontend, dialect and passes sources): a cached
@@ -336,7 +340,7 @@ def compiler_fingerprint() -> str:
     files' paths and stat signatures (size, modification and change times in ns, inode),
     which costs 0.5 ms to make: an edited, replaced or added file changes the signature, and
     the digest is made again from the files' bytes."""
-    files = [(package, path) for package in ("adjit.frontend", "adjit.dialects", "adjit.passes")
+    files = [(package, path) for package in COMPILER_PACKAGES
              for path in _compiler_files(package)]
     signature = hashlib.sha256()
     for package, (relative, path) in files:

@@ -30,15 +30,15 @@ from ..core.types import ArrayType, type_of_value
 from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
-from .compiler import CompileUnit, compiled
-from .functions import Function, Kernel
-from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
+from .unit import CompileUnit, compiled
+from ..lang.functions import Function, Kernel
+from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
-from .modes import Mode as ApiMode
+from ..lang.modes import Mode as ApiMode
 from .values import Array, Literal, PyObj, Scalar, StructValue
 
 if TYPE_CHECKING:
-    from .autodiff import Grad, Jacobian
+    from ..api.autodiff import Grad, Jacobian
     from .codegen import CodeGenerator
     from .compiled import Compiled
 
@@ -215,7 +215,7 @@ def _typed(v: ir.Value, t):
 def _define(unit: CompileUnit, f, types: list) -> tuple[str, list, bool]:
     """(symbol, results, is_tuple) of `f` for `types` in `unit`: a function compiled from its
     source, or a gradient defined in IR (define_grad)."""
-    from .autodiff import Grad, Jacobian
+    from ..api.autodiff import Grad, Jacobian
     if isinstance(f, _InUnit):
         return unit.compiled[f.key]
     if isinstance(f, Grad):
@@ -348,7 +348,7 @@ class _Pullback:
         self.__name__ = f"the pullback of {getattr(f, '__name__', f)}"
 
     def _adjit_compile_call(self, gen, args: list, kwargs: dict):
-        from .functions import routes
+        from ..lang.functions import routes
         return routes().compile_derivative(self, gen, args, kwargs)
 
 
@@ -399,7 +399,7 @@ def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: ApiMode, anns: lis
     function launching the kernel (the launch rule makes the derivative kernels), its
     extents Const arguments; returns what autodiff of a launch returns from Python (the
     derivatives of Active arguments in reverse mode, None in forward mode)."""
-    from .compiler import _ndrange_values
+    from .unit import _ndrange_values
     from .derivative import Derivative
     gen.require_host(f"autodiff of kernel {k.__name__}")
     if ndrange is None:
@@ -664,7 +664,7 @@ def compile_transform(g: "Grad | Jacobian", types: tuple) -> "Compiled":
     """`g` compiled whole for calls from Python with argument `types` (a derivative of a
     derivative, adjit.grad(adjit.grad(f)), or a Jacobian): an entry holding the function
     `_define` makes of it. (service.transform memoises it and keeps it on disk.)"""
-    from .functions import debug_enabled
+    from ..lang.functions import debug_enabled
     unit = CompileUnit(debug_enabled())
     with unit.ctx, ir.Location.unknown():
         symbol, results, is_tuple = _define(unit, g, list(types))
@@ -674,7 +674,7 @@ def compile_transform(g: "Grad | Jacobian", types: tuple) -> "Compiled":
 
 def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
     """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
-    from .autodiff import Grad, Jacobian, autodiff, grad, hvp, jvp, vjp
+    from ..api.autodiff import Grad, Jacobian, autodiff, grad, hvp, jvp, vjp
     if isinstance(what, _Pullback):
         if kwargs or len(args) != 1:
             raise UserError("a vjp's pullback takes one cotangent")
@@ -777,7 +777,7 @@ def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
     """`adjit.autodiff(mode, g, *anns)` from Python, for `g` a derivative (adjit.grad(f)):
     an entry taking each argument (and its shadow or tangent) that makes the derivative
     call, compiled once per mode, activities and types; returns what autodiff returns."""
-    from .functions import debug_enabled
+    from ..lang.functions import debug_enabled
     anns = [a if isinstance(a, Annotation) else Const(a) for a in anns]
     types = [type_of_value(a.val) for a in anns]
     # per argument, its shadows or tangents (N of a BatchDuplicated one)

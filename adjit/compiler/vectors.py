@@ -30,8 +30,8 @@ from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
 from .builtin_calls import _register, lookup
-from .builtins import namespace
-from .structs import struct_type
+from ..lang.builtins import namespace
+from ..lang.structs import struct_type
 from ..core.errors import UserError
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type, f32,
                           promote)

@@ -18,8 +18,8 @@ def _functions(flags: int = 0):
     """matmul_into for gemm.cpp's `flags` and its rules, made on first use (parsing their
     source at `import adjit` would cost every program that never multiplies matrices;
     importing matmul.py would import MLIR, which `import adjit` must not)."""
-    from . import rules
-    from .functions import device_function
+    from ..lang import rules
+    from ..lang.functions import device_function
     from .matmul import adjoints, gemm, taped, tangents
 
     FLAGS = flags      # a closure constant of the code below (and of its cache key)

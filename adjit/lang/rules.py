@@ -46,7 +46,7 @@ from .functions import Function
 from .source import parse_source
 
 if TYPE_CHECKING:
-    from .codegen import CodeGenerator
+    from ..compiler.codegen import CodeGenerator
 
 
 @dataclass(frozen=True)

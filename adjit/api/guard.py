@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from ..core.errors import CompilationError, located
 
 if TYPE_CHECKING:
-    from .source import SourceInfo
+    from ..lang.source import SourceInfo
 
 T = TypeVar("T")
 

@@ -19,14 +19,14 @@ from . import arrays as A
 from .matmul import matmul
 from . import builtin_calls as B
 from . import lazy as L
-from . import numpy_calls as NP   # (registers NumPy's array functions)
+from . import numpy_calls as NP  # (registers NumPy's array functions)
 from . import scalar_ops as S
 from . import vectors as V
 from ..core.errors import CompilationError, UserError, located
 from ..dialects import adj
-from .source import Name, SourceInfo, resolve_name
+from ..lang.source import Name, SourceInfo, resolve_name
 from ..core.types import ArrayType, ScalarType, VecType, as_scalar_type, index, promote
-from .structs import StructType, flatten_params
+from ..lang.structs import StructType, flatten_params
 from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape,
                      SliceValue, StructValue, Vec, VecArray)
 from .control_flow import BRK, CONT, RET, ControlFlow, computed, jumps_in

@@ -3,7 +3,7 @@
 
 A call computes the argument types, asks for the compiled specialisation for them, and calls
 it. Declarations know no compiler: what compiles, runs on the GPU or is compiled into a
-caller goes through the `Routes` that adjit/__init__.py installs (frontend/calls.py, over
+caller goes through the `Routes` that adjit/__init__.py installs (api/calls.py, over
 the compile service, service.py), so that decorating functions needs no MLIR.
 """
 from __future__ import annotations
@@ -23,12 +23,12 @@ from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scala
                           type_of_value, unit_dims, weak_f64, weak_i64)
 
 if TYPE_CHECKING:
-    from .codegen import CodeGenerator
+    from ..compiler.codegen import CodeGenerator
 
 
 class Routes(Protocol):
     """Where declarations' calls go: to the compile service and the launchers
-    (frontend/calls.py's, which adjit/__init__.py installs)."""
+    (api/calls.py's, which adjit/__init__.py installs)."""
 
     def specialisation(self, target: Function | Kernel, types: list, ndim: int | None,
                        wgs: tuple[int, ...] | None) -> tuple[tuple, Any]:
@@ -58,7 +58,7 @@ class Routes(Protocol):
     def compile_derivative(self, what: Any, gen: CodeGenerator, args: list,
                            kwargs: dict) -> Any:
         """A call of `adjit.autodiff`, `adjit.jvp` or of an `adjit.grad(f)` in the code `gen`
-        generates (frontend/derivative_calls.py)."""
+        generates (compiler/derivative_calls.py)."""
 
     def call_transform(self, g: Any, args: tuple) -> Any:
         """`g(*args)` from Python for `g` compiled whole (a Jacobian, a derivative of a

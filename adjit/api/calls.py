@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.types import type_of_value
 from . import service
-from .functions import Kernel, Lowered, debug_enabled
+from ..lang.functions import Kernel, Lowered, debug_enabled
 from .guard import compiling
 
 if TYPE_CHECKING:
-    from .codegen import CodeGenerator
-    from .compiled import Compiled
-    from .functions import Function
+    from ..compiler.codegen import CodeGenerator
+    from ..compiler.compiled import Compiled
+    from ..lang.functions import Function
 
 
 class _Routes:
@@ -34,7 +34,7 @@ class _Routes:
         _, compiled = service.cpu(target, types, ndim, wgs)
 
         def llvm_text() -> str:
-            from .engine import llvm_text as lower
+            from ..compiler.engine import llvm_text as lower
             return lower(compiled.adj_text, compiled.module.num_threads)
         return Lowered(compiled.adj_text, llvm_text)
 
@@ -56,7 +56,7 @@ class _Routes:
         types, _ = specialise_cuda(target, args)
 
         def kernel_text() -> str:
-            from .compiler import kernel_module
+            from ..compiler.unit import kernel_module
             return kernel_module(target, types, ndim, debug_enabled())[0]
         adj_text = compiling(target, kernel_text)
         return Lowered(adj_text, _no_llvm,
@@ -64,26 +64,26 @@ class _Routes:
 
     def compile_call(self, target: Function | Kernel, gen: CodeGenerator, args: list,
                      kwargs: dict) -> Any:
-        from .compiler import call_function, launch_kernel
+        from ..compiler.unit import call_function, launch_kernel
         if isinstance(target, Kernel):
             return launch_kernel(target, gen, args, kwargs)
         return call_function(target, gen, args, kwargs)
 
     def compile_derivative(self, what: Any, gen: CodeGenerator, args: list,
                            kwargs: dict) -> Any:
-        from .derivative_calls import compile_derivative_call
+        from ..compiler.derivative_calls import compile_derivative_call
         return compile_derivative_call(gen, what, args, kwargs)
 
     def call_transform(self, g: Any, args: tuple) -> Any:
         types = tuple(type_of_value(a) for a in args)
 
         def compile() -> Compiled:
-            from .derivative_calls import compile_transform
+            from ..compiler.derivative_calls import compile_transform
             return compile_transform(g, types)
         return service.transform(g, types, compile).call(*args)
 
     def autodiff_of_transform(self, mode: Any, g: Any, args: tuple) -> Any:
-        from .derivative_calls import call_autodiff
+        from ..compiler.derivative_calls import call_autodiff
         return compiling(g, lambda: call_autodiff(mode, g, args))
 
 

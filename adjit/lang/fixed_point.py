@@ -25,7 +25,7 @@ import numpy as np
 from ..core.errors import UserError
 
 if TYPE_CHECKING:
-    from .codegen import CodeGenerator
+    from ..compiler.codegen import CodeGenerator
 
 
 def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
@@ -65,7 +65,7 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
 
 
 def _constant(v, name: str, kind: type):
-    from .values import Literal
+    from ..compiler.values import Literal
     if kind is bool:
         ok = isinstance(v, Literal) and isinstance(v.value, bool)
     else:
@@ -83,10 +83,10 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
 
     from ..core.types import ArrayType
     from ..dialects import adj
-    from . import arrays as A
-    from . import scalar_ops as S
-    from .derivative_calls import _new_function, _value
-    from .values import Array, PyObj, Scalar
+    from ..compiler import arrays as A
+    from ..compiler import scalar_ops as S
+    from ..compiler.derivative_calls import _new_function, _value
+    from ..compiler.values import Array, PyObj, Scalar
 
     unknown = set(kwargs) - {"tol", "max_iter", "must_converge"}
     if unknown:

@@ -17,19 +17,20 @@ from ..core.activity import Activity
 from ..runtime.device_array import DeviceArray
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
-from . import autodiff_checks, service
-from .functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, jit,
+from . import autodiff_checks
+from . import service
+from ..lang.functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, jit,
                         routes, specialise)
-from .modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
+from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType
-from .structs import (field_at, flatten_annotations, is_float_field, leaves, map_fields,
+from ..lang.structs import (field_at, flatten_annotations, is_float_field, leaves, map_fields,
                       struct_leaf_values, struct_type, zeros_like as structs_zeros_like)
 
 if TYPE_CHECKING:
-    from .compiled import LoadedDerivative
-    from .derivative import Derivative
+    from ..compiler.compiled import LoadedDerivative
+    from ..compiler.derivative import Derivative
 
 
 def _declared(f, what: str):

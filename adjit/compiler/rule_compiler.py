@@ -18,9 +18,9 @@ from mlir import ir
 from ..core.activity import Activity
 from . import scalar_ops as S
 from .codegen import CodeGenerator
-from .compiler import CompileUnit
+from .unit import CompileUnit
 from ..core.errors import CompilationError, UserError
-from .rules import AugmentedReturn, Config, RuleArg
+from ..lang.rules import AugmentedReturn, Config, RuleArg
 from ..core.derivative_abi import DerivativeABI, Mode
 from ..core.types import ArrayType, VecArrayType, VecType
 from . import vectors as V
@@ -35,7 +35,7 @@ class RuleCodeGenerator(CodeGenerator):
                  ret_activity: str, config: Config, symbol: str, primal_type, tape=None,
                  target: str = "the function", result_vec: VecType | None = None):
         """`arg_types`: the function's parameter types, a vector's VecType (the IR's
-        parameters, and `activity`, are its components: frontend/vectors.py); `result_vec`:
+        parameters, and `activity`, are its components: compiler/vectors.py); `result_vec`:
         the type of its result where that is a vector (`primal_type` is then a
         component's)."""
         self.rule_kind, self.activity, self.ret_activity = kind, activity, ret_activity

@@ -27,19 +27,19 @@ from ..core.types import type_code
 from ..runtime import source_index
 from ..runtime.compiled_module import from_source_key
 from ..runtime.source_index import relocated
-from .compiled import Compiled, LoadedDerivative, derivative_meta
-from .functions import Kernel, debug_enabled
+from ..compiler.compiled import Compiled, LoadedDerivative, derivative_meta
+from ..lang.functions import Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
-from .modes import Mode, activity_key
-from .source import code_sites, compiler_fingerprint, fingerprint
+from ..lang.modes import Mode, activity_key
+from ..lang.source import code_sites, compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
     from ..core.kernel import GpuKernel
     from ..runtime.host_program import HostProgram, LoadedProgram
-    from .derivative import Derivative
-    from .functions import Function
-    from .modes import Annotation
+    from ..compiler.derivative import Derivative
+    from ..lang.functions import Function
+    from ..lang.modes import Annotation
 
 
 class Key(NamedTuple):
@@ -174,7 +174,7 @@ def cpu(target: Function | Kernel, types: Sequence, ndim: int | None = None,
     key = Key(None, (), "cpu", tuple(types), ndim, wgs, None, debug_enabled())
 
     def compile() -> Compiled:
-        from . import compiler
+        from ..compiler import unit as compiler
         if isinstance(target, Kernel):
             return compiler.build_kernel(target, list(types), ndim, wgs, key.debug)
         return compiler.build_function(target, list(types), key.debug)
@@ -193,7 +193,7 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
               debug_enabled())
 
     def compile() -> Derivative:
-        from .derivative import Derivative
+        from ..compiler.derivative import Derivative
         return Derivative(target, mode, list(anns), list(types), ndrange, wgs,
                           pullback).compile_cpu()
 
@@ -241,12 +241,12 @@ _TRANSFORMS = {"Grad": ("argnums", "with_value"), "Jacobian": ("argnums", "rever
 def _chain(g: Any) -> tuple[Function, str] | None:
     """(the adjit function innermost in transform `g`, the transforms from the outside in,
     with their attributes), or None for a chain of other things."""
-    from .functions import Function
+    from ..lang.functions import Function
     links = []
     while not isinstance(g, Function):
         cls = type(g)
         names = _TRANSFORMS.get(cls.__name__)
-        if names is None or cls.__module__ != "adjit.frontend.autodiff":
+        if names is None or cls.__module__ != "adjit.api.autodiff":
             return None
         links.append(":".join([cls.__name__, *(repr(getattr(g, n)) for n in names)]))
         g = g.f
@@ -288,7 +288,7 @@ def gpu_kernels(k: Kernel, types: Sequence, ndim: int) -> dict[str, GpuKernel]:
     key = gpu_key(k, types, ndim)
 
     def compile() -> dict[str, GpuKernel]:
-        from .compiler import kernel_to_gpu
+        from ..compiler.unit import kernel_to_gpu
         return {"kernel": kernel_to_gpu(k, list(types), ndim, key.debug, key.chip)}
 
     return _product(k, key, k._cache, _kernel_files(("kernel",)), compile)
@@ -336,7 +336,7 @@ def compile_host_call(fn: Function, types: list, debug: bool,
     """`fn` for argument `types` compiled as a host program for chip `target`: (its adj text,
     its host code's LLVM IR, the program)."""
     from ..core.symbols import ENTRY
-    from .compiler import function_unit, host_program as compile_program
+    from ..compiler.unit import function_unit, host_program as compile_program
     unit, results, is_tuple = function_unit(fn, types, debug, ENTRY)
     adj_text = str(unit.module)
     llvm_ir, program = compile_program(unit, fn.__name__, {ENTRY: (types, results)},
@@ -357,7 +357,7 @@ def host_program(target: Function | Kernel, types: Sequence, mode: Mode | None =
     def compile() -> HostProgram:
         if mode is None:
             return compile_host_call(target, list(types), key.debug, key.chip)[2]
-        from .derivative import Derivative
+        from ..compiler.derivative import Derivative
         d = Derivative(target, mode, list(anns), list(types), ndrange, wgs)
         return d.host_program(target.__name__, key.chip)[1]
 

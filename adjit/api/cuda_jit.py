@@ -19,13 +19,13 @@ from ..core.symbols import ENTRY
 from ..core.types import parse_type
 from . import service
 from .cuda_launch import device_value
-from .functions import Lowered, debug_enabled, specialise
+from ..lang.functions import Lowered, debug_enabled, specialise
 from .gpu_target import chip
 from .guard import compiling
 
 if TYPE_CHECKING:
-    from .modes import Annotation, Mode
-    from .functions import Function, Kernel
+    from ..lang.modes import Annotation, Mode
+    from ..lang.functions import Function, Kernel
 
 
 def call(fn: Function, args: Sequence[Any]) -> Any:

@@ -22,7 +22,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
-from .checkpointing import Checkpointed
+from ..lang.checkpointing import Checkpointed
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"

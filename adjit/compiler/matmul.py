@@ -318,5 +318,5 @@ adjoints = _Primitive(_adjoints)
 def _functions(flags: int):
     maker = MAKERS.get("matmul_into")
     if maker is None:
-        raise InternalCompilerError("adjit.frontend.matmul_rules was not imported")
+        raise InternalCompilerError("adjit.compiler.matmul_rules was not imported")
     return maker(flags)

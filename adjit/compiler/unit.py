@@ -25,7 +25,7 @@ from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
     from ..core.kernel import GpuKernel
-    from .functions import Function, Kernel
+    from ..lang.functions import Function, Kernel
 
 
 def context() -> ir.Context:
@@ -63,7 +63,7 @@ class CompileUnit:
         # calls derivatives), each once
         self.before_lowering: list[Callable[[CompileUnit], None]] = []
         # symbol -> per result of the Python function, its VecType or None, for functions
-        # that return vectors (whose IR results are their scalars: frontend/vectors.py)
+        # that return vectors (whose IR results are their scalars: compiler/vectors.py)
         self.vector_results: dict[str, list] = {}
 
     def finish(self) -> None:
@@ -312,7 +312,7 @@ def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> 
 def _struct_fields(target, args: list, what: str) -> list:
     """The arguments of a call in compiled code with each struct argument replaced by its
     leaf fields' values, as `target`'s parameters are (structs.py)."""
-    from .structs import leaves
+    from ..lang.structs import leaves
     if target.struct_layout is None:
         return args
     if len(args) != len(target.struct_layout):

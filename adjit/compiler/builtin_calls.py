@@ -19,7 +19,7 @@ from ..dialects import adj
 from . import arrays as A
 from .matmul import matmul
 from . import scalar_ops as S
-from .builtins import PREDICATES, UNARY_MATH, namespace
+from ..lang.builtins import PREDICATES, UNARY_MATH, namespace
 from ..core.errors import UserError
 from ..passes.autodiff.ir_util import for_each_index
 from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f64, weak_f64,

@@ -85,7 +85,7 @@ def _spill(value) -> bool:
 
 
 def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
-    from .values import Literal, PyObj, RangeValue, Scalar
+    from ..compiler.values import Literal, PyObj, RangeValue, Scalar
     if len(args) != 1 or not isinstance(args[0], (RangeValue, Scalar, Literal)):
         raise UserError("adjit.checkpointed takes a range(...), or a while loop's condition "
                         "(and snapshots=, every= or max_bytes=, and spill=)")

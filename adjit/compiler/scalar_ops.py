@@ -13,7 +13,7 @@ from mlir import ir
 from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
-from .builtins import UNARY_MATH
+from ..lang.builtins import UNARY_MATH
 from ..core.errors import UserError
 from ..core.types import ScalarType, bool_, f64, i64, index, promote, weak_f64, weak_i64
 from .values import Array, ArrayExpr, Literal, Scalar

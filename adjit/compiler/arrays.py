@@ -9,6 +9,7 @@ from mlir import ir
 from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from ..passes.autodiff.reduction import CHUNK, LANES as SUM_LANES, pairwise_sum
 from . import scalar_ops as S
 from ..core.errors import InternalCompilerError, UserError
@@ -67,7 +68,7 @@ def flat(a: Array) -> ir.Value:
     if a.type.ndim == 1:
         return a.value
     dyn = ir.ShapedType.get_dynamic_size()
-    t = ir.MemRefType.get([dyn], a.type.dtype.mlir())
+    t = ir.MemRefType.get([dyn], mlir_type(a.type.dtype))
     return memref.reinterpret_cast(t, a.value, [], [numel(dims(a))], [], [0], [dyn], [1])
 
 
@@ -84,7 +85,7 @@ def load(a: Array, subs: list[ir.Value], debug: bool) -> Scalar:
                         "(adjit reads single elements: give one index per dimension)")
     if debug and subs:   # (a 0-d array's one element is always inside)
         ok = _bounds_check(a, subs)
-        branch = _guard(scf.IfOp(ok, [a.type.dtype.mlir()], has_else=True))
+        branch = _guard(scf.IfOp(ok, [mlir_type(a.type.dtype)], has_else=True))
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([memref.load(a.value, subs)])
         with ir.InsertionPoint(branch.else_block):
@@ -117,7 +118,7 @@ def atomic_add(a: Array, subs: list[ir.Value], v, debug: bool) -> Scalar:
     value = S.cast(S.as_scalar(v, t), t).value
     kind = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0 if t.is_float else 1)
     if debug and subs:   # (a 0-d array's one element is always inside)
-        branch = _guard(scf.IfOp(_bounds_check(a, subs), [t.mlir()], has_else=True))
+        branch = _guard(scf.IfOp(_bounds_check(a, subs), [mlir_type(t)], has_else=True))
         with ir.InsertionPoint(branch.then_block):
             scf.YieldOp([memref.atomic_rmw(kind, value, a.value, subs)])
         with ir.InsertionPoint(branch.else_block):
@@ -413,7 +414,7 @@ def view(a: Array, items: list, debug: bool, wrap: bool = True) -> Array | Array
         sub = a
     else:
         t = ArrayType(a.type.dtype, len(kept), True)
-        sub = Array(memref.cast(t.mlir(), _subview(a.value, offsets, sizes, strides)), t,
+        sub = Array(memref.cast(mlir_type(t), _subview(a.value, offsets, sizes, strides)), t,
                     a.root, a.fresh)
     if not new_axes:
         return sub
@@ -793,7 +794,7 @@ def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
         for k in known:
             total *= k
         if total <= SMALL_BYTES:
-            m = memref.alloc(t.mlir(), shape, [])
+            m = memref.alloc(mlir_type(t), shape, [])
             return Array(m, t, m, True)
     i1, i64t = ir.IntegerType.get_signless(1), ir.IntegerType.get_signless(64)
     false = arith.constant(i1, 0)
@@ -816,7 +817,7 @@ def alloc(dtype: ScalarType, shape: Sequence[ir.Value]) -> Array:
     shape = [s if c is not None and c >= 0 else arith.select(bad, idx(0), s)
              for s, c in zip(shape, known)]
     k = next((d for d, c in enumerate(known) if c is None or c < 0), 0)
-    m = memref.alloc(t.mlir(), shape, [])
+    m = memref.alloc(mlir_type(t), shape, [])
     if not shape:
         return Array(m, t, m, True)
     pointer = memref.extract_aligned_pointer_as_index(m)
@@ -837,7 +838,7 @@ def _contiguous_view(m: ir.Value, t: ArrayType, shape: list[ir.Value]) -> ir.Val
         strides.append(step)
         step = arith.muli(step, w)
     strides.reverse()
-    return memref.reinterpret_cast(t.mlir(), m, [], shape, strides[:-1], [0],
+    return memref.reinterpret_cast(mlir_type(t), m, [], shape, strides[:-1], [0],
                                    [dyn] * len(shape), [dyn] * (len(shape) - 1) + [1])
 
 
@@ -969,7 +970,7 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
         ok = arith.cmpi(arith.CmpIPredicate.ugt, n, idx(0))
         adj.check(ok, "ValueError", f"{op}() of an empty array (no identity)")
     chunks = arith.ceildivui(n, idx(CHUNK))
-    partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], acc_t.mlir()),
+    partial = memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], mlir_type(acc_t)),
                            [chunks], [])
     loop = scf.ParallelOp([], [idx(0)], [chunks], [idx(1)], [])
     if covers_once:
@@ -1081,4 +1082,4 @@ def _in_order(op: str, partial: ir.Value, count: ir.Value, acc_t: ScalarType) ->
 def _pairwise_sum(partial: ir.Value, count: ir.Value, acc_t: ScalarType) -> Scalar:
     """The sum of partial[0:count], added pairwise (the launch rule's sums of per-item
     adjoints use the same code)."""
-    return Scalar(pairwise_sum(partial, count, acc_t.mlir()), acc_t)
+    return Scalar(pairwise_sum(partial, count, mlir_type(acc_t)), acc_t)

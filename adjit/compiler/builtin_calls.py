@@ -16,6 +16,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from .matmul import matmul
 from . import scalar_ops as S
@@ -437,7 +438,7 @@ def _local_array(gen, name: str, shape, dtype: ScalarType, fill_value) -> Array:
                         "array as an argument")
     t = ArrayType(dtype, len(sizes))
     with ir.InsertionPoint.at_block_begin(gen.entry_block):
-        value = memref.alloca(t.mlir(), [A.idx(n) for n in sizes], [])
+        value = memref.alloca(mlir_type(t), [A.idx(n) for n in sizes], [])
     out = Array(value, t)
     if fill_value is not None:
         fill = S.convert(Literal(fill_value), dtype).value

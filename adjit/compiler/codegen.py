@@ -24,6 +24,7 @@ from . import scalar_ops as S
 from . import vectors as V
 from ..core.errors import CompilationError, UserError, located
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from ..lang.source import Name, SourceInfo, resolve_name
 from ..core.types import ArrayType, ScalarType, VecType, as_scalar_type, index, promote
 from ..lang.structs import StructType, flatten_params
@@ -88,7 +89,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
     def _compile_once(self, flagged: bool) -> func.FuncOp:
         tree = self.src.tree
         with self._loc(tree):
-            inputs = [t.mlir() for t in V.flat_types(self.arg_types)]
+            inputs = [mlir_type(t) for t in V.flat_types(self.arg_types)]
             fn = func.FuncOp(self.symbol, (inputs, []), visibility="private")
             entry = fn.add_entry_block()
             # The user's names, for messages about this function (passes/ndrange_bounds.py).
@@ -127,7 +128,7 @@ class CodeGenerator(ControlFlow, ast.NodeVisitor):
                                    for k, t in enumerate(known)])
         with self._loc(tree):
             fn.operation.attributes["function_type"] = ir.TypeAttr.get(
-                ir.FunctionType.get(inputs, [t.mlir() for t in self.result_types or []]))
+                ir.FunctionType.get(inputs, [mlir_type(t) for t in self.result_types or []]))
         return fn
 
     # ---- errors and locations ---------------------------------------------------------

@@ -18,6 +18,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
 from ..core.errors import UserError
@@ -148,7 +149,7 @@ class ControlFlow:
                 continue   # bound on one branch only: unusable after the if
             merged.append(n)
             types.append(t)
-        final = scf.IfOp(cond, [t.mlir() for t in types], has_else=True)
+        final = scf.IfOp(cond, [mlir_type(t) for t in types], has_else=True)
         for k, (src, dst) in enumerate(((probe.then_block, final.then_block),
                                         (probe.else_block, final.else_block))):
             self._move_ops(src, dst)
@@ -518,7 +519,7 @@ class ControlFlow:
         def build(types):
             init = self._initial(names, types)
             init_types = [self._type_of(v) for v in init]
-            mtypes = [t.mlir() for t in init_types]
+            mtypes = [mlir_type(t) for t in init_types]
             loop = scf.WhileOp(mtypes, [v.value for v in init])
             before = loop.regions[0].blocks.append(*mtypes)
             after = loop.regions[1].blocks.append(*mtypes)
@@ -568,7 +569,7 @@ class ControlFlow:
                 raise self.error(node, f"{ast.unparse(node)[:40]!s} chooses between scalars "
                                        f"only, not {S.describe(v)}")
         t = self._merge_type("", a, b, node)
-        final = scf.IfOp(cond, [t.mlir()], has_else=True)
+        final = scf.IfOp(cond, [mlir_type(t)], has_else=True)
         for src, dst, v in ((probe.then_block, final.then_block, a),
                             (probe.else_block, final.else_block, b)):
             self._move_ops(src, dst)

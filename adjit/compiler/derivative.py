@@ -21,6 +21,7 @@ from mlir.dialects import arith, func
 
 from ..core.activity import Activity
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from ..lang.modes import Annotation, Mode, derivative_abi
 from ..passes.kernel_abi import ndrange_bounds
 from .unit import CompileUnit, function_type, host_program
@@ -121,12 +122,12 @@ def _inner_product(unit: CompileUnit, fn_symbol: str, types: list,
     from .values import Array
     name = f"__adjit_inner_{fn_symbol}"
     with ir.InsertionPoint(unit.module.body):
-        fn = func.FuncOp(name, ([t.mlir() for t in types] + [result.mlir()],
-                                [result.dtype.mlir()]), visibility="private")
+        fn = func.FuncOp(name, ([mlir_type(t) for t in types] + [mlir_type(result)],
+                                [mlir_type(result.dtype)]), visibility="private")
         block = fn.add_entry_block()
         with ir.InsertionPoint(block):
             *args, ct = block.arguments
-            y = func.CallOp([result.mlir()], ir.FlatSymbolRefAttr.get(fn_symbol), args).result
+            y = func.CallOp([mlir_type(result)], ir.FlatSymbolRefAttr.get(fn_symbol), args).result
             product = elementwise(lambda a, b: binary("*", a, b),
                                   [Array(y, result), Array(ct, result)])
             func.ReturnOp([reduce("sum", product).value])
@@ -221,8 +222,8 @@ class Derivative:
         ktype = function_type(unit, symbol)
         wrapper = f"launch_{symbol}"
         with ir.InsertionPoint(unit.module.body):
-            fn = func.FuncOp(wrapper, ([t.mlir() for t in types] + [i64.mlir()] * len(ndrange),
-                                       []), visibility="private")
+            params = [mlir_type(t) for t in types] + [mlir_type(i64)] * len(ndrange)
+            fn = func.FuncOp(wrapper, (params, []), visibility="private")
             block = fn.add_entry_block()
             with ir.InsertionPoint(block):
                 n = len(types)

@@ -28,6 +28,7 @@ from ..core.derivative_abi import DerivativeABI, Mode
 from ..core.errors import UserError
 from ..core.types import ArrayType, type_of_value
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
 from .unit import CompileUnit, compiled
@@ -140,7 +141,7 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     if mode.reverse:
         dret = [S.as_scalar(Literal(1.0), t).value for t in abi.dret(results, _is_float)]
         outs = results[:len(results) if mode.with_primal else 0] + abi.adjoints(types)
-        call = func.CallOp([t.mlir() for t in outs], ir.FlatSymbolRefAttr.get(request),
+        call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request),
                            args + dret)
         got = [_typed(r, t) for r, t in zip(call.results, outs)]
         n_primal = len(results) if mode.with_primal else 0
@@ -150,7 +151,7 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
             return [grads, got[0] if n_primal else PyObj(None)]
         return [grads]
     outs = abi.forward_results(results, _is_float)
-    call = func.CallOp([t.mlir() for t in outs], ir.FlatSymbolRefAttr.get(request), args)
+    call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request), args)
     got = [_typed(r, t) for r, t in zip(call.results, outs)]
     n_primal = len(results) if mode.with_primal else 0
     tangents = got[n_primal:]
@@ -174,7 +175,7 @@ def _one_layout(v: Array, shadow):
         if a.type.strided:
             return a
         t = a.type.strided_too()
-        return Array(memref.cast(t.mlir(), a.value), t, a.root, a.fresh)
+        return Array(memref.cast(mlir_type(t), a.value), t, a.root, a.fresh)
     lanes = tuple(map(strided, lanes))
     return strided(v), lanes if isinstance(shadow, tuple) else lanes[0]
 
@@ -305,21 +306,21 @@ def _new_function(unit: CompileUnit, prefix: str, name: str, types: list,
     while _defined(unit, symbol):
         symbol += "_"
     with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-        fn = func.FuncOp(symbol, ([t.mlir() for t in types], []), visibility="private")
+        fn = func.FuncOp(symbol, ([mlir_type(t) for t in types], []), visibility="private")
         entry = fn.add_entry_block()
     with ir.InsertionPoint(entry), ir.Location.unknown():
         items = emit([_typed(a, t) for a, t in zip(entry.arguments, types)])
         func.ReturnOp([x.value for x in items])
     results = [x.type for x in items]
     fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-        [t.mlir() for t in types], [t.mlir() for t in results]))
+        [mlir_type(t) for t in types], [mlir_type(t) for t in results]))
     return fn.operation, symbol, results
 
 
 def _entry_calling(unit: CompileUnit, symbol: str, types: list, results: list) -> None:
     """The unit's entry (what Python calls): a call of @symbol."""
     unit.entry("entry", types, results, lambda args: list(func.CallOp(
-        [t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol), args).results))
+        [mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(symbol), args).results))
 
 
 def _inner_product_of(unit: CompileUnit, symbol: str, types: list, result: ArrayType) -> tuple:
@@ -585,7 +586,7 @@ def _result_dims(symbol: str, out_t, values: list) -> list[ir.Value]:
     the result's, then the argument's); none for a scalar result."""
     if not isinstance(out_t, ArrayType):
         return []
-    out = func.CallOp([out_t.mlir()], ir.FlatSymbolRefAttr.get(symbol),
+    out = func.CallOp([mlir_type(out_t)], ir.FlatSymbolRefAttr.get(symbol),
                       [v.value for v in values]).results[0]
     return A.dims(Array(out, out_t))
 
@@ -695,7 +696,7 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
                             "inside a kernel or device function: the pullback needs a copy "
                             "of it, a new array, which only @adjit.jit functions make")
         before = [A.copy(v) if k in written else v for k, v in enumerate(values)]
-        out = _typed(func.CallOp([results[0].mlir()], ir.FlatSymbolRefAttr.get(symbol),
+        out = _typed(func.CallOp([mlir_type(results[0])], ir.FlatSymbolRefAttr.get(symbol),
                                  [v.value for v in values]).results[0], results[0])
         return out, PyObj(_Pullback(f, before, results[0], written))
     if isinstance(what, Jacobian):

@@ -40,6 +40,7 @@ from ..core.errors import InternalCompilerError, UserError
 from ..core.symbols import GEMM_SYMBOLS
 from ..core.types import ArrayType, f32, f64, promote
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
 from .late import MAKERS
@@ -144,14 +145,14 @@ def _view3(a: Array, role: str, present: tuple[bool, bool, bool] | None = None) 
         src_t = ir.MemRefType(value.type)
         layout = ir.StridedLayoutAttr.get(dyn, [dyn] * 3) \
             if "strided" in str(src_t.layout) else None
-        t = ir.MemRefType.get(static, a.type.dtype.mlir(), layout)
+        t = ir.MemRefType.get(static, mlir_type(a.type.dtype), layout)
         if r == 0:
             value = memref.expand_shape(t, value, ir.ArrayAttr.get([]), [], static)
         else:
             value = memref.expand_shape(t, value, assoc, dynamic, static)
     t3 = ArrayType(a.type.dtype, 3, True)
-    if value.type != t3.mlir():
-        value = memref.cast(t3.mlir(), value)
+    if value.type != mlir_type(t3):
+        value = memref.cast(mlir_type(t3), value)
     return Array(value, t3, getattr(a, "root", None), getattr(a, "fresh", False))
 
 
@@ -186,7 +187,7 @@ def _declare(module: ir.Module, dtype) -> str:
     for op in module.body.operations:
         if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == name:
             return name
-    m3 = ArrayType(dtype, 3, True).mlir()
+    m3 = mlir_type(ArrayType(dtype, 3, True))
     with ir.InsertionPoint.at_block_begin(module.body), ir.Location.unknown():
         decl = func.FuncOp(name, ir.FunctionType.get([ir.IntegerType.get_signless(64)] +
                                                      [m3] * 3, []), visibility="private")
@@ -198,7 +199,7 @@ def _gemm_call(gen, flags: int, a: Array, b: Array, c: Array) -> None:
     """c (+)= op(a) @ op(b) (gemm.cpp's flags), a call of the runtime."""
     dtype = c.type.dtype
     name = _declare(gen.unit.module, dtype)
-    t3 = ArrayType(dtype, 3, True).mlir()
+    t3 = mlir_type(ArrayType(dtype, 3, True))
     operands = [v.value if v.value.type == t3 else memref.cast(t3, v.value) for v in (a, b, c)]
     func.CallOp([], ir.FlatSymbolRefAttr.get(name),
                 [arith.constant(ir.IntegerType.get_signless(64), flags)] + operands)
@@ -225,7 +226,8 @@ def _product(gen, flags: int, a: Array, b: Array, c: Array) -> None:
     """c (+)= op(a) @ op(b) (gemm.cpp's flags), a call of matmul_into for `flags`, whose
     rules differentiate it (a derivative's products are these calls too)."""
     t3 = ArrayType(c.type.dtype, 3, True)
-    a, b, c = (v if v.value.type == t3.mlir() else Array(memref.cast(t3.mlir(), v.value), t3)
+    m3 = mlir_type(t3)
+    a, b, c = (v if v.value.type == m3 else Array(memref.cast(m3, v.value), t3)
                for v in (a, b, c))
     _functions(flags)._adjit_compile_call(gen, [a, b, c], {})
 

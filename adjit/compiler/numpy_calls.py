@@ -14,6 +14,7 @@ import numpy as np
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, f64, i64, index, promote
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
 from .builtin_calls import _creation_args, _reduction, _register, namespace
@@ -307,7 +308,7 @@ def reshape(v, sizes: list) -> Array | ArrayExpr:
     strides.reverse()
     dyn = ir.ShapedType.get_dynamic_size()
     static_strides = [dyn] * (len(wanted) - 1) + [1] if wanted else []
-    m = memref.reinterpret_cast(t.mlir(), a.value, [], wanted, strides[:-1] if wanted else [],
+    m = memref.reinterpret_cast(mlir_type(t), a.value, [], wanted, strides[:-1] if wanted else [],
                                 [0], [dyn] * len(wanted), static_strides)
     return Array(m, t, a.root, a.fresh)
 

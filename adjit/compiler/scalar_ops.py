@@ -13,6 +13,7 @@ from mlir import ir
 from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
+from ..dialects.mlir_types import mlir_type
 from ..lang.builtins import UNARY_MATH
 from ..core.errors import UserError
 from ..core.types import ScalarType, bool_, f64, i64, index, promote, weak_f64, weak_i64
@@ -26,17 +27,17 @@ def literal_type(v: int | float | bool) -> ScalarType:
 
 def constant(v: int | float | bool, t: ScalarType) -> Scalar:
     if t.is_float:
-        attr = ir.FloatAttr.get(t.mlir(), float(v))
+        attr = ir.FloatAttr.get(mlir_type(t), float(v))
     elif t.is_bool:
-        attr = ir.IntegerAttr.get(t.mlir(), int(bool(v)))
+        attr = ir.IntegerAttr.get(mlir_type(t), int(bool(v)))
     else:
         if isinstance(v, float):
             raise UserError(f"cannot use the float {v!r} as an integer {t!r}")
         lo, hi = -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
         if not lo <= v <= hi:   # NumPy refuses too (OverflowError), rather than wrapping
             raise UserError(f"the integer {v} does not fit in {t!r}")
-        attr = ir.IntegerAttr.get(t.mlir(), int(v))
-    return Scalar(arith.ConstantOp(t.mlir(), attr).result, t)
+        attr = ir.IntegerAttr.get(mlir_type(t), int(v))
+    return Scalar(arith.ConstantOp(mlir_type(t), attr).result, t)
 
 
 def as_scalar(v, t: ScalarType | None = None) -> Scalar:
@@ -81,21 +82,21 @@ def cast(s: Scalar, to: ScalarType) -> Scalar:
         return s
     if frm.name == to.name:   # a weak scalar made typed, or the reverse: the same bits
         return Scalar(s.value, to)
-    v, t = s.value, to.mlir()
+    v, t = s.value, mlir_type(to)
     if to.is_bool:
         return truth(s)
     if frm.is_bool:
-        v = arith.extui(i64.mlir() if to.is_float else t, v) if to.bits > 1 else v
+        v = arith.extui(mlir_type(i64) if to.is_float else t, v) if to.bits > 1 else v
         return Scalar(arith.uitofp(t, v) if to.is_float else v, to)
     if frm.is_float and to.is_float:
         return Scalar(arith.extf(t, v) if to.bits > frm.bits else arith.truncf(t, v), to)
     if frm.is_float:
         if to == index:
-            return Scalar(arith.index_cast(t, arith.fptosi(i64.mlir(), v)), to)
+            return Scalar(arith.index_cast(t, arith.fptosi(mlir_type(i64), v)), to)
         return Scalar(arith.fptosi(t, v), to)
     if to.is_float:
         if frm == index:
-            v = arith.index_cast(i64.mlir(), v)
+            v = arith.index_cast(mlir_type(i64), v)
         return Scalar(arith.sitofp(t, v), to)
     if frm == index or to == index:
         return Scalar(arith.index_cast(t, v), to)
@@ -273,7 +274,7 @@ def _ipow(x: ir.Value, y: ir.Value, t: ScalarType) -> ir.Value:
     zero, one = constant(0, t).value, constant(1, t).value
     adj.check(arith.cmpi(I.sge, y, zero), "ValueError",
               "integers to negative integer powers are not allowed")
-    ty = t.mlir()
+    ty = mlir_type(t)
     loop = scf.WhileOp([ty] * 3, [one, x, y])
     before = loop.regions[0].blocks.append(ty, ty, ty)
     after = loop.regions[1].blocks.append(ty, ty, ty)

@@ -13,6 +13,7 @@ from mlir import ir
 from mlir.dialects import arith, func
 
 from ..dialects import adj, shared_context
+from ..dialects.mlir_types import mlir_type
 from . import scalar_ops as S
 from .codegen import CodeGenerator
 from ..passes.ndrange_bounds import annotate as annotate_ndrange_bounds
@@ -137,7 +138,8 @@ class CompileUnit:
     def entry(self, name: str, inputs: list, results: list, body: Callable) -> None:
         """A public function Python calls: `body(args)` emits its code, returns values."""
         with self.ctx, ir.Location.unknown(), ir.InsertionPoint(self.module.body):
-            fn = func.FuncOp(name, ([t.mlir() for t in inputs], [t.mlir() for t in results]))
+            fn = func.FuncOp(name, ([mlir_type(t) for t in inputs],
+                                    [mlir_type(t) for t in results]))
             fn.operation.attributes[adj.ENTRY_ATTR] = ir.UnitAttr.get()
             fn.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             block = fn.add_entry_block()
@@ -173,7 +175,7 @@ def function_unit(fn: "Function", types: list, debug: bool,
         unit.entry_vectors = unit.vector_results.get(symbol)
 
         def body(args):
-            call = func.CallOp([t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol),
+            call = func.CallOp([mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(symbol),
                                args)
             return list(call.results)
 
@@ -262,7 +264,7 @@ def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):
         values.append(v)
         types.append(V.operand_type(v))
     symbol, results, is_tuple = gen.unit.function(fn, types)
-    call = func.CallOp([t.mlir() for t in results], ir.FlatSymbolRefAttr.get(symbol),
+    call = func.CallOp([mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(symbol),
                        [x for v in values for x in V.flat_values(v)])
     outs = [Array(r, t) if isinstance(t, ArrayType) else Scalar(r, t)
             for r, t in zip(call.results, results)]

@@ -1,23 +1,15 @@
 """adjit's types: scalars, arrays and the promotion rules between them.
 
-These are the frontend's view; `mlir()` gives the MLIR type each one lowers to (importing MLIR
-only then: types are part of the API, which works without MLIR). Arrays are
-C-contiguous `memref<?x...xT>` (dynamic sizes, identity layout) so that one specialisation
-serves every shape of a given rank; a strided array (a NumPy view, Fortran order, a slice
-in compiled code) is `memref<?x...xT, strided<[?, ...], offset: ?>>`, a specialisation of
-its own, so that contiguous arrays keep the code LLVM vectorises best.
+These are the frontend's view, MLIR-free (types are part of the API, which works without
+MLIR); dialects/mlir_types.py gives the MLIR type each one lowers to.
 """
 from __future__ import annotations
 
 import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from mlir import ir
 
 
 @dataclass(frozen=True)
@@ -51,16 +43,6 @@ class ScalarType:
     @property
     def bits(self) -> int:
         return {"f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "index": 64}[self.name]
-
-    def mlir(self) -> ir.Type:
-        from mlir import ir
-        if self.name == "f32":
-            return ir.F32Type.get()
-        if self.name == "f64":
-            return ir.F64Type.get()
-        if self.name == "index":
-            return ir.IndexType.get()
-        return ir.IntegerType.get_signless(self.bits)
 
     def __repr__(self) -> str:
         if self.weak:
@@ -104,14 +86,6 @@ class ArrayType:
     def __post_init__(self):
         if self.dtype.weak:   # an array of Python floats is a float64 array, as in NumPy
             object.__setattr__(self, "dtype", self.dtype.strong)
-
-    def mlir(self) -> ir.MemRefType:
-        from mlir import ir
-        dyn = ir.ShapedType.get_dynamic_size()
-        if not self.strided:
-            return ir.MemRefType.get([dyn] * self.ndim, self.dtype.mlir())
-        layout = ir.StridedLayoutAttr.get(dyn, [dyn] * self.ndim)
-        return ir.MemRefType.get([dyn] * self.ndim, self.dtype.mlir(), layout)
 
     def contiguous(self) -> ArrayType:
         """The C-contiguous array type of this dtype and rank (no unit dimensions known)."""

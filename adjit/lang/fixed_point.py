@@ -83,6 +83,7 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
 
     from ..core.types import ArrayType
     from ..dialects import adj
+    from ..dialects.mlir_types import mlir_type
     from ..compiler import arrays as A
     from ..compiler import scalar_ops as S
     from ..compiler.derivative_calls import _new_function, _value
@@ -115,8 +116,9 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
     unit = gen.unit
     types = [xt] + [p.type for p in params]
     symbol, results, _ = unit.function(step, types)
-    if not is_array and len(results) == 1 and results[0] != xt and \
-            results[0].mlir() == xt.mlir() and getattr(results[0], "name", None) == xt.name:
+    if (not is_array and len(results) == 1 and results[0] != xt
+            and mlir_type(results[0]) == mlir_type(xt)
+            and getattr(results[0], "name", None) == xt.name):
         # A Python float start (0.0: weak, NEP 50) iterates as the step's f64: one type
         # at the machine level, the step's is the iterate's.
         xt = results[0]
@@ -126,7 +128,7 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
                         f"value of x0's type ({xt!r}), the next iterate")
 
     def call_step(x, ps):
-        return func.CallOp([xt.mlir()], ir.FlatSymbolRefAttr.get(symbol),
+        return func.CallOp([mlir_type(xt)], ir.FlatSymbolRefAttr.get(symbol),
                            [x.value] + [p.value for p in ps]).results[0]
 
     # W: one step, stored into `out` for an array (the form the pass differentiates).
@@ -154,14 +156,14 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
         else:
             x_start, *ps = values
             start = x_start.value
-        index, ftype = ir.IndexType.get(), xt.dtype.mlir() if is_array else xt.mlir()
+        index, ftype = ir.IndexType.get(), mlir_type(xt.dtype) if is_array else mlir_type(xt)
         # The change before the first step: +inf (so the loop runs), 0 for an empty array
         # (nothing to iterate: x0 is its own fixed point).
         first = arith.constant(ftype, float("inf"))
         if is_array:
             empty = arith.cmpi(arith.CmpIPredicate.eq, A.numel(A.dims(x_start)), A.idx(0))
             first = arith.select(empty, arith.constant(ftype, 0.0), first)
-        carried = [xt.mlir(), index, ftype]
+        carried = [mlir_type(xt), index, ftype]
         loop = scf.WhileOp(carried, [start, A.idx(0), first])
         before = loop.before.blocks.append(*carried)
         after = loop.after.blocks.append(*carried)
@@ -200,7 +202,7 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
         func.CallOp([], ir.FlatSymbolRefAttr.get(f_symbol),
                     [x0.value, out.value] + [p.value for p in params])
         return out
-    return Scalar(func.CallOp([xt.mlir()], ir.FlatSymbolRefAttr.get(f_symbol),
+    return Scalar(func.CallOp([mlir_type(xt)], ir.FlatSymbolRefAttr.get(f_symbol),
                               [x0.value] + [p.value for p in params]).results[0], xt)
 
 

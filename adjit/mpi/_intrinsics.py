@@ -92,7 +92,9 @@ def array_call(array, opcode, comm, x, y, adjoint, checked=1):
 def _compile_array_call(gen, args: list, kwargs: dict):
     from mlir import ir
     from mlir.dialects import func
+
     from ..compiler.values import Array, ArrayExpr
+    from ..dialects.mlir_types import mlir_type
     if kwargs or len(args) not in (6, 7):
         raise _user_error("array_call(array, opcode, comm, x, y, adjoint, checked=1)")
     array, opcode, comm, x, y, adjoint = args[:6]
@@ -113,7 +115,7 @@ def _compile_array_call(gen, args: list, kwargs: dict):
         raise _user_error(f"adjit.mpi.{op} takes arrays of 1 to 4 dimensions, not {t.ndim}")
     i64 = ir.IntegerType.get_signless(64)
     name = f"adj_mpi_array_{t.ndim}d"
-    _declare(gen, name, [t.mlir()] + [i64] * 6, [i64])
+    _declare(gen, name, [mlir_type(t)] + [i64] * 6, [i64])
     from mlir.dialects import arith
     status = func.CallOp([i64], ir.FlatSymbolRefAttr.get(name), [
         array.value, arith.constant(i64, code), _i64(comm),

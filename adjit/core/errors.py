@@ -1,6 +1,8 @@
 """Errors raised while compiling user code, pointing at the user's source line."""
 from __future__ import annotations
 
+from .locations import file_position
+
 
 class CompilationError(Exception):
     """Code adjit cannot compile: names the problem, the file, line and column, and shows
@@ -49,12 +51,11 @@ class CompilationError(Exception):
         """An error at an MLIR location (`loc("file.py":12:5)`, as the frontend gives every
         op), with the source line read back."""
         import linecache
-        import re
-        m = re.search(r'"([^"]+)":(\d+):(\d+)', location)
-        if m is None:
+        at = file_position(location)
+        if at is None:
             return cls(message)
-        filename, line, col = m.group(1), int(m.group(2)), int(m.group(3)) - 1
-        return cls(message, filename, line, col, linecache.getline(filename, line) or None)
+        filename, line, col = at
+        return cls(message, filename, line, col - 1, linecache.getline(filename, line) or None)
 
 
 def _caret(source_line: str | None, col: int) -> str:

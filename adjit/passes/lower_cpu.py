@@ -30,6 +30,7 @@ from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
                              lower_summing_launch)
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .walk import walk
+from ..core.locations import file_position, with_line
 from ..core.threads import default_num_threads
 from .registry import AdjPass
 from .unit_stride import version_unit_stride_launches
@@ -71,21 +72,20 @@ def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operati
     launch.erase()
 
 
-def _where(op: ir.Operation) -> str:
-    """' (at file:line)' for an op the frontend located in user code, so that the raised
-    error names the line (a callsite location names the innermost user line)."""
-    loc = op.location
-    while loc.is_a_callsite():
-        loc = loc.callee
-    named = loc.is_a_file() and loc.filename != "-"   # "-": IR parsed from a string
-    return f" (at {loc.filename}:{loc.start_line})" if named else ""
+def _message(check: ir.Operation) -> str:
+    """An adj.check's message, with the line the frontend located it at in user code (a
+    callsite location names the innermost user line), so that the raised error names it."""
+    message = ir.StringAttr(check.attributes["message"]).value
+    at = file_position(str(check.location))
+    if at is None or at[0] == "-":      # "-": IR parsed from a string
+        return message
+    return with_line(message, at[0], at[1])
 
 
 def _table(module: ir.Operation) -> list[ir.Operation]:
     """The module's adj.check ops, numbered from 1 in `ERROR_TABLE_ATTR`."""
     checks = _ops_named(module, "adj.check")
-    table = [f"{ir.StringAttr(c.attributes['error']).value}\x1f"
-             f"{ir.StringAttr(c.attributes['message']).value}{_where(c)}" for c in checks]
+    table = [f"{ir.StringAttr(c.attributes['error']).value}\x1f{_message(c)}" for c in checks]
     module.attributes[ERROR_TABLE_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in table])
     return checks
 

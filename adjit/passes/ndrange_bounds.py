@@ -26,12 +26,11 @@ frontend records on the function (SOURCE_ATTR: `{name = "axpy", args = ["a", "x"
 """
 from __future__ import annotations
 
-import re
-
 from mlir import ir
 
 from ..dialects.adj import BOUNDS_ATTR, GUARD_ATTR, NDIM_ATTR, SOURCE_ATTR
 from ..core.kernel import LINEAR
+from ..core.locations import file_position
 from .kernel_abi import is_kernel
 from .registry import AdjPass
 
@@ -176,8 +175,8 @@ def _source_names(fn: ir.Operation) -> tuple[str, list[str]]:
 
 def _line(location: ir.Location) -> str:
     """The line, in the user's file, of an op's location, or `?`."""
-    m = re.search(r'"[^"]*":(\d+)', str(location))
-    return m.group(1) if m else "?"
+    at = file_position(str(location))
+    return str(at[1]) if at else "?"
 
 
 class NdrangeBounds(AdjPass):

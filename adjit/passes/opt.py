@@ -27,6 +27,7 @@ from mlir import ir
 from ..dialects import make_context
 from ..dialects.adj import AdjError
 from ..core import deep_stack
+from ..core.locations import file_position
 from . import registry
 from .lower_cpu import ERROR_TABLE_ATTR
 from .walk import walk
@@ -96,19 +97,6 @@ def _emit_ptx(module: ir.Module) -> str:
     return "".join(ptx)
 
 
-def _where(loc: ir.Location) -> str | None:
-    """`file:line:col` of the first file location inside `loc`, None if it has none."""
-    if loc.is_a_file():
-        return f"{loc.filename}:{loc.start_line}:{loc.start_col}"
-    if loc.is_a_name():
-        return _where(loc.child_loc)
-    if loc.is_a_callsite():
-        return _where(loc.callee)
-    if loc.is_a_fused():
-        return next(filter(None, map(_where, loc.locations)), None)
-    return None
-
-
 class _Sink:
     """Where diagnostics go: printed as `file:line:col: severity: message` (`file` renamed from
     `-` to `name`, for the parts of a split input), or, with `collect`, kept for
@@ -119,13 +107,14 @@ class _Sink:
         self.kept: list[tuple[int | None, str, str, str]] = []
 
     def report(self, loc: ir.Location | None, severity: str, message: str) -> None:
-        where = _where(loc) if loc is not None else None
-        if where is not None and where.startswith("-:") and self.name != "-":
-            where = self.name + where[1:]
-        text = f"{where or 'adjit-opt'}: {severity}: {message}"
+        at = file_position(str(loc)) if loc is not None else None
+        where = "adjit-opt"
+        if at is not None:
+            filename, line, col = at
+            where = f"{self.name if filename == '-' else filename}:{line}:{col}"
+        text = f"{where}: {severity}: {message}"
         if self.collect:
-            line = int(where.rsplit(":", 2)[1]) if where and where.count(":") >= 2 else None
-            self.kept.append((line, severity, message, text))
+            self.kept.append((at[1] if at else None, severity, message, text))
         else:
             print(text, file=sys.stderr)
 

@@ -32,10 +32,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from pathlib import Path
 from typing import Sequence
 
+from ..core.locations import split_line, with_line
 from ..core.threads import default_num_threads
 from . import cpu_cache
 from .files import DamagedEntry, read_entry, write_entry
@@ -129,10 +129,6 @@ def load_entry(skey: str, sites: Sequence[Site] = ()
     return entry, source, meta.get("meta", {}), errors
 
 
-# A check's message ends with where it is (passes/lower_cpu.py: _where).
-_AT = re.compile(r"(.*) \(at (.+):(\d+)\)", re.DOTALL)
-
-
 def relocated(errors: Sequence[tuple[str, str]], recorded: Sequence[Site],
               sites: Sequence[Site]) -> list[tuple[str, str]]:
     """The error table `errors` of code compiled from sources at `recorded`, for the same
@@ -144,14 +140,13 @@ def relocated(errors: Sequence[tuple[str, str]], recorded: Sequence[Site],
         return list(errors)
     out = []
     for kind, message in errors:
-        m = _AT.fullmatch(message)
-        if m is not None:
-            filename, line = m.group(2), int(m.group(3))
+        at = split_line(message)    # (a check's message ends with where it is)
+        if at is not None:
+            text, filename, line = at
             inside = [i for i, (f, first, last) in enumerate(recorded)
                       if f == filename and first <= line <= last]
             if inside:    # the innermost source (a function defined inside another)
                 i = max(inside, key=lambda i: recorded[i][1])
-                at = sites[i][1] + line - recorded[i][1]
-                message = f"{m.group(1)} (at {sites[i][0]}:{at})"
+                message = with_line(text, sites[i][0], sites[i][1] + line - recorded[i][1])
         out.append((kind, message))
     return out

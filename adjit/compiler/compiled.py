@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..runtime import native_dispatch
 from ..runtime.compiled_module import CompiledModule
 from ..core.kernel import bound_fact
-from ..core.types import VecType, f32, f64, parse_type, type_code
+from ..core.types import VecType, parse_type, type_code
 
 if TYPE_CHECKING:
     from ..lang.functions import Function, Kernel
@@ -110,7 +110,7 @@ def _vec_type(code: str) -> VecType:
         raise ValueError(f"{code!r} is not a vector type code")
     kind = {"v": "vec", "m": "mat", "q": "quat"}[match.group(1)]
     return VecType(kind, tuple(int(c) for c in match.group(2)),
-                   {"f32": f32, "f64": f64}[match.group(3)])
+                   parse_type(match.group(3)))
 
 
 class LoadedDerivative:

@@ -28,7 +28,7 @@ from .unit import CompileUnit, function_type, host_program
 from ..core.errors import CompilationError
 from ..lang.functions import Function, Kernel, debug_enabled
 from .rule_compiler import FunctionRules
-from ..core.types import ArrayType, bool_, f32, f64, i32, i64, index
+from ..core.types import BY_MLIR_NAME, ArrayType, i64
 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
@@ -72,11 +72,9 @@ def _generated(unit: CompileUnit, symbol: str) -> tuple[list, list]:
 
 def _type_from_mlir(t: ir.Type):
     """adjit type of a generated function's tape value (memref or scalar)."""
-    scalars = {"f32": f32, "f64": f64, "i32": i32, "i64": i64, "i1": bool_, "index": index}
     if isinstance(t, ir.MemRefType):
-        m = t
-        return ArrayType(scalars[str(m.element_type)], m.rank)
-    return scalars[str(t)]
+        return ArrayType(BY_MLIR_NAME[str(t.element_type)], t.rank)
+    return BY_MLIR_NAME[str(t)]
 
 
 def _as_python(from_mlir: list, declared: list) -> list:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .types import BY_MLIR_NAME, ScalarType
+
 # 6: the metadata records its key, the PTX's hash and its own checksum (files.write_entry).
 # 7: a reverse kernel's `uniform_loads` (its extra per-item outputs).
 # 8: a kernel with checks takes its launch's error cell as a hidden last parameter (no
@@ -25,6 +27,11 @@ class Param:
     kind: str            # "scalar" | "memref"
     dtype: str           # "f32" "f64" "i32" "i64" "i1" "index", as MLIR spells them
     rank: int = 0        # memrefs only
+
+    @property
+    def scalar_type(self) -> ScalarType:
+        """The scalar type, or the element type of the memref."""
+        return BY_MLIR_NAME[self.dtype]
 
 
 @dataclass(frozen=True)

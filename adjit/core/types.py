@@ -5,11 +5,35 @@ MLIR); dialects/mlir_types.py gives the MLIR type each one lowers to.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import re
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class _Machine:
+    """How the machine holds a scalar type, as each part of adjit that handles its bits
+    needs it (the one table of these facts: the runtime, the lowerings and the native
+    dispatcher derive theirs from it)."""
+    bits: int           # 1 for bool (i1 in the IR; a byte in memory)
+    mlir: str           # MLIR's spelling, as the IR and GPU kernels' parameters name it
+    llvm: str           # LLVM IR's
+    memory: np.dtype    # the NumPy dtype of its bytes in memory (index: int64)
+    ctype: type         # ctypes' type, to pass it to or return it from compiled code
+    struct: str         # the struct module's format character (standard sizes, "<")
+
+
+_MACHINE = {
+    "f32": _Machine(32, "f32", "float", np.dtype(np.float32), ctypes.c_float, "f"),
+    "f64": _Machine(64, "f64", "double", np.dtype(np.float64), ctypes.c_double, "d"),
+    "i32": _Machine(32, "i32", "i32", np.dtype(np.int32), ctypes.c_int32, "i"),
+    "i64": _Machine(64, "i64", "i64", np.dtype(np.int64), ctypes.c_int64, "q"),
+    "bool": _Machine(1, "i1", "i1", np.dtype(np.bool_), ctypes.c_bool, "?"),
+    "index": _Machine(64, "index", "i64", np.dtype(np.int64), ctypes.c_int64, "q"),
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +66,32 @@ class ScalarType:
 
     @property
     def bits(self) -> int:
-        return {"f32": 32, "f64": 64, "i32": 32, "i64": 64, "bool": 1, "index": 64}[self.name]
+        return _MACHINE[self.name].bits
+
+    @property
+    def mlir_name(self) -> str:
+        """How MLIR spells it: 'f32', 'i1' (bool), 'index'."""
+        return _MACHINE[self.name].mlir
+
+    @property
+    def llvm_name(self) -> str:
+        """How LLVM IR spells it: 'float', 'double', 'i32', 'i64', 'i1'."""
+        return _MACHINE[self.name].llvm
+
+    @property
+    def memory_dtype(self) -> np.dtype:
+        """The NumPy dtype of its bytes in memory (`np_dtype`, and int64 for index)."""
+        return _MACHINE[self.name].memory
+
+    @property
+    def ctype(self) -> type:
+        """Its ctypes type."""
+        return _MACHINE[self.name].ctype
+
+    @property
+    def struct_code(self) -> str:
+        """Its struct module format character, in standard sizes ("<")."""
+        return _MACHINE[self.name].struct
 
     def __repr__(self) -> str:
         if self.weak:
@@ -70,6 +119,9 @@ _WEAK = {"f64": weak_f64, "i64": weak_i64}
 
 SCALARS = (f32, f64, i32, i64, bool_)
 _BY_DTYPE = {t.np_dtype: t for t in SCALARS}
+# The scalar types by MLIR's spelling ('i1' is bool_), as the IR and GPU kernels' parameters
+# (core/kernel.py) name them.
+BY_MLIR_NAME = {t.mlir_name: t for t in (*SCALARS, index)}
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,16 @@ sizes, strides): a function without a body counts as writing every memref it is 
 autodiff pass keeps on the tape what it would otherwise read again after the write."""
 from __future__ import annotations
 
+from ..core import types as T
+
 # What each array operation is (mpi.cpp's ArrayOp and ScalarOp).
 HALO, ALLREDUCE_SUM, BCAST, SEND, RECV, CHANNEL = range(6)
 S_SUM, S_MAX, S_MIN, S_BCAST = range(4)
 _ARRAY_NAMES = ("halo_exchange", "allreduce_array", "bcast_array", "send", "recv",
                 "send/recv channel")
 _SCALAR_NAMES = ("allreduce(op='sum')", "allreduce(op='max')", "allreduce(op='min')", "bcast")
-_KINDS = {"f64": 0, "f32": 1, "i64": 2, "i32": 3}
+# The runtime's code of each element type it communicates (mpi.cpp's Kind).
+_KINDS = {T.f64: 0, T.f32: 1, T.i64: 2, T.i32: 3}
 
 # The exception class the checks name (adjit/mpi/__init__.py registers it with the runtime:
 # a RuntimeError whose message adds adjit.mpi.last_error(), what the runtime found).
@@ -108,7 +111,7 @@ def _compile_array_call(gen, args: list, kwargs: dict):
     if t.strided:
         raise _user_error(f"adjit.mpi.{op} takes a C-contiguous array (it communicates in "
                           "place; a strided view is refused rather than copied)")
-    if t.dtype.name not in _KINDS:
+    if t.dtype not in _KINDS:
         raise _user_error(f"adjit.mpi.{op} takes arrays of f64, f32, i64 or i32, not "
                           f"{t.dtype.name}")
     if not 1 <= t.ndim <= 4:
@@ -119,7 +122,7 @@ def _compile_array_call(gen, args: list, kwargs: dict):
     from mlir.dialects import arith
     status = func.CallOp([i64], ir.FlatSymbolRefAttr.get(name), [
         array.value, arith.constant(i64, code), _i64(comm),
-        arith.constant(i64, _KINDS[t.dtype.name]), _i64(x), _i64(y),
+        arith.constant(i64, _KINDS[t.dtype]), _i64(x), _i64(y),
         arith.constant(i64, _literal(adjoint, "adjoint"))]).result
     if code != CHANNEL and checked:   # (the channel's call does nothing: _ops.py says why)
         _check(status, op + (" (its adjoint)" if _literal(adjoint, "adjoint") else ""))

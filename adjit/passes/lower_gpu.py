@@ -39,6 +39,7 @@ from mlir.dialects import arith, func, gpu, llvm, scf
 
 from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param
+from ..core.types import BY_MLIR_NAME
 from .autodiff.reduction import expand_item_sums
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
 from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_table,
@@ -136,10 +137,8 @@ def _inputs(fn: ir.Operation) -> list[ir.Type]:
 
 
 def _dtype(t: ir.Type, where: ir.Operation) -> str:
-    if isinstance(t, ir.IndexType):
-        return "index"
-    name = str(t)
-    if name not in ("f32", "f64", "i32", "i64", "i1"):
+    name = str(t)      # (MLIR's spelling, as a kernel's Param names its scalar type)
+    if name not in BY_MLIR_NAME:
         raise AdjError(where, f"a GPU kernel cannot take {t}")
     return name
 

@@ -32,11 +32,6 @@ from ..core.types import ArrayType, ScalarType
 
 Type = ScalarType | ArrayType
 
-_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32,
-           "i64": ctypes.c_int64, "index": ctypes.c_int64, "bool": ctypes.c_bool}
-_DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64), "i32": np.dtype(np.int32),
-           "i64": np.dtype(np.int64), "index": np.dtype(np.int64), "bool": np.dtype(np.bool_)}
-
 
 @lru_cache(maxsize=None)
 def descriptor_class(rank: int) -> type[ctypes.Structure]:
@@ -48,7 +43,7 @@ def descriptor_class(rank: int) -> type[ctypes.Structure]:
 
 
 def _ctype(t: Type):
-    return descriptor_class(t.ndim) if isinstance(t, ArrayType) else _CTYPES[t.name]
+    return descriptor_class(t.ndim) if isinstance(t, ArrayType) else t.ctype
 
 
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -69,7 +64,7 @@ def _array_converter(t: ArrayType, where: str, written: bool) -> Callable[[objec
     # several times cheaper than filling a ctypes Structure.
     if t.strided:
         return _strided_converter(t, where, written)
-    dtype, rank = _DTYPES[t.dtype.name], t.ndim
+    dtype, rank = t.dtype.memory_dtype, t.ndim
     pack = struct.Struct(f"{3 + 2 * rank}q").pack
     strides = _STRIDES.get(rank, row_major_strides)
     address, from_buffer, ndarray = ctypes.addressof, _NO_BYTES.from_buffer, np.ndarray
@@ -103,7 +98,7 @@ def _strided_converter(t: ArrayType, where: str, written: bool) -> Callable[[obj
     """A strided parameter takes any array of its dtype and rank: its own strides (in
     elements, negative ones included) go into the descriptor, its data pointer (the address
     of element 0) is the aligned pointer, offset 0. Nothing is copied."""
-    dtype, rank = _DTYPES[t.dtype.name], t.ndim
+    dtype, rank = t.dtype.memory_dtype, t.ndim
     pack = struct.Struct(f"{3 + 2 * rank}q").pack
     size = dtype.itemsize
 
@@ -159,14 +154,14 @@ def _python_scalar(t: ScalarType) -> Callable[[object], object]:
     int, as NumPy 2 gives for arithmetic on Python scalars (NEP 50)."""
     if t.weak:
         return float if t.is_float else int
-    return _DTYPES[t.name].type
+    return t.memory_dtype.type
 
 
 def _result_reader(t: Type, field: str,
                    owner: Callable[[int], object]) -> Callable[[ctypes.Structure, dict], object]:
     # `blocks` maps each block already returned by this call to its owner: an entry may
     # return one array twice, which must not be freed twice.
-    dtype = _DTYPES[t.dtype.name if isinstance(t, ArrayType) else t.name]
+    dtype = (t.dtype if isinstance(t, ArrayType) else t).memory_dtype
     if isinstance(t, ScalarType):
         convert = _python_scalar(t)
         return lambda res, blocks: convert(getattr(res, field))
@@ -274,7 +269,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
              f"argument {i + 1} of {name}" for i in range(len(arg_types))]
     converters = [_array_converter(t, where[i], i in written) if isinstance(t, ArrayType)
                   else _scalar_converter(t, where[i]) for i, t in enumerate(arg_types)]
-    params = [ctypes.c_char_p if isinstance(t, ArrayType) else _CTYPES[t.name] for t in arg_types]
+    params = [ctypes.c_char_p if isinstance(t, ArrayType) else t.ctype for t in arg_types]
     if error_cell:
         params.append(ctypes.c_char_p)
     nargs = len(arg_types)
@@ -287,7 +282,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         return [convert(v) for convert, v in zip(converters, args)]
 
     if not result_types or (len(result_types) == 1 and isinstance(result_types[0], ScalarType)):
-        fn = ctypes.CFUNCTYPE(_CTYPES[result_types[0].name] if result_types else None, *params)(address)
+        fn = ctypes.CFUNCTYPE(result_types[0].ctype if result_types else None, *params)(address)
         as_python = _python_scalar(result_types[0]) if result_types else None
 
         if not error_cell:

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param, check_ndrange_bounds
+from ..core.types import ScalarType
 from . import device_array as _device_array
 from .abi import check_error, row_major_strides
 # The driver and device memory (cuda_driver.py); the memory functions are this module's
@@ -33,8 +34,6 @@ from .cuda_driver import (accounting, alloc, alloc_managed, check, copy, driver,
                           free, is_available, synchronize)
 
 MAX_BLOCK = 1024
-NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64,
-                "i1": np.bool_, "index": np.int64}
 
 
 _load_lock = threading.Lock()
@@ -226,7 +225,7 @@ def _block_size(workgroupsize: int | Sequence[int] | None) -> int:
 
 
 def _describe(param: Param) -> str:
-    return f"a {param.rank}-D {np.dtype(NUMPY_DTYPES[param.dtype]).name} array"
+    return f"a {param.rank}-D {param.scalar_type.memory_dtype.name} array"
 
 
 def _device_operand(arg: Any, param: Param, kernel: GpuKernel, position: int,
@@ -247,7 +246,7 @@ def _device_operand(arg: Any, param: Param, kernel: GpuKernel, position: int,
 
 
 def _matching(array: Any, param: Param, kernel: GpuKernel, position: int) -> Any:
-    if array.ndim != param.rank or array.dtype != NUMPY_DTYPES[param.dtype]:
+    if array.ndim != param.rank or array.dtype != param.scalar_type.memory_dtype:
         raise TypeError(f"argument {position} of kernel {kernel.name} must be {_describe(param)}, "
                         f"got a {array.ndim}-D {array.dtype} array")
     return array
@@ -257,9 +256,9 @@ def _scalar(arg: Any, param: Param, kernel: GpuKernel, position: int) -> Any:
     if isinstance(arg, np.ndarray) and arg.ndim > 0 or hasattr(arg, "__cuda_array_interface__"):
         raise TypeError(f"argument {position} of kernel {kernel.name} must be a scalar "
                         f"({param.dtype}), got an array")
-    if param.dtype == "i1":
+    if param.scalar_type.is_bool:
         return bool(arg)
-    if param.dtype in ("f32", "f64"):
+    if param.scalar_type.is_float:
         return float(arg)
     return int(arg)
 
@@ -269,14 +268,13 @@ class _Frame:
     thread (launches wait for the kernel, so the previous launch is done with it): one 8-byte
     word per expanded parameter (each PTX parameter here fits in 8 bytes, little-endian at the
     word's start), and the array of their addresses."""
-    _FORMAT = {"f32": "f4x", "f64": "d", "i32": "i4x", "i64": "q", "i1": "?7x", "index": "q"}
 
     def __init__(self, kernel: GpuKernel):
         self.kernel = kernel
         formats = []
         for p in kernel.params:
             formats += (["Q", "Q"] + ["q"] * (1 + 2 * p.rank) if p.kind == "memref"
-                        else [self._FORMAT[p.dtype]])
+                        else [_word_format(p.scalar_type)])
         formats += ["q"] * kernel.ndim
         self.given = len(formats)          # what a host program packs (launch_words)
         if kernel.checks:
@@ -291,6 +289,12 @@ class _Frame:
 
     def pack(self) -> None:
         self.layout.pack_into(self.words, 0, *self.values)
+
+
+def _word_format(t: ScalarType) -> str:
+    """The struct format of a scalar in an 8-byte word: its bytes, then padding."""
+    size = struct.calcsize("<" + t.struct_code)
+    return t.struct_code + (f"{8 - size}x" if size < 8 else "")
 
 
 _frames = threading.local()

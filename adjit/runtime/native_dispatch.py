@@ -10,13 +10,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..core.types import ArrayType, ScalarType
+from ..core.types import SCALARS, ArrayType, ScalarType
 
 from .extension import _native as _dispatch
 
 MISS = object()     # what a Dispatcher returns for a call the Python path must take
-_KIND = {"f32": _dispatch.F32, "f64": _dispatch.F64, "i32": _dispatch.I32,
-         "i64": _dispatch.I64, "bool": _dispatch.BOOL}
+# The dispatcher's kind of each scalar type (dispatch.cpp names them as the types: F32...BOOL).
+_KIND = {t.name: getattr(_dispatch, t.name.upper()) for t in SCALARS}
 
 kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
 

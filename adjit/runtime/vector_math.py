@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from ..core.types import f32, f64
+
 # Functions libmvec has (glibc 2.22+ for exp, log, sin, cos, pow; 2.35 for the rest): LLVM
 # intrinsic or libm name -> the libmvec base name; unary, then binary.
 _UNARY = ("exp", "log", "sin", "cos", "tan", "exp2", "exp10", "log2", "log10", "log1p",
@@ -31,7 +33,8 @@ _BINARY = ("pow", "atan2", "hypot")
 # The vector ISAs of the x86-64 vector function ABI: (mangling letter, float lanes, double
 # lanes, the CPU feature its code needs; SSE is in every x86-64).
 ISAS = (("b", 4, 2, None), ("d", 8, 4, "+avx2"), ("e", 16, 8, "+avx512f"))
-_TYPES = {"float": ("f32", "f", 0), "double": ("f64", "", 1)}
+# The float types by their LLVM names, with libm's suffix of their functions (expf, exp).
+_TYPES = {t.llvm_name: (t, "f" if t == f32 else "") for t in (f32, f64)}
 _CALL = re.compile(r"call (?:[a-z]+ )*(float|double) @(?:llvm\.([a-z0-9]+)\.(f32|f64)|"
                    r"([a-z0-9]+))\(([^)]*)\)")
 
@@ -50,7 +53,8 @@ def add_vector_variants(llvm_ir: str, available: set[str]) -> str:
 
     def offer(m: re.Match) -> str:
         t, intrinsic, suffix, libm = m.group(1), m.group(2), m.group(3), m.group(4)
-        llvm_t, libm_suffix, double = _TYPES[t]
+        scalar_type, libm_suffix = _TYPES[t]
+        llvm_t, double = scalar_type.name, scalar_type == f64   # (llvm.exp.f32: the name)
         base = intrinsic if intrinsic is not None else libm
         if intrinsic is None:     # a libm call: expf, or exp of doubles
             if libm_suffix and base.endswith(libm_suffix):

@@ -111,8 +111,8 @@ class DerivativeABI:
 
     def dret(self, results: Sequence[T], is_float: Callable[[T], bool]) -> list[T]:
         """The adjoints the reverse function takes for the results (Active float ones)."""
-        return [t for t in results if is_float(t)] if self.ret_activity == Activity.ACTIVE \
-            else []
+        return ([t for t in results if is_float(t)] if self.ret_activity == Activity.ACTIVE
+                else [])
 
     def adjoints(self, types: Sequence[T]) -> list[T]:
         """The results of the reverse function: one adjoint per Active argument."""

@@ -118,8 +118,8 @@ def _raised_by_adjit(e: BaseException) -> bool:
     while tb.tb_next is not None:
         tb = tb.tb_next
     filename = tb.tb_frame.f_code.co_filename
-    return filename.startswith(_ADJIT_FOLDERS) and \
-        linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise")
+    return (filename.startswith(_ADJIT_FOLDERS)
+            and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise"))
 
 
 def interrupted(e: BaseException | None) -> bool:
@@ -174,5 +174,5 @@ def is_wrapped_interrupt(e: BaseException) -> bool:
     """Whether `e` is the RuntimeError the bindings made of a KeyboardInterrupt raised in a
     callback (of a walk, a diagnostic handler...)."""
     text = str(e) if isinstance(e, RuntimeError) else ""
-    return text.startswith("Exception raised in callback") and \
-        text.rstrip().rsplit("\n", 1)[-1].startswith("KeyboardInterrupt")
+    return (text.startswith("Exception raised in callback")
+            and text.rstrip().rsplit("\n", 1)[-1].startswith("KeyboardInterrupt"))

@@ -126,8 +126,8 @@ def _constant(e: Expr, bound: frozenset = frozenset()) -> bool:
         return e[1] in bound
     if e[0] == "sum":
         _, d, lb, ub, step, body = e
-        return all(_constant(o, bound) for o in (lb, ub, step)) and \
-            _constant(body, bound | {d})
+        return (all(_constant(o, bound) for o in (lb, ub, step))
+                and _constant(body, bound | {d}))
     return all(_constant(o, bound) for o in e[1:])
 
 

@@ -151,8 +151,8 @@ class ArrayType:
         return ArrayType(self.dtype, self.ndim, self.strided) if self.units else self
 
     def __repr__(self) -> str:
-        extra = (", strided" if self.strided else "") + \
-            (f", units={self.units}" if self.units else "")
+        extra = ((", strided" if self.strided else "")
+                 + (f", units={self.units}" if self.units else ""))
         return f"adjit.Array[{self.dtype!r}, {self.ndim}{extra}]"
 
 
@@ -184,8 +184,8 @@ class VecType:
         suffix = {"f32": "", "f64": "d"}.get(self.dtype.name)
         if self.kind == "quat" and suffix is not None:
             return f"adjit.quat{suffix}"
-        if suffix is not None and all(2 <= d <= 4 for d in self.shape) and \
-                (self.kind == "vec" or self.shape[0] == self.shape[1]):
+        if (suffix is not None and all(2 <= d <= 4 for d in self.shape)
+                and (self.kind == "vec" or self.shape[0] == self.shape[1])):
             return f"adjit.{self.kind}{''.join(map(str, self.shape))}{suffix}"
         return f"adjit.{self.kind}({', '.join(map(str, self.shape))}, {self.dtype!r})"
 

@@ -58,8 +58,8 @@ def cache_settings() -> CacheSettings:
     if switch not in ("", "0", "1"):
         raise ValueError(f"ADJIT_DISK_CACHE must be 0 (caches off) or 1 (on), got {switch!r}")
     text = os.environ.get("ADJIT_CACHE_DIR")
-    root = None if text == "" else Path(text).expanduser() if text is not None \
-        else Path.home() / ".cache" / "adjit"
+    root = (None if text == "" else Path(text).expanduser() if text is not None
+            else Path.home() / ".cache" / "adjit")
     return CacheSettings(root, switch != "0" and root is not None, max_cache_bytes())
 
 

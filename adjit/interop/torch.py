@@ -26,13 +26,15 @@ import numpy as np
 import torch
 from torch.autograd import forward_ad
 
+from ..core.types import SCALARS
 from ..runtime.device_array import as_device_array
 from ..api.autodiff import autodiff, grad
 from ..lang.modes import Const, Duplicated, Forward
 from .operation import Operation, float_result
 
 WHO = "adjit.torch.function"
-_DTYPES = {torch.float32, torch.float64, torch.int32, torch.int64, torch.bool}
+# The tensor dtypes adjit takes: its scalar types' (torch names them as NumPy does).
+_DTYPES = {getattr(torch, t.np_dtype.name) for t in SCALARS}
 
 
 def function(f: Any, *, outputs: Sequence[str | int] | str | int | None = None) -> "TorchFunction":

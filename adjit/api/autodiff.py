@@ -18,7 +18,7 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks
-from . import service
+from . import service, transform_calls
 from ..lang.functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, jit,
                         routes, specialise)
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
@@ -228,7 +228,7 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
                         [a.val if isinstance(a, Annotation) else a for a in args])
         args = [_with_values(a, host_value) if isinstance(a, Annotation) else host_value(a)
                 for a in args]
-        return routes().autodiff_of_transform(mode, f, args)
+        return transform_calls.autodiff(mode, f, args)
     if isinstance(f, (Function, Kernel)) and f.struct_layout is not None:
         # Struct arguments: their fields' annotations (structs.flatten_annotations); the
         # derivatives of a Duplicated struct's float scalars are added to its shadow.
@@ -465,12 +465,13 @@ def _refuse_structs(what: str, args: Sequence) -> None:
 
 class Transform:
     """A function made of `f` by differentiating it (Grad, Jacobian): callable from Python
-    (an entry compiled per argument types, `compiled`) and from compiled code
+    (an entry compiled whole, transform_calls.py) and from compiled code
     (derivative_calls.py, through the routes), and differentiable in turn."""
 
     def __init__(self, f, name: str):
         self.f = f
-        self.compiled: dict = {}      # argument types -> entry
+        # Its entries called from Python, by the compile service's key (service.transform)
+        self.compiled: dict = {}
         self.__name__ = f"{name}({getattr(f, '__name__', repr(f))})"
 
     @property
@@ -486,7 +487,7 @@ class Transform:
         _refuse_structs(self.__name__, args)
         # (a torch tensor or JAX array: a NumPy view of it, as for any call; the result is
         # NumPy's, as grad's is)
-        return routes().call_transform(self, host_values(args))
+        return transform_calls.call(self, host_values(args))
 
     def _adjit_compile_call(self, gen, args: list, kwargs: dict):
         return routes().compile_derivative(self, gen, args, kwargs)

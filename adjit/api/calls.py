@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.types import type_of_value
 from . import service
 from ..lang.functions import Kernel, Lowered, debug_enabled
 from .guard import compiling
@@ -74,17 +73,11 @@ class _Routes:
         from ..compiler.derivative_calls import compile_derivative_call
         return compile_derivative_call(gen, what, args, kwargs)
 
-    def call_transform(self, g: Any, args: tuple) -> Any:
-        types = tuple(type_of_value(a) for a in args)
-
-        def compile() -> Compiled:
-            from ..compiler.derivative_calls import compile_transform
+    def compile_transform(self, g: Any, types: list, mode: Any, anns: list) -> Compiled:
+        from ..compiler.derivative_calls import compile_transform, compile_transform_autodiff
+        if mode is None:
             return compile_transform(g, types)
-        return service.transform(g, types, compile).call(*args)
-
-    def autodiff_of_transform(self, mode: Any, g: Any, args: tuple) -> Any:
-        from ..compiler.derivative_calls import call_autodiff
-        return compiling(g, lambda: call_autodiff(mode, g, args))
+        return compile_transform_autodiff(g, mode, anns, types)
 
 
 def _no_llvm() -> str:

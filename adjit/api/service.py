@@ -4,9 +4,11 @@ path (`_product`): this process's memo on the declaration, else the disk cache, 
 compiler, whose product the disk cache then stores for the next process.
 
 The products: a CPU specialisation (`cpu`: compiled.Compiled), a CPU derivative
-(`derivative`: derivative.Derivative, or compiled.LoadedDerivative read back), a kernel's GPU
-kernel (`gpu_kernels`) and a host program (`host_program`: a device="cuda" function, or the
-derivative of such a function or of a kernel's launch; runtime/host_program.py).
+(`derivative`: derivative.Derivative, or compiled.LoadedDerivative read back), the entry of a
+transform called from Python (`transform`: adjit.grad(adjit.grad(f)), jacfwd, jacrev, hessian,
+and autodiff, jvp, hvp of a grad, batched or not), a kernel's GPU kernel (`gpu_kernels`) and a
+host program (`host_program`: a device="cuda" function, or the derivative of such a function
+or of a kernel's launch; runtime/host_program.py).
 
 Keys and loading need no MLIR: a process whose code is all cached never imports the compiler
 (compiler.py and derivative.py are imported on a miss only). A key's disk form hashes it on
@@ -28,17 +30,16 @@ from ..runtime import source_index
 from ..runtime.compiled_module import from_source_key
 from ..runtime.source_index import relocated
 from ..compiler.compiled import Compiled, LoadedDerivative, derivative_meta
-from ..lang.functions import Kernel, debug_enabled
+from ..lang.functions import Function, Kernel, debug_enabled, routes
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
-from ..lang.modes import Mode, activity_key
+from ..lang.modes import BatchDuplicated, Mode, activity_key
 from ..lang.source import code_sites, compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
     from ..core.kernel import GpuKernel
     from ..runtime.host_program import HostProgram, LoadedProgram
     from ..compiler.derivative import Derivative
-    from ..lang.functions import Function
     from ..lang.modes import Annotation
 
 
@@ -55,8 +56,9 @@ class Key(NamedTuple):
     debug: bool                   # ADJIT_DEBUG's checks compiled in
 
     def text(self, target: Function | Kernel, part: str = "") -> str:
-        """What the disk key of this product of `target` (of its `part`, one of several
-        kernels) hashes: the key on the target's and the compiler's fingerprints."""
+        """What the disk key of this product of `target` (of its `part`: one of several
+        kernels, or the transforms over it, _named) hashes: the key on the target's and the
+        compiler's fingerprints."""
         return "\0".join([fingerprint(target), compiler_fingerprint(), target.kind,
                           *map(repr, (self.mode, self.activity, self.product,
                                       [type_code(t) for t in self.types], self.ndim, self.wgs,
@@ -105,10 +107,14 @@ class _CpuDisk:
         return False
 
     def find_or_compile(self, target, key: Key, memoised, compile: Callable[[], Any]) -> Any:
-        skey = source_index.key(key.text(target))
+        named = _named(target)
+        if named is None:      # nothing to key it on (a transform of no adjit function)
+            return compile()
+        declaration, chain = named
+        skey = source_index.key(key.text(declaration, chain))
         # The key leaves out where the code lives: the record says where its sources were,
         # and its checks are made to name the lines of `target`'s (source_index.relocated).
-        sites = code_sites(target)
+        sites = code_sites(declaration)
         found = from_source_key(skey, sites=sites)
         if found is not None:
             try:
@@ -202,35 +208,44 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
     return _product(target, key, memo, _DERIVATIVES, compile)
 
 
-def transform(g: Any, types: Sequence, compile: Callable[[], Compiled]) -> Compiled:
-    """The entry compiled whole for transform `g` (adjit.grad(adjit.grad(f)), a Jacobian)
-    called from Python with argument `types` (`compile()` makes it: derivative_calls.
-    compile_transform). Memoised on `g`; recorded on the CPU disk under the innermost
-    declaration's fingerprint and the transforms' attributes (`_chain`), so that a later
-    process loads it without MLIR. A chain this cannot name (a transform of something that is
-    not an adjit function) is compiled in each process."""
-    key = Key(None, (), "transform", tuple(types), None, None, None, debug_enabled())
-    found = g.compiled.get(key)
-    if found is not None:
-        return found
-    named = _chain(g)
-    built = None
-    if named is not None:
-        inner, chain = named
-        skey = source_index.key(key.text(inner, chain))
-        sites = code_sites(inner)
-        hit = from_source_key(skey, sites=sites)
-        if hit is not None:
-            try:
-                built = Compiled.from_meta(hit[0], hit[1], g, hit[0].source)
-            except (KeyError, TypeError, ValueError):   # a record of another shape: compile
-                pass
-    if built is None:
-        built = compiling(g, compile)
-        if named is not None:
-            source_index.record(skey, built.module.key, built.adj_text, built.meta, sites)
-    g.compiled[key] = built
-    return built
+def _transform_entry(g: Any, module: Any, meta: dict) -> Compiled:
+    """A transform's entry from its record, with what the record keeps beside the call: for
+    an autodiff of the transform, where its results go (`returns`, transform_calls.py)."""
+    entry = Compiled.from_meta(module, meta, g, module.source)
+    if "returns" in meta:
+        entry.meta["returns"] = meta["returns"]
+    return entry
+
+
+_TRANSFORM_ENTRIES = _CpuDisk(_transform_entry, lambda c: c.meta)
+
+
+def transform(g: Any, types: Sequence, mode: Mode | None = None,
+              anns: Sequence[Annotation] = ()) -> Compiled:
+    """The entry compiled whole for transform `g` (adjit.grad(adjit.grad(f)), a Jacobian,
+    a Hessian) called from Python with argument `types`; with `mode`, that of
+    `adjit.autodiff(mode, g, *anns)` (jvp and hvp of a grad), which takes each argument
+    followed by its shadow or tangents and records where its results go (`returns`).
+    Memoised on `g` (`g.compiled`, by this key); on disk under the innermost declaration's
+    fingerprint and the transforms' attributes (_named), so that a later process loads it
+    without MLIR."""
+    key = Key(mode, _activities(anns), "transform", tuple(types), None, None, None,
+              debug_enabled())
+
+    def compile() -> Compiled:
+        # (through the routes: the compiler's derivative calls import autodiff, which
+        # imports this module)
+        return routes().compile_transform(g, list(types), mode, list(anns))
+
+    return _product(g, key, g.compiled, _TRANSFORM_ENTRIES, compile)
+
+
+def _activities(anns: Sequence[Annotation]) -> tuple[str, ...]:
+    """The activities of an autodiff of a transform, one per argument; a BatchDuplicated
+    one's with its number of tangents (the entry takes each, and gives a result's tangents
+    as a tuple of that many, even of one)."""
+    return tuple(f"batch:{len(a.dval)}" if isinstance(a, BatchDuplicated) else a.activity
+                 for a in anns)
 
 
 # The transforms whose entries are kept on disk, by class (autodiff.py's; named, not imported:
@@ -238,19 +253,19 @@ def transform(g: Any, types: Sequence, compile: Callable[[], Compiled]) -> Compi
 _TRANSFORMS = {"Grad": ("argnums", "with_value"), "Jacobian": ("argnums", "reverse", "width")}
 
 
-def _chain(g: Any) -> tuple[Function, str] | None:
-    """(the adjit function innermost in transform `g`, the transforms from the outside in,
-    with their attributes), or None for a chain of other things."""
-    from ..lang.functions import Function
+def _named(target: Any) -> tuple[Function | Kernel, str] | None:
+    """(the declaration `target` is, or innermost in transform `target`; the transforms over
+    it from the outside in, with their attributes: "" for a declaration), or None for a
+    chain of other things."""
     links = []
-    while not isinstance(g, Function):
-        cls = type(g)
+    while not isinstance(target, (Function, Kernel)):
+        cls = type(target)
         names = _TRANSFORMS.get(cls.__name__)
         if names is None or cls.__module__ != "adjit.api.autodiff":
             return None
-        links.append(":".join([cls.__name__, *(repr(getattr(g, n)) for n in names)]))
-        g = g.f
-    return g, "/".join(links)
+        links.append(":".join([cls.__name__, *(repr(getattr(target, n)) for n in names)]))
+        target = target.f
+    return target, "/".join(links)
 
 
 # ---- GPU products --------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from mlir.dialects import arith, func, memref, scf
 from ..core.activity import Activity
 from ..core.derivative_abi import DerivativeABI, Mode
 from ..core.errors import UserError
-from ..core.types import ArrayType, type_of_value
+from ..core.types import ArrayType
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
@@ -774,58 +774,50 @@ def _tangent_annotation(p, t, width: int | None, what: str) -> Annotation:
     return BatchDuplicated(p, t)
 
 
-def call_autodiff(mode: ApiMode, g: "Grad", anns: Sequence[Annotation]):
-    """`adjit.autodiff(mode, g, *anns)` from Python, for `g` a derivative (adjit.grad(f)):
-    an entry taking each argument (and its shadow or tangent) that makes the derivative
-    call, compiled once per mode, activities and types; returns what autodiff returns."""
+def compile_transform_autodiff(g: "Grad | Jacobian", mode: ApiMode,
+                               anns: Sequence[Annotation], types: list) -> "Compiled":
+    """The entry of `adjit.autodiff(mode, g, *anns)` from Python, for `g` a derivative
+    (adjit.grad(f)) and the arguments' values of `types`: it takes each argument followed by
+    its shadow or tangents (N of a BatchDuplicated one), makes the derivative call, and
+    returns its values; its meta's `returns` is where they go in what autodiff returns
+    (api/transform_calls.py reads it: a nested list, 1 for a value, None for None).
+    (service.transform memoises it and keeps it on disk.)"""
     from ..lang.functions import debug_enabled
-    anns = [a if isinstance(a, Annotation) else Const(a) for a in anns]
-    types = [type_of_value(a.val) for a in anns]
-    # per argument, its shadows or tangents (N of a BatchDuplicated one)
-    lanes = [a.dval if isinstance(a, BatchDuplicated) else (a.dval,)
-             if isinstance(a, Duplicated) else () for a in anns]
-    key = (mode, tuple(type(a) for a in anns), tuple(map(len, lanes)), tuple(types),
-           debug_enabled())
-    if key not in g.compiled:
-        unit = CompileUnit(debug_enabled())
-        flat_t = [t for t, ds in zip(types, lanes) for t in [t] * (1 + len(ds))]
-        shape: list = []
+    lanes = [len(a.dval) if isinstance(a, BatchDuplicated) else 1
+             if isinstance(a, Duplicated) else 0 for a in anns]
+    unit = CompileUnit(debug_enabled())
+    flat_t = [t for t, n in zip(types, lanes) for t in [t] * (1 + n)]
+    shape: list = []
 
-        def remade(a: Annotation, it, n: int) -> Annotation:
-            val = next(it)
-            ds = tuple(next(it) for _ in range(n))
-            return BatchDuplicated(val, ds) if isinstance(a, BatchDuplicated) else \
-                type(a)(val, ds[0]) if isinstance(a, Duplicated) else type(a)(val)
+    def remade(a: Annotation, it, n: int) -> Annotation:
+        val = next(it)
+        ds = tuple(next(it) for _ in range(n))
+        return (BatchDuplicated(val, ds) if isinstance(a, BatchDuplicated) else
+                type(a)(val, ds[0]) if isinstance(a, Duplicated) else type(a)(val))
 
-        def body(params):
-            it = iter(params)
-            made = [remade(a, it, len(ds)) for a, ds in zip(anns, lanes)]
-            out = derivative_call(unit, g, mode, made, "autodiff")
-            shape.append(out)
-            return [x for x in _leaves(out) if not isinstance(x, PyObj)]
+    def body(params):
+        it = iter(params)
+        made = [remade(a, it, n) for a, n in zip(anns, lanes)]
+        out = derivative_call(unit, g, mode, made, "autodiff")
+        shape.append(out)
+        return [x for x in _leaves(out) if not isinstance(x, PyObj)]
 
-        with unit.ctx, ir.Location.unknown():
-            _, symbol, result_t = _new_function(unit, "__adj_autodiff_", g.f.__name__,
-                                                flat_t, body)
-            _entry_calling(unit, symbol, flat_t, result_t)
-        g.compiled[key] = (compiled(unit, "entry", flat_t, result_t, len(result_t) > 1, g),
-                           shape[0])
-    entry, shape = g.compiled[key]
-    flat = []
-    for a, ds in zip(anns, lanes):
-        flat += [a.val, *ds]
-    got = entry.call(*flat)
-    got = iter(got if isinstance(got, tuple) else (got,))
-    out = _rebuild(shape, got)
-    return tuple(out) if len(out) > 1 else out[0]
+    with unit.ctx, ir.Location.unknown():
+        _, symbol, result_t = _new_function(unit, "__adj_autodiff_", g.f.__name__, flat_t,
+                                            body)
+        _entry_calling(unit, symbol, flat_t, result_t)
+    entry = compiled(unit, "entry", flat_t, result_t, len(result_t) > 1, g)
+    entry.meta["returns"] = _returns(shape[0])
+    return entry
 
 
 def _leaves(out) -> list:
     return [y for x in out for y in (_leaves(x) if isinstance(x, (tuple, list)) else [x])]
 
 
-def _rebuild(shape, got):
-    """`shape` (a structure of code values and PyObj(None)) with the values from `got`."""
-    if isinstance(shape, (tuple, list)):
-        return type(shape)(_rebuild(x, got) for x in shape)
-    return None if isinstance(shape, PyObj) else next(got)
+def _returns(out):
+    """`out` (a structure of code values and PyObj(None)) as its record keeps it: tuples
+    and lists as lists, a value as 1, PyObj(None) as None."""
+    if isinstance(out, (tuple, list)):
+        return [_returns(x) for x in out]
+    return None if isinstance(out, PyObj) else 1

@@ -60,13 +60,10 @@ class Routes(Protocol):
         """A call of `adjit.autodiff`, `adjit.jvp` or of an `adjit.grad(f)` in the code `gen`
         generates (compiler/derivative_calls.py)."""
 
-    def call_transform(self, g: Any, args: tuple) -> Any:
-        """`g(*args)` from Python for `g` compiled whole (a Jacobian, a derivative of a
-        derivative)."""
-
-    def autodiff_of_transform(self, mode: Any, g: Any, args: tuple) -> Any:
-        """`adjit.autodiff(mode, g, *args)` from Python for `g` an `adjit.grad` or Jacobian
-        (compiled)."""
+    def compile_transform(self, g: Any, types: list, mode: Any, anns: list) -> Any:
+        """The entry of transform `g` (an `adjit.grad`, a Jacobian) called from Python with
+        argument `types`, compiled whole; with `mode`, that of `adjit.autodiff(mode, g,
+        *anns)` (api/service.transform keeps it)."""
 
 
 _routes: list[Routes] = []

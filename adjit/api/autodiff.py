@@ -194,8 +194,8 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
 
 
 def _shadows(a: Annotation) -> tuple:
-    return a.dval if isinstance(a, BatchDuplicated) else (a.dval,) \
-        if isinstance(a, Duplicated) else ()
+    return (a.dval if isinstance(a, BatchDuplicated) else (a.dval,)
+            if isinstance(a, Duplicated) else ())
 
 
 def _with_values(a: Annotation, convert: Callable) -> Annotation:
@@ -758,8 +758,8 @@ def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
     def cast(v, like):
         if struct_type(like) is not None:
             return v
-        return np.asarray(v, dtype=like.dtype) if isinstance(like, np.ndarray) else \
-            like.dtype.type(v) if isinstance(like, np.floating) else float(v)
+        return (np.asarray(v, dtype=like.dtype) if isinstance(like, np.ndarray) else
+                like.dtype.type(v) if isinstance(like, np.floating) else float(v))
 
     def along(a, d, h):
         if struct_type(a) is None:
@@ -851,8 +851,8 @@ def _struct_hvp(f, primals: Sequence, tangents: Sequence, width: int | None):
             continue
         for leaf, (_, ft, path) in zip(
                 struct_leaf_values(st, p, f"{name}: primal {k}"), leaves(st, "")):
-            dtype = ft if isinstance(ft, ScalarType) else ft.vec.dtype \
-                if isinstance(ft, VecArrayType) else ft.dtype
+            dtype = (ft if isinstance(ft, ScalarType) else ft.vec.dtype
+                     if isinstance(ft, VecArrayType) else ft.dtype)
             if not dtype.is_float:
                 anns.append(Const(leaf))
                 continue

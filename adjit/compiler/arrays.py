@@ -39,11 +39,11 @@ def dims(a: Array) -> list[ir.Value]:
     """The sizes of `a`; those of an allocation are the values it was made with, so that a
     size known when compiling (keepdims=True's 1) stays known for broadcasting."""
     owner = a.value.owner if isinstance(a.value, ir.OpResult) else None
-    if owner is not None and owner.name == "memref.alloc" and \
-            len(owner.operands) == a.type.ndim:
+    if (owner is not None and owner.name == "memref.alloc" and
+            len(owner.operands) == a.type.ndim):
         return list(owner.operands)
-    if owner is not None and owner.name == "memref.reinterpret_cast" and \
-            len(owner.operands) >= 1 + a.type.ndim and not a.type.strided:
+    if (owner is not None and owner.name == "memref.reinterpret_cast" and
+            len(owner.operands) >= 1 + a.type.ndim and not a.type.strided):
         # (alloc's checked view, reshape's: their sizes are operands 1..ndim)
         return list(owner.operands)[1:1 + a.type.ndim]
     units = a.type.units      # (dimensions of an argument known to be 1: core/types.py)
@@ -175,8 +175,8 @@ def _lowest(v: ir.Value) -> int:
     start, through casts), else 0 where it is surely not negative, else -1."""
     while isinstance(v, ir.OpResult) and v.owner.name in ("arith.index_cast", "arith.extsi"):
         v = v.owner.operands[0]
-    if isinstance(v, ir.BlockArgument) and v.arg_number == 0 and \
-            v.owner.owner is not None and v.owner.owner.name == "scf.for":
+    if (isinstance(v, ir.BlockArgument) and v.arg_number == 0 and
+            v.owner.owner is not None and v.owner.owner.name == "scf.for"):
         lo, step = static_size(v.owner.owner.operands[0]), static_size(v.owner.owner.operands[2])
         if lo is not None and step is not None and step > 0:
             return lo
@@ -953,8 +953,8 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
     scalar (an expression of 0-d arrays) is its own max and min, and its sum has the sum's
     type (bools and integers sum as i64)."""
     if isinstance(v, Scalar):
-        return v if op not in ("sum", "prod") or v.type.is_float \
-            else S.cast(v, _accumulator_type(v.type, op))
+        return (v if op not in ("sum", "prod") or v.type.is_float
+                else S.cast(v, _accumulator_type(v.type, op)))
     consumed(v)
     e = as_expr(v)
     # Whether the loop nest reads one C-contiguous array, each element once (the lanes and

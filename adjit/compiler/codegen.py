@@ -87,8 +87,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
     # ---- entry point ------------------------------------------------------------------
     def compile(self) -> func.FuncOp:
         body = self.src.tree.body
-        tail_only = bool(body) and isinstance(body[-1], ast.Return) and \
-            RET not in jumps_in(body[:-1], False)
+        tail_only = (bool(body) and isinstance(body[-1], ast.Return)
+                     and RET not in jumps_in(body[:-1], False))
         if tail_only or RET not in jumps_in(body, False):
             return self._compile_once(flagged=False)
         # Returns inside control flow: the result types must be known before the body is
@@ -369,8 +369,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             try:
                 return self._from_python(getattr(base.obj, attr), attr, node)
             except AttributeError:
-                raise self.error(node, f"{ast.unparse(node.value)} has no attribute {attr!r}") \
-                    from None
+                raise self.error(node, f"{ast.unparse(node.value)} has no attribute "
+                                       f"{attr!r}") from None
         if isinstance(base, StructValue):
             if attr not in base.fields:
                 raise self.error(node, f"struct {base.type.name} has no field {attr!r} (its "

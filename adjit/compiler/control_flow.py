@@ -360,8 +360,8 @@ class ControlFlow:
             if v is None:
                 continue
             bt = self._type_of(v) if isinstance(v, (Scalar, Array, Literal)) else None
-            if bt is None or isinstance(bt, ArrayType) != isinstance(t, ArrayType) or \
-                    (isinstance(t, ArrayType) and bt != t):
+            if (bt is None or isinstance(bt, ArrayType) != isinstance(t, ArrayType) or
+                    (isinstance(t, ArrayType) and bt != t)):
                 before = f"an array {t!r}" if isinstance(t, ArrayType) else f"a {t!r} value"
                 raise UserError(f"variable {n!r} holds {before} before the loop and "
                                 f"{S.describe(v)} inside it")

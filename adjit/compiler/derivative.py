@@ -168,8 +168,8 @@ class Derivative:
             self.ret_activity = ret
             run_pass(unit)
             # the generated functions' parameters (core/derivative_abi.py), then the extents
-            flat_t = derivative_abi(mode, anns).inputs(types) + \
-                [i64] * len(ndrange or ()) + cotangent
+            flat_t = (derivative_abi(mode, anns).inputs(types) +
+                      [i64] * len(ndrange or ()) + cotangent)
             if mode.reverse:
                 self._reverse_entries(unit, flat_t, anns, types)
             else:

@@ -51,8 +51,8 @@ def _request(unit: CompileUnit, symbol: str, kind: Mode, activity: tuple[Activit
     key = (symbol, kind, activity, ret, with_primal, width)
     if key not in unit.requests:
         letters = "".join(a.letter for a in activity)
-        name = f"__adj_call_{symbol}_{'fwd' if kind is Mode.FORWARD else 'rev'}_{letters}_" \
-               f"{ret.letter}{'p' if with_primal else ''}{f'_w{width}' if width > 1 else ''}"
+        name = (f"__adj_call_{symbol}_{'fwd' if kind is Mode.FORWARD else 'rev'}_{letters}_"
+                f"{ret.letter}{'p' if with_primal else ''}{f'_w{width}' if width > 1 else ''}")
         s = ir.StringAttr.get
         attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(symbol),
                  "mode": s(kind.value), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
@@ -133,8 +133,8 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     if mode.reverse and results and isinstance(results[0], ArrayType):
         raise UserError(f"{name}(): reverse mode of {f.__name__}, which returns an array "
                         "(a gradient is of a scalar function)")
-    ret = (Activity.ACTIVE if mode.reverse else Activity.DUP) if float_result \
-        else Activity.CONST
+    ret = ((Activity.ACTIVE if mode.reverse else Activity.DUP) if float_result
+           else Activity.CONST)
     abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal, width)
     request = _request(unit, symbol, mode.kind, abi.activity, ret, mode.with_primal, width)
     args = [x.value for x in abi.flatten(values, shadows)]
@@ -354,9 +354,9 @@ class _Pullback:
 
 
 def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
-    if isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or \
+    if (isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or
             (isinstance(cotangent, Array) and
-             cotangent.type.contiguous() != pb.result.contiguous()):
+             cotangent.type.contiguous() != pb.result.contiguous())):
         raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, "
                         f"{pb.result!r}, got {S.describe(cotangent)}")
     if isinstance(cotangent, Array) and cotangent.type.strided:
@@ -715,8 +715,8 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
         if kwargs:
             raise UserError(f"autodiff() inside compiled code takes ndrange= (for a kernel) "
                             f"only, not {sorted(kwargs)}")
-        if len(args) < 2 or not isinstance(args[0], PyObj) or \
-                not isinstance(args[0].obj, ApiMode) or not isinstance(args[1], PyObj):
+        if (len(args) < 2 or not isinstance(args[0], PyObj) or
+                not isinstance(args[0].obj, ApiMode) or not isinstance(args[1], PyObj)):
             raise UserError("autodiff(mode, f, *args): a mode such as adjit.Reverse, then a "
                             "function")
         mode, f = args[0].obj, args[1].obj
@@ -733,9 +733,9 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
     if what is jvp or what is hvp:
         name = "jvp" if what is jvp else "hvp"
         width = _width_argument(kwargs, name)
-        if len(args) != 3 or not isinstance(args[0], PyObj) or \
-                not isinstance(args[1], tuple) or not isinstance(args[2], tuple) or \
-                len(args[1]) != len(args[2]):
+        if (len(args) != 3 or not isinstance(args[0], PyObj) or
+                not isinstance(args[1], tuple) or not isinstance(args[2], tuple) or
+                len(args[1]) != len(args[2])):
             raise UserError(f"{name}(f, primals, tangents) takes a function and two tuples of "
                             "the same length")
         f, primals, tangents = args[0].obj, args[1], args[2]
@@ -757,8 +757,8 @@ def _width_argument(kwargs: dict, name: str) -> int | None:
     if "width" not in kwargs:
         return None
     w = kwargs["width"]
-    if not isinstance(w, Literal) or isinstance(w.value, bool) or \
-            not isinstance(w.value, int) or w.value < 1:
+    if (not isinstance(w, Literal) or isinstance(w.value, bool) or
+            not isinstance(w.value, int) or w.value < 1):
         raise UserError(f"{name}(): width must be a constant positive integer, got "
                         f"{S.describe(w)}")
     return w.value

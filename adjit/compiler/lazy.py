@@ -86,8 +86,8 @@ def element_cost(e: ArrayExpr) -> tuple[int, int]:
                     if name == "arith.constant":
                         continue
                     ops += 1
-                    if name.startswith("math.") and name not in _CHEAP_MATH \
-                            or name == "func.call":
+                    if (name.startswith("math.") and name not in _CHEAP_MATH
+                            or name == "func.call"):
                         expensive += 1
                     count(o.operation)
 

@@ -143,8 +143,8 @@ def _view3(a: Array, role: str, present: tuple[bool, bool, bool] | None = None) 
                 groups.append(current)
         assoc = ir.ArrayAttr.get([ir.ArrayAttr.get([_i64_attr(d) for d in g]) for g in groups])
         src_t = ir.MemRefType(value.type)
-        layout = ir.StridedLayoutAttr.get(dyn, [dyn] * 3) \
-            if "strided" in str(src_t.layout) else None
+        layout = (ir.StridedLayoutAttr.get(dyn, [dyn] * 3)
+                  if "strided" in str(src_t.layout) else None)
         t = ir.MemRefType.get(static, mlir_type(a.type.dtype), layout)
         if r == 0:
             value = memref.expand_shape(t, value, ir.ArrayAttr.get([]), [], static)

@@ -269,8 +269,8 @@ def reshape(v, sizes: list) -> Array | ArrayExpr:
         known = A.idx(1)
         for k, w in enumerate(wanted):
             if k in candidates:
-                w = A.idx(1) if candidates[k] is None else \
-                    arith.select(candidates[k], A.idx(1), w)
+                w = (A.idx(1) if candidates[k] is None else
+                     arith.select(candidates[k], A.idx(1), w))
             known = arith.muli(known, w)
         safe = arith.select(arith.cmpi(arith.CmpIPredicate.eq, known, A.idx(0)), A.idx(1), known)
         missing = arith.divui(n, safe)
@@ -323,8 +323,8 @@ def _reshape(gen, args, kwargs):
     if not isinstance(x, (Array, ArrayExpr)):
         raise UserError(f"reshape() takes an array, got {S.describe(x)}")
     if len(rest) == 1 and isinstance(rest[0], (tuple, Shape)):
-        sizes = list(rest[0]) if isinstance(rest[0], tuple) else \
-            [S.from_index(d) for d in rest[0].dims]
+        sizes = (list(rest[0]) if isinstance(rest[0], tuple) else
+                 [S.from_index(d) for d in rest[0].dims])
     else:
         sizes = rest         # x.reshape(2, 3)
     for s in sizes:

@@ -89,8 +89,8 @@ class Operators:
                 if not (isinstance(left, PyObj) or isinstance(right, PyObj)):
                     raise self.error(node, "'is' compares compile-time Python objects such "
                                            "as None; compare values with ==")
-                same = isinstance(left, PyObj) and isinstance(right, PyObj) and \
-                    left.obj is right.obj
+                same = (isinstance(left, PyObj) and isinstance(right, PyObj) and
+                        left.obj is right.obj)
                 r = Literal(same if isinstance(op, ast.Is) else not same)
             elif type(op) not in ops:
                 raise self.error(node, f"unsupported comparison {type(op).__name__}")

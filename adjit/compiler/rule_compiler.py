@@ -103,8 +103,8 @@ class RuleCodeGenerator(CodeGenerator):
                 rule_args.append(RuleArg(vals[0], dvals[0], acts[0]))
         if self.rule_kind == "reverse":
             n = self.result_vec.size if self.result_vec is not None else 1
-            dret = [value(*next(it)) for _ in range(n)] \
-                if self.ret_activity == Activity.ACTIVE else None
+            dret = ([value(*next(it)) for _ in range(n)]
+                    if self.ret_activity == Activity.ACTIVE else None)
             if dret is not None and self.result_vec is not None:
                 dret = [V.of_type(self.result_vec, dret)]
             bound[names[1]] = dret[0] if dret is not None else PyObj(None)
@@ -410,8 +410,8 @@ class FunctionRules:
         k = 0
         while name in existing:
             op = existing[name]
-            if "adj.rule_key" in op.attributes and \
-                    ir.StringAttr(op.attributes["adj.rule_key"]).value == rule_key:
+            if ("adj.rule_key" in op.attributes and
+                    ir.StringAttr(op.attributes["adj.rule_key"]).value == rule_key):
                 return name            # this rule, compiled for this configuration before
             k += 1                     # a symbol of another origin: never reuse it
             name = f"{base}_{k}"

@@ -249,8 +249,8 @@ def _float_divmod(x: ir.Value, y: ir.Value, t: ScalarType) -> tuple[ir.Value, ir
 
 def power(a, b):
     # Small integer exponents become multiplications: exact, fast, and simple to differentiate.
-    if isinstance(b, Literal) and not isinstance(b.value, bool) and b.value in (0, 1, 2, 3, 4) \
-            and isinstance(b.value, int):
+    if (isinstance(b, Literal) and not isinstance(b.value, bool) and b.value in (0, 1, 2, 3, 4)
+            and isinstance(b.value, int)):
         base = as_scalar(a)
         if b.value == 0:
             return as_scalar(Literal(1), base.type)

@@ -101,8 +101,8 @@ class Subscripts:
     def _view_items(self, arr: Array, sub) -> list | None:
         """The items of `arr[sub]` as arrays.view takes them when it is a view (a slice,
         `...`, a new axis, or fewer integers than dimensions), else None (one element)."""
-        items = list(sub) if isinstance(sub, tuple) else \
-            [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
+        items = (list(sub) if isinstance(sub, tuple) else
+                 [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub])
         basic = all(isinstance(s, (Scalar, Literal)) for s in items)
         if basic and len(items) == arr.type.ndim:
             return None
@@ -134,8 +134,8 @@ class Subscripts:
         it as it is, as Warp's do (their index analyses, gather.py and ndrange_bounds.py,
         read `u[i - 1, j]` as the item's id less one). An index still outside is out of
         bounds (checked in debug mode)."""
-        items = list(sub) if isinstance(sub, tuple) else \
-            [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub]
+        items = (list(sub) if isinstance(sub, tuple) else
+                 [S.from_index(d) for d in sub.dims] if isinstance(sub, Shape) else [sub])
         out = []
         for d, s in enumerate(items):
             if isinstance(s, (RangeValue, Array, ArrayExpr)) or s is None:

@@ -130,8 +130,8 @@ class CompileUnit:
     def symbol(self, name: str) -> ir.Operation:
         """The top-level op of the module named `name`."""
         for op in self.module.body.operations:
-            if "sym_name" in op.attributes and \
-                    ir.StringAttr(op.attributes["sym_name"]).value == name:
+            if ("sym_name" in op.attributes and
+                    ir.StringAttr(op.attributes["sym_name"]).value == name):
                 return op
         raise KeyError(name)
 

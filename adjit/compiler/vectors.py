@@ -203,8 +203,8 @@ def with_item(v: Vec, sub, value) -> Vec:
 def axis(v: Vec, name: str) -> int:
     """The component `.x .y .z .w` names, or UserError."""
     if v.type.kind == "mat" or name not in _AXES or _AXES[name] >= v.type.size:
-        have = ", ".join(f".{a}" for a in list(_AXES)[:v.type.size]) \
-            if v.type.kind != "mat" else "none (index a matrix: m[i, j])"
+        have = (", ".join(f".{a}" for a in list(_AXES)[:v.type.size])
+                if v.type.kind != "mat" else "none (index a matrix: m[i, j])")
         raise UserError(f"{S.describe(v)} has no attribute .{name} (its components: {have})")
     return _AXES[name]
 
@@ -217,8 +217,8 @@ def _same_shape(op: str, a: Vec, b: Vec) -> None:
 
 
 def _componentwise(fn, a: Vec, b: Vec | None = None) -> Vec:
-    items = [fn(x) for x in a.items] if b is None else \
-        [fn(x, y) for x, y in zip(a.items, b.items)]
+    items = ([fn(x) for x in a.items] if b is None else
+             [fn(x, y) for x, y in zip(a.items, b.items)])
     return make(a.type.kind, a.type.shape, items)
 
 
@@ -281,16 +281,16 @@ def equal(op: str, a, b) -> Scalar:
 
 # ---- builtins -------------------------------------------------------------------------
 def _vec_arg(v, name: str, kinds=("vec", "quat"), size: int | None = None) -> Vec:
-    if not isinstance(v, Vec) or v.type.kind not in kinds or \
-            (size is not None and v.type.size != size):
+    if (not isinstance(v, Vec) or v.type.kind not in kinds or
+            (size is not None and v.type.size != size)):
         want = " or ".join(kinds) if size is None else f"a {size}-component {kinds[0]}"
         raise UserError(f"{name}() takes {want}, got {S.describe(v)}")
     return v
 
 
 def _mat_arg(v, name: str, square: bool = False) -> Vec:
-    if not isinstance(v, Vec) or v.type.kind != "mat" or \
-            (square and v.type.shape[0] != v.type.shape[1]):
+    if (not isinstance(v, Vec) or v.type.kind != "mat" or
+            (square and v.type.shape[0] != v.type.shape[1])):
         raise UserError(f"{name}() takes a {'square ' if square else ''}matrix, got "
                         f"{S.describe(v)}")
     return v
@@ -621,8 +621,8 @@ def operand_type(v):
     """The parameter type a call's argument `v` specialises a device function for: an array
     of vectors stays one (VecArrayType: the callee indexes vectors), unless it is a view."""
     if isinstance(v, VecArray):
-        return VecArrayType(v.vec, v.type.ndim - len(v.vec.shape)) if not v.type.strided \
-            else v.type
+        return (VecArrayType(v.vec, v.type.ndim - len(v.vec.shape)) if not v.type.strided
+                else v.type)
     return v.type
 
 

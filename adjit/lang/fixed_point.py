@@ -69,8 +69,8 @@ def _constant(v, name: str, kind: type):
     if kind is bool:
         ok = isinstance(v, Literal) and isinstance(v.value, bool)
     else:
-        ok = isinstance(v, Literal) and not isinstance(v.value, bool) and \
-            isinstance(v.value, (int, float) if kind is float else int)
+        ok = (isinstance(v, Literal) and not isinstance(v.value, bool) and
+              isinstance(v.value, (int, float) if kind is float else int))
     if not ok:
         raise UserError(f"adjit.fixed_point: {name}= must be a constant {kind.__name__} "
                         f"(known while compiling)")

@@ -191,8 +191,8 @@ def _vector_argument(name: str, p: str, ann: VecType | VecArrayType, a, device: 
     it must be of the dtype already)."""
     vec = ann if isinstance(ann, VecType) else ann.vec
     what = f"{name}(): argument {p!r} ({ann!r})"
-    if isinstance(ann, VecType) and not hasattr(a, "__cuda_array_interface__") and \
-            not isinstance(a, np.ndarray):
+    if (isinstance(ann, VecType) and not hasattr(a, "__cuda_array_interface__") and
+            not isinstance(a, np.ndarray)):
         a = np.asarray(a, dtype=vec.dtype.np_dtype)
     a = host_value(a, device)
     try:

@@ -121,8 +121,8 @@ def _converted(st: StructType, name: str, t, value):
             raise TypeError(f"{what}: needs dtype {arr_t.dtype.np_dtype}, got {value.dtype}")
         if value.ndim != arr_t.ndim or (isinstance(t, VecArrayType) and
                                         value.shape[t.ndim:] != t.vec.shape):
-            trailing = f" whose trailing ones are {t.vec.shape}" \
-                if isinstance(t, VecArrayType) else ""
+            trailing = (f" whose trailing ones are {t.vec.shape}"
+                        if isinstance(t, VecArrayType) else "")
             raise ValueError(f"{what}: needs an array of {arr_t.ndim} dimensions{trailing}, "
                              f"got shape {value.shape}")
     elif not (hasattr(value, "__cuda_array_interface__") or hasattr(value, "__array__")
@@ -299,8 +299,8 @@ def flatten_annotations(target, anns: Sequence, reverse: bool) -> tuple[list, Ca
                 _struct_arg(st, d, f"{what}: the shadow")
             shadows = [[field_at(d, path) for d in ds] for _, _, path in leaves(st, "")]
         for k, ((name, t, path), v) in enumerate(zip(leaves(st, ""), values)):
-            dtype = t if isinstance(t, ScalarType) else t.vec.dtype \
-                if isinstance(t, VecArrayType) else t.dtype
+            dtype = (t if isinstance(t, ScalarType) else t.vec.dtype
+                     if isinstance(t, VecArrayType) else t.dtype)
             if shadows is None or not dtype.is_float:
                 out.append(Const(v))
                 continue
@@ -365,6 +365,6 @@ def map_fields(fn: Callable, s, *others):
 
 def is_float_field(t) -> bool:
     """Whether a leaf field of type `t` has derivatives (a float scalar, vector or array)."""
-    dtype = t.vec.dtype if isinstance(t, VecArrayType) else t.dtype \
-        if isinstance(t, (ArrayType, VecType)) else t
+    dtype = (t.vec.dtype if isinstance(t, VecArrayType) else t.dtype
+             if isinstance(t, (ArrayType, VecType)) else t)
     return dtype.is_float

@@ -372,7 +372,7 @@ def view(a: Array, items: list, debug: bool, wrap: bool = True) -> Array | Array
     expanded and missing trailing items are whole slices. A `memref.subview` (no copy:
     writes through it reach `a`); with a new axis, a lazy expression over that view,
     which reads it (new axes are for broadcasting). `wrap`: whether an integer known only
-    at run time counts from the end when negative (codegen.subscripts says where)."""
+    at run time counts from the end when negative (subscripts.py says where)."""
     offsets, sizes, strides, kept, new_axes = [], [], [], [], []
     d = 0
     for item in items:

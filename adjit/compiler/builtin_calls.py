@@ -218,7 +218,7 @@ def _ndrange(gen, args, kwargs):
 
 def _atomic_add(gen, args, kwargs):
     _expect(args, 3, "adjit.atomic_add", kwargs)
-    # a write: lazy names first (codegen.force_lazy), and a lazy `arr` becomes its array
+    # a write: lazy names first (lazy_names.force_lazy), and a lazy `arr` becomes its array
     arr, sub, v = gen.force_lazy(list(args), also=[gen._stmt or gen.src.tree])
     if not isinstance(arr, Array):
         raise UserError("adjit.atomic_add(arr, idx, v): arr must be an array")

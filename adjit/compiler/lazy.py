@@ -1,6 +1,6 @@
 """Names bound to element-wise array expressions (`r = a*x + b - y`) stay lazy
 (values.ArrayExpr), so `adjit.sum(r * r)` is the same one fused loop, forward and reverse,
-as `adjit.sum((a*x + b - y)**2)`. The code generator (codegen.py) computes a lazy name into
+as `adjit.sum((a*x + b - y)**2)`. The code generator (lazy_names.py) computes a lazy name into
 memory only where its value could otherwise change or be needed as memory: before any write
 to an array (an element store, an in-place `x += ...`, a call of a compiled function or a
 kernel launch, atomic_add), before `if`, `for` and `while` (whose bodies may write or repeat),
@@ -166,7 +166,7 @@ class NamedExpr(ArrayExpr):
 # ---- expressions pending inside one statement -----------------------------------------------
 # `y = x*2 + g(x)`: Python computes x*2 before g runs. An unnamed element-wise expression
 # that is made but not yet used by another (elementwise, a reduction, a store) when a call
-# or write runs in the same statement is computed into memory first (codegen.force_lazy);
+# or write runs in the same statement is computed into memory first (lazy_names.force_lazy);
 # the statement's expressions are tracked here, one frame per statement being compiled.
 _pending: list[dict[int, ArrayExpr]] = []
 

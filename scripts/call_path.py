@@ -7,7 +7,8 @@ call into adjit's language, compiler and API packages (sys.setprofile) and print
 - call-backs: a call into a module that is still waiting lower on the stack for a call it
   made (A -> ... -> B -> A), each distinct (caller module, module, function) once. These are
   the places where the path runs back up instead of down (a callback handed through a
-  lower module, an interface installed from above);
+  lower module, an interface installed from above); the code generator's mixin modules
+  count as codegen's (one visitor: its recursion through `self.visit` is no call-back);
 - revisits: the modules entered again after the path had left them altogether (none of their
   frames on the stack), with how often; the code generator calling its helper modules
   (values, scalar_ops) over and over is most of these, and is what small modules cost.
@@ -55,7 +56,21 @@ def trace_cold_grad() -> list[tuple[str, str, tuple[str, ...]]]:
         g(x)
     finally:
         sys.setprofile(None)
-    return calls
+    return _as_visitor(calls)
+
+
+def _as_visitor(calls):
+    """`calls` with the code generator's mixin modules named as codegen: `CodeGenerator` is
+    one visitor whose constructs sit in modules of their own (assignment, operators,
+    returns, control flow...: compiler/codegen.py lists them), so a mixin's `self.visit(...)`
+    is the visitor's own recursion, not a call back up the path."""
+    from adjit.compiler.codegen import CodeGenerator   # (imported by the traced compile)
+    visitor = {c.__module__ for c in CodeGenerator.__mro__
+               if c.__module__.startswith("adjit.compiler.")}
+
+    def named(m):
+        return CodeGenerator.__module__ if m in visitor else m
+    return [(named(m), f, tuple(named(w) for w in waiting)) for m, f, waiting in calls]
 
 
 def call_backs(calls) -> set[tuple[str, str, str]]:

@@ -2,7 +2,7 @@
 differs between work items (n[i], uniform in [0, 2N]), against the same kernel with a fixed
 number of steps N for every item (a kernel argument: fixed tape slots, kernel_tape.py).
 Dynamic loops take a counting pass, an exclusive scan of the counts and a packed tape
-(passes/autodiff/dynamic_tape.py): this measures what that costs. Same mean work per item.
+(passes/autodiff/generate/dynamic_tape.py): this measures what that costs. Same mean work per item.
 
     python benchmarks/bench_dynamic_loops.py
 

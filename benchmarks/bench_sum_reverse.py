@@ -2,7 +2,7 @@
 
 `sum(out)` over an array the function allocated: its reverse used to zero-fill out's
 adjoint and add the seed into it in a serial loop; now it runs in parallel and stores the
-seed into the untouched adjoint without the fill (passes/autodiff/control_flow.py
+seed into the untouched adjoint without the fill (passes/autodiff/rules/control_flow_ops.py
 `_reverse_covering`). The same workload is compiled with that switched off (`before`), with
 the parallel adds alone (`parallel adds`), and on (`after`), then timed alternately,
 beside JAX's `jit(value_and_grad)`; medians. Every variant's gradient is checked against
@@ -25,7 +25,7 @@ import numpy as np
 
 import adjit
 from adjit import Duplicated, ReverseWithPrimal
-from adjit.passes.autodiff import control_flow
+from adjit.passes.autodiff.rules import control_flow_ops as control_flow
 
 N = 4 * 1024 * 1024
 ROUNDS = 41

@@ -10,7 +10,7 @@ from mlir.dialects import arith, math, memref, scf
 
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
-from ..passes.autodiff.reduction import CHUNK, LANES as SUM_LANES, pairwise_sum
+from ..passes.summation import CHUNK, LANES as SUM_LANES, pairwise_sum
 from . import scalar_ops as S
 from ..core.errors import InternalCompilerError, UserError
 from .lazy import consumed, created, element_scope
@@ -18,7 +18,7 @@ from ..core.types import ArrayType, ScalarType, f32, f64, i64, index
 from .values import Array, ArrayExpr, Literal, Read, Scalar, SliceValue
 
 # CHUNK elements per partial result, SUM_LANES accumulators per chunk: the launch rule's sums
-# of per-item adjoints (passes/autodiff/reduction.py) are built the same way (but with
+# of per-item adjoints (passes/summation.py) are built the same way (but with
 # interleaved lanes; here lane k sums the k-th quarter of a chunk: reduce() says why). A chunk's sum is a loop over SUM_LANES accumulators whose adds
 # may be reassociated, so LLVM vectorises it (calls of vector math included) with more
 # accumulators of its own; SUM_LANES > 1 because the reverse pass gives each use site of an
@@ -975,7 +975,7 @@ def reduce(op: str, v: Array | ArrayExpr | Scalar) -> Scalar:
     loop = scf.ParallelOp([], [idx(0)], [chunks], [idx(1)], [])
     if covers_once:
         # Reverse mode may then store the adjoints into a fresh shadow instead of zeroing it
-        # and adding them, with the chunks in parallel (passes/autodiff/control_flow.py).
+        # and adding them, with the chunks in parallel (passes/autodiff/rules/control_flow_ops.py).
         loop.operation.attributes[adj.COVERS_ONCE_ATTR] = ir.UnitAttr.get()
     body = loop.regions[0].blocks.append(ir.IndexType.get())
     with ir.InsertionPoint(body):

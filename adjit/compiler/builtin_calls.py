@@ -22,7 +22,7 @@ from .matmul import matmul
 from . import scalar_ops as S
 from ..lang.builtins import PREDICATES, UNARY_MATH, namespace
 from ..core.errors import UserError
-from ..passes.autodiff.ir_util import for_each_index
+from ..passes.ir_util import for_each_index
 from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f64, weak_f64,
                           weak_i64)
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape

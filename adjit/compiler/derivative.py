@@ -205,7 +205,7 @@ class Derivative:
         and tangents the derivative writes): autodiff refuses read-only arrays there, and
         arrays overlapping them, before calling (autodiff_checks.py). The analysis of the
         entries themselves: the tape arrays d_aug allocates and returns are no alias of the
-        arguments (passes/autodiff/memory.py, CallAliasClasses)."""
+        arguments (passes/written.py, CallAliasClasses)."""
         from ..passes.written import written_arguments
         return {entry: frozenset(written_arguments(unit.module, entry))
                 for entry in self.entries}

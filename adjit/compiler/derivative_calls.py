@@ -432,7 +432,7 @@ def _written_values(unit: CompileUnit, symbol: str, values: list) -> list[int]:
     """The positions of the arrays among `values` that @symbol (called with them) may write
     (passes/written.py's analysis), while the module's derivative requests are not yet
     functions: a request writes what its primal writes and its shadows."""
-    from ..passes.autodiff.memory import WrittenArguments
+    from ..passes.written import WrittenArguments
     symbols = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
                for op in unit.module.body.operations
                if op.operation.name == "func.func" and "sym_name" in op.attributes}

@@ -371,7 +371,7 @@ def _warn_automatic(target, kind: str) -> None:
 
 
 class FunctionRules:
-    """The autodiff pass's rule provider (passes/autodiff/custom_rules.RuleProvider) for the
+    """The autodiff pass's rule provider (passes/autodiff/rules/custom.RuleProvider) for the
     functions compiled into `unit`: the symbol of a function's `kind` rule compiled (into
     `unit`, once per configuration) for the activities and config asked, or None where the
     function has no such rule (it is differentiated automatically)."""

@@ -17,7 +17,7 @@ COPY_SYMBOL = "__adjit_cuda_copy"
 HOST_ALLOC_SYMBOL = "__adjit_host_alloc"
 HOST_MEMORY_ATTR = "adj.host_memory"
 # The checkpointing schedule (runtime/native/checkpoint.cpp) that the reverse pass of a
-# checkpointed loop calls (passes/autodiff/checkpoint.py): CPU code finds these in the native
+# checkpointed loop calls (passes/autodiff/rules/checkpoint.py): CPU code finds these in the native
 # extension by name; a host program calls them through hooks that the runtime fills with the
 # extension's addresses.
 CHECKPOINT_SYMBOLS = ("adj_ckpt_new", "adj_ckpt_next", "adj_ckpt_from", "adj_ckpt_to",

@@ -1,7 +1,7 @@
 """Integer expressions of a kernel's arguments, in pure Python: the per-item tape sizes of
 reverse-mode kernels whose loops run a number of times given by the kernel's arguments.
 
-passes/autodiff/uniform.py builds them from IR and emits them as IR (the kernels and the
+passes/autodiff/analysis/uniform.py builds them from IR and emits them as IR (the kernels and the
 launch rule compute them from the launch's operands); this module builds them with folding,
 evaluates them (folding needs it) and prints them, without MLIR.
 

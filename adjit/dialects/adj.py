@@ -46,16 +46,16 @@ SOURCE_ATTR = "adj.source"
 # mode's checks).
 GUARD_ATTR = "adj.bounds_guard"
 # on scf.for: the loop is adjit.checkpointed; a dict of its schedule ({snapshots = k},
-# {every = m} or {max_bytes = b}), which reverse mode follows (passes/autodiff/checkpoint.py)
+# {every = m} or {max_bytes = b}), which reverse mode follows (passes/autodiff/rules/checkpoint.py)
 CHECKPOINT_ATTR = "adj.checkpoint"
 # on func.func: the function iterates a step to its fixed point (adjit.fixed_point): a dict
 # {step = @W, tol, max_iter}; reverse mode differentiates it implicitly
-# (passes/autodiff/fixed_point.py)
+# (passes/autodiff/generate/fixed_point_reverse.py)
 FIXED_POINT_ATTR = "adj.fixed_point"
 # on scf.parallel: the loop nest loads one array, defined outside it, and reads each of its
 # elements exactly once (adjit.sum/max/min over a whole array: compiler/arrays.py `reduce`).
 # Reverse mode then reverses it in parallel and, where the array's shadow is still untouched,
-# stores the adjoints instead of adding them (passes/autodiff/control_flow.py).
+# stores the adjoints instead of adding them (passes/autodiff/rules/control_flow_ops.py).
 COVERS_ONCE_ATTR = "adj.covers_once"
 
 

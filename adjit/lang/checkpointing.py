@@ -1,7 +1,7 @@
 """`adjit.checkpointed`: a loop whose reverse pass keeps a few states instead of every step's
 (checkpointing), for long time loops in bounded memory. MLIR-free: codegen reads the
 schedule off the object and marks the loop's scf.for (`adj.checkpoint`), which the autodiff
-pass outlines and reverses by the schedule (passes/autodiff/checkpoint.py).
+pass outlines and reverses by the schedule (passes/autodiff/rules/checkpoint.py).
 
     for t in adjit.checkpointed(range(steps), snapshots=8):     # Revolve, 8 states
     for t in adjit.checkpointed(range(steps), every=32):        # a state every 32 steps

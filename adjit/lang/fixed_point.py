@@ -9,8 +9,8 @@ In compiled code a call becomes a function of the unit, `@__adj_fixed_point_*`, 
 `adj.fixed_point` (its step, tolerance, iteration limit and `must_converge`), which iterates
 `step` until the largest change is at most `tol` or `max_iter` steps ran (then, by default, a
 failed check: a RuntimeError at the user's call, the checks located there); the autodiff pass gives its reverse
-derivative (passes/autodiff/fixed_point.py). For an array x it writes x* into an array the
-call allocates (`F(x0, out, params...)`: the pass's reverse mode takes array results as
+derivative (passes/autodiff/generate/fixed_point_reverse.py). For an array x it writes x*
+into an array the call allocates (`F(x0, out, params...)`: the pass's reverse mode takes array results as
 outputs written in place), through a step wrapper `W(x, out, params...)` that stores
 step(x, params) into out; for a float it returns x* (`F(x0, params...) -> x*`, `W(x,
 params...) -> step(x, params)`). Primal and forward mode run the iteration as it is (forward
@@ -144,7 +144,7 @@ def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
                                        lambda values: [Scalar(call_step(values[0], values[1:]),
                                                               xt)])
 
-    from ..passes.autodiff.fixed_point import check_converged, not_converged
+    from ..passes.autodiff.generate.fixed_point_reverse import check_converged, not_converged
     where = ir.Location.current        # the user's call: F's checks report it
 
     def iterate(values):

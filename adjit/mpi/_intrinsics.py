@@ -7,7 +7,7 @@ custom rules call them again on shadows and tangents.
 
 An array goes to the runtime as a memref (MLIR's expanded descriptor: pointers, offset,
 sizes, strides): a function without a body counts as writing every memref it is passed
-(passes/autodiff/memory.py), which is what a halo exchange or a receive does, so the
+(passes/written.py), which is what a halo exchange or a receive does, so the
 autodiff pass keeps on the tape what it would otherwise read again after the write."""
 from __future__ import annotations
 

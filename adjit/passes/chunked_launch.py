@@ -38,9 +38,9 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..dialects.adj import item_sum_buffers, launch_call
-from .autodiff.ir_util import constant_int, index, unravel, walk
-from .autodiff.reduction import CHUNK, pairwise_sum
+from .ir_util import constant_int, index, unravel, walk
 from .kernel_abi import check_ndrange_bounds, launched
+from .summation import CHUNK, pairwise_sum
 
 _ADDF, _ADDI = 0, 1                     # memref.atomic_rmw kinds (arith.AtomicRMWKind)
 _REASSOC = "#arith.fastmath<reassoc>"
@@ -55,7 +55,7 @@ def lower_summing_launch(launch: ir.Operation, kernels: dict[str, ir.Operation],
     """A launch that returns item sums, as chunks summing as they go (the module docstring);
     its results are the chunks' partials added pairwise, as adjit.sum adds them. False
     (nothing changed) where the kernel is not of the plain form: then the buffers are filled
-    and summed afterwards (reduction.expand_item_sums)."""
+    and summed afterwards (summation.expand_item_sums)."""
     call, name, ndrange = launched(launch, kernels)
     buffers = item_sum_buffers(launch)
     n = len(buffers)

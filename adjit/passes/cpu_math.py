@@ -21,7 +21,7 @@ import platform
 from mlir import ir
 from mlir.dialects import func
 
-from .math_approx import _Emit, expm1, log1p
+from .math_approx import Emit, expm1, log1p
 from .registry import AdjPass
 from .walk import walk
 
@@ -45,7 +45,7 @@ def expand_log1p_expm1(root: ir.Operation) -> None:
         return
     for op in found:
         with ir.InsertionPoint(op), op.location:
-            value = _EXPANSIONS[op.name](_Emit(op.results[0].type), op.operands[0])
+            value = _EXPANSIONS[op.name](Emit(op.results[0].type), op.operands[0])
         op.results[0].replace_all_uses_with(value)
         op.erase()
 

@@ -2,8 +2,8 @@
 counter runs that range without them.
 
 Kernels guard their borders (`if 0 < j < m - 1`), and the gather form of a stencil's reverse
-(autodiff/gather.py) evaluates such a guard once per neighbour it visits: five guards of four
-comparisons an element, each a vector of 64-bit compares and masks, where the primal has one.
+(autodiff/generate/gather.py) evaluates such a guard once per neighbour it visits: five
+guards of four comparisons an element, each a vector of 64-bit compares and masks, where the primal has one.
 Yet over all but a few iterations of the innermost loop every one of them holds. So, on the
 CPU after `async-parallel-for` (the loops are then plain scf.for over a thread's block), an
 innermost `scf.for` of step 1 without results, whose body compares `iv + c` (through index
@@ -34,9 +34,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith
 
-from .autodiff.ir_util import constant_int
-from .walk import walk
+from .ir_util import constant_int
 from .registry import AdjPass
+from .walk import walk
 
 MAX_OPS = 2000
 _LIMIT = 1 << 62

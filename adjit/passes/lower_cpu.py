@@ -25,34 +25,18 @@ import dataclasses
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from .autodiff.reduction import expand_item_sums
-from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
-                             lower_summing_launch)
-from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
-from .walk import walk
 from ..core.locations import file_position, with_line
 from ..core.threads import default_num_threads
+from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
+                             lower_summing_launch)
+from .ir_util import symbol_table
+from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .registry import AdjPass
+from .summation import expand_item_sums
 from .unit_stride import version_unit_stride_launches
+from .walk import ops_named, walk
 
 ERROR_TABLE_ATTR = "adj.error_table"
-
-
-def _ops_named(root: ir.Operation, *names: str) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name in names:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    walk(root, visit)
-    return found
-
-
-def _symbol_table(module: ir.Operation) -> dict[str, ir.Operation]:
-    return {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
-            for op in module.regions[0].blocks[0].operations if "sym_name" in op.attributes}
 
 
 def lower_launch_to_parallel(launch: ir.Operation, kernels: dict[str, ir.Operation]) -> None:
@@ -84,7 +68,7 @@ def _message(check: ir.Operation) -> str:
 
 def _table(module: ir.Operation) -> list[ir.Operation]:
     """The module's adj.check ops, numbered from 1 in `ERROR_TABLE_ATTR`."""
-    checks = _ops_named(module, "adj.check")
+    checks = ops_named(module, "adj.check")
     table = [f"{ir.StringAttr(c.attributes['error']).value}\x1f{_message(c)}" for c in checks]
     module.attributes[ERROR_TABLE_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(t) for t in table])
     return checks
@@ -121,11 +105,11 @@ def lower_checks_per_call(module: ir.Operation) -> None:
     if not checks:
         return
     numbers = {c: number for number, c in enumerate(checks, start=1)}
-    functions = [op for op in _symbol_table(module).values()
+    functions = [op for op in symbol_table(module).values()
                  if op.name == "func.func" and len(op.regions[0].blocks) > 0]
     defined = {ir.StringAttr(fn.attributes["sym_name"]).value for fn in functions}
     for fn in functions:
-        cell = _add_cell_parameter(fn)
+        cell = add_cell_parameter(fn)
         calls: list[ir.Operation] = []
         found: list[ir.Operation] = []
 
@@ -139,12 +123,12 @@ def lower_checks_per_call(module: ir.Operation) -> None:
 
         walk(fn, visit)
         for call in calls:
-            _pass_cell(call, cell)
+            pass_cell(call, cell)
         for check in found:
             _store_number(check, numbers[check], cell)
 
 
-def _add_cell_parameter(fn: ir.Operation) -> ir.Value:
+def add_cell_parameter(fn: ir.Operation) -> ir.Value:
     cell = fn.regions[0].blocks[0].add_argument(_cell_type(), fn.location)
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     fn.attributes["function_type"] = ir.TypeAttr.get(
@@ -155,7 +139,7 @@ def _add_cell_parameter(fn: ir.Operation) -> ir.Value:
     return cell
 
 
-def _pass_cell(call: ir.Operation, cell: ir.Value) -> None:
+def pass_cell(call: ir.Operation, cell: ir.Value) -> None:
     """Rebuilds `call` with `cell` as one more, last, operand."""
     attributes = {name: call.attributes[name] for name in call.attributes}
     if "arg_attrs" in attributes:
@@ -184,7 +168,7 @@ def relax_atomics(module: ir.Operation) -> None:
     ordering (the runtime's seq_cst byte counters) are left alone."""
     acq_rel = _ACQ_REL
     relaxed = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), _MONOTONIC)
-    for op in _ops_named(module, "llvm.atomicrmw"):
+    for op in ops_named(module, "llvm.atomicrmw"):
         if ir.IntegerAttr(op.attributes["ordering"]).value == acq_rel:
             op.attributes["ordering"] = relaxed
 
@@ -206,20 +190,20 @@ def lower_cpu(module: ir.Operation, threads: int = 2) -> None:
 
 def _lower_cpu(module: ir.Operation, threads: int) -> None:
     version_unit_stride_launches(module)   # views of unit innermost stride: a twin kernel
-    symbols = _symbol_table(module)
+    symbols = symbol_table(module)
     copies: dict[tuple[str, str], str | None] = {}
-    for launch in _ops_named(module, "adj.launch"):
+    for launch in ops_named(module, "adj.launch"):
         if len(launch.results):
             if not lower_summing_launch(launch, symbols, copies):
                 expand_item_sums(launch)
         elif not lower_accumulating_launch(launch, symbols, copies):
             lower_privatised_launch(launch, symbols, copies, threads)
-    symbols = _symbol_table(module)    # with the kernels' summing copies
-    for launch in _ops_named(module, "adj.launch"):
+    symbols = symbol_table(module)    # with the kernels' summing copies
+    for launch in ops_named(module, "adj.launch"):
         lower_launch_to_parallel(launch, symbols)
     for kernel in (op for op in symbols.values() if is_kernel(op)):
         expose_work_item(kernel)
-    for op in _ops_named(module, "adj.sync"):
+    for op in ops_named(module, "adj.sync"):
         op.erase()
     lower_checks_per_call(module)
 

@@ -27,7 +27,7 @@ Copies run on the device: every array of a host program (the arguments' copies, 
 allocates) is in CUDA managed memory, which the CPU addresses, so a `memref.copy` of host
 code would be a CPU memcpy for which the driver migrates the pages to the host and back to
 the GPU for the next launch. Each contiguous one (an identity layout, or a 1-D view of unit
-stride: a checkpointed loop's snapshots and restores, passes/autodiff/checkpoint.py, and the
+stride: a checkpointed loop's snapshots and restores, passes/autodiff/rules/checkpoint.py, and the
 copies of its state onto the tape) becomes a call of `@__adjit_cuda_copy(dst, src, bytes)`
 (COPY_SYMBOL, hooked: cuMemcpy, which copies device to device in place); any other stays a
 CPU copy. Functions that kernels call are left alone (their code goes into the PTX).
@@ -45,15 +45,17 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
+from ..core.kernel import GpuKernel
 from ..core.symbols import (ALLOC_SYMBOL, COPY_SYMBOL, FREE_SYMBOL, GEMM_SYMBOLS, HOOK_PREFIX,
                             HOST_ALLOC_SYMBOL, HOST_MEMORY_ATTR, LAUNCH_SYMBOL)
-from ..core.kernel import GpuKernel
+from .ir_util import symbol_table
 from .kernel_abi import check_ndrange_bounds, guarded_at, is_kernel, launched
-from .autodiff.reduction import expand_item_sums
-from .lower_cpu import _ops_named, _symbol_table, error_table
+from .lower_cpu import error_table
 from .lower_gpu import kernel_to_ptx, launch_block_size
 from .pipeline import cuda_host_pipeline
 from .registry import AdjPass, run_pipeline
+from .summation import expand_item_sums
+from .walk import ops_named
 
 # symbol -> (LLVM result type or None, LLVM parameter types) of each hooked runtime call
 HOOKS = {
@@ -119,17 +121,17 @@ def lower_cuda_host(module: ir.Operation) -> list[str]:
     with module.context, module.location:
         slots: dict[str, int] = {}
         launchers: dict[tuple[str, int], str] = {}
-        for launch in _ops_named(module, "adj.launch"):
+        for launch in ops_named(module, "adj.launch"):
             # the kernels fill their per-item buffers on the GPU, and sum them there
             expand_item_sums(launch, on_device=True)
-        symbols = _symbol_table(module)       # with the summing kernels
-        for launch in _ops_named(module, "adj.launch"):
+        symbols = symbol_table(module)       # with the summing kernels
+        for launch in ops_named(module, "adj.launch"):
             _lower_launch(launch, symbols, slots, launchers, module)
         if slots:
             i64 = ir.IntegerType.get_signless(64)
             with ir.InsertionPoint(module.regions[0].blocks[0]):
                 func.FuncOp(LAUNCH_SYMBOL, ([i64] * 5, []), visibility="private")
-        host = _host_functions(_symbol_table(module))
+        host = _host_functions(symbol_table(module))
         _lower_copies(module, host)
         _lower_host_allocations(module, host)
     return list(slots)
@@ -146,7 +148,7 @@ def _host_functions(symbols: dict[str, ir.Operation]) -> list[ir.Operation]:
             continue
         device.add(name)
         todo += [ir.FlatSymbolRefAttr(c.attributes["callee"]).value
-                 for c in _ops_named(symbols[name], "func.call")]
+                 for c in ops_named(symbols[name], "func.call")]
     return [op for name, op in symbols.items() if op.name == "func.func"
             and name not in device and len(op.regions[0].blocks) > 0]
 
@@ -183,8 +185,8 @@ def _contiguous(t: ir.Type) -> bool:
 
 def _identity(t: ir.MemRefType) -> bool:
     layout = t.layout
-    return isinstance(layout, ir.AffineMapAttr) and \
-        layout.value == ir.AffineMap.get_identity(t.rank)
+    return (isinstance(layout, ir.AffineMapAttr) and
+            layout.value == ir.AffineMap.get_identity(t.rank))
 
 
 def _address(value: ir.Value, elem_bytes: int) -> ir.Value:
@@ -201,15 +203,15 @@ def _numel(value: ir.Value) -> ir.Value:
     t = ir.MemRefType(value.type)
     n = arith.constant(idx, 1)
     for d, size in enumerate(t.shape):
-        extent = arith.constant(idx, size) if size != ir.ShapedType.get_dynamic_size() \
-            else memref.dim(value, arith.constant(idx, d))
+        extent = (arith.constant(idx, size) if size != ir.ShapedType.get_dynamic_size()
+                  else memref.dim(value, arith.constant(idx, d)))
         n = arith.muli(n, extent)
     return n
 
 
 def _lower_copies(module: ir.Operation, host: list[ir.Operation]) -> None:
     """Each contiguous memref.copy of the host functions `host`: a call of COPY_SYMBOL."""
-    copies = [c for fn in host for c in _ops_named(fn, "memref.copy")
+    copies = [c for fn in host for c in ops_named(fn, "memref.copy")
               if all(_contiguous(v.type) for v in c.operands)
               and _element_bytes(c.operands[0].type) is not None]
     if not copies:
@@ -234,12 +236,12 @@ def _lower_host_allocations(module: ir.Operation, host: list[ir.Operation]) -> N
     checkpointed loop's spilled slots): a call of `@__adjit_host_memref_<type>(n, bytes)`,
     declared here, defined by hook_runtime_calls (_host_memref_text)."""
     idx = ir.IndexType.get()
-    for alloc in [a for fn in host for a in _ops_named(fn, "memref.alloc")
+    for alloc in [a for fn in host for a in ops_named(fn, "memref.alloc")
                   if HOST_MEMORY_ATTR in a.attributes]:
         t = ir.MemRefType(alloc.result.type)
         size = _element_bytes(t)
-        if t.rank != 1 or not _identity(t) or size is None \
-                or len(alloc.operands) != (1 if t.is_dynamic_dim(0) else 0):
+        if (t.rank != 1 or not _identity(t) or size is None
+                or len(alloc.operands) != (1 if t.is_dynamic_dim(0) else 0)):
             del alloc.attributes[HOST_MEMORY_ATTR]     # (only the slots' shape is marked)
             continue
         name = _HOST_MEMREF + str(t.element_type)

@@ -37,18 +37,18 @@ import re
 from mlir import ir
 from mlir.dialects import arith, func, gpu, llvm, scf
 
-from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
 from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param
 from ..core.types import BY_MLIR_NAME
-from .autodiff.reduction import expand_item_sums
+from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
+from .ir_util import symbol_table
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
-from .lower_cpu import (_add_cell_parameter, _ops_named, _pass_cell, _symbol_table,
-                        error_table, lower_checks_per_call)
+from .lower_cpu import add_cell_parameter, error_table, lower_checks_per_call, pass_cell
 from .math_approx import expand_math
-from .walk import walk
-from .written import WrittenArguments
 from .pipeline import gpu_binary_passes, gpu_pipeline, widen_bool_memrefs
 from .registry import AdjPass, PassError, run_pipeline
+from .summation import expand_item_sums
+from .walk import ops_named, walk
+from .written import WrittenArguments
 
 GPU_MODULE_SUFFIX = "__gpu"
 
@@ -65,13 +65,13 @@ def emit_ptx(module: ir.Operation) -> dict[str, str]:
     module = getattr(module, "operation", module)
     return {ir.StringAttr(op.attributes["sym_name"]).value:
             gpu.ObjectAttr(op.attributes["objects"][0]).object.decode()
-            for op in _ops_named(module, "gpu.binary")}
+            for op in ops_named(module, "gpu.binary")}
 
 
 def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKernel:
     """Compiles kernel @`kernel` of `module` (adj-level IR; left unchanged) to PTX."""
     module_op = getattr(module, "operation", module)
-    symbols = _symbol_table(module_op)
+    symbols = symbol_table(module_op)
     fn = symbols.get(kernel)
     if fn is None or not is_kernel(fn):
         raise ValueError(f"@{kernel} is not a func.func marked {KERNEL_ATTR} in this module")
@@ -84,7 +84,7 @@ def kernel_to_ptx(module: ir.Module, kernel: str, chip: str = "sm_90") -> GpuKer
         written = tuple(sorted(WrittenArguments(symbols)(kernel)))
         bounds = tuple(ndrange_bounds(fn))
         _outline_kernels(work.operation)
-        gpu_module = _symbol_table(work.operation)[kernel + GPU_MODULE_SUFFIX]
+        gpu_module = symbol_table(work.operation)[kernel + GPU_MODULE_SUFFIX]
         checks = tuple(error_table(gpu_module))
         _to_binary(work.operation, chip)
         ptx = emit_ptx(work.operation)[kernel + GPU_MODULE_SUFFIX]
@@ -100,7 +100,7 @@ def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:
     from ..dialects import make_context
     with make_context(), ir.Location.unknown():
         module = ir.Module.parse(ir_text)
-        if _ops_named(module.operation, "adj.autodiff"):
+        if ops_named(module.operation, "adj.autodiff"):
             from .autodiff import run_autodiff
             run_autodiff(module)
         return kernel_to_ptx(module, kernel, chip)
@@ -108,16 +108,16 @@ def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:
 
 def _outline_kernels(module: ir.Operation) -> None:
     """adj to the gpu dialect: a gpu.module per kernel, gpu.launch_func per launch."""
-    symbols = _symbol_table(module)
+    symbols = symbol_table(module)
     kernels = {name: op for name, op in symbols.items() if is_kernel(op)}
-    for launch in _ops_named(module, "adj.launch"):
+    for launch in ops_named(module, "adj.launch"):
         expand_item_sums(launch)        # the kernels fill their per-item buffers on the GPU
-    for launch in _ops_named(module, "adj.launch"):
+    for launch in ops_named(module, "adj.launch"):
         _lower_launch(launch, kernels)
     for name, kernel in kernels.items():
         _outline(kernel, name, symbols)
         kernel.erase()
-    for op in _ops_named(module, "adj.sync"):     # gpu.launch_func blocks until done
+    for op in ops_named(module, "adj.sync"):     # gpu.launch_func blocks until done
         op.erase()
     module.attributes["gpu.container_module"] = ir.UnitAttr.get()
 
@@ -127,7 +127,7 @@ def _to_binary(module: ir.Operation, chip: str) -> None:
 
 
 def _relax_atomics(module: ir.Operation) -> None:
-    for op in _ops_named(module, "llvm.atomicrmw"):
+    for op in ops_named(module, "llvm.atomicrmw"):
         op.attributes["ordering"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                        int(llvm.AtomicOrdering.monotonic))
 
@@ -178,7 +178,7 @@ def _outline(kernel: ir.Operation, name: str, symbols: dict[str, ir.Operation]) 
         with ir.InsertionPoint(module.bodyRegion.blocks.append()):
             for op in _closure(kernel, symbols):   # private: dropped once inlined
                 op.clone().attributes["sym_visibility"] = ir.StringAttr.get("private")
-            body = _symbol_table(module.operation)[name]
+            body = symbol_table(module.operation)[name]
             body.attributes["sym_name"] = ir.StringAttr.get(name + ".body")
             expose_work_item(body)
             del body.attributes[KERNEL_ATTR]
@@ -194,7 +194,7 @@ def _outline(kernel: ir.Operation, name: str, symbols: dict[str, ir.Operation]) 
     _lower_checks(module.operation, entry.operation)
     expand_math(module.operation)
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
-    for op in _ops_named(module.operation, "arith.addf", "arith.subf", "arith.mulf"):
+    for op in ops_named(module.operation, "arith.addf", "arith.subf", "arith.mulf"):
         op.attributes["fastmath"] = contract
 
 
@@ -205,12 +205,12 @@ def _lower_checks(module: ir.Operation, entry: ir.Operation) -> None:
     lower_checks_per_call(module)
     if not error_table(module):
         return
-    cell = _add_cell_parameter(entry)
+    cell = add_cell_parameter(entry)
     calls: list[ir.Operation] = []
     walk(entry, lambda op: (calls.append(op) if op.name == "func.call" else None)
          or ir.WalkResult.ADVANCE)
     for call in calls:
-        _pass_cell(call, cell)
+        pass_cell(call, cell)
 
 
 def _call_if_valid(body: str, args: list[ir.Value], sizes: list[ir.Value]) -> None:

@@ -29,13 +29,13 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from ..dialects.adj import AdjError
-from .walk import walk
 from .registry import AdjPass
+from .walk import walk
 
 _F, _I = arith.CmpFPredicate, arith.CmpIPredicate
 
 
-class _Emit:
+class Emit:
     """Arithmetic of one float type at the current insertion point, kept short."""
 
     def __init__(self, t: ir.Type):
@@ -95,7 +95,7 @@ _EXP_RANGE = {True: (-745.2, 709.8), False: (-104.0, 88.8)}   # beyond: 0 or inf
 _TAYLOR_TERMS = {True: 13, False: 7}   # remainder r**(N+1)/(N+1)! below the type's epsilon
 
 
-def _expm1_core(e: _Emit, x: ir.Value, base2: bool = False):
+def _expm1_core(e: Emit, x: ir.Value, base2: bool = False):
     """(q, n) with exp(x) - 1 = 2**n * (1 + q) - 1 (2**x when base2); NaN becomes 0."""
     lo, hi = _EXP_RANGE[e.f64]
     if base2:
@@ -113,21 +113,21 @@ def _expm1_core(e: _Emit, x: ir.Value, base2: bool = False):
     return e.mul(r, e.poly(r, coeffs)), e.to_int(k)
 
 
-def _nan_passthrough(e: _Emit, x, result):
+def _nan_passthrough(e: Emit, x, result):
     return e.sel(e.cmp(_F.UNO, x, x), x, result)
 
 
-def exp(e: _Emit, x):
+def exp(e: Emit, x):
     q, n = _expm1_core(e, x)
     return _nan_passthrough(e, x, e.ldexp(e.add(e.c(1.0), q), n))
 
 
-def exp2(e: _Emit, x):
+def exp2(e: Emit, x):
     q, n = _expm1_core(e, x, base2=True)
     return _nan_passthrough(e, x, e.ldexp(e.add(e.c(1.0), q), n))
 
 
-def expm1(e: _Emit, x):
+def expm1(e: Emit, x):
     q, n = _expm1_core(e, x)
     # 2**n*q + (2**n - 1) is exactly q when n == 0 (no cancellation); for large n, 2**n alone
     # would overflow before the result does, and the -1 hardly matters.
@@ -148,7 +148,7 @@ _LOG_LN2 = {True: (6.93147180369123816490e-01, 1.90821492927058770002e-10),
             False: (6.9313812256e-01, 9.0580006145e-06)}
 
 
-def _log_core(e: _Emit, x):
+def _log_core(e: Emit, x):
     """(k, l) with log(x) = k*ln2 + l for finite x > 0; l = log(1 + f) to a fraction of an ulp."""
     tiny = e.cmp(_F.OLT, x, e.c(2.0 ** (1 - e.bias)))           # subnormal: scale into range
     shift = e.mant + 2
@@ -171,29 +171,29 @@ def _log_core(e: _Emit, x):
     return e.to_float(k), e.sub(f, e.sub(hfsq, e.mul(s, e.add(hfsq, r))))
 
 
-def _log_special(e: _Emit, x, result):
+def _log_special(e: Emit, x, result):
     """log's values at +inf, 0 and below (NaN included); `result` holds for finite x > 0."""
     result = e.sel(e.cmp(_F.OEQ, x, e.c(math.inf)), x, result)
     result = e.sel(e.cmp(_F.OEQ, x, e.c(0.0)), e.c(-math.inf), result)
     return e.sel(e.cmp(_F.ULT, x, e.c(0.0)), e.c(math.nan), result)
 
 
-def log(e: _Emit, x):
+def log(e: Emit, x):
     k, l = _log_core(e, x)
     ln2_hi, ln2_lo = _LOG_LN2[e.f64]
     return _log_special(e, x, e.add(e.mul(k, e.c(ln2_hi)), e.add(l, e.mul(k, e.c(ln2_lo)))))
 
 
-def log2(e: _Emit, x):
+def log2(e: Emit, x):
     k, l = _log_core(e, x)                                    # exact at powers of two
     return _log_special(e, x, e.add(k, e.mul(l, e.c(1 / math.log(2)))))
 
 
-def log10(e: _Emit, x):
+def log10(e: Emit, x):
     return e.mul(log(e, x), e.c(1 / math.log(10)))
 
 
-def log1p(e: _Emit, x):
+def log1p(e: Emit, x):
     u = e.add(e.c(1.0), x)                       # log(u) * x/(u-1) cancels u's rounding error
     fixed = e.mul(log(e, u), e.div(x, e.sub(u, e.c(1.0))))
     fixed = e.sel(e.cmp(_F.OEQ, u, e.c(math.inf)), u, fixed)
@@ -213,9 +213,9 @@ _COS = {True: [1.0, -0.5, 4.16666666666666019037e-02, -1.38888888888741095749e-0
         False: [1.0, -0.5, 4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5]}
 
 
-def _sincos(e: _Emit, x):
+def _sincos(e: Emit, x):
     """(sin r, cos r, k mod 4 as i1 pair (odd, second half)) of x = k*pi/2 + r, in f64."""
-    d = _Emit(ir.F64Type.get())
+    d = Emit(ir.F64Type.get())
     xd = x if e.f64 else arith.extf(d.t, x)
     xd = d.sel(d.isfinite(xd), xd, d.c(0.0))       # keep fptosi below away from inf and NaN
     k = d.intr("floor", d.add(d.mul(xd, d.c(2 / math.pi)), d.c(0.5)))
@@ -233,34 +233,34 @@ def _sincos(e: _Emit, x):
     return s, c, odd, upper
 
 
-def _finite_only(e: _Emit, x, result):
+def _finite_only(e: Emit, x, result):
     return e.sel(e.isfinite(x), result, e.c(math.nan))
 
 
-def sin(e: _Emit, x):
+def sin(e: Emit, x):
     s, c, odd, upper = _sincos(e, x)
     v = e.sel(odd, c, s)
     return _finite_only(e, x, e.sel(upper, arith.negf(v), v))
 
 
-def cos(e: _Emit, x):
+def cos(e: Emit, x):
     s, c, odd, upper = _sincos(e, x)
     v = e.sel(odd, arith.negf(s), c)
     return _finite_only(e, x, e.sel(upper, arith.negf(v), v))
 
 
-def tan(e: _Emit, x):
+def tan(e: Emit, x):
     s, c, odd, _ = _sincos(e, x)
     return _finite_only(e, x, e.sel(odd, arith.negf(e.div(c, s)), e.div(s, c)))
 
 
 # --- hyperbolic and pow ----------------------------------------------------------------------
 
-def _with_sign_of(e: _Emit, magnitude, x):
+def _with_sign_of(e: Emit, magnitude, x):
     return e.intr("copysign", magnitude, x)
 
 
-def tanh(e: _Emit, x):
+def tanh(e: Emit, x):
     t = expm1(e, e.mul(e.c(-2.0), e.intr("fabs", x)))     # in (-1, 0]: no overflow, no cancellation
     return _with_sign_of(e, arith.negf(e.div(t, e.add(t, e.c(2.0)))), x)
 
@@ -268,13 +268,13 @@ def tanh(e: _Emit, x):
 _HYPERBOLIC_TAIL = {True: 22.0, False: 9.0}    # beyond: exp(-2|x|) is below epsilon
 
 
-def _half_exp(e: _Emit, a):
+def _half_exp(e: Emit, a):
     """exp(a)/2 as exp(a/2)/2*exp(a/2): no early overflow, and a/2 is exact (unlike a - ln2)."""
     h = exp(e, e.mul(e.c(0.5), a))
     return e.mul(e.mul(h, e.c(0.5)), h)
 
 
-def sinh(e: _Emit, x):
+def sinh(e: Emit, x):
     a = e.intr("fabs", x)
     t = expm1(e, a)
     near = e.mul(e.c(0.5), e.add(t, e.div(t, e.add(t, e.c(1.0)))))
@@ -282,17 +282,17 @@ def sinh(e: _Emit, x):
                                   _half_exp(e, a), near), x)
 
 
-def cosh(e: _Emit, x):
+def cosh(e: Emit, x):
     a = e.intr("fabs", x)
     t = exp(e, a)
     near = e.add(e.mul(e.c(0.5), t), e.div(e.c(0.5), t))
     return e.sel(e.cmp(_F.OGT, a, e.c(_HYPERBOLIC_TAIL[e.f64])), _half_exp(e, a), near)
 
 
-def powf(e: _Emit, x, y):
+def powf(e: Emit, x, y):
     """C99 pow. f32 computes in f64, so exp(y*log|x|) keeps f32 precision for any y."""
     if not e.f64:
-        d = _Emit(ir.F64Type.get())
+        d = Emit(ir.F64Type.get())
         return arith.truncf(e.t, powf(d, arith.extf(d.t, x), arith.extf(d.t, y)))
     a = e.intr("fabs", x)
     r = exp(e, e.mul(y, log(e, a)))
@@ -306,10 +306,10 @@ def powf(e: _Emit, x, y):
     return e.sel(arith.ori(e.cmp(_F.OEQ, y, e.c(0.0)), e.cmp(_F.OEQ, x, e.c(1.0))), e.c(1.0), r)
 
 
-def cbrt(e: _Emit, x):
+def cbrt(e: Emit, x):
     """exp(log|x|/3), then one Newton step (which squares its relative error), in f64."""
     if not e.f64:
-        d = _Emit(ir.F64Type.get())
+        d = Emit(ir.F64Type.get())
         return arith.truncf(e.t, cbrt(d, arith.extf(d.t, x)))
     a = e.intr("fabs", x)
     r = exp(e, e.mul(log(e, a), e.c(1 / 3)))
@@ -341,7 +341,7 @@ _ATAN_PQRS = [(2.0, -1.0, 1.0, 2.0), (1.0, -1.0, 1.0, 1.0), (1.0, -1.5, 1.5, 1.0
               (0.0, -1.0, 1.0, 0.0)]
 
 
-def atan(e: _Emit, x):
+def atan(e: Emit, x):
     a = arith.minimumf(e.intr("fabs", x), e.c(1e300 if e.f64 else 1e30))   # keeps 0*a finite
     p, q, r, s, hi, lo = (e.c(v) for v in (1.0, 0.0, 0.0, 1.0, 0.0, 0.0))
     for bound, pqrs, h, l in zip(_ATAN_BOUNDS, _ATAN_PQRS, _ATAN_HI[e.f64], _ATAN_LO[e.f64]):
@@ -363,7 +363,7 @@ _PI_HI_LO = {True: (3.14159265358979311600e+00, 1.22464679914735317720e-16),
              False: (3.1415927410e+00, -8.7422776573e-08)}
 
 
-def atan2(e: _Emit, y, x):
+def atan2(e: Emit, y, x):
     """z = atan(min/max of |x|, |y|) placed in its octant as hi - (+-z - lo): z, pi/2 - z,
     pi - z or pi/2 + z, with pi and pi/2 split in two for an ulp's accuracy."""
     ax, ay = e.intr("fabs", x), e.intr("fabs", y)
@@ -380,11 +380,11 @@ def atan2(e: _Emit, y, x):
     return e.sel(e.cmp(_F.UNO, x, y), e.add(x, y), result)
 
 
-def asin(e: _Emit, x):
+def asin(e: Emit, x):
     return atan2(e, x, e.intr("sqrt", e.mul(e.sub(e.c(1.0), x), e.add(e.c(1.0), x))))
 
 
-def acos(e: _Emit, x):
+def acos(e: Emit, x):
     return atan2(e, e.intr("sqrt", e.mul(e.sub(e.c(1.0), x), e.add(e.c(1.0), x))), x)
 
 
@@ -393,12 +393,12 @@ def acos(e: _Emit, x):
 _HYPERBOLIC_BIG = {True: 2.0 ** 28, False: 2.0 ** 12}   # beyond: sqrt(x*x + 1) is x
 
 
-def _log_twice(e: _Emit, a):
+def _log_twice(e: Emit, a):
     """log(2a), for a past _HYPERBOLIC_BIG (2a may overflow: log(a) + ln 2)."""
     return e.add(log(e, a), e.c(math.log(2)))
 
 
-def asinh(e: _Emit, x):
+def asinh(e: Emit, x):
     a = e.intr("fabs", x)
     a2 = e.mul(a, a)
     root = e.intr("sqrt", e.add(a2, e.c(1.0)))
@@ -409,7 +409,7 @@ def asinh(e: _Emit, x):
     return _nan_passthrough(e, x, _with_sign_of(e, r, x))
 
 
-def acosh(e: _Emit, x):
+def acosh(e: Emit, x):
     t = e.sub(x, e.c(1.0))
     small = log1p(e, e.add(t, e.intr("sqrt", e.add(e.mul(e.c(2.0), t), e.mul(t, t)))))
     mid = log(e, e.sub(e.mul(e.c(2.0), x),
@@ -420,7 +420,7 @@ def acosh(e: _Emit, x):
     return _nan_passthrough(e, x, r)
 
 
-def atanh(e: _Emit, x):
+def atanh(e: Emit, x):
     a = e.intr("fabs", x)
     two_a = e.add(a, a)
     small = e.mul(e.c(0.5), log1p(e, e.add(two_a, e.div(e.mul(two_a, a), e.sub(e.c(1.0), a)))))
@@ -438,16 +438,16 @@ _ERF_TERMS = 36          # 2**n / (2n+1)!! times 4**n, the last term at x = 2, i
 _ERFC_CF_TERMS = 60      # converged to an ulp from x = 2 on
 
 
-def _exp_neg_square(e: _Emit, a):
+def _exp_neg_square(e: Emit, a):
     """exp(-a*a), with the rounding error of a*a (from fma) folded back in."""
     sq = e.mul(a, a)
     sq_err = e.intr("fma", a, a, arith.negf(sq))
     return e.mul(exp(e, arith.negf(sq)), e.sub(e.c(1.0), sq_err))
 
 
-def erf(e: _Emit, x):
+def erf(e: Emit, x):
     if not e.f64:
-        d = _Emit(ir.F64Type.get())
+        d = Emit(ir.F64Type.get())
         return arith.truncf(e.t, erf(d, arith.extf(d.t, x)))
     a = arith.minimumf(e.intr("fabs", x), e.c(7.0))        # erf(7) is 1 to f64's precision
     small = arith.minimumf(a, e.c(_ERF_SPLIT))
@@ -465,7 +465,7 @@ def erf(e: _Emit, x):
     return _nan_passthrough(e, x, _with_sign_of(e, result, x))
 
 
-def fpowi(e: _Emit, x, n):
+def fpowi(e: Emit, x, n):
     return powf(e, x, arith.sitofp(e.t, n))
 
 
@@ -537,7 +537,7 @@ def expand_math(root: ir.Operation) -> None:
             if op.name == "math.ipowi":
                 value = ipowi(op)
             elif op.name in _FLOAT_OPS and _is_f32_or_f64(op.results[0].type):
-                value = _FLOAT_OPS[op.name](_Emit(op.results[0].type), *op.operands)
+                value = _FLOAT_OPS[op.name](Emit(op.results[0].type), *op.operands)
             else:
                 raise AdjError(op, f"{op.name} on {op.results[0].type} has no GPU lowering "
                                    "without libdevice")

@@ -46,7 +46,7 @@ REGISTRY: dict[str, str] = {
     "adj-hook-runtime-calls": "adjit.passes.lower_cuda_host:HookRuntimeCalls",
     "adj-annotate-written": "adjit.passes.written:AnnotateWritten",
     "adj-ndrange-bounds": "adjit.passes.ndrange_bounds:NdrangeBounds",
-    "adj-expand-item-sums": "adjit.passes.autodiff.reduction:ExpandItemSums",
+    "adj-expand-item-sums": "adjit.passes.summation:ExpandItemSums",
     "adj-expand-math": "adjit.passes.math_approx:ExpandMath",
     "adj-privatize-helpers": "adjit.passes.pipeline:PrivatizeHelpers",
     "adj-widen-bool-memrefs": "adjit.passes.pipeline:WidenBoolMemrefs",
@@ -76,13 +76,13 @@ def make_pass(name: str, options: dict[str, str]) -> AdjPass:
         if field is None:
             raise PassError(f"{name} takes no option {key!r}"
                             + (f" (its options: {', '.join(sorted(fields))})" if fields else ""))
-        kind = field.type if isinstance(field.type, type) else \
-            {"int": int, "bool": bool, "str": str}.get(str(field.type), str)
+        kind = (field.type if isinstance(field.type, type) else
+                {"int": int, "bool": bool, "str": str}.get(str(field.type), str))
         try:
             values[field.name] = (text.lower() in ("1", "true") if kind is bool else kind(text))
         except ValueError:
-            raise PassError(f"option {key} of {name} must be {kind.__name__}, got {text!r}") \
-                from None
+            raise PassError(f"option {key} of {name} must be {kind.__name__}, "
+                            f"got {text!r}") from None
     return cls(**values)
 
 

@@ -34,9 +34,9 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from .autodiff.ir_util import constant_int
-from .walk import walk
+from .ir_util import constant_int
 from .registry import AdjPass
+from .walk import walk
 
 SMALL_LOOP_ATTR = "adj.small_loop"   # on the scf.if choosing between the twin and the loop
 SERIAL_WORK = 1 << 23    # iterations x cost: ~30 us of vectorised work at most

@@ -3,7 +3,7 @@
 The MLIR bindings turn an exception raised in a walk callback into
 RuntimeError("Exception raised in callback: <its traceback as text>"): a Ctrl-C that lands in
 one reaches the user as a RuntimeError, not a KeyboardInterrupt, and a pass's AdjError loses
-its op. Passes walk IR through this function instead.
+its op. Passes walk IR through this function instead (`ops_named`: the ops of given names).
 """
 from __future__ import annotations
 
@@ -36,3 +36,16 @@ def walk(root: ir.Operation, visit: Callable[[ir.Operation], ir.WalkResult],
         raise
     if raised:
         raise raised[0]
+
+
+def ops_named(root: ir.Operation, *names: str) -> list[ir.Operation]:
+    """The ops under `root` (itself included) named one of `names`, in post-order."""
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in names:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    walk(root, visit)
+    return found

@@ -8,7 +8,7 @@ import pytest
 
 import adjit
 from adjit import Active, Const, Duplicated, Reverse
-from adjit.passes.autodiff import gather, kernel_tape
+from adjit.passes.autodiff.generate import gather, kernel_tape
 from ad_helpers import differentiate, request, vectorised_launch_loops
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ad_helpers import ENTRY, GradCheck
-from adjit.passes.autodiff.loop_slots import MAX_SLOTS
+from adjit.passes.autodiff.rules.loop_slots import MAX_SLOTS
 
 
 def _rev(g: GradCheck) -> str:

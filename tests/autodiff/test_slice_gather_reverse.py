@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import adjit
-from adjit.passes.autodiff import control_flow, gather
+from adjit.passes.autodiff.rules import control_flow_ops as control_flow
+from adjit.passes.autodiff.generate import gather
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)

@@ -29,7 +29,7 @@ def _adjit_type(t: ir.Type) -> ScalarType | ArrayType:
 def kernels_on_cpu(module_text: str) -> dict[str, Callable]:
     """For each kernel of an adj-level module: entry name -> a fake-driver kernel (api,
     params, grid, block) that launches it on the CPU."""
-    from adjit.passes.autodiff.reduction import expand_all_item_sums
+    from adjit.passes.summation import expand_all_item_sums
     with context(), ir.Location.unknown():
         module = ir.Module.parse(module_text)
         # The kernels a GPU host program adds: the sums of per-item buffers, on the device.

@@ -62,11 +62,11 @@ launches the forward kernel; the augmented pass allocates the per-item tapes, la
 augmented kernel and keeps the tapes on its own tape; the reverse pass launches the reverse
 kernel as an `adj.launch` that returns the f64 sums over items of its per-item outputs, the
 adjoints of active scalar arguments (and of the elements every item reads, each added into
-its shadow element), summed accurately by the lowering: reduction.py, lower_cpu.py.
+its shadow element), summed accurately by the lowering: passes/summation.py, lower_cpu.py.
 
 Functions called from a differentiated function are differentiated with the same ABI, under
 the names `__adj_<f>_<fwd|rev>_<activity letters>...` (private), and custom rules, where a
-rule provider gives them, take their place: see custom_rules.py. Without a provider the pass
+rule provider gives them, take their place: see rules/custom.py. Without a provider the pass
 uses the rules the module declares (`adj.rule_for`, `adj.rule_kind`). Before reverse mode
 differentiates a function, it inlines the calls in it that return arrays (in place: the
 primal function is rewritten), since the ABI has no shadow for a returned array; calls with
@@ -75,22 +75,27 @@ custom rules and calls of recursive callees stay, and their arrays' shadows are 
 The generated code frees nothing itself (the CPU pipeline's buffer deallocation does): the
 tape arrays an augmented function returns belong to its caller.
 
-Modules, top down (no module imports one above it; the callbacks upwards go through
-protocols.py's interfaces):
-- driver.py: requests, reuse, naming; picks the generator by mode and kind of function;
-- the generators, which keep the traversal, the value maps and the adjoints: forward.py;
-  reverse.py + augment.py + context.py (split reverse mode); kernel_tape.py (a kernel's
-  reverse mode, per-item tapes) + dynamic_tape.py + gather.py + uniform_loads.py;
-  inline_array_calls.py (calls returning arrays, before reverse mode); prune.py (what the
-  augmented function computes for nothing);
-- the per-op rules, forward, augmented and reverse side by side: rules.py (the derivative
-  table of scalar ops), memory_ops.py, calls.py, control_flow.py (+ loop_slots.py),
-  launch.py (adj.launch) + reduction.py (its sums over work items); op_rules.py (their
-  table);
-- the facts and analyses: op_facts.py (what each op reads, writes, aliases; pure or not),
-  activity.py (which values get derivatives), memory.py (what may be overwritten),
-  recompute.py (recompute or tape), tape.py (where saved values live), custom_rules.py,
-  signature.py (the ABI).
+The package by role, as Enzyme-MLIR separates its rules, analyses and the engine (no import
+cycle among its modules: the callbacks upwards go through protocols.py's interfaces):
+- here: driver.py (requests, reuse, naming; picks the generator by mode and kind of
+  function), and the contracts its parts share: signature.py (what one derivative is for,
+  its ABI) and protocols.py (what rules ask of generators, generators of the driver);
+- generate/, the engine: the generators, which keep the traversal, the value maps and the
+  adjoints: forward.py; reverse.py + augment.py + context.py + adjoints.py (split reverse
+  mode), tape.py (where saved values live), prune.py (what the augmented function computes
+  for nothing); kernel_tape.py (a kernel's reverse mode, per-item tapes) + dynamic_tape.py +
+  gather.py; fixed_point_reverse.py (implicit differentiation of adj.fixed_point functions);
+  inline_array_calls.py (calls returning arrays, before reverse mode);
+- rules/, the per-op rules, forward, augmented and reverse side by side: scalar.py (the
+  derivative table of scalar ops), memory_ops.py, call_ops.py, control_flow_ops.py
+  (+ loop_slots.py, checkpoint.py), launch_ops.py; lookup.py (their table); custom.py (user
+  rules that replace a function's derivative);
+- analysis/: activity_analysis.py (which values get derivatives), overwritten.py (what may
+  be overwritten), recompute.py (recompute or tape), uniform.py and uniform_loads.py (what
+  every work item computes alike).
+What is not about derivatives is in passes/: op_facts.py (what each op reads, writes,
+aliases; pure or not), aliases.py, written.py (what a function may write), summation.py (the
+sums over work items), ir_util.py.
 
 Errors: malformed requests and what cannot be differentiated raise
 `adjit.dialects.adj.AdjError(op, message)` naming the op.
@@ -100,8 +105,8 @@ from __future__ import annotations
 from mlir import ir
 
 from ..registry import AdjPass
-from .custom_rules import RuleProvider, default_provider
 from .driver import Differentiator
+from .rules.custom import RuleProvider, default_provider
 
 
 def run_autodiff(module: ir.Operation, rule_provider: RuleProvider | None = None) -> None:

@@ -18,15 +18,15 @@ from mlir.dialects import func
 from ...core.derivative_abi import Mode
 from ...dialects.adj import (AdjError, BOUNDS_ATTR, FIXED_POINT_ATTR, FUNC_ATTR, KERNEL_ATTR,
                              NDIM_ATTR)
-from .checkpoint import outline_checkpointed_loops
-from .fixed_point import generate_fixed_point
-from .custom_rules import RuleProvider, lookup_rules
-from .forward import generate_forward
-from .inline_array_calls import inline_array_calls
-from .ir_util import func_type, is_float, symbol_name
-from .kernel_tape import generate_kernel_reverse
-from .memory import WrittenArguments
-from .reverse import generate_reverse
+from ..ir_util import func_type, is_float, symbol_name
+from ..written import WrittenArguments
+from .generate.fixed_point_reverse import generate_fixed_point
+from .generate.forward import generate_forward
+from .generate.inline_array_calls import inline_array_calls
+from .generate.kernel_tape import generate_kernel_reverse
+from .generate.reverse import generate_reverse
+from .rules.checkpoint import outline_checkpointed_loops
+from .rules.custom import RuleProvider, lookup_rules
 from .signature import Derivative, Signature, abi, check_signature
 
 REQUEST = "adj.autodiff"
@@ -100,8 +100,8 @@ class Differentiator:
         if combined and (sig.mode != Mode.REVERSE or KERNEL_ATTR in self.symbols[sig.fn].attributes):
             raise AdjError(op, "a combined request is of reverse mode, for a function that is not "
                                "a kernel (a kernel's derivative is launched, per item)")
-        names = [name] if sig.mode == Mode.FORWARD else \
-            [f"{name}_aug", f"{name}_rev"] + ([name] if combined else [])
+        names = ([name] if sig.mode == Mode.FORWARD else
+                 [f"{name}_aug", f"{name}_rev"] + ([name] if combined else []))
         for n in names:
             if n in self.symbols:
                 raise AdjError(op, f"autodiff request {name!r} would define @{n}, which exists")
@@ -109,8 +109,8 @@ class Differentiator:
             # A launch rule's kernel derivative outputs per-item adjoints of the elements all
             # items read (uniform_loads.py), which a request by name does not expect.
             # Nor do they expect the gather kernels to run first (gather.py).
-            if sig in self.done and not self.done[sig].uniform_loads and \
-                    not self.done[sig].gathers:
+            if (sig in self.done and not self.done[sig].uniform_loads and
+                    not self.done[sig].gathers):
                 self._alias(self.done[sig], sig, name, extra)
             else:
                 self.generate(sig, op, name, extra)
@@ -209,8 +209,8 @@ class Differentiator:
         else:
             inline_array_calls(self, fn, sig)
             outline_checkpointed_loops(self, fn)
-            generate = generate_kernel_reverse if KERNEL_ATTR in fn.attributes \
-                else generate_reverse
+            generate = (generate_kernel_reverse if KERNEL_ATTR in fn.attributes
+                        else generate_reverse)
             result = generate(self, fn, sig, name, extra)
         if BOUNDS_ATTR in fn.attributes:
             self._carry_bounds(fn, sig, [result.forward, result.aug, result.rev])

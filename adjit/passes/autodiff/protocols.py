@@ -1,16 +1,17 @@
 """What the parts of the autodiff pass ask of each other, as typing.Protocols.
 
-The pass is layered: the driver (driver.py) calls the generators (forward.py, augment.py,
-reverse.py, kernel_tape.py), which call the per-op rules (memory_ops.py, calls.py,
-control_flow.py, launch.py), and all of them call back up: a call's rule asks the driver
-for the callee's derivative, a loop's rule asks its generator to emit the loop's body.
+The pass is layered: the driver (driver.py) calls the generators (generate/: forward.py,
+augment.py, reverse.py, kernel_tape.py), which call the per-op rules (rules/: memory_ops.py,
+call_ops.py, control_flow_ops.py, launch_ops.py), and all of them call back up: a call's
+rule asks the driver for the callee's derivative, a loop's rule asks its generator to emit
+the loop's body.
 Those call-backs go through the interfaces here, not through the classes, so that no
 module imports one above it (tests/api/test_import_layers.py checks there is no import
 cycle): the Differentiator implements `Host`, ReverseContext implements `Shared`, and the
 generators implement `ForwardGenerator`, `AugmentedGenerator` and `ReverseGenerator`.
 
 A rule is a function `rule(gen, op)` that emits, at the insertion point, what `op` becomes
-in one generated function; `OpRules` groups an op's three (op_rules.py holds the table).
+in one generated function; `OpRules` groups an op's three (rules/lookup.py holds the table).
 """
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Protocol
 from mlir import ir
 
 if TYPE_CHECKING:
-    from .activity import ActivityAnalysis
-    from .memory import Writes
+    from .analysis.activity_analysis import ActivityAnalysis
+    from .analysis.overwritten import Writes
     from .signature import Derivative, Signature
-    from .tape import Key, StackReader, Stacks, TapePlan
+    from .generate.tape import Key, StackReader, Stacks, TapePlan
 
 
 class Host(Protocol):
@@ -31,7 +32,7 @@ class Host(Protocol):
     module: ir.Operation
     body: ir.Block                         # the module's block, where new functions go
     symbols: dict[str, ir.Operation]
-    # (function, kind, activities, result activity, config) -> rule symbol: custom_rules.py
+    # (function, kind, activities, result activity, config) -> rule symbol: rules/custom.py
     rule_provider: Callable[[str, str, list[str], str, dict], "str | None"]
 
     def callee_writes(self, name: str) -> set[int]:
@@ -95,7 +96,7 @@ class ForwardGenerator(Protocol):
         """Emits `block`'s ops but its terminator."""
 
     def arith(self, op: ir.Operation) -> None:
-        """`op` and its tangent from the derivative table (rules.py)."""
+        """`op` and its tangent from the derivative table (rules/scalar.py)."""
 
     def tangent(self, v: ir.Value): ...
 
@@ -166,7 +167,7 @@ class ReverseGenerator(Protocol):
     def set_adj(self, v: ir.Value, value: ir.Value | None) -> None: ...
 
     def arith(self, op: ir.Operation) -> None:
-        """The adjoints of a table op's operands (rules.py)."""
+        """The adjoints of a table op's operands (rules/scalar.py)."""
 
     def accumulate(self, shadow: ir.Value, indices: list[ir.Value], d: ir.Value) -> None:
         """shadow[indices] += d (atomically in a kernel)."""

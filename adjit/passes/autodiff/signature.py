@@ -12,9 +12,9 @@ from mlir import ir
 
 from ...core.activity import Activity, SHADOWED
 from ...core.derivative_abi import DerivativeABI, Mode
-from ...dialects.adj import AdjError
-from .ir_util import func_type, is_float, is_float_memref, is_memref
 from ...core.tape_size import Expr, to_text
+from ...dialects.adj import AdjError
+from ..ir_util import func_type, is_float, is_float_memref, is_memref
 
 ACTIVITIES = tuple(a.value for a in Activity)
 MODES = tuple(m.value for m in Mode)
@@ -35,8 +35,8 @@ class Signature:
 
     def mangled(self) -> str:
         acts = "".join(Activity(a).letter for a in self.activity) or "0"
-        name = f"__adj_{self.fn}_{'fwd' if self.mode == 'forward' else 'rev'}_{acts}_" \
-               f"{Activity(self.ret_activity).letter}{'p' if self.with_primal else ''}"
+        name = (f"__adj_{self.fn}_{'fwd' if self.mode == 'forward' else 'rev'}_{acts}_"
+                f"{Activity(self.ret_activity).letter}{'p' if self.with_primal else ''}")
         if any(self.overwritten):
             name += "_o" + "".join("1" if o else "0" for o in self.overwritten)
         if self.width != 1:

@@ -20,9 +20,9 @@ import dataclasses
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...dialects import adj
+from ..dialects import adj
 from .ir_util import index, one_dimensional_kernel, walk
-from ..registry import AdjPass
+from .registry import AdjPass
 
 CHUNK = 4096
 LANES = 4
@@ -152,8 +152,8 @@ def expand_item_sums(launch: ir.Operation, on_device: bool = False) -> None:
     call = adj.launch_call(launch)
     kernel = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
     attrs = launch.attributes
-    wgs = list(ir.DenseI64ArrayAttr(attrs["workgroupsize"])) \
-        if "workgroupsize" in attrs else None
+    wgs = (list(ir.DenseI64ArrayAttr(attrs["workgroupsize"]))
+           if "workgroupsize" in attrs else None)
     ndrange = list(launch.operands)
     with ir.InsertionPoint(launch), launch.location:
         ktype = ir.FunctionType.get([v.type for v in call.operands], [])

@@ -3,7 +3,7 @@ computes the value again (from values it has) or takes it from the tape (tape.py
 
 RevGen.materialize asks `Policy.recompute` for each value a rule needs; the answer depends
 on what is free in the reverse function (`free`: arguments, loop counters, constants and
-pure ops of those, memory nothing overwrites later: memory.py), on what is pure (op_facts.py)
+pure ops of those, memory nothing overwrites later: overwritten.py), on what is pure (op_facts.py)
 and on what the reverse function has at hand already (taped anyway, or materialized in an
 enclosing scope). docs/architecture.md gives the rule and the measurements behind it.
 """
@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Callable
 
 from mlir import ir
 
-from .ir_util import parent_op
-from .op_facts import facts
-from .tape import key_block
+from ...ir_util import parent_op
+from ...op_facts import facts
+from ..generate.tape import key_block
 
 if TYPE_CHECKING:
-    from .protocols import Shared
+    from ..protocols import Shared
 
 
 def inputs(op: ir.Operation) -> list[ir.Value]:
@@ -78,8 +78,8 @@ class Policy:
         ctx = self.ctx
         if isinstance(v, ir.BlockArgument):
             owner = parent_op(v.owner)
-            return owner == ctx.fn or (owner.name == "scf.for" and v.arg_number == 0) or \
-                owner.name == "scf.parallel"
+            return (owner == ctx.fn or (owner.name == "scf.for" and v.arg_number == 0) or
+                    owner.name == "scf.parallel")
         op = v.owner.operation
         if op.name == "memref.alloc" and op.block == ctx.entry and not ctx.kernel:
             return True   # one pointer on the tape, whatever reads it
@@ -132,9 +132,9 @@ class Policy:
         missing = list(dict.fromkeys(v for v in ins if not self.at_hand(v)))   # c * c: c
         if not missing:
             return True
-        return len(missing) == 1 and cheap(op) and \
-            _bits(missing[0].type) <= _bits(op.results[0].type) and \
-            all(v == missing[0] or self.free(v) for v in ins)
+        return (len(missing) == 1 and cheap(op) and
+                _bits(missing[0].type) <= _bits(op.results[0].type) and
+                all(v == missing[0] or self.free(v) for v in ins))
 
     def at_hand(self, v: ir.Value) -> bool:
         """Whether the reverse pass has `v` without a tape slot of its own: free, taped

@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func, math, memref, scf
 
-from ...core.activity import Activity
-from ...core.derivative_abi import Mode
-from ...dialects import adj
-from ...dialects.adj import AdjError, FIXED_POINT_ATTR
-from .ir_util import (alloc_like, const, dims, fill_zero, flat_view, for_each_index, func_type,
-                      index, is_float, is_memref, linear_index, memref_type, numel,
-                      symbol_name, symbol_ref, walk, zero)
-from .signature import Derivative, Signature, abi, adjoint_types
+from ....core.activity import Activity
+from ....core.derivative_abi import Mode
+from ....dialects import adj
+from ....dialects.adj import AdjError, FIXED_POINT_ATTR
+from ...ir_util import (alloc_like, const, dims, fill_zero, flat_view, for_each_index, func_type,
+                        index, is_float, is_memref, linear_index, memref_type, numel, symbol_name,
+                        symbol_ref, walk, zero)
+from ..signature import Derivative, Signature, abi, adjoint_types
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 
 def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: str,

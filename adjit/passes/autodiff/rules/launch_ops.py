@@ -12,7 +12,7 @@ augmented:  make room for the per-item tapes (prod(ndrange) * per_item slots eac
 reverse:    launch the reverse kernel on the same ndrange with the tapes (in place: a view at
             the saved offset, tape.StackReader.region) and one per-item
             buffer per active scalar argument; the launch returns each buffer's sum over the
-            items (adj.launch's results: in f64 for f32, pairwise over chunks, reduction.py),
+            items (adj.launch's results: in f64 for f32, pairwise over chunks, summation.py),
             which is added into that argument's adjoint; likewise for each element every
             item reads (uniform_loads.py), whose sum is added into its shadow element.
 """
@@ -23,19 +23,19 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...core.derivative_abi import Mode
-from ...core.activity import Activity, SHADOWED
-from ...dialects import adj
-from ...dialects.adj import launch_call
-from .ir_util import callee, clone_op, dims, func_type, index, memref_type, numel
-from .signature import Derivative, Signature, aug_inputs, forward_abi
-from .dynamic_tape import emit_offsets
-from .memory import shadow_dead_after, without_dead_zeroing
-from .protocols import OpRules
-from .uniform import emit
+from ....core.activity import Activity, SHADOWED
+from ....core.derivative_abi import Mode
+from ....dialects import adj
+from ....dialects.adj import launch_call
+from ...ir_util import callee, clone_op, dims, func_type, index, memref_type, numel
+from ..analysis.overwritten import shadow_dead_after, without_dead_zeroing
+from ..analysis.uniform import emit
+from ..generate.dynamic_tape import emit_offsets
+from ..protocols import OpRules
+from ..signature import Derivative, Signature, aug_inputs, forward_abi
 
 if TYPE_CHECKING:
-    from .protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator, Shared
+    from ..protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator, Shared
 
 
 def _workgroupsize(op: ir.Operation) -> list[int] | None:
@@ -180,8 +180,8 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
     per_item = [v.type for v in active] + [e.type for e in d.uniform_loads]
     outs = [memref.alloc(ir.MemRefType.get([ir.ShapedType.get_dynamic_size()], t), [items], [])
             for t in per_item]
-    inputs = aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) + list(d.tape) + \
-        [o.type for o in outs]
+    inputs = (aug_inputs(func_type(gen.ctx.diff.symbols[sig.fn]), sig) + list(d.tape) +
+              [o.type for o in outs])
     # The gather kernels first: the reverse kernel then zeroes the output shadows they read.
     for kernel, k in d.gathers:
         gtype = ir.FunctionType.get(inputs + [ir.IndexType.get()] * len(ndrange), [])
@@ -189,7 +189,7 @@ def reverse_launch(gen: "ReverseGenerator", op: ir.Operation) -> None:
                    None)
         adj.sync()
     # The launch returns the f64 sums of the per-item buffers (accurately: in f64 for f32,
-    # pairwise over chunks; reduction.py says why). Each lowering decides how: the CPU's
+    # pairwise over chunks; summation.py says why). Each lowering decides how: the CPU's
     # sums per chunk of items as they run and never fills the buffers (lower_cpu.py).
     rev = without_dead_zeroing(gen.ctx.diff, d.rev, dead) if dead else d.rev
     launch = adj.launch(rev, ir.FunctionType.get(inputs, []), args + outs, ndrange,

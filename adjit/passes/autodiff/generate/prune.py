@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .activity import AliasClasses, terminator
-from .ir_util import is_memref, walk
-from .op_facts import facts
+from ...aliases import AliasClasses
+from ...ir_util import terminator
+from ...ir_util import is_memref, walk
+from ...op_facts import facts
 
 
 def prune_unneeded(fn: ir.Operation) -> None:

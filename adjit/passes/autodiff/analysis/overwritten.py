@@ -25,10 +25,10 @@ from typing import Callable
 
 from mlir import ir
 
-from ...dialects.adj import launch_call
-from .activity import AliasClasses
-from .ir_util import callee, constant_int, func_type, is_memref, walk
-from .op_facts import facts
+from ...aliases import AliasClasses
+from ...ir_util import constant_int, is_memref, walk
+from ...op_facts import facts
+from ...written import written_arrays
 
 
 def _ancestors(op: ir.Operation, root: ir.Operation) -> list[ir.Operation]:
@@ -106,8 +106,8 @@ def _other_rows(writer: ir.Operation, written: ir.Value, op: ir.Operation, array
         return False
     loop, a, b = read[1][0], read[1][1], row[1][1]
     outer, inner = _ancestors(op, root), _ancestors(writer, root)
-    if loop not in outer or loop not in inner or \
-            any(facts(x.name).loop for x in _ancestors(loop, root)[:-1]):
+    if (loop not in outer or loop not in inner or
+            any(facts(x.name).loop for x in _ancestors(loop, root)[:-1])):
         return False
     k = outer.index(loop) + 1
     if outer[k] == inner[k]:
@@ -131,8 +131,8 @@ def _row(v: ir.Value) -> tuple[ir.Value, tuple[ir.Operation, int]] | None:
     src = view.operands[0]
     t = ir.MemRefType(src.type)
     # Rows of a strided source may overlap (a stride of 0); a C-contiguous one's do not.
-    if not isinstance(t.layout, ir.AffineMapAttr) or \
-            ir.AffineMapAttr(t.layout).value != ir.AffineMap.get_identity(t.rank):
+    if (not isinstance(t.layout, ir.AffineMapAttr) or
+            ir.AffineMapAttr(t.layout).value != ir.AffineMap.get_identity(t.rank)):
         return None
     if list(view.static_sizes)[0] != 1:
         return None
@@ -166,121 +166,6 @@ def _affine(v: ir.Value) -> tuple[ir.Operation, int] | None:
             c += k if op.name == "arith.addi" else -k
         else:
             return None
-
-
-def written_arrays(op: ir.Operation, callee_writes: Callable[[str], set[int]]) -> list[ir.Value]:
-    """The memref operands that `op` may write (or free): op_facts.py's, or for a call or a
-    launch those its callee may write."""
-    row = facts(op.name)
-    if row.calls:
-        call = launch_call(op) if op.name == "adj.launch" else op
-        return [call.operands[k] for k in sorted(callee_writes(callee(call)))]
-    return [op.operands[k] for k in row.writes]
-
-
-class CallAliasClasses(AliasClasses):
-    """AliasClasses where an array a call returns joins only the arguments the callee may
-    return (`returned(name)[i]`: the argument indices result i may be, or be a view of).
-
-    AliasClasses joins a call's results with every operand, which is sound but, for the
-    written-argument analysis, transitive: in `r = f(x, y)` with f writing y and returning a
-    fresh array, r would join x and y, and x would count as written."""
-
-    def __init__(self, fn: ir.Operation, returned: Callable[[str], list[set[int]]]):
-        self._returned = returned
-        super().__init__(fn)
-
-    def _join_op(self, op: ir.Operation) -> None:
-        if op.name != "func.call":
-            super()._join_op(op)
-            return
-        operands = list(op.operands)
-        for r, sources in zip(op.results, self._returned(callee(op))):
-            for k in sources:
-                if k < len(operands):
-                    self.union(r, operands[k])
-
-
-def _memref_inputs(fn: ir.Operation | None) -> set[int]:
-    inputs = list(func_type(fn).inputs) if fn is not None else []
-    return {k for k, t in enumerate(inputs) if is_memref(t)}
-
-
-def _declared_writes(fn: ir.Operation | None) -> set[int]:
-    """A declaration's written memref arguments: those its `adj.writes` attribute lists (a
-    runtime function that reads some of its arrays: compiler/matmul.py's products), else
-    every one."""
-    if fn is not None and "adj.writes" in fn.attributes:
-        return {ir.IntegerAttr(k).value for k in ir.ArrayAttr(fn.attributes["adj.writes"])}
-    return _memref_inputs(fn)
-
-
-def _has_body(fn: ir.Operation | None) -> bool:
-    return fn is not None and len(fn.regions[0].blocks) > 0
-
-
-def function_writes(fn: ir.Operation, callee_writes: Callable[[str], set[int]],
-                    classes: AliasClasses | None = None) -> set[int]:
-    """Indices of `fn`'s memref arguments that it may write."""
-    classes = classes or AliasClasses(fn)
-    written = {classes.find(m) for op in walk(fn) for m in written_arrays(op, callee_writes)}
-    entry = fn.regions[0].blocks[0]
-    return {k for k, a in enumerate(entry.arguments)
-            if is_memref(a.type) and classes.find(a) in written}
-
-
-class WrittenArguments:
-    """`written(name)`: the indices of @name's memref arguments it may write (every memref
-    argument of a function without a body, unless it says which: _declared_writes), over the
-    top-level functions `symbols`.
-
-    A call's array results join only the arguments its callee may return (`returned`): an
-    array the callee allocates is no alias of the caller's arguments, so writing it (or an
-    argument the callee writes) marks no other argument written."""
-
-    def __init__(self, symbols: dict[str, ir.Operation]):
-        self.symbols = symbols
-        self._writes: dict[str, set[int]] = {}
-        self._returns: dict[str, list[set[int]]] = {}
-        self._classes: dict[str, AliasClasses] = {}
-
-    def __call__(self, name: str) -> set[int]:
-        if name not in self._writes:
-            fn = self.symbols.get(name)
-            self._writes[name] = set()   # provisional, for recursion
-            if not _has_body(fn):
-                self._writes[name] = _declared_writes(fn)
-            else:
-                self._writes[name] = function_writes(fn, self, self._classes_of(name, fn))
-        return self._writes[name]
-
-    def returned(self, name: str) -> list[set[int]]:
-        """Per result of @name: the indices of the memref arguments it may be (or view);
-        empty for a scalar or an array the function allocates. Without a body (or while a
-        recursive call is analysed) any result may be any array argument."""
-        if name not in self._returns:
-            fn = self.symbols.get(name)
-            n = len(func_type(fn).results) if fn is not None else 0
-            self._returns[name] = [_memref_inputs(fn)] * n   # provisional, sound
-            if _has_body(fn):
-                classes = self._classes_of(name, fn)
-                entry = fn.regions[0].blocks[0]
-                args = [(k, classes.find(a)) for k, a in enumerate(entry.arguments)
-                        if is_memref(a.type)]
-                out: list[set[int]] = [set() for _ in range(n)]
-                for op in walk(fn):
-                    if op.name == "func.return" and op.parent.operation == fn:
-                        for i, v in enumerate(op.operands):
-                            if is_memref(v.type):
-                                c = classes.find(v)
-                                out[i] |= {k for k, a in args if a == c}
-                self._returns[name] = out
-        return self._returns[name]
-
-    def _classes_of(self, name: str, fn: ir.Operation) -> AliasClasses:
-        if name not in self._classes:
-            self._classes[name] = CallAliasClasses(fn, self.returned)
-        return self._classes[name]
 
 
 # Ops that touch no element of their array (its shape, address or release only).
@@ -391,13 +276,13 @@ def shadow_fresh_before(fn: ir.Operation, classes: AliasClasses, loop: ir.Operat
 
 def without_dead_zeroing(diff, rev: str, params: list[int]) -> str:
     """The reverse kernel `rev` for a launch after which nothing reads the shadows passed as
-    `params` (memory.shadow_dead_after): a copy without its stores of 0 into them, or `rev`
+    `params` (overwritten.shadow_dead_after): a copy without its stores of 0 into them, or `rev`
     itself where none can go. Reverse mode zeroes the adjoint of an element the kernel
     stores over, after reading it (memory_ops.reverse_store), for what reads the shadow
     next; for a dead shadow that store is a pass of writes over the whole output for
     nothing (G3: 16 MB; once per adjoint iteration of a fixed point). The stores go only
     where no read of that shadow can follow them: its every use in the kernel is a load or a
-    store of 0.0, and no load may run after a store (memory.may_run_after: not later in the
+    store of 0.0, and no load may run after a store (overwritten.may_run_after: not later in the
     same block, not in a loop around both; the exclusive branches of an `if` are fine). Two
     stores over one element, or a store in a loop, read the zero."""
     kernel = diff.lookup(rev).operation

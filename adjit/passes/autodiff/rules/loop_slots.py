@@ -1,6 +1,6 @@
 """How a reversed loop accumulates the adjoints of the values from outside it that its body
 uses (an Active scalar such as `a` in `sum((a*x+b-y)**2)`): over several loop-carried
-accumulators, "slots", summed after the loop (control_flow.py's reversed loops).
+accumulators, "slots", summed after the loop (rules/control_flow_ops.py's reversed loops).
 """
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
-from .activity import ActivityAnalysis
-from .ir_util import add, or_zero, walk
+from ...ir_util import add, or_zero, walk
+from ..analysis.activity_analysis import ActivityAnalysis
 
 if TYPE_CHECKING:
-    from .protocols import ReverseGenerator
+    from ..protocols import ReverseGenerator
 
 # Most accumulators one outer value's adjoint gets in a reversed loop (LoopSlots): enough
 # independent chains to hide the latency of float adds, and for LLVM to make vectors of them;

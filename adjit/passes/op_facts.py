@@ -1,14 +1,18 @@
-"""What the autodiff pass knows of each op besides its derivative: one row per op name (or per
-dialect, for arith, math and index, whose ops are all pure), consulted by the analyses that
-must agree on it: activity (activity.py: how derivatives flow through memory, which arrays
-alias), memory (memory.py: what an op may write), the recompute-or-tape policy
-(recompute.py: what may run again), pruning (prune.py: what must stay) and the parallel
-reversal's safety check (control_flow.py).
+"""What each op does besides its derivative: one row per op name (or per dialect, for arith,
+math and index, whose ops are all pure): the arrays it reads and writes, how they alias,
+whether it is pure, has effects or is a loop, and how derivatives flow through it. Consulted
+by the analyses that must agree on it: alias classes (aliases.py), what a function may write
+(written.py), and in the autodiff pass activity (analysis/activity_analysis.py: how
+derivatives flow through memory), what may be overwritten (analysis/overwritten.py), the
+recompute-or-tape policy (analysis/recompute.py: what may run again), pruning
+(generate/prune.py: what must stay) and the parallel reversal's safety check
+(rules/control_flow_ops.py).
 
-The derivatives themselves are elsewhere: scalar ops in rules.py's table (one row each),
-memory ops, calls, control flow and launches in their family's module (op_rules.py).
-An op with no row here is an unknown: not pure, no effect, its arrays all one alias class
-(as a view's), derivatives flowing through it only if it has a derivative rule.
+The derivatives themselves are the autodiff pass's: scalar ops in rules/scalar.py's table (one
+row each), memory ops, calls, control flow and launches in their family's module
+(rules/lookup.py). An op with no row here is an unknown: not pure, no effect, its arrays all
+one alias class (as a view's), derivatives flowing through it only if it has a derivative
+rule.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ class OpFacts:
     # Operand positions of arrays whose elements it reads / writes (or frees).
     reads: tuple[int, ...] = ()
     writes: tuple[int, ...] = ()
-    # What it writes is its callee's business (memory.WrittenArguments): a call, a launch.
+    # What it writes is its callee's business (written.WrittenArguments): a call, a launch.
     calls: bool = False
     # How its arrays alias: "all" one class (views, casts, selects: the default for
     # unknown ops); "results": each array result may be any array operand, the operands
@@ -35,15 +39,15 @@ class OpFacts:
     effects: bool = False
     # How derivatives flow through it, as (source, target) pairs: "vK" the value operand K,
     # "mK" the memory of array operand K, "rK" result K. Varied sources vary the targets;
-    # useful targets make the sources useful (activity.py).
+    # useful targets make the sources useful (activity_analysis.py).
     flows: tuple[tuple[str, str], ...] = ()
     # Its derivative code reads or writes the shadows of the arrays it touches, so it is
-    # relevant whenever one of them has a shadow (activity.ActivityAnalysis.relevant).
+    # relevant whenever one of them has a shadow (activity_analysis.ActivityAnalysis.relevant).
     mirrors: bool = False
     # Its reverse adds into shadow elements that any iteration of a loop around it may also
     # add into (a load's adjoint goes to the element read, not the iteration's own).
     shared_adds: bool = False
-    # A loop: its body may run again after itself (memory.may_run_after).
+    # A loop: its body may run again after itself (overwritten.may_run_after).
     loop: bool = False
 
 
@@ -88,7 +92,7 @@ FACTS: dict[str, OpFacts] = {
     "scf.forall": OpFacts(loop=True),
 }
 
-# Dialects whose every op is pure (their derivatives, where they have one: rules.py).
+# Dialects whose every op is pure (their derivatives, where they have one: rules/scalar.py).
 PURE_DIALECTS: dict[str, OpFacts] = {d: OpFacts(pure=True) for d in ("arith", "math", "index")}
 
 _UNKNOWN = OpFacts()

@@ -1,4 +1,4 @@
-"""Small IR helpers shared by the autodiff generators: types, constants, cloning, walking.
+"""Small IR helpers shared by the passes: types, constants, symbols, cloning, walking.
 
 Everything here builds at the current insertion point and location, like the upstream builders.
 """
@@ -9,7 +9,7 @@ from typing import Iterator, Sequence
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ...dialects import adj
+from ..dialects import adj
 
 
 # arith.atomic_rmw's `kind` enum value for addf (the only float atomic the frontend emits).
@@ -99,6 +99,16 @@ def defining_block(v: ir.Value) -> ir.Block:
     if isinstance(v, ir.BlockArgument):
         return v.owner
     return v.owner.operation.block
+
+
+def symbol_table(module: ir.Operation) -> dict[str, ir.Operation]:
+    """The ops with a `sym_name` in `module`'s body, by name."""
+    return {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+            for op in module.regions[0].blocks[0].operations if "sym_name" in op.attributes}
+
+
+def terminator(block: ir.Block) -> ir.Operation:
+    return list(block.operations)[-1].operation
 
 
 def parent_op(block: ir.Block) -> ir.Operation:
@@ -256,8 +266,8 @@ def one_dimensional_kernel(block: ir.Block, name: str, types: Sequence[ir.Type],
     """The private kernel @name of `block` (a module's body), launched over one dimension,
     made if it is not there: its body `body(arguments, item index)` emits."""
     for op in block.operations:
-        if "sym_name" in op.operation.attributes and \
-                ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
+        if ("sym_name" in op.operation.attributes and
+                ir.StringAttr(op.operation.attributes["sym_name"]).value == name):
             return op.operation
     with ir.InsertionPoint(block), ir.Location.unknown():
         fn = func.FuncOp(name, ir.FunctionType.get(list(types), []), visibility="private")

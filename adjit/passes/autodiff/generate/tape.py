@@ -41,9 +41,9 @@ from typing import Callable, Hashable
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from .ir_util import (alloc_as, dims, for_each_index, index, is_ancestor, is_memref, linear_index,
-                      memref_type, numel, parent_op)
-from .signature import TapeField
+from ...ir_util import (alloc_as, dims, for_each_index, index, is_ancestor, is_memref, linear_index,
+                        memref_type, numel, parent_op)
+from ..signature import TapeField
 
 Key = Hashable
 INITIAL_CAPACITY = 16

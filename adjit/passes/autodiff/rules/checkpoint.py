@@ -36,18 +36,18 @@ from typing import TYPE_CHECKING, Callable
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ...core.activity import Activity, SHADOWED
-from ...core.symbols import HOST_MEMORY_ATTR
-from ...dialects.adj import AdjError, CHECKPOINT_ATTR, KERNEL_ATTR
-from .activity import terminator
-from .memory import written_arrays
-from .ir_util import (alloc_like, callee, clone_op, dims, flat_view, func_type, index,
-                      is_ancestor, is_float, is_memref, memref_type, numel, ops, or_zero,
-                      symbol_name, trip_count, walk, zero)
-from .signature import abi, adjoint_types
+from ....core.activity import Activity, SHADOWED
+from ....core.symbols import HOST_MEMORY_ATTR
+from ....dialects.adj import AdjError, CHECKPOINT_ATTR, KERNEL_ATTR
+from ...ir_util import terminator
+from ...ir_util import (alloc_like, callee, clone_op, dims, flat_view, func_type, index,
+                        is_ancestor, is_float, is_memref, memref_type, numel, ops, or_zero,
+                        symbol_name, trip_count, walk, zero)
+from ...written import written_arrays
+from ..signature import abi, adjoint_types
 
 if TYPE_CHECKING:
-    from .protocols import AugmentedGenerator, Host, ReverseGenerator, Shared
+    from ..protocols import AugmentedGenerator, Host, ReverseGenerator, Shared
 
 STEP_ATTR = "adj.checkpoint_step"     # on the outlined step functions
 # runtime/native/checkpoint.cpp
@@ -130,8 +130,8 @@ def _may_be_new(diff: "Host", v: ir.Value, loop: ir.Operation, seen: set) -> boo
         return False
     seen.add(v)
     if isinstance(v, ir.BlockArgument):
-        owner = v.owner.owner.operation if hasattr(v.owner.owner, "operation") \
-            else v.owner.owner
+        owner = (v.owner.owner.operation if hasattr(v.owner.owner, "operation")
+                 else v.owner.owner)
         if owner == loop:
             return False
         if owner.name == "scf.for":
@@ -187,8 +187,8 @@ def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
     dynamic = [k for k, y in enumerate(yields)
                if is_memref(y.type) and _inside(y, loop) and y not in args]
     for k in dynamic:
-        if _may_be_new(diff, yields[k], loop, set()) or \
-                not any(p.type == yields[k].type for p in pool):
+        if (_may_be_new(diff, yields[k], loop, set()) or
+                not any(p.type == yields[k].type for p in pool)):
             raise AdjError(loop, f"a checkpointed loop carries an array (position {k}) that "
                                  "its step makes; its state is kept in the arrays it is "
                                  "given: carry arrays made before the loop (swap them with "
@@ -285,8 +285,8 @@ def loop_state(ctx: "Shared", op: ir.Operation) -> _Loop:
             candidates.append(v)
 
     def source(v):
-        return ("slot", slots.index(args.index(v))) if v in args else \
-            ("array", candidates.index(v))
+        return (("slot", slots.index(args.index(v))) if v in args else
+                ("array", candidates.index(v)))
 
     n_results = len(func_type(ctx.diff.symbols[callee(call)]).results)
     moves = []

@@ -1,9 +1,9 @@
 """The augmented forward function of reverse mode: the primal body, performing all of its
 effects, plus saving at the end of each block the values the tape plan gives that block (the
 reverse function, generated first, asked for them). Stacks are threaded through the control
-flow that pushes onto them; an scf.while also carries its iteration count (control_flow.py's
-augmented rules; calls' and launches' in calls.py and launch.py). prune.py then erases what
-the augmented function computes for nothing.
+flow that pushes onto them; an scf.while also carries its iteration count
+(rules/control_flow_ops.py's augmented rules; calls' and launches' in rules/call_ops.py and
+rules/launch_ops.py). prune.py then erases what the augmented function computes for nothing.
 """
 from __future__ import annotations
 
@@ -12,23 +12,23 @@ from typing import Callable
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from ...core.activity import SHADOWED
-from .activity import terminator
-from .calls import reads_values
+from ....core.activity import SHADOWED
+from ...ir_util import terminator
+from ...ir_util import clone_op, func_type, index, ops, parent_op, trip_count, zeroed_like
+from ..protocols import Rule
+from ..rules.call_ops import reads_values
+from ..rules.lookup import rule as op_rule
+from ..signature import TapeField, aug_inputs
 from .context import ReverseContext
-from .ir_util import clone_op, func_type, index, ops, parent_op, trip_count, zeroed_like
-from .op_rules import rule as op_rule
-from .protocols import Rule
-from .signature import TapeField, aug_inputs
 from .tape import Key, Stacks
 
 
 class AugGen:
     """The primal body, plus saving each block's planned keys at its end (the augmented
     generator of protocols.AugmentedGenerator: the traversal, the value map, the saves; the
-    rules of the ops are op_rules.py's)."""
+    rules of the ops are rules/lookup.py's)."""
 
-    # Rules of this generator that take the place of op_rules.py's, by op name.
+    # Rules of this generator that take the place of rules/lookup.py's, by op name.
     OWN_RULES: dict[str, Rule] = {}
 
     def __init__(self, ctx: ReverseContext):

@@ -16,8 +16,8 @@ from typing import Sequence
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...core.tape_size import BINARY, Expr, node
-from .ir_util import index
+from ....core.tape_size import BINARY, Expr, node
+from ...ir_util import index
 
 # arith.cmpi's predicate attribute values (arith::CmpIPredicate) of the PREDICATES.
 _PREDICATE_CODES = {0: "eq", 1: "ne", 2: "slt", 3: "sle", 4: "sgt", 5: "sge"}

@@ -1,6 +1,6 @@
 """The derivative rules of the ops that are not scalar math, by op name: each family's module
 gives an op's forward, augmented and reverse rules side by side (protocols.OpRules), and the
-generators look them up here. Scalar arith and math ops are rules.py's table; what an op
+generators look them up here. Scalar arith and math ops are rules/scalar.py's table; what an op
 reads, writes and aliases is op_facts.py's.
 
 A generator class may put its own rule for an op before this table (its `OWN_RULES`, e.g.
@@ -9,11 +9,11 @@ kernel_tape.KernelRevGen's for the loads of elements every work item reads).
 from __future__ import annotations
 
 # (`from .x import`, not `from . import x`: that would import the package's __init__.)
-from .calls import RULES as CALLS
-from .control_flow import RULES as CONTROL_FLOW
-from .launch import RULES as LAUNCHES
+from ..protocols import OpRules, Rule
+from .call_ops import RULES as CALLS
+from .control_flow_ops import RULES as CONTROL_FLOW
+from .launch_ops import RULES as LAUNCHES
 from .memory_ops import RULES as MEMORY
-from .protocols import OpRules, Rule
 
 RULES: dict[str, OpRules] = {**MEMORY, **CALLS, **CONTROL_FLOW, **LAUNCHES}
 

@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...dialects import adj
-from ...dialects.adj import AdjError
-from .ir_util import index, is_memref, one_dimensional_kernel, parent_op, walk
+from ....dialects import adj
+from ....dialects.adj import AdjError
+from ...ir_util import index, is_memref, one_dimensional_kernel, parent_op, walk
+from ..analysis.uniform import uniform
 from .tape import StackReader, TapePlan
-from .uniform import uniform
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 
 def is_dynamic(block: ir.Block, fn: ir.Operation) -> bool:

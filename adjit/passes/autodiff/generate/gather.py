@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ...core.activity import SHADOWED
-from ...dialects import adj
-from .ir_util import ATOMIC_ADDF, clone_op, constant_int, func_type, index, is_memref, walk
-from .op_facts import facts
+from ....core.activity import SHADOWED
+from ....dialects import adj
+from ...ir_util import ATOMIC_ADDF, clone_op, constant_int, func_type, index, is_memref, walk
+from ...op_facts import facts
 
 _SITE_ATTR = "adj.gather_site"
 
@@ -171,8 +171,8 @@ def own_elements(rev: ir.Operation, ndim: int) -> int:
         if not atomics or not all(_own(op, m, ndim) for op in uses):
             continue
         for op in atomics:
-            if ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF or \
-                    len(list(op.results[0].uses)) != 0:
+            if (ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF or
+                    len(list(op.results[0].uses)) != 0):
                 break
         else:
             for op in atomics:
@@ -216,8 +216,8 @@ def gathers(primal: ir.Operation, rev: ir.Operation, activity: tuple[str, ...],
             op = use.owner
             if op.name == "memref.dim":
                 continue
-            if op.name != "memref.atomic_rmw" or \
-                    ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF:
+            if (op.name != "memref.atomic_rmw" or
+                    ir.IntegerAttr(op.attributes["kind"]).value != ATOMIC_ADDF):
                 ok = False
                 break
             offs = [affine(i, ndim) for i in list(op.operands)[2:]]
@@ -298,8 +298,8 @@ def _specialise(top: ir.Operation, site: int, t: list[ir.Value], sizes: list[ir.
             op.result.replace_all_uses_with(value)
             op.erase()
         elif name == "memref.atomic_rmw" and op.operands[1] in params:
-            if _SITE_ATTR in op.attributes and \
-                    ir.IntegerAttr(op.attributes[_SITE_ATTR]).value == site:
+            if (_SITE_ATTR in op.attributes and
+                    ir.IntegerAttr(op.attributes[_SITE_ATTR]).value == site):
                 with ir.InsertionPoint(op), op.location:
                     memref.store(arith.addf(memref.load(acc, []), op.operands[0]), acc, [])
             op.erase()

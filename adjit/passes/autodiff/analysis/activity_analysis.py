@@ -11,7 +11,7 @@ stores) or when it is both varied and useful.
 
 Calls and launches are treated conservatively, but for what the callee cannot write: anything
 varied going in varies every float result, every array result and every array argument the
-callee may write (memory.WrittenArguments); an array it only reads keeps its activity. So a
+callee may write (written.WrittenArguments); an array it only reads keeps its activity. So a
 Const array a kernel only reads (`x` in `out[i] = (a*x[i] + b)**2` with `a` Active) gets no
 shadow, where it had a zero-filled one (and reverse kernels adding into it) before. Anything
 useful coming out makes every input useful.
@@ -22,84 +22,12 @@ from typing import Callable, Iterable
 
 from mlir import ir
 
-from ...core.activity import Activity, SHADOWED
-from ...dialects.adj import launch_call
-from .ir_util import callee, is_float, is_float_memref, is_memref, walk
-from .op_facts import facts
-from .rules import CASTS, RULES, ZERO_DERIVATIVE
-
-
-class AliasClasses:
-    """Union-find over the memref values of one function."""
-
-    def __init__(self, fn: ir.Operation):
-        self._parent: dict[ir.Value, ir.Value] = {}
-        for op in walk(fn):
-            self._join_op(op)
-
-    def find(self, v: ir.Value) -> ir.Value:
-        self._parent.setdefault(v, v)
-        root = v
-        while self._parent[root] != root:
-            root = self._parent[root]
-        while self._parent[v] != root:
-            self._parent[v], v = root, self._parent[v]
-        return root
-
-    def union(self, a: ir.Value, b: ir.Value) -> None:
-        if is_memref(a.type) and is_memref(b.type):
-            ra, rb = self.find(a), self.find(b)
-            if ra != rb:
-                self._parent[ra] = rb
-
-    def _join_op(self, op: ir.Operation) -> None:
-        for sources, targets in carried_groups(op):
-            group = sources + targets
-            for a, b in zip(group, group[1:]):
-                self.union(a, b)
-        aliases = facts(op.name).aliases
-        if aliases == "results":
-            # A returned array may be any array argument; arguments stay distinct.
-            for r in op.results:
-                for v in op.operands:
-                    self.union(r, v)
-        elif aliases == "all" and op.results:
-            # Views and casts (subview, cast, select of arrays) alias their array operands.
-            arrays = [v for v in list(op.operands) + list(op.results) if is_memref(v.type)]
-            for a, b in zip(arrays, arrays[1:]):
-                self.union(a, b)
-
-
-def carried_groups(op: ir.Operation) -> list[tuple[list[ir.Value], list[ir.Value]]]:
-    """Control-flow joins of `op`: (values flowing in, values receiving them) per position.
-
-    scf.for: (init, yielded) -> (block argument, result); scf.while: (init, yielded by the
-    body) -> before-argument and forwarded -> (body argument, result); scf.if: yields -> result.
-    """
-    name = op.name
-    if name == "scf.for":
-        body = op.regions[0].blocks[0]
-        inits = list(op.operands)[3:]
-        yields = list(terminator(body).operands)
-        return [([inits[k], yields[k]], [body.arguments[k + 1], op.results[k]])
-                for k in range(len(inits))]
-    if name == "scf.while":
-        before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
-        inits = list(op.operands)
-        again = list(terminator(after).operands)
-        forwarded = list(terminator(before).operands)[1:]
-        groups = [([inits[k], again[k]], [before.arguments[k]]) for k in range(len(inits))]
-        groups += [([forwarded[j]], [after.arguments[j], op.results[j]])
-                   for j in range(len(forwarded))]
-        return groups
-    if name == "scf.if":
-        return [([terminator(region.blocks[0]).operands[k] for region in op.regions
-                  if len(region.blocks)], [r]) for k, r in enumerate(op.results)]
-    return []
-
-
-def terminator(block: ir.Block) -> ir.Operation:
-    return list(block.operations)[-1].operation
+from ....core.activity import Activity, SHADOWED
+from ....dialects.adj import launch_call
+from ...aliases import AliasClasses, carried_groups
+from ...ir_util import callee, is_float, is_float_memref, is_memref, walk
+from ...op_facts import facts
+from ..rules.scalar import CASTS, RULES, ZERO_DERIVATIVE
 
 
 def differentiable_operands(op: ir.Operation) -> list[ir.Value]:
@@ -179,7 +107,7 @@ class ActivityAnalysis:
                 return True
         if op.regions and any(is_memref(r.type) and self.shadowed(r) for r in op.results):
             # Control flow that yields a shadowed array: its reversal carries the array's
-            # shadow back to where it was made (control_flow.py's threaded shadows), even
+            # shadow back to where it was made (rules/control_flow_ops.py's threaded shadows), even
             # where no float it computes is active (a loop that only passes a first
             # derivative's stack on, in a second derivative: skipped, the stack's adjoints
             # were dropped and reverse over reverse lost every path through it).

@@ -1,7 +1,7 @@
 """Derivative rules of the memory ops: load, store, atomic_rmw, copy, alloc, alloca, the views,
 and a select between arrays. What they read, write and alias is op_facts.py's.
 
-A float array has a shadow array of the same shape (activity.py says which do); each rule
+A float array has a shadow array of the same shape (activity_analysis.py says which do); each rule
 does on the shadows what the op does on the arrays, in the direction of its mode:
 forward:   the tangents go where the values go (load from / store into the shadow; with
            batched tangents, each lane's shadow: forward.py);
@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from ...dialects.adj import AdjError
-from .ir_util import (ATOMIC_ADDF, clone_op, dims, fill_zero, for_each_index, index,
-                      is_ancestor, is_memref, memref_type, view_of, zero, zeroed_like)
-from .gather import tag_row_site
-from .op_facts import VIEW_OPS
-from .protocols import OpRules
+from ....dialects.adj import AdjError
+from ...ir_util import (ATOMIC_ADDF, clone_op, dims, fill_zero, for_each_index, index, is_ancestor,
+                        is_memref, memref_type, view_of, zero, zeroed_like)
+from ...op_facts import VIEW_OPS
+from ..generate.gather import tag_row_site
+from ..protocols import OpRules
 
 if TYPE_CHECKING:
-    from .protocols import ForwardGenerator, ReverseGenerator
+    from ..protocols import ForwardGenerator, ReverseGenerator
 
 
 def indices(gen: "ReverseGenerator", op: ir.Operation, first: int) -> list[ir.Value]:
@@ -57,7 +57,7 @@ def reverse_load(gen: "ReverseGenerator", op: ir.Operation) -> None:
     d = gen.get_adj(r) if gen.act.active(r) else None
     if op.operation in getattr(gen, "covering_loads", ()):
         # A loop reading each element once into a shadow nothing else has touched
-        # (control_flow._reverse_covering): the element's adjoint is this one.
+        # (control_flow_ops._reverse_covering): the element's adjoint is this one.
         s = gen.shadow(op.operands[0])
         at = indices(gen, op, 1)
         memref.store(d if d is not None else zero(memref_type(s.type).element_type), s, at)
@@ -224,7 +224,7 @@ def view_shadow(gen: "ReverseGenerator", view: ir.Operation) -> ir.Value:
 
 # -- select -------------------------------------------------------------------------------------
 def forward_select(gen: "ForwardGenerator", op: ir.Operation) -> None:
-    """Of arrays: the select of their shadows; of scalars, a table op (rules.py)."""
+    """Of arrays: the select of their shadows; of scalars, a table op (rules/scalar.py)."""
     if not is_memref(op.results[0].type):
         gen.arith(op)
         return

@@ -7,12 +7,12 @@ add per item, 2^25 items of 1.0 stop at 2^24 (a float32 running sum), and the ad
 one address. Instead the reverse kernel accumulates its item's adjoint of the element as a
 value (threaded through its loops and ifs like the adjoint of an Active scalar argument:
 RevGen.outer), stores it per item, and the launch rule sums those accurately
-(reduction.py) and adds the sum into the shadow element once, after the kernel.
+(summation.py) and adds the sum into the shadow element once, after the kernel.
 
 That is exact when nothing else touches the element's shadow while the reverse kernel runs:
 the array is a kernel argument that the kernel only loads from (any store, atomic, call,
 view or control-flow join of it falls back to atomics; distinct argument arrays do not alias,
-activity.py) and the index is an expression of the kernel's integer arguments and array
+activity_analysis.py) and the index is an expression of the kernel's integer arguments and array
 sizes (uniform.py), which the launch computes from its own operands. An index outside the
 array there means no item read the element (it would have faulted in the primal): the sum,
 zero, is then not added.
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from ...core.tape_size import Expr
-from .activity import ActivityAnalysis
-from .ir_util import walk
+from ....core.tape_size import Expr
+from ...ir_util import walk
+from .activity_analysis import ActivityAnalysis
 from .uniform import uniform
 
 

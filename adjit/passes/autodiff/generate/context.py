@@ -9,19 +9,19 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
-from ...core.derivative_abi import Mode
-from ...core.activity import Activity
-from ...dialects.adj import KERNEL_ATTR
-from .activity import ActivityAnalysis
-from .ir_util import callee, is_float, is_memref, parent_op, primal_used, walk
-from .memory import Writes
-from .custom_rules import call_primal
-from .op_facts import facts
-from .signature import Derivative, Signature
+from ....core.activity import Activity
+from ....core.derivative_abi import Mode
+from ....dialects.adj import KERNEL_ATTR
+from ...ir_util import callee, is_float, is_memref, parent_op, primal_used, walk
+from ...op_facts import facts
+from ..analysis.activity_analysis import ActivityAnalysis
+from ..analysis.overwritten import Writes
+from ..rules.custom import call_primal
+from ..signature import Derivative, Signature
 from .tape import TapePlan
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 
 class ReverseContext:
@@ -88,7 +88,7 @@ class ReverseContext:
         """The arrays a joined array can be: the arguments and top-level allocations in its
         alias class defined before it; None if it may also be an array made in a loop or
         branch, or returned by a call (then its shadow is threaded through the reversed
-        control flow instead, see control_flow._thread_shadows)."""
+        control flow instead, see control_flow_ops._thread_shadows)."""
         if self._roots is None:
             self._roots = {}
             for op in walk(self.fn):

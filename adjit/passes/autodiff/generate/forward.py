@@ -1,11 +1,11 @@
 """Forward mode: a function that computes the primal and, beside each active value, its tangent.
 
 One pass over the primal body in order. Every op is cloned; an op that touches active values
-also gets its tangent code right after it: table ops through rules.py, the others through
-their family's forward rule (op_rules.py: loads/stores mirrored on the shadow arrays in
-memory_ops.py, control flow with tangents and shadows carried next to the primal values in
-control_flow.py, calls of the callee's forward derivative or its custom rule in calls.py,
-launches in launch.py).
+also gets its tangent code right after it: table ops through rules/scalar.py, the others
+through their family's forward rule (rules/lookup.py: loads/stores mirrored on the shadow
+arrays in rules/memory_ops.py, control flow with tangents and shadows carried next to the
+primal values in rules/control_flow_ops.py, calls of the callee's forward derivative or its
+custom rule in rules/call_ops.py, launches in rules/launch_ops.py).
 
 Batched tangents (the signature's `width` N > 1, Enzyme's BatchDuplicated): one pass over the
 primal carries N tangents, the lanes. A float's tangent is a tuple of N scalars and each
@@ -23,19 +23,19 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func
 
-from ...core.activity import Activity
-from ...dialects.adj import AdjError
-from .activity import ActivityAnalysis
-from .calls import forward_signature
-from .ir_util import clone_op, func_type, is_float, is_float_memref, is_memref, ops, zero, \
-    zeroed_like
-from .op_facts import facts
-from .op_rules import rule as op_rule
-from .rules import CASTS, RULES, ZERO_DERIVATIVE
-from .signature import Signature, forward_abi
+from ....core.activity import Activity
+from ....dialects.adj import AdjError
+from ...ir_util import (clone_op, func_type, is_float, is_float_memref, is_memref, ops, zero,
+                        zeroed_like)
+from ...op_facts import facts
+from ..analysis.activity_analysis import ActivityAnalysis
+from ..rules.call_ops import forward_signature
+from ..rules.lookup import rule as op_rule
+from ..rules.scalar import CASTS, RULES, ZERO_DERIVATIVE
+from ..signature import Signature, forward_abi
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 
 def generate_forward(diff: "Host", fn: ir.Operation, sig: Signature, name: str,
@@ -45,7 +45,7 @@ def generate_forward(diff: "Host", fn: ir.Operation, sig: Signature, name: str,
 
 class ForwardGen:
     """The forward generator (protocols.ForwardGenerator): the traversal, the value map and
-    the tangents; the rules of the ops are op_rules.py's and rules.py's."""
+    the tangents; the rules of the ops are rules/lookup.py's and rules/scalar.py's."""
 
     def __init__(self, diff: "Host", fn: ir.Operation, sig: Signature):
         self.diff = diff

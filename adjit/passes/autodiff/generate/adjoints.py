@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from mlir import ir
 
-from .activity import ActivityAnalysis
-from .ir_util import defining_block, is_ancestor, parent_op, walk
+from ...ir_util import defining_block, is_ancestor, parent_op, walk
+from ..analysis.activity_analysis import ActivityAnalysis
 from .tape import Key
 
 
@@ -25,7 +25,7 @@ class Scope:
 
 class NeedsTape(Exception):
     """A parallel reversal needed a saved value: it is redone sequentially
-    (control_flow.reverse_parallel)."""
+    (control_flow_ops.reverse_parallel)."""
 
 
 class Frame:
@@ -76,7 +76,7 @@ def outer_values(act: ActivityAnalysis, region_op: ir.Operation) -> list[ir.Valu
     found: list[ir.Value] = []
     for inner in list(walk(region_op))[1:]:
         for v in inner.operands:
-            if act.active(v) and not is_ancestor(region_op, parent_op(defining_block(v))) \
-                    and v not in found:
+            if (act.active(v) and not is_ancestor(region_op, parent_op(defining_block(v)))
+                    and v not in found):
                 found.append(v)
     return found

@@ -38,14 +38,14 @@ from typing import TYPE_CHECKING, Iterator
 
 from mlir import ir
 
-from ...dialects.adj import KERNEL_ATTR
+from ....dialects.adj import KERNEL_ATTR
+from ...ir_util import callee, clone_op, is_memref, walk
+from ...op_facts import LOOPS
+from ..signature import Signature
 from .context import ReverseContext
-from .op_facts import LOOPS
-from .ir_util import callee, clone_op, is_memref, walk
-from .signature import Signature
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 
 def inline_array_calls(diff: "Host", fn: ir.Operation, sig: Signature) -> None:

@@ -1,9 +1,9 @@
 """Reverse mode of a kernel: the tape is one slot range per work item.
 
 A kernel's augmented and reverse functions are kernels themselves (the launch rule in
-launch.py runs them over the same ndrange), and work items cannot grow a shared buffer, so the
-tape layout is fixed before the augmented kernel runs: per element type T one memref<?xT> tape
-parameter with K_T slots per work item, item i owning [i*K_T, (i+1)*K_T). Each saved key has a
+rules/launch_ops.py runs them over the same ndrange), and work items cannot grow a shared
+buffer, so the tape layout is fixed before the augmented kernel runs: per element type T one
+memref<?xT> tape parameter with K_T slots per work item, item i owning [i*K_T, (i+1)*K_T). Each saved key has a
 base offset within the item's range; a key inside scf.for loops takes one slot per iteration of
 those loops (base + linearized iteration). K_T and the bases are sums of products of trip
 counts: ints when the loops' bounds are constants, else expressions of the kernel's arguments
@@ -27,11 +27,11 @@ buffer cast to that type. Kernel derivatives requested by name keep `memref<?xT>
 
 Adjoints of active scalar arguments are per work item too: the reverse kernel stores its
 item's adjoint of each into an extra memref<?xT> parameter at [adj.index]; the caller sums
-(reduction.py), as it sums those of the elements every item reads (uniform_loads.py).
+(summation.py), as it sums those of the elements every item reads (uniform_loads.py).
 
 `generate_kernel_reverse` (which the driver calls for a kernel, where it calls
 reverse.generate_reverse for other functions) builds the kernels from the generators here,
-subclasses of reverse.py's and augment.py's that put their own rules before op_rules.py's
+subclasses of reverse.py's and augment.py's that put their own rules before rules/lookup.py's
 (`OWN_RULES`) for the ops a kernel treats differently.
 """
 from __future__ import annotations
@@ -41,30 +41,30 @@ from typing import TYPE_CHECKING, Callable
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ...core.activity import SHADOWED
-from ...dialects import adj
-from ...dialects.adj import NDIM_ATTR
+from ....core.activity import SHADOWED
+from ....core.tape_size import Expr, add, mentions, summation, trip
+from ....dialects import adj
+from ....dialects.adj import NDIM_ATTR
+from ...ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memref, or_zero,
+                        parent_op, walk, zero)
+from ..analysis.recompute import cheap
+from ..analysis.uniform import emit, uniform
+from ..analysis.uniform_loads import uniform_loads
+from ..protocols import Rule
+from ..rules.memory_ops import reverse_load
+from ..signature import Derivative, Signature, TapeField
 from .adjoints import Scope
-from .gather import gathers, make_gather_kernel, own_elements
-from .ir_util import (add as add_adjoint, clone_op, index, is_ancestor, is_memref, or_zero,
-                      parent_op, walk, zero)
 from .augment import AugGen
 from .context import ReverseContext
-from .memory_ops import reverse_load
-from .protocols import Rule
+from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_ends, dynamic_blocks,
+                           dynamic_types, is_dynamic, refuse_array)
+from .gather import gathers, make_gather_kernel, own_elements
 from .prune import prune_unneeded
-from .recompute import cheap
 from .reverse import RevGen, finish_pair, rev_twice
-from .signature import Derivative, Signature, TapeField
-from .dynamic_tape import (ItemStackReader, ItemStacks, check_countable, check_ends,
-                           dynamic_blocks, dynamic_types, is_dynamic, refuse_array)
 from .tape import Key, TapePlan, describe, key_block, region_view_type
-from ...core.tape_size import Expr, add, mentions, summation, trip
-from .uniform import emit, uniform
-from .uniform_loads import uniform_loads
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 Loop = tuple[ir.Operation, Expr, Expr, Expr]   # (scf.for, lb, ub, step)
 
@@ -181,8 +181,8 @@ def _slot(item: ir.Value, per_item: ir.Value, base: ir.Value, block: ir.Block,
     ivs = {}
     for d, (loop, *_) in enumerate(loops):
         i = iv(loop)
-        ivs[d] = i if isinstance(i.type, ir.IndexType) else \
-            arith.index_cast(ir.IndexType.get(), i)
+        ivs[d] = (i if isinstance(i.type, ir.IndexType) else
+                  arith.index_cast(ir.IndexType.get(), i))
     if loops and _triangular(loops):
         offset = arith.addi(offset, emit(_offset(loops), args, ivs))
     elif loops:
@@ -272,8 +272,8 @@ class KernelRevGen(RevGen):
         with ir.InsertionPoint.at_block_begin(self.entry), self.ctx.fn.location:
             for name, ph in list(self.placeholders.items()):
                 if name[0] in ("per_item", "base"):
-                    value = layout.per_item[name[1]] if name[0] == "per_item" \
-                        else layout.base[name[1]]
+                    value = (layout.per_item[name[1]] if name[0] == "per_item"
+                             else layout.base[name[1]])
                     ph.replace_all_uses_with(emit(value, self.args))
                     ph.owner.operation.erase()
                     del self.placeholders[name]

@@ -1,6 +1,6 @@
 """Derivative rules of `func.call`: a call of f becomes a call of f's derivative for the call
 site's activities (its Signature), generated once per signature by the driver, or of the
-custom rule that replaces it (custom_rules.py).
+custom rule that replaces it (rules/custom.py).
 
 forward:   call f's forward derivative with each carried argument's tangent or shadow beside
            it; its results give the primal results (where the signature keeps them), then
@@ -17,16 +17,15 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import func
 
-from ...core.derivative_abi import Mode
-from ...core.activity import Activity, SHADOWED
-from .custom_rules import call_primal
-from .ir_util import callee, clone_op, func_type, is_float, is_float_memref, or_zero, \
-    primal_used
-from .protocols import OpRules
-from .signature import Signature, adjoint_types, forward_abi
+from ....core.activity import Activity, SHADOWED
+from ....core.derivative_abi import Mode
+from ...ir_util import callee, clone_op, func_type, is_float, is_float_memref, or_zero, primal_used
+from ..protocols import OpRules
+from ..signature import Signature, adjoint_types, forward_abi
+from .custom import call_primal
 
 if TYPE_CHECKING:
-    from .protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator
+    from ..protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator
 
 
 def forward_signature(gen: "ForwardGenerator", op: ir.Operation) -> Signature:

@@ -22,24 +22,24 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, memref, scf
 
-from ...dialects.adj import AdjError, CHECKPOINT_ATTR, COVERS_ONCE_ATTR
+from ....dialects.adj import AdjError, CHECKPOINT_ATTR, COVERS_ONCE_ATTR
+from ...ir_util import terminator
+from ...ir_util import (dims, for_each_index, index, is_float, is_memref, numel, or_zero, ops,
+                        trip_count, unravel, walk)
+from ...op_facts import facts
+from ...summation import accumulator_type, pairwise_sum
+from ..analysis.overwritten import shadow_fresh_before
+from ..generate.adjoints import NeedsTape, Scope
+from ..generate.gather import gather_rows, prepare_rows, row_sites
+from ..generate.tape import key_block
+from ..protocols import OpRules
 from .checkpoint import augmented as checkpointed_augmented
 from .checkpoint import reverse as checkpointed_reverse
-from .activity import terminator
-from .adjoints import NeedsTape, Scope
-from .gather import gather_rows, prepare_rows, row_sites
-from .ir_util import (dims, for_each_index, index, is_float, is_memref, numel, or_zero, ops,
-                      trip_count, unravel, walk)
 from .loop_slots import LoopSlots, carry_in, sum_slots
-from .memory import shadow_fresh_before
 from .memory_ops import add_into, zero_fill_of
-from .op_facts import facts
-from .protocols import OpRules
-from .reduction import accumulator_type, pairwise_sum
-from .tape import key_block
 
 if TYPE_CHECKING:
-    from .protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator
+    from ..protocols import AugmentedGenerator, ForwardGenerator, ReverseGenerator
 
 
 # == forward ====================================================================================
@@ -325,8 +325,8 @@ def reverse_for(gen: "ReverseGenerator", op: ir.Operation) -> None:
     m = slots.total
     lb, ub, step = (gen.primal(v) for v in list(op.operands)[:3])
     n = trip_count(lb, ub, step)
-    carried = [or_zero(gen.get_adj(op.results[k]), args[k].type) for k in ks] + \
-              carry_in(gen, outer, slots) + [gen.shadow(op.results[k]) for k in ms]
+    carried = ([or_zero(gen.get_adj(op.results[k]), args[k].type) for k in ks] +
+               carry_in(gen, outer, slots) + [gen.shadow(op.results[k]) for k in ms])
     zero_i, one_i = arith.constant(lb.type, 0), arith.constant(lb.type, 1)
     loop = scf.ForOp(zero_i, n, one_i, carried)
     with ir.InsertionPoint(loop.body):
@@ -421,7 +421,7 @@ def _covered_array(gen: "ReverseGenerator", op: ir.Operation):
 def _reverse_covering(gen: "ReverseGenerator", op: ir.Operation) -> bool:
     """The reversal of a loop reading each element of one array once (_covered_array): its
     iterations add into distinct shadow elements, so it runs in parallel (its chunks do not
-    overlap); and where the shadow is untouched so far (memory.shadow_fresh_before: only its
+    overlap); and where the shadow is untouched so far (overwritten.shadow_fresh_before: only its
     zero-fill has run) it stores each element's adjoint instead of adding it, and zero-fills
     the shadow first only when the loop covers less than its whole allocation (a run-time
     check of the element counts). G3's `sum(out)`: one pass of stores over `out`'s 16 MB
@@ -832,8 +832,8 @@ def reverse_while(gen: "ReverseGenerator", op: ir.Operation) -> None:
     adj_b, shadows_b = _reverse_before(gen, op, outer, ka, [gen.get_adj(op.results[j])
                                                             for j in ka],
                                        ma, [gen.shadow(op.results[j]) for j in ma], mb)
-    carried = [or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] + \
-        carry_in(gen, outer, slots) + shadows_b
+    carried = ([or_zero(d, b_args[k].type) for k, d in zip(kb, adj_b)] +
+               carry_in(gen, outer, slots) + shadows_b)
     loop = scf.ForOp(index(0), count, index(1), carried)
     with ir.InsertionPoint(loop.body):
         c = list(loop.body.arguments)[1:]

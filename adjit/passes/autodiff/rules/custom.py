@@ -30,15 +30,14 @@ from typing import TYPE_CHECKING, Callable
 
 from mlir import ir
 
-from ...core.derivative_abi import Mode
-from ...core.activity import SHADOWED
-from ...dialects.adj import AdjError
-from .ir_util import func_type, symbol_name, symbol_ref
-from .signature import (Derivative, Signature, adjoint_types, aug_inputs, dret_types,
-                        forward_abi)
+from ....core.activity import SHADOWED
+from ....core.derivative_abi import Mode
+from ....dialects.adj import AdjError
+from ...ir_util import func_type, symbol_name, symbol_ref
+from ..signature import Derivative, Signature, adjoint_types, aug_inputs, dret_types, forward_abi
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 RuleProvider = Callable[[str, str, list[str], str, dict], "str | None"]
 RULE_FOR = "adj.rule_for"
@@ -71,8 +70,8 @@ def default_provider(module: ir.Operation) -> RuleProvider:
             if RULE_NEEDS_PRIMAL in op.attributes and ir.BoolAttr(
                     op.attributes[RULE_NEEDS_PRIMAL]).value != config["needs_primal"]:
                 continue
-            width = ir.IntegerAttr(op.attributes[RULE_WIDTH]).value \
-                if RULE_WIDTH in op.attributes else 1
+            width = (ir.IntegerAttr(op.attributes[RULE_WIDTH]).value
+                     if RULE_WIDTH in op.attributes else 1)
             if width != config["width"]:
                 continue
             return symbol_name(op)

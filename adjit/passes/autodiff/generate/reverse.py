@@ -10,8 +10,8 @@ recompute.py's policy decides. The augmented function is then the primal body pl
 the finished plan asks for, pruned (prune.py).
 
 RevGen keeps the traversal, the scopes where primal values are materialized and the adjoint
-bookkeeping; each op's reverse rule is rules.py's (scalar ops) or op_rules.py's (memory ops,
-calls, control flow, launches). A kernel's reverse mode builds on these generators
+bookkeeping; each op's reverse rule is rules/scalar.py's (scalar ops) or rules/lookup.py's
+(memory ops, calls, control flow, launches). A kernel's reverse mode builds on these generators
 (kernel_tape.py); the driver picks one or the other.
 """
 from __future__ import annotations
@@ -21,30 +21,28 @@ from typing import TYPE_CHECKING
 from mlir import ir
 from mlir.dialects import arith, func, memref
 
-from ...core.activity import Activity, SHADOWED
-from ...dialects.adj import AdjError
-from .activity import terminator
+from ....core.activity import Activity, SHADOWED
+from ....dialects.adj import AdjError
+from ...ir_util import terminator
+from ...ir_util import (ATOMIC_ADDF, add, clone_op, func_type, index, is_float, is_memref, ops,
+                        or_zero, parent_op, zeroed_like)
+from ...op_facts import facts
+from ..analysis.recompute import Policy, inputs
+from ..protocols import Rule
+from ..rules.checkpoint import tape_types as checkpoint_tape_types
+from ..rules.launch_ops import tape_key_types
+from ..rules.lookup import rule as op_rule
+from ..rules.memory_ops import alloc_shadow, view_shadow
+from ..rules.scalar import CASTS, RULES, ZERO_DERIVATIVE
+from ..signature import Derivative, Signature, TapeField, adjoint_types, aug_inputs, dret_types
 from .adjoints import Frame, NeedsTape, Scope, marker, outer_values, placeholder
 from .augment import AugGen
-from .checkpoint import tape_types as checkpoint_tape_types
 from .context import ReverseContext
-from .ir_util import (ATOMIC_ADDF, add, clone_op, func_type, index, is_float, is_memref, ops,
-                      or_zero, parent_op, zeroed_like)
-from .launch import tape_key_types
-from .memory_ops import alloc_shadow, view_shadow
-from .op_facts import facts
-from .op_rules import rule as op_rule
-from .protocols import Rule
 from .prune import prune_unneeded
-from .recompute import Policy, inputs
-from .rules import CASTS, RULES, ZERO_DERIVATIVE
-from .signature import (Derivative, Signature, TapeField, adjoint_types, aug_inputs,
-                        dret_types)
-from .tape import Key, StackReader, TapePlan, key_block, stack_fields, tape_param_names, \
-    top_fields
+from .tape import Key, StackReader, TapePlan, key_block, stack_fields, tape_param_names, top_fields
 
 if TYPE_CHECKING:
-    from .protocols import Host
+    from ..protocols import Host
 
 TAPE_ATTR = "adj.tape"
 
@@ -91,10 +89,10 @@ class RevGen:
     (reverse_block), materializes the primal values the rules ask for (primal, materialize,
     shadow), keeps the adjoints in a stack of frames, one per reversed region (get_adj,
     add_adj, set_adj, open_frame, close_frame), and collects the tape parameters it reads
-    (param, finish). The ops' rules are rules.py's and op_rules.py's; a subclass may put its
-    own first (OWN_RULES: kernel_tape.KernelRevGen)."""
+    (param, finish). The ops' rules are rules/scalar.py's and rules/lookup.py's; a subclass may
+    put its own first (OWN_RULES: kernel_tape.KernelRevGen)."""
 
-    # Rules of this generator that take the place of op_rules.py's, by op name.
+    # Rules of this generator that take the place of rules/lookup.py's, by op name.
     OWN_RULES: dict[str, Rule] = {}
 
     def __init__(self, ctx: ReverseContext, taped: frozenset = frozenset()):
@@ -204,8 +202,8 @@ class RevGen:
         with ir.InsertionPoint(scope.marker), loc:
             if isinstance(key, tuple) and key[0] == "shadow":
                 value = self._new_shadow(key[1], scope)
-            elif isinstance(key, ir.Value) and self.ctx.joined(key) and \
-                    self.ctx.sites(key) is not None:
+            elif (isinstance(key, ir.Value) and self.ctx.joined(key) and
+                    self.ctx.sites(key) is not None):
                 value = self._select(key, self.primal)
             elif isinstance(key, ir.OpResult) and self.policy.recompute(key.owner.operation):
                 op = key.owner.operation
@@ -346,7 +344,7 @@ class RevGen:
             raise AdjError(op, f"autodiff: no derivative rule for {op.name}")
 
     def arith(self, op: ir.Operation) -> None:
-        """The adjoints of a table op's operands (rules.py)."""
+        """The adjoints of a table op's operands (rules/scalar.py)."""
         if not op.results or not self.act.active(op.results[0]):
             return
         result = op.results[0]
@@ -361,7 +359,7 @@ class RevGen:
             if rule is not None and self.act.active(v):
                 self.add_adj(v, rule(primals, lambda: self.primal(result), d))
 
-    # -- adjoint frames (control_flow.py's reversed regions) ---------------------------------
+    # -- adjoint frames (rules/control_flow_ops.py's reversed regions) -------------------------
     def open_frame(self, outer: list[ir.Value], carried: list[list[ir.Value | None]],
                    slot_of: dict | None = None) -> None:
         """A new Frame for a reversed region; `carried[k]`: outer[k]'s adjoint coming in, as
@@ -378,7 +376,7 @@ class RevGen:
 
     def checkpoint(self) -> tuple:
         """Where the generation stands, for rollback() (an attempt at reversing a parallel
-        loop that needs the tape: control_flow.reverse_parallel)."""
+        loop that needs the tape: control_flow_ops.reverse_parallel)."""
         return self.scope, len(self.adj), len(self.markers), self.site
 
     def rollback(self, state: tuple) -> None:

@@ -3,11 +3,11 @@
 A float scalar is *active* when it is both varied (depends on an active input) and useful (can
 reach an active output), as in Enzyme. Integers, indices and booleans are never active.
 
-Memory is analysed per *alias class*: memref values joined by control flow (loop-carried arrays,
-`u, v = v, u`), selects and calls are one class, since any of them may name the same buffer.
-Distinct argument arrays are assumed not to alias each other. A class gets a shadow when it holds
-a duplicated argument (the caller gave a shadow, which must receive derivatives even of constant
-stores) or when it is both varied and useful.
+Memory is analysed per *alias class* (passes/aliases.py): memref values joined by control flow
+(loop-carried arrays, `u, v = v, u`), selects and calls are one class, since any of them may
+name the same buffer. Distinct argument arrays are assumed not to alias each other. A class
+gets a shadow when it holds a duplicated argument (the caller gave a shadow, which must
+receive derivatives even of constant stores) or when it is both varied and useful.
 
 Calls and launches are treated conservatively, but for what the callee cannot write: anything
 varied going in varies every float result, every array result and every array argument the

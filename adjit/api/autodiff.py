@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from ..core.activity import Activity
 from ..runtime.device_array import DeviceArray
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
@@ -282,36 +281,30 @@ def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device
         if d is None:        # compile_only(): compiled, nothing run; zeros
             if not mode.reverse:
                 return None
-            grads = _per_argument(anns, [t.np_dtype.type(0) for a, t in zip(anns, types)
-                                         if isinstance(a, Active)])
+            grads = derivative_abi(mode, anns).per_argument(
+                [t.np_dtype.type(0) for a, t in zip(anns, types) if isinstance(a, Active)])
             return (grads, None) if mode.with_primal else grads
     else:
         d = _derivative(f, mode, anns, types, nd, wgs)
     # Before the call allocates any tape: the launch would refuse it only after that.
     check_ndrange_bounds(d.ndrange_bounds, values, nd)
     flat += list(nd or ())
-    _guard(f, anns, mode.reverse, flat, d.written, ("rev_all",) if mode.reverse else ("fwd",),
-           len(nd or ()))
+    _guard(f, anns, mode.reverse, flat, d.written,
+           (d.COMBINED,) if mode.reverse else (d.FORWARD,), len(nd or ()))
     if not mode.reverse:
-        out = d.calls["fwd"](*flat)
+        primal, tangents = d.forward(flat)
         if isinstance(f, Kernel):
             return None
-        outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
-        n_primal = 1 if mode.with_primal and d.results else 0
         tangent = None
-        if d.ret_activity != Activity.CONST and len(outs) > n_primal:
+        if tangents:
             # with batched tangents (BatchDuplicated), N of them: a tuple
-            width = batch_width(anns)
             batched = any(isinstance(a, BatchDuplicated) for a in anns)
-            tangent = tuple(outs[n_primal:n_primal + width]) if batched else outs[n_primal]
-        return (tangent, outs[0] if n_primal else None) if mode.with_primal else tangent
-    dret = [d.results[0].np_dtype.type(1.0)] if d.ret_activity == Activity.ACTIVE else []
-    out = d.calls["rev_all"](*flat, *dret)
-    outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
-    n_primal = len(d.results) if mode.with_primal else 0
-    grads = _per_argument(anns, outs[n_primal:])
+            tangent = tangents[0] if batched else tangents[0][0]
+        return (tangent, primal[0] if primal else None) if mode.with_primal else tangent
+    primal, grads = d.reverse(flat)
+    grads = grads[:len(anns)]       # (not a kernel's extents)
     if mode.with_primal:
-        return grads, (outs[0] if n_primal else None)
+        return grads, (primal[0] if primal else None)
     return grads
 
 
@@ -328,11 +321,6 @@ def _guard(f, anns: list[Annotation], reverse: bool, flat: list, written: dict,
                                 1 if reverse else batch_width(anns))
     autodiff_checks.check_arrays(f.__name__, plan, flat)
     return plan.names
-
-
-def _per_argument(anns: list[Annotation], active_grads: list) -> tuple:
-    it = iter(active_grads)
-    return tuple(next(it) if isinstance(a, Active) else None for a in anns)
 
 
 class _SplitHalf:
@@ -354,21 +342,18 @@ class _SplitHalf:
         flat = _flatten_args(ReverseSplitWithPrimal, anns, types, values)
         flat += list(nd or ())
         names = _guard(self.f, anns, True, flat, d.written,
-                       ("aug",) if self.forward else ("rev",), len(nd or ()))
+                       (d.AUGMENTED,) if self.forward else (d.REVERSE,), len(nd or ()))
         return anns, types, d, flat, names
 
     def __call__(self, *args):
         if self.forward:
             anns, types, d, flat, names = self._setup(args)
-            out = d.calls["aug"](*flat)
-            outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
-            n_primal = len(d.results)
-            primal = outs[0] if n_primal else None
+            primal, tape = d.split_forward(flat)
             activity = tuple(a.activity for a in anns)
             recording = autodiff_checks.Recording(d, self.f.__name__, tuple(types), activity,
                                                   debug_enabled(), tuple(names),
                                                   autodiff_checks.facts(flat))
-            return Tape(outs[n_primal:], recording), primal, None
+            return Tape(tape, recording), (primal[0] if primal else None), None
         if len(args) != len(self.kinds) + 2:
             raise TypeError(f"the reverse half takes the {len(self.kinds)} annotated "
                             f"arguments, the result's adjoint and the tape, got {len(args)} "
@@ -380,10 +365,7 @@ class _SplitHalf:
         anns, types, d, flat, _ = self._setup(args)
         autodiff_checks.check_tape(tape.recording, d, self.f.__name__, types,
                                    [a.activity for a in anns], debug_enabled(), flat)
-        dr = [d.results[0].np_dtype.type(dret)] if d.ret_activity == Activity.ACTIVE else []
-        out = d.calls["rev"](*flat, *dr, *tape.values)
-        outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
-        return _per_argument(anns, outs)
+        return d.split_reverse(flat, dret, tape.values)[:len(anns)]
 
 
 def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None):
@@ -713,11 +695,9 @@ def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
     anns, types, values, _, _ = _prepare(f, anns, None, None, True, flat=flat)
     d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
     flat = _flatten_args(Reverse, anns, types, values)
-    _guard(f, anns, True, flat + [cotangent], d.written, ("rev_all",), 0,
+    _guard(f, anns, True, flat + [cotangent], d.written, (d.COMBINED,), 0,
            (autodiff_checks.Slot("", "cotangent"),))
-    out = d.calls["rev_all"](*flat, cotangent, d.results[0].np_dtype.type(1.0))
-    outs = list(out) if isinstance(out, tuple) else [] if out is None else [out]
-    return _per_argument(anns, outs)
+    return d.reverse(flat + [cotangent])[1][:len(anns)]     # (not the cotangent's)
 
 
 def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..core.kernel import bound_fact
 from ..core.symbols import ENTRY
 from ..core.types import parse_type
@@ -50,13 +51,12 @@ def lower(fn: Function, args: Sequence[Any]) -> Lowered:
 
 
 @dataclass(frozen=True)
-class GpuDerivative:
+class GpuDerivative(DerivativeEntries):
     """A derivative compiled as a host program: what autodiff calls (derivative.Derivative's
-    `calls`, `results`, `ret_activity`, `written` and, for a kernel's launch,
-    `ndrange_bounds`)."""
+    `calls`, `results`, `abi`, `written` and, for a kernel's launch, `ndrange_bounds`)."""
     calls: dict[str, Callable[..., Any]]
     results: list
-    ret_activity: str
+    abi: DerivativeABI
     written: dict[str, frozenset]
     ndrange_bounds: tuple[tuple, ...]
 
@@ -73,7 +73,7 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
     meta = loaded.program.meta
     return GpuDerivative({name: loaded.function(name) for name in loaded.program.entries},
                          [parse_type(c) for c in meta["results"]],
-                         meta["ret_activity"],
+                         DerivativeABI.from_record(meta["abi"]),
                          {name: frozenset(w) for name, w in loaded.program.written.items()},
                          tuple(bound_fact(b) for b in meta["ndrange_bounds"]))
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..runtime import native_dispatch
 from ..runtime.compiled_module import CompiledModule
+from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..core.kernel import bound_fact
 from ..core.types import VecType, parse_type, type_code
 
@@ -113,7 +114,7 @@ def _vec_type(code: str) -> VecType:
                    parse_type(match.group(3)))
 
 
-class LoadedDerivative:
+class LoadedDerivative(DerivativeEntries):
     """What autodiff calls of a Derivative (derivative.py), made from a source record
     without MLIR: the module's entries (`calls`) and the facts about them."""
 
@@ -124,7 +125,7 @@ class LoadedDerivative:
         self.written = {e: frozenset(w) for e, w in meta["written"].items()}
         self.results = [parse_type(c) for c in meta["results"]]
         self.tuple_result = bool(meta["tuple"])
-        self.ret_activity = str(meta["ret_activity"])
+        self.abi = DerivativeABI.from_record(meta["abi"])
         self.ndrange_bounds = tuple(bound_fact(b) for b in meta["ndrange_bounds"])
         self.adj_text = module.source
         self.calls = {e: module.function(e, ins, outs, self.written[e], f"{name} ({e})")
@@ -137,4 +138,4 @@ def derivative_meta(d) -> dict:
                         for e, (ins, outs) in d.entries.items()},
             "written": {e: sorted(w) for e, w in d.written.items()},
             "results": [type_code(t) for t in d.results], "tuple": bool(d.tuple_result),
-            "ret_activity": d.ret_activity, "ndrange_bounds": [list(b) for b in d.ndrange_bounds]}
+            "abi": d.abi.to_record(), "ndrange_bounds": [list(b) for b in d.ndrange_bounds]}

@@ -20,9 +20,10 @@ from mlir import ir
 from mlir.dialects import arith, func
 
 from ..core.activity import Activity
+from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
-from ..lang.modes import Annotation, Mode, derivative_abi
+from ..lang.modes import Annotation, Mode, batch_width
 from ..passes.kernel_abi import ndrange_bounds
 from .unit import CompileUnit, function_type, host_program
 from ..core.errors import CompilationError
@@ -32,25 +33,6 @@ from ..core.types import BY_MLIR_NAME, ArrayType, i64
 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
-
-
-def _request(unit: CompileUnit, name: str, fn_symbol: str, mode: str, activity: list[str],
-             ret_activity: str, with_primal: bool, overwritten: bool = False,
-             width: int = 1) -> None:
-    """An `adj.autodiff` request. `overwritten`: the caller may change the arrays between
-    the augmented and the reverse call (split mode from Python: the user's code runs in
-    between), so the pass must tape what it would otherwise reload (Enzyme's default).
-    `width`: tangents per argument in forward mode (BatchDuplicated)."""
-    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-        s = ir.StringAttr.get
-        attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn_symbol),
-                 "mode": s(mode), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
-                 "ret_activity": s(ret_activity), "with_primal": ir.BoolAttr.get(with_primal)}
-        if overwritten:
-            attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(True)] * len(activity))
-        if width != 1:
-            attrs["width"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), width)
-        ir.Operation.create("adj.autodiff", attributes=attrs)
 
 
 def run_pass(unit: CompileUnit) -> None:
@@ -132,10 +114,11 @@ def _inner_product(unit: CompileUnit, fn_symbol: str, types: list,
     return name, [result.dtype]
 
 
-class Derivative:
+class Derivative(DerivativeEntries):
     """The derivative of one (function, mode, activities, types) specialisation: the
     module with its entry functions (`entries`: name -> (argument types, result types)),
-    then, once compiled for the CPU (`compile_cpu`), a callable per entry (`calls`)."""
+    then, once compiled for the CPU (`compile_cpu`), a callable per entry (`calls`), which
+    DerivativeEntries' methods call by the layout `abi`."""
 
     def __init__(self, target: Function | Kernel, mode: Mode, anns: list[Annotation],
                  types: list, ndrange: tuple | None, wgs, pullback: bool = False):
@@ -143,7 +126,6 @@ class Derivative:
         array result with a cotangent array that every entry takes after the arguments (the
         vjp of an array-valued function; see `_inner_product`)."""
         self.mode = mode
-        self._anns = anns
         unit = CompileUnit(debug_enabled())
         activity = [a.activity for a in anns]
         with unit.ctx, ir.Location.unknown():
@@ -162,16 +144,19 @@ class Derivative:
             ret = ret if results and _dtype(results[0]).is_float else Activity.CONST
             if isinstance(target, Kernel):
                 activity = activity + [Activity.CONST] * len(ndrange)
-            _request(unit, "d", fn_symbol, "reverse" if mode.reverse else "forward", activity,
-                     ret, mode.with_primal, overwritten=mode.split,
-                     width=derivative_abi(mode, anns).width)
-            self.ret_activity = ret
+            self.abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal,
+                                     1 if mode.reverse else batch_width(anns))
+            # `overwritten`: the caller may change the arrays between the augmented and
+            # the reverse call (split mode from Python: the user's code runs in between),
+            # so the pass must tape what it would otherwise reload (Enzyme's default).
+            with ir.InsertionPoint(unit.module.body):
+                adj.autodiff("d", fn_symbol, self.abi,
+                             overwritten=[True] * len(activity) if mode.split else ())
             run_pass(unit)
             # the generated functions' parameters (core/derivative_abi.py), then the extents
-            flat_t = (derivative_abi(mode, anns).inputs(types) +
-                      [i64] * len(ndrange or ()) + cotangent)
+            flat_t = self.abi.inputs(types) + [i64] * len(ndrange or ()) + cotangent
             if mode.reverse:
-                self._reverse_entries(unit, flat_t, anns, types)
+                self._reverse_entries(unit, flat_t, types)
             else:
                 self._forward_entry(unit, flat_t)
             self.written = self._written(unit)
@@ -190,11 +175,11 @@ class Derivative:
 
     def host_program(self, name: str, chip: str) -> tuple[str, HostProgram]:
         """The module compiled for device="cuda" (compiler.host_program); `meta` records
-        what autodiff needs to call it: the result types, the result's activity and, for a
+        what autodiff needs to call it: the result types, the layout and, for a
         kernel's launch, the ndrange facts it checks before the call allocates any tape."""
         from ..core.types import type_code
         meta = {"results": [type_code(t) for t in self.results],
-                "ret_activity": self.ret_activity,
+                "abi": self.abi.to_record(),
                 "ndrange_bounds": [list(b) for b in self.ndrange_bounds]}
         with self.unit.ctx:
             # host_program analyses the entries as _written does (the same written sets).
@@ -233,39 +218,34 @@ class Derivative:
 
     def _forward_entry(self, unit: CompileUnit, flat_t: list) -> None:
         ins, outs = _generated(unit, "d")
-        width = derivative_abi(self.mode, self._anns).width
-        declared = (list(self.results) if self.mode.with_primal else []) + (
-            [t for t in self.results if _dtype(t).is_float for _ in range(width)]
-            if self.ret_activity != Activity.CONST else [])
+        declared = self.abi.forward_results(self.results, lambda t: _dtype(t).is_float)
         out_types = _as_python([_type_from_mlir(t) for t in outs], declared)
-        unit.entry("fwd", flat_t, out_types, lambda args: list(func.CallOp(
+        unit.entry(self.FORWARD, flat_t, out_types, lambda args: list(func.CallOp(
             outs, ir.FlatSymbolRefAttr.get("d"), args).results))
-        self.entries = {"fwd": (flat_t, out_types)}
+        self.entries = {self.FORWARD: (flat_t, out_types)}
 
-    def _reverse_entries(self, unit: CompileUnit, flat_t: list, anns, types) -> None:
+    def _reverse_entries(self, unit: CompileUnit, flat_t: list, types) -> None:
         _, aug_outs = _generated(unit, "d_aug")
         _, rev_outs = _generated(unit, "d_rev")
-        n_primal = len(self.results) if self.mode.with_primal else 0
-        tape_t = [_type_from_mlir(t) for t in aug_outs[n_primal:]]
-        primal_t = self.results[:n_primal]
-        grads_t = _as_python([_type_from_mlir(t) for t in rev_outs],
-                             derivative_abi(self.mode, anns).adjoints(types))
-        dret_t = [self.results[0]] if self.ret_activity == Activity.ACTIVE else []
+        primal, tape = self.abi.split_results(aug_outs, len(self.results))
+        primal_t, tape_t = self.results[:len(primal)], [_type_from_mlir(t) for t in tape]
+        grads_t = _as_python([_type_from_mlir(t) for t in rev_outs], self.abi.adjoints(types))
+        dret_t = self.abi.dret(self.results, lambda t: _dtype(t).is_float)
 
         def combined(args):
             # Augmented forward then reverse, in one call: the tape never leaves the machine.
             n = len(flat_t)
             aug = func.CallOp(aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args[:n])
-            tape = list(aug.results)[n_primal:]
+            primal, tape = self.abi.split_results(list(aug.results), len(self.results))
             rev = func.CallOp(rev_outs, ir.FlatSymbolRefAttr.get("d_rev"),
                               args[:n] + args[n:] + tape)
-            return list(aug.results)[:n_primal] + list(rev.results)
+            return primal + list(rev.results)
 
-        unit.entry("rev_all", flat_t + dret_t, primal_t + grads_t, combined)
-        unit.entry("aug", flat_t, primal_t + tape_t, lambda args: list(func.CallOp(
-            aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args).results))
-        unit.entry("rev", flat_t + dret_t + tape_t, grads_t, lambda args: list(func.CallOp(
+        self.entries = {self.COMBINED: (flat_t + dret_t, primal_t + grads_t),
+                        self.AUGMENTED: (flat_t, primal_t + tape_t),
+                        self.REVERSE: (flat_t + dret_t + tape_t, grads_t)}
+        unit.entry(self.COMBINED, *self.entries[self.COMBINED], combined)
+        unit.entry(self.AUGMENTED, *self.entries[self.AUGMENTED], lambda args: list(
+            func.CallOp(aug_outs, ir.FlatSymbolRefAttr.get("d_aug"), args).results))
+        unit.entry(self.REVERSE, *self.entries[self.REVERSE], lambda args: list(func.CallOp(
             rev_outs, ir.FlatSymbolRefAttr.get("d_rev"), args).results))
-        self.entries = {"rev_all": (flat_t + dret_t, primal_t + grads_t),
-                        "aug": (flat_t, primal_t + tape_t),
-                        "rev": (flat_t + dret_t + tape_t, grads_t)}

@@ -45,24 +45,17 @@ if TYPE_CHECKING:
 
 
 # ---- the request and the call ---------------------------------------------------------------
-def _request(unit: CompileUnit, symbol: str, kind: Mode, activity: tuple[Activity, ...],
-             ret: Activity, with_primal: bool, width: int = 1) -> str:
-    """The name of the function differentiating @symbol so (requested once per unit)."""
-    key = (symbol, kind, activity, ret, with_primal, width)
+def _request(unit: CompileUnit, symbol: str, abi: DerivativeABI) -> str:
+    """The name of the function differentiating @symbol with layout `abi` (requested once per
+    unit; in reverse mode the combined function: augmented, then reverse)."""
+    key = (symbol, abi.mode, abi.activity, abi.ret_activity, abi.with_primal, abi.width)
     if key not in unit.requests:
-        letters = "".join(a.letter for a in activity)
-        name = (f"__adj_call_{symbol}_{'fwd' if kind is Mode.FORWARD else 'rev'}_{letters}_"
-                f"{ret.letter}{'p' if with_primal else ''}{f'_w{width}' if width > 1 else ''}")
-        s = ir.StringAttr.get
-        attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(symbol),
-                 "mode": s(kind.value), "activity": ir.ArrayAttr.get([s(a) for a in activity]),
-                 "ret_activity": s(ret.value), "with_primal": ir.BoolAttr.get(with_primal)}
-        if kind is Mode.REVERSE:
-            attrs["combined"] = ir.UnitAttr.get()
-        if width > 1:
-            attrs["width"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), width)
+        letters = "".join(a.letter for a in abi.activity)
+        name = (f"__adj_call_{symbol}_{'fwd' if abi.mode is Mode.FORWARD else 'rev'}_"
+                f"{letters}_{abi.ret_activity.letter}{'p' if abi.with_primal else ''}"
+                f"{f'_w{abi.width}' if abi.width > 1 else ''}")
         with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-            ir.Operation.create("adj.autodiff", attributes=attrs)
+            adj.autodiff(name, symbol, abi, combined=abi.mode is Mode.REVERSE)
         unit.requests[key] = name
         if _run_pass not in unit.before_lowering:
             unit.before_lowering.append(_run_pass)
@@ -136,30 +129,28 @@ def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotati
     ret = ((Activity.ACTIVE if mode.reverse else Activity.DUP) if float_result
            else Activity.CONST)
     abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal, width)
-    request = _request(unit, symbol, mode.kind, abi.activity, ret, mode.with_primal, width)
+    request = _request(unit, symbol, abi)
     args = [x.value for x in abi.flatten(values, shadows)]
     if mode.reverse:
         dret = [S.as_scalar(Literal(1.0), t).value for t in abi.dret(results, _is_float)]
-        outs = results[:len(results) if mode.with_primal else 0] + abi.adjoints(types)
+        outs = abi.split_results(results, len(results))[0] + abi.adjoints(types)
         call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request),
                            args + dret)
-        got = [_typed(r, t) for r, t in zip(call.results, outs)]
-        n_primal = len(results) if mode.with_primal else 0
-        it = iter(got[n_primal:])
-        grads = tuple(next(it) if act == Activity.ACTIVE else PyObj(None) for act in activity)
+        primal, adjoints = abi.split_results(
+            [_typed(r, t) for r, t in zip(call.results, outs)], len(results))
+        grads = abi.per_argument(adjoints, PyObj(None))
         if mode.with_primal:
-            return [grads, got[0] if n_primal else PyObj(None)]
+            return [grads, primal[0] if primal else PyObj(None)]
         return [grads]
     outs = abi.forward_results(results, _is_float)
     call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request), args)
-    got = [_typed(r, t) for r, t in zip(call.results, outs)]
-    n_primal = len(results) if mode.with_primal else 0
-    tangents = got[n_primal:]
+    primal, tangents = abi.split_results(
+        [_typed(r, t) for r, t in zip(call.results, outs)], len(results))
     if any(isinstance(a, BatchDuplicated) for a in anns):
         # N per result, lane after lane: a result's tangent is an N-tuple
-        tangents = [tuple(tangents[j:j + width]) for j in range(0, len(tangents), width)]
+        tangents = abi.lanes(tangents)
     tangent = _one_or_tuple(tangents)
-    return [tangent, _one_or_tuple(got[:n_primal])] if mode.with_primal else [tangent]
+    return [tangent, _one_or_tuple(primal)] if mode.with_primal else [tangent]
 
 
 def _one_layout(v: Array, shadow):

@@ -14,15 +14,22 @@ A derivative of a function `f(x0, x1, ...) -> (r0, ...)` is, by mode:
   <the tape>)` returning one adjoint per Active argument.
 
 The types are whatever the caller works with (MLIR types in the pass, adjit's types in the
-frontend): the layout is about positions, and a caller says which results are floats.
+frontend): the layout is about positions, and a caller says which results are floats. The
+same holds for the values a call returns: `split_results`, `lanes` and `per_argument` read
+them (IR values in the pass and the code generator, Python values from compiled entries).
+
+`DerivativeEntries` is a compiled derivative as Python calls it: the entry functions the
+compiler builds around the generated ones (`fwd`, `rev_all`: augmented then reverse in one
+call, and split mode's `aug` and `rev`), one method per mode.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from .activity import SHADOWED, Activity
+from .types import ArrayType
 
 T = TypeVar("T")
 
@@ -52,6 +59,17 @@ class DerivativeABI:
         if self.width < 1 or (self.width > 1 and self.mode is not Mode.FORWARD):
             raise ValueError(f"a derivative's width is 1, or more in forward mode; got "
                              f"{self.width} in {self.mode} mode")
+
+    def to_record(self) -> dict:
+        """The layout as plain data (a compiled derivative's record on disk)."""
+        return {"mode": self.mode.value, "activity": [a.value for a in self.activity],
+                "ret_activity": self.ret_activity.value, "with_primal": self.with_primal,
+                "width": self.width}
+
+    @classmethod
+    def from_record(cls, record: dict) -> DerivativeABI:
+        return cls(record["mode"], tuple(record["activity"]), record["ret_activity"],
+                   bool(record["with_primal"]), int(record["width"]))
 
     def has_shadow(self, k: int) -> bool:
         """Whether argument k is followed by its tangent (forward) or shadow (reverse)."""
@@ -117,3 +135,78 @@ class DerivativeABI:
     def adjoints(self, types: Sequence[T]) -> list[T]:
         """The results of the reverse function: one adjoint per Active argument."""
         return [t for t, act in zip(types, self.activity) if act == Activity.ACTIVE]
+
+    # -- the values a call returns ---------------------------------------------------------------
+    def split_results(self, outs: Sequence[T], n_results: int) -> tuple[list[T], list[T]]:
+        """A derivative's results as (the primal's `n_results` results if `with_primal`, the
+        rest): the rest is the tangents of the forward function, the tape of the augmented
+        one, the adjoints of the augmented and reverse ones called in one (combined)."""
+        n = n_results if self.with_primal else 0
+        return list(outs[:n]), list(outs[n:])
+
+    def lanes(self, tangents: Sequence[T]) -> list[tuple[T, ...]]:
+        """The forward function's tangents per differentiable result: `width` each."""
+        w = self.width
+        return [tuple(tangents[j:j + w]) for j in range(0, len(tangents), w)]
+
+    def per_argument(self, adjoints: Sequence[T], absent: Any = None) -> tuple:
+        """The reverse function's results as one derivative per argument: its adjoint if it
+        is Active, else `absent` (a Duplicated argument's derivative is in its shadow)."""
+        it = iter(adjoints)
+        return tuple(next(it) if act == Activity.ACTIVE else absent for act in self.activity)
+
+
+def _outputs(out: Any) -> list:
+    """A compiled entry's results as a list (it returns None, one value, or a tuple)."""
+    return list(out) if isinstance(out, tuple) else [] if out is None else [out]
+
+
+class DerivativeEntries:
+    """A compiled derivative as Python calls it: its entries (`calls`: name -> callable; a
+    kernel's extents follow the arguments, a pullback's cotangent after them), the primal's
+    result types (`results`, core/types.py's) and the layout (`abi`), read once here for each
+    mode. The products (compiler/derivative.py's `Derivative`, compiler/compiled.py's
+    `LoadedDerivative`, api/cuda_jit.py's `GpuDerivative`) give those three. A derivative
+    per argument is one per entry in `abi.activity` (a kernel's extents and a pullback's
+    cotangent included: Const, so None)."""
+    FORWARD = "fwd"            # the forward function
+    COMBINED = "rev_all"       # the augmented function, then the reverse one on its tape
+    AUGMENTED = "aug"          # split mode's halves
+    REVERSE = "rev"
+
+    abi: DerivativeABI
+    results: list
+    calls: dict[str, Callable[..., Any]]
+
+    def forward(self, args: Sequence) -> tuple[list, list[tuple]]:
+        """Forward mode: (the primal results if `with_primal`, the tangents of each
+        differentiable result, `width` of them)."""
+        primal, tangents = self.abi.split_results(_outputs(self.calls[self.FORWARD](*args)),
+                                                  len(self.results))
+        return primal, self.abi.lanes(tangents)
+
+    def reverse(self, args: Sequence, dret: float = 1.0) -> tuple[list, tuple]:
+        """Reverse mode in one call, `dret` the result's adjoint: (the primal results if
+        `with_primal`, one derivative per argument)."""
+        out = self.calls[self.COMBINED](*args, *self._dret(dret))
+        primal, adjoints = self.abi.split_results(_outputs(out), len(self.results))
+        return primal, self.abi.per_argument(adjoints)
+
+    def split_forward(self, args: Sequence) -> tuple[list, list]:
+        """Split mode's augmented half: (the primal results if `with_primal`, the tape)."""
+        return self.abi.split_results(_outputs(self.calls[self.AUGMENTED](*args)),
+                                      len(self.results))
+
+    def split_reverse(self, args: Sequence, dret: float, tape: Sequence) -> tuple:
+        """Split mode's reverse half on `tape`: one derivative per argument."""
+        out = self.calls[self.REVERSE](*args, *self._dret(dret), *tape)
+        return self.abi.per_argument(_outputs(out))
+
+    def _dret(self, dret: float) -> list:
+        """The result's adjoint where the reverse function takes one, of the result's type."""
+        return [t.np_dtype.type(dret) for t in self.abi.dret(self.results, _is_float)]
+
+
+def _is_float(t) -> bool:
+    """Whether a result of adjit type `t` (a scalar type, or an array's) is of floats."""
+    return (t.dtype if isinstance(t, ArrayType) else t).is_float

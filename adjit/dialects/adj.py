@@ -5,11 +5,14 @@ classes; each builder below is the one place that spells an op's operands and at
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from mlir import ir
 from mlir.dialects import irdl
+
+from ..core.derivative_abi import DerivativeABI
 
 
 def _generic_llvm_and_gpu_ops() -> None:
@@ -167,6 +170,79 @@ def item_sum_buffers(op: ir.Operation) -> list[ir.Value]:
         raise AdjError(op, "adj.launch with N results needs its call's last N arguments to be "
                            "per-item buffers memref<?xf32> or memref<?xf64>")
     return buffers
+
+
+AUTODIFF = "adj.autodiff"
+# The attributes that are an `adj.autodiff` request's own; any other is copied onto the
+# functions it defines (the frontend puts `adj.entry`, `llvm.emit_c_interface` there).
+AUTODIFF_ATTRS = frozenset({"sym_name", "fn", "mode", "activity", "ret_activity",
+                            "with_primal", "overwritten", "width", "combined"})
+
+
+def autodiff(name: str, fn: str, abi: DerivativeABI, overwritten: Sequence[bool] = (),
+             combined: bool = False) -> ir.Operation:
+    """An `adj.autodiff` request, at the insertion point: define @name (forward mode) or
+    @name_aug and @name_rev (reverse mode), differentiating @fn with the layout `abi`.
+    `overwritten`: per argument, whether the caller may change the array between the
+    augmented and the reverse call (none: nothing is); `combined`: also define @name, the
+    augmented function then the reverse one in one call (passes/autodiff/__init__.py)."""
+    s = ir.StringAttr.get
+    attrs = {"sym_name": s(name), "fn": ir.FlatSymbolRefAttr.get(fn), "mode": s(abi.mode.value),
+             "activity": ir.ArrayAttr.get([s(a.value) for a in abi.activity]),
+             "ret_activity": s(abi.ret_activity.value),
+             "with_primal": ir.BoolAttr.get(abi.with_primal)}
+    if overwritten:
+        attrs["overwritten"] = ir.ArrayAttr.get([ir.BoolAttr.get(o) for o in overwritten])
+    if abi.width != 1:
+        attrs["width"] = _i64(abi.width)
+    if combined:
+        attrs["combined"] = ir.UnitAttr.get()
+    return ir.Operation.create(AUTODIFF, attributes=attrs)
+
+
+@dataclass(frozen=True)
+class AutodiffRequest:
+    """An `adj.autodiff` op's attributes, typed, as written: the strings are not yet checked
+    against the function (the pass does that, and says what is wrong at the op). `overwritten`
+    is None where the op says nothing; `extra`: the attributes that are not the request's."""
+    name: str
+    fn: str
+    mode: str
+    activity: tuple[str, ...]
+    ret_activity: str
+    with_primal: bool
+    width: int
+    overwritten: tuple[bool, ...] | None
+    combined: bool
+    extra: dict[str, ir.Attribute] = field(compare=False)
+
+
+def read_autodiff(op: ir.Operation) -> AutodiffRequest:
+    """The request `op` is; AdjError where an attribute is missing or of the wrong kind."""
+    def get(key: str, kind: type, default=None):
+        if key not in op.attributes:
+            if default is not None:
+                return default
+            raise AdjError(op, f"adj.autodiff request lacks attribute `{key}`")
+        attr = op.attributes[key]
+        try:
+            return kind(attr)
+        except (ValueError, TypeError):
+            raise AdjError(op, f"adj.autodiff attribute `{key}` must be a {kind.__name__}, "
+                               f"not {attr}") from None
+
+    overwritten = get("overwritten", ir.ArrayAttr) if "overwritten" in op.attributes else None
+    return AutodiffRequest(
+        name=get("sym_name", ir.StringAttr).value, fn=get("fn", ir.FlatSymbolRefAttr).value,
+        mode=get("mode", ir.StringAttr).value,
+        activity=tuple(ir.StringAttr(a).value for a in get("activity", ir.ArrayAttr)),
+        ret_activity=get("ret_activity", ir.StringAttr).value,
+        with_primal=get("with_primal", ir.BoolAttr, ir.BoolAttr.get(False)).value,
+        width=get("width", ir.IntegerAttr, _i64(1)).value,
+        overwritten=None if overwritten is None else tuple(ir.BoolAttr(a).value
+                                                           for a in overwritten),
+        combined="combined" in op.attributes,
+        extra={k: op.attributes[k] for k in op.attributes if k not in AUTODIFF_ATTRS})
 
 
 class AdjError(Exception):

@@ -39,7 +39,7 @@ from mlir.dialects import arith, func, gpu, llvm, scf
 
 from ..core.kernel import DEFAULT_BLOCK, GpuKernel, Param
 from ..core.types import BY_MLIR_NAME
-from ..dialects.adj import KERNEL_ATTR, NDIM_ATTR, AdjError
+from ..dialects.adj import AUTODIFF, KERNEL_ATTR, NDIM_ATTR, AdjError
 from .ir_util import symbol_table
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
 from .lower_cpu import add_cell_parameter, error_table, lower_checks_per_call, pass_cell
@@ -100,7 +100,7 @@ def compile_text(ir_text: str, kernel: str, chip: str = "sm_90") -> GpuKernel:
     from ..dialects import make_context
     with make_context(), ir.Location.unknown():
         module = ir.Module.parse(ir_text)
-        if ops_named(module.operation, "adj.autodiff"):
+        if ops_named(module.operation, AUTODIFF):
             from .autodiff import run_autodiff
             run_autodiff(module)
         return kernel_to_ptx(module, kernel, chip)

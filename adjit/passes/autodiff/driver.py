@@ -16,8 +16,8 @@ from mlir import ir
 from mlir.dialects import func
 
 from ...core.derivative_abi import Mode
-from ...dialects.adj import (AdjError, BOUNDS_ATTR, FIXED_POINT_ATTR, FUNC_ATTR, KERNEL_ATTR,
-                             NDIM_ATTR)
+from ...dialects.adj import (AUTODIFF, AdjError, AutodiffRequest, BOUNDS_ATTR,
+                             FIXED_POINT_ATTR, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR, read_autodiff)
 from ..ir_util import func_type, is_float, symbol_name
 from ..written import WrittenArguments
 from .generate.fixed_point_reverse import generate_fixed_point
@@ -29,11 +29,6 @@ from .rules.checkpoint import outline_checkpointed_loops
 from .rules.custom import RuleProvider, lookup_rules
 from .signature import Derivative, Signature, abi, check_signature
 
-REQUEST = "adj.autodiff"
-# Attributes of a request that are its own; any other is copied onto the generated functions
-# (the frontend puts `adj.entry`, `llvm.emit_c_interface` there).
-REQUEST_ATTRS = {"sym_name", "fn", "mode", "activity", "ret_activity", "with_primal",
-                 "overwritten", "width", "combined"}
 # Markers of the differentiated function that its derivatives keep.
 KEPT_MARKERS = (KERNEL_ATTR, NDIM_ATTR, FUNC_ATTR)
 
@@ -52,7 +47,7 @@ class _Symbols(dict):
     def _refresh(self) -> None:
         for op in self.body.operations:
             op = op.operation
-            if "sym_name" in op.attributes and op.name != REQUEST:
+            if "sym_name" in op.attributes and op.name != AUTODIFF:
                 self.setdefault(symbol_name(op), op)
 
     def __missing__(self, name: str) -> ir.Operation:
@@ -87,16 +82,16 @@ class Differentiator:
     # -- requests ----------------------------------------------------------------------------
     def run(self) -> None:
         requests = [op.operation for op in self.body.operations
-                    if op.operation.name == REQUEST]
+                    if op.operation.name == AUTODIFF]
         for op in requests:
             self.handle_request(op)
         for op in requests:
             op.erase()
 
     def handle_request(self, op: ir.Operation) -> None:
-        sig, name = self._parse(op)
-        extra = {k: op.attributes[k] for k in op.attributes if k not in REQUEST_ATTRS}
-        combined = "combined" in op.attributes
+        request = read_autodiff(op)
+        sig, name = self._signature(op, request), request.name
+        extra, combined = request.extra, request.combined
         if combined and (sig.mode != Mode.REVERSE or KERNEL_ATTR in self.symbols[sig.fn].attributes):
             raise AdjError(op, "a combined request is of reverse mode, for a function that is not "
                                "a kernel (a kernel's derivative is launched, per item)")
@@ -127,55 +122,39 @@ class Differentiator:
         layout = abi(sig)
         params = layout.inputs(inputs)
         dret = layout.dret(results, is_float)
-        n_primal = len(results) if sig.with_primal else 0
         aug, rev = self.lookup(f"{name}_aug"), self.lookup(f"{name}_rev")
-        fn = self.new_function(name, params + dret, results[:n_primal] + layout.adjoints(inputs),
-                               self.symbols[sig.fn], extra)
+        fn = self.new_function(name, params + dret,
+                               layout.split_results(results, len(results))[0]
+                               + layout.adjoints(inputs), self.symbols[sig.fn], extra)
         entry = fn.regions[0].blocks[0]
         args = list(entry.arguments)
         with ir.InsertionPoint(entry):
             first = func.CallOp(list(func_type(aug).results), ir.FlatSymbolRefAttr.get(
                 f"{name}_aug"), args[:len(params)])
-            tape = list(first.results)[n_primal:]
+            primal, tape = layout.split_results(list(first.results), len(results))
             second = func.CallOp(list(func_type(rev).results), ir.FlatSymbolRefAttr.get(
                 f"{name}_rev"), args + tape)
-            func.ReturnOp(list(first.results)[:n_primal] + list(second.results))
+            func.ReturnOp(primal + list(second.results))
 
-    def _parse(self, op: ir.Operation) -> tuple[Signature, str]:
-        def get(key: str, kind: type, default=None):
-            if key not in op.attributes:
-                if default is not None:
-                    return default
-                raise AdjError(op, f"adj.autodiff request lacks attribute `{key}`")
-            attr = op.attributes[key]
-            try:
-                return kind(attr)
-            except (ValueError, TypeError):
-                raise AdjError(op, f"adj.autodiff attribute `{key}` must be a {kind.__name__}, "
-                                   f"not {attr}") from None
-
-        name = get("sym_name", ir.StringAttr).value
-        fn_name = get("fn", ir.FlatSymbolRefAttr).value
-        fn = self.symbols.get(fn_name)
+    def _signature(self, op: ir.Operation, request: AutodiffRequest) -> Signature:
+        """The signature `request` (the op `op` read) asks for, checked against its function."""
+        fn = self.symbols.get(request.fn)
         if fn is None or fn.name != "func.func":
-            raise AdjError(op, f"autodiff of @{fn_name}, which is not a func.func in this module")
+            raise AdjError(op, f"autodiff of @{request.fn}, which is not a func.func in this "
+                               "module")
         if len(fn.regions[0].blocks) == 0:
-            raise AdjError(op, f"autodiff of @{fn_name}, which is a declaration without a body")
-        activity = tuple(ir.StringAttr(a).value for a in get("activity", ir.ArrayAttr))
+            raise AdjError(op, f"autodiff of @{request.fn}, which is a declaration without a "
+                               "body")
         n_args = len(func_type(fn).inputs)
-        overwritten = tuple(ir.BoolAttr(a).value for a in get(
-            "overwritten", ir.ArrayAttr, ir.ArrayAttr.get([ir.BoolAttr.get(False)] * n_args)))
+        overwritten = (False,) * n_args if request.overwritten is None else request.overwritten
         if len(overwritten) != n_args:
             raise AdjError(op, f"adj.autodiff `overwritten` has {len(overwritten)} entries for "
                                f"{n_args} arguments")
-        sig = Signature(fn=fn_name, mode=get("mode", ir.StringAttr).value, activity=activity,
-                        ret_activity=get("ret_activity", ir.StringAttr).value,
-                        with_primal=get("with_primal", ir.BoolAttr, ir.BoolAttr.get(False)).value,
-                        overwritten=overwritten,
-                        width=get("width", ir.IntegerAttr,
-                                  ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)).value)
+        sig = Signature(fn=request.fn, mode=request.mode, activity=request.activity,
+                        ret_activity=request.ret_activity, with_primal=request.with_primal,
+                        overwritten=overwritten, width=request.width)
         check_signature(op, fn, sig)
-        return sig, name
+        return sig
 
     # -- generation --------------------------------------------------------------------------
     def derivative(self, sig: Signature, at: ir.Operation) -> Derivative:

@@ -818,8 +818,7 @@ def reverse(gen: "ReverseGenerator", op: ir.Operation) -> None:
             flat_args = layout.flatten(vals, shadows)
             aug = func.CallOp(list(func_type(gen.ctx.diff.symbols[d.aug]).results),
                               ir.FlatSymbolRefAttr.get(d.aug), flat_args)
-            n_primal = len(step_results) if sig.with_primal else 0
-            step_tape = list(aug.results)[n_primal:]
+            step_tape = layout.split_results(list(aug.results), len(step_results))[1]
             by_result = {}
             for pos, k in enumerate(loop.scalars):
                 if k in float_scalars:

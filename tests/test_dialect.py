@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import mlir
+import pytest
 from mlir import ir
 from mlir.dialects import arith, func
 
@@ -80,3 +81,31 @@ def test_stock_mlir_opt_verifies_the_irdl_dialect() -> None:
                           capture_output=True, text=True)
     assert done.returncode != 0
     assert "<stdin>:2:3: error: expected 'i1' but got 'i32'" in done.stderr
+
+
+def test_autodiff_request_reads_back_what_the_builder_wrote() -> None:
+    from adjit.core.derivative_abi import DerivativeABI, Mode
+    ctx = make_context()
+    abi = DerivativeABI(Mode.FORWARD, ("dup", "const"), "dup", with_primal=True, width=3)
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            op = adj.autodiff("d", "f", abi, overwritten=[True, False])
+            op.attributes["adj.entry"] = ir.UnitAttr.get()
+            plain = adj.autodiff("r", "g", DerivativeABI(Mode.REVERSE, ("active",)),
+                                 combined=True)
+        assert module.operation.verify()
+        request = adj.read_autodiff(op)
+        assert (request.name, request.fn, request.mode, request.activity,
+                request.ret_activity, request.with_primal, request.width,
+                request.overwritten, request.combined) == \
+            ("d", "f", "forward", ("dup", "const"), "dup", True, 3, (True, False), False)
+        assert list(request.extra) == ["adj.entry"]
+        # (what the op leaves out reads as the pass's defaults)
+        lean = adj.read_autodiff(plain)
+        assert (lean.mode, lean.with_primal, lean.width, lean.overwritten, lean.combined,
+                lean.extra) == ("reverse", False, 1, None, True, {})
+        assert "width" not in str(plain) and "overwritten" not in str(plain)
+        del plain.attributes["mode"]
+        with pytest.raises(adj.AdjError, match="lacks attribute `mode`"):
+            adj.read_autodiff(plain)

@@ -84,15 +84,15 @@ def test_stock_mlir_opt_verifies_the_irdl_dialect() -> None:
 
 
 def test_autodiff_request_reads_back_what_the_builder_wrote() -> None:
-    from adjit.core.derivative_abi import DerivativeABI, Mode
+    from adjit.core.derivative_abi import DerivativeABI, DerivativeMode
     ctx = make_context()
-    abi = DerivativeABI(Mode.FORWARD, ("dup", "const"), "dup", with_primal=True, width=3)
+    abi = DerivativeABI(DerivativeMode.FORWARD, ("dup", "const"), "dup", with_primal=True, width=3)
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
             op = adj.autodiff("d", "f", abi, overwritten=[True, False])
             op.attributes["adj.entry"] = ir.UnitAttr.get()
-            plain = adj.autodiff("r", "g", DerivativeABI(Mode.REVERSE, ("active",)),
+            plain = adj.autodiff("r", "g", DerivativeABI(DerivativeMode.REVERSE, ("active",)),
                                  combined=True)
         assert module.operation.verify()
         request = adj.read_autodiff(op)

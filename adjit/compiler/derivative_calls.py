@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..core.activity import Activity
-from ..core.derivative_abi import DerivativeABI, Mode
+from ..core.derivative_abi import DerivativeABI, DerivativeMode
 from ..core.errors import UserError
 from ..core.types import ArrayType
 from ..dialects import adj
@@ -35,7 +35,7 @@ from .unit import CompileUnit, compiled
 from ..lang.functions import Function, Kernel
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
-from ..lang.modes import Mode as ApiMode
+from ..lang.modes import Mode
 from .values import Array, Literal, PyObj, Scalar, StructValue
 
 if TYPE_CHECKING:
@@ -51,11 +51,11 @@ def _request(unit: CompileUnit, symbol: str, abi: DerivativeABI) -> str:
     key = (symbol, abi.mode, abi.activity, abi.ret_activity, abi.with_primal, abi.width)
     if key not in unit.requests:
         letters = "".join(a.letter for a in abi.activity)
-        name = (f"__adj_call_{symbol}_{'fwd' if abi.mode is Mode.FORWARD else 'rev'}_"
+        name = (f"__adj_call_{symbol}_{'fwd' if abi.mode is DerivativeMode.FORWARD else 'rev'}_"
                 f"{letters}_{abi.ret_activity.letter}{'p' if abi.with_primal else ''}"
                 f"{f'_w{abi.width}' if abi.width > 1 else ''}")
         with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-            adj.autodiff(name, symbol, abi, combined=abi.mode is Mode.REVERSE)
+            adj.autodiff(name, symbol, abi, combined=abi.mode is DerivativeMode.REVERSE)
         unit.requests[key] = name
         if _run_pass not in unit.before_lowering:
             unit.before_lowering.append(_run_pass)
@@ -82,7 +82,7 @@ def _value(v, what: str):
     raise UserError(f"{what} is {S.describe(v)}; a derivative takes scalars and arrays")
 
 
-def derivative_call(unit: CompileUnit, f, mode: ApiMode, anns: Sequence[Annotation],
+def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation],
                     name: str) -> list:
     """Emits, at the insertion point, the call of `f`'s derivative in `mode` for the
     annotated frontend values `anns`; returns the results as Python's autodiff does."""
@@ -171,7 +171,7 @@ def _one_layout(v: Array, shadow):
     return strided(v), lanes if isinstance(shadow, tuple) else lanes[0]
 
 
-def _shadow(d, v, mode: ApiMode, what: str):
+def _shadow(d, v, mode: Mode, what: str):
     """The shadow (an array like `v`) or the tangent (a float scalar) `d` of argument `v`."""
     t = v.type
     if isinstance(t, ArrayType):
@@ -385,7 +385,7 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
 
 
 # ---- launches ---------------------------------------------------------------------------------
-def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: ApiMode, anns: list,
+def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: Mode, anns: list,
                        ndrange):
     """`autodiff(mode, kernel, *anns, ndrange=...)` inside @jit code: the derivative of a
     function launching the kernel (the launch rule makes the derivative kernels), its
@@ -707,7 +707,7 @@ def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict
             raise UserError(f"autodiff() inside compiled code takes ndrange= (for a kernel) "
                             f"only, not {sorted(kwargs)}")
         if (len(args) < 2 or not isinstance(args[0], PyObj) or
-                not isinstance(args[0].obj, ApiMode) or not isinstance(args[1], PyObj)):
+                not isinstance(args[0].obj, Mode) or not isinstance(args[1], PyObj)):
             raise UserError("autodiff(mode, f, *args): a mode such as adjit.Reverse, then a "
                             "function")
         mode, f = args[0].obj, args[1].obj
@@ -765,7 +765,7 @@ def _tangent_annotation(p, t, width: int | None, what: str) -> Annotation:
     return BatchDuplicated(p, t)
 
 
-def compile_transform_autodiff(g: "Grad | Jacobian", mode: ApiMode,
+def compile_transform_autodiff(g: "Grad | Jacobian", mode: Mode,
                                anns: Sequence[Annotation], types: list) -> "Compiled":
     """The entry of `adjit.autodiff(mode, g, *anns)` from Python, for `g` a derivative
     (adjit.grad(f)) and the arguments' values of `types`: it takes each argument followed by

@@ -21,7 +21,7 @@ from .codegen import CodeGenerator
 from .unit import CompileUnit
 from ..core.errors import CompilationError, UserError
 from ..lang.rules import AugmentedReturn, Config, RuleArg
-from ..core.derivative_abi import DerivativeABI, Mode
+from ..core.derivative_abi import DerivativeABI, DerivativeMode
 from ..core.types import ArrayType, VecArrayType, VecType
 from . import vectors as V
 from .values import Array, Literal, PyObj, Scalar, Vec, VecArray
@@ -55,7 +55,7 @@ class RuleCodeGenerator(CodeGenerator):
         """The layout of the derivative this rule implements (a forward rule's is forward
         mode's; augmented and reverse rules take the reverse mode's)."""
         forward = self.rule_kind == "forward"
-        return DerivativeABI(Mode.FORWARD if forward else Mode.REVERSE,
+        return DerivativeABI(DerivativeMode.FORWARD if forward else DerivativeMode.REVERSE,
                              tuple(self.activity), self.ret_activity,
                              width=self.config.width if forward else 1)
 

@@ -2,12 +2,12 @@
 rules, launches from Python) and the autodiff pass (the functions it generates).
 
 A derivative of a function `f(x0, x1, ...) -> (r0, ...)` is, by mode:
-- forward (`Mode.FORWARD`): `f_fwd(x0, [dx0], x1, [dx1], ...)` — each argument, then its
+- forward (`DerivativeMode.FORWARD`): `f_fwd(x0, [dx0], x1, [dx1], ...)` — each argument, then its
   tangent unless it is Const — returning the primal results if `with_primal`, then the
   tangents of the float results unless the result is Const. With `width` N > 1 (batched
   tangents, Enzyme's BatchDuplicated) each tangent is N of them, lane after lane: argument k is
   followed by N tangents, and each differentiable result's tangent is N results;
-- reverse (`Mode.REVERSE`), split in two:
+- reverse (`DerivativeMode.REVERSE`), split in two:
   `f_aug(x0, [sx0], x1, [sx1], ...)` — each argument, then its shadow if it is Duplicated
   or DuplicatedNoNeed — returning the primal results if `with_primal`, then the tape;
   `f_rev(<f_aug's parameters>, <the float results' adjoints if the result is Active>,
@@ -34,7 +34,7 @@ from .types import ArrayType
 T = TypeVar("T")
 
 
-class Mode(str, enum.Enum):
+class DerivativeMode(str, enum.Enum):
     """The two kinds of derivative the pass generates (the `mode` of `adj.autodiff`)."""
     FORWARD = "forward"
     REVERSE = "reverse"
@@ -45,7 +45,7 @@ class Mode(str, enum.Enum):
 
 @dataclass(frozen=True)
 class DerivativeABI:
-    mode: Mode
+    mode: DerivativeMode
     activity: tuple[Activity, ...]
     ret_activity: Activity = Activity.CONST
     with_primal: bool = False
@@ -53,10 +53,10 @@ class DerivativeABI:
 
     def __post_init__(self) -> None:
         # Strings read back from IR attributes become the enums (they compare equal).
-        object.__setattr__(self, "mode", Mode(self.mode))
+        object.__setattr__(self, "mode", DerivativeMode(self.mode))
         object.__setattr__(self, "activity", tuple(Activity(a) for a in self.activity))
         object.__setattr__(self, "ret_activity", Activity(self.ret_activity))
-        if self.width < 1 or (self.width > 1 and self.mode is not Mode.FORWARD):
+        if self.width < 1 or (self.width > 1 and self.mode is not DerivativeMode.FORWARD):
             raise ValueError(f"a derivative's width is 1, or more in forward mode; got "
                              f"{self.width} in {self.mode} mode")
 
@@ -74,7 +74,7 @@ class DerivativeABI:
     def has_shadow(self, k: int) -> bool:
         """Whether argument k is followed by its tangent (forward) or shadow (reverse)."""
         act = self.activity[k]
-        return act != Activity.CONST if self.mode is Mode.FORWARD else act in SHADOWED
+        return act != Activity.CONST if self.mode is DerivativeMode.FORWARD else act in SHADOWED
 
     # -- parameters ----------------------------------------------------------------------------
     def inputs(self, types: Sequence[T]) -> list[T]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..core.activity import Activity
-from ..core.derivative_abi import DerivativeABI, Mode as Kind
+from ..core.derivative_abi import DerivativeABI, DerivativeMode
 
 
 # ---- modes -------------------------------------------------------------------------------
@@ -23,9 +23,9 @@ class Mode:
         return self.name
 
     @property
-    def kind(self) -> Kind:
+    def kind(self) -> DerivativeMode:
         """The kind of derivative the pass generates for this mode (its `mode` attribute)."""
-        return Kind.REVERSE if self.reverse else Kind.FORWARD
+        return DerivativeMode.REVERSE if self.reverse else DerivativeMode.FORWARD
 
 
 Forward = Mode("Forward", False, False)

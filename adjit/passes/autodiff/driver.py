@@ -15,7 +15,7 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from ...core.derivative_abi import Mode
+from ...core.derivative_abi import DerivativeMode
 from ...dialects.adj import (AUTODIFF, AdjError, AutodiffRequest, BOUNDS_ATTR,
                              FIXED_POINT_ATTR, FUNC_ATTR, KERNEL_ATTR, NDIM_ATTR, read_autodiff)
 from ..ir_util import func_type, is_float, symbol_name
@@ -92,10 +92,11 @@ class Differentiator:
         request = read_autodiff(op)
         sig, name = self._signature(op, request), request.name
         extra, combined = request.extra, request.combined
-        if combined and (sig.mode != Mode.REVERSE or KERNEL_ATTR in self.symbols[sig.fn].attributes):
+        if combined and (sig.mode != DerivativeMode.REVERSE
+                         or KERNEL_ATTR in self.symbols[sig.fn].attributes):
             raise AdjError(op, "a combined request is of reverse mode, for a function that is not "
                                "a kernel (a kernel's derivative is launched, per item)")
-        names = ([name] if sig.mode == Mode.FORWARD else
+        names = ([name] if sig.mode == DerivativeMode.FORWARD else
                  [f"{name}_aug", f"{name}_rev"] + ([name] if combined else []))
         for n in names:
             if n in self.symbols:
@@ -181,7 +182,7 @@ class Differentiator:
             return ruled
         self._in_progress.add(sig)
         fn = self.symbols[sig.fn]
-        if sig.mode == Mode.FORWARD:
+        if sig.mode == DerivativeMode.FORWARD:
             result = Derivative(forward=symbol_name(generate_forward(self, fn, sig, name, extra)))
         elif FIXED_POINT_ATTR in fn.attributes:     # implicitly, not through its iterations
             result = generate_fixed_point(self, fn, sig, name, extra)
@@ -233,7 +234,7 @@ class Differentiator:
                extra: dict[str, ir.Attribute]) -> None:
         """Defines the requested names for already generated functions: thin wrappers (which
         inlining removes), or copies for kernels, which a launch must call directly."""
-        pairs = [(name, d.forward)] if sig.mode == Mode.FORWARD else [
+        pairs = [(name, d.forward)] if sig.mode == DerivativeMode.FORWARD else [
             (f"{name}_aug", d.aug), (f"{name}_rev", d.rev)]
         for new, old in pairs:
             target = self.lookup(old)

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from mlir import ir
 
 from ...core.activity import Activity, SHADOWED
-from ...core.derivative_abi import DerivativeABI, Mode
+from ...core.derivative_abi import DerivativeABI, DerivativeMode
 from ...core.tape_size import Expr, to_text
 from ...dialects.adj import AdjError
 from ..ir_util import func_type, is_float, is_float_memref, is_memref
 
 ACTIVITIES = tuple(a.value for a in Activity)
-MODES = tuple(m.value for m in Mode)
+MODES = tuple(m.value for m in DerivativeMode)
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
     inputs, results = list(ftype.inputs), list(ftype.results)
     if sig.mode not in MODES:
         raise AdjError(op, f"autodiff mode must be \"forward\" or \"reverse\", not {sig.mode!r}")
-    if sig.width < 1 or (sig.width > 1 and sig.mode != Mode.FORWARD):
+    if sig.width < 1 or (sig.width > 1 and sig.mode != DerivativeMode.FORWARD):
         raise AdjError(op, f"autodiff width must be 1, or more in forward mode (batched "
                            f"tangents); got {sig.width} in {sig.mode} mode")
     if len(sig.activity) != len(inputs):
@@ -106,16 +106,16 @@ def check_signature(op: ir.Operation, fn: ir.Operation, sig: Signature) -> None:
         if not (is_float(t) or is_float_memref(t)):
             raise AdjError(op, f"argument {k} of @{sig.fn} has type {t}, which is not "
                                f"differentiable: it must be \"const\", not {act!r}")
-        if sig.mode == Mode.REVERSE and act == Activity.ACTIVE and is_memref(t):
+        if sig.mode == DerivativeMode.REVERSE and act == Activity.ACTIVE and is_memref(t):
             raise AdjError(op, f"argument {k} of @{sig.fn} is an array ({t}): in reverse mode "
                                f"it must be \"dup\", \"dupnoneed\" or \"const\", not \"active\"")
-        if sig.mode == Mode.REVERSE and act in SHADOWED and not is_memref(t):
+        if sig.mode == DerivativeMode.REVERSE and act in SHADOWED and not is_memref(t):
             raise AdjError(op, f"argument {k} of @{sig.fn} is a scalar ({t}): in reverse mode "
                                f"it must be \"active\" or \"const\", not {act!r}")
     if sig.ret_activity not in ACTIVITIES:
         raise AdjError(op, f"autodiff ret_activity {sig.ret_activity!r} is not one of "
                            f"{', '.join(ACTIVITIES)}")
-    if sig.ret_activity != Activity.CONST and sig.mode == Mode.REVERSE:
+    if sig.ret_activity != Activity.CONST and sig.mode == DerivativeMode.REVERSE:
         if sig.ret_activity != Activity.ACTIVE:
             raise AdjError(op, f"reverse-mode ret_activity of @{sig.fn} must be \"active\" or "
                                f"\"const\", not {sig.ret_activity!r}")

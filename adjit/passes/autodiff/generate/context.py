@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from mlir import ir
 
 from ....core.activity import Activity
-from ....core.derivative_abi import Mode
+from ....core.derivative_abi import DerivativeMode
 from ....dialects.adj import KERNEL_ATTR
 from ...ir_util import callee, is_float, is_memref, parent_op, primal_used, walk
 from ...op_facts import facts
@@ -63,7 +63,7 @@ class ReverseContext:
         """The reverse-mode signature of a call site."""
         activity, overwritten = self.operand_activity(op, op.operands)
         active_ret = any(self.act.active(r) for r in op.results)
-        sig = Signature(fn=callee(op), mode=Mode.REVERSE, activity=activity,
+        sig = Signature(fn=callee(op), mode=DerivativeMode.REVERSE, activity=activity,
                         ret_activity=Activity.ACTIVE if active_ret else Activity.CONST, with_primal=True,
                         overwritten=overwritten)
         return call_primal(self.diff, sig, primal_used(op, self.sig.with_primal), op)

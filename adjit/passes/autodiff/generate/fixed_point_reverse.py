@@ -31,7 +31,7 @@ from mlir import ir
 from mlir.dialects import arith, func, math, memref, scf
 
 from ....core.activity import Activity
-from ....core.derivative_abi import Mode
+from ....core.derivative_abi import DerivativeMode
 from ....dialects import adj
 from ....dialects.adj import AdjError, FIXED_POINT_ATTR
 from ...ir_util import (alloc_like, const, dims, fill_zero, flat_view, for_each_index, func_type,
@@ -98,7 +98,7 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
         w_inputs = list(func_type(diff.symbols[step]).inputs)
         consts = (Activity.CONST,) * len(ps)
 
-        def w_derivative(activity, ret, mode=Mode.REVERSE):
+        def w_derivative(activity, ret, mode=DerivativeMode.REVERSE):
             s = Signature(fn=step, mode=mode, activity=tuple(activity),
                           ret_activity=ret, with_primal=False,
                           overwritten=(False,) * len(w_inputs))
@@ -130,7 +130,7 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
             memref.copy(out_shadow, xbar)
             fill_zero(out_shadow)     # x*'s place held xbar; the old contents reach nothing
             s_fw, d_fw = w_derivative((Activity.DUP, Activity.DUP) + consts, Activity.CONST,
-                                      Mode.FORWARD)
+                                      DerivativeMode.FORWARD)
             held = _held_components(xstar, lambda v, tv, o, to: func.CallOp(
                 [], ir.FlatSymbolRefAttr.get(d_fw.forward),
                 abi(s_fw).flatten([v, o] + ps, [tv, to] + [None] * len(ps))))

@@ -18,7 +18,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from ....core.activity import Activity, SHADOWED
-from ....core.derivative_abi import Mode
+from ....core.derivative_abi import DerivativeMode
 from ...ir_util import callee, clone_op, func_type, is_float, is_float_memref, or_zero, primal_used
 from ..protocols import OpRules
 from ..signature import Signature, adjoint_types, forward_abi
@@ -32,7 +32,7 @@ def forward_signature(gen: "ForwardGenerator", op: ir.Operation) -> Signature:
     """The forward-mode signature of a call site."""
     activity = tuple(Activity.DUP if gen.carried(v) else Activity.CONST for v in op.operands)
     active_ret = any(gen.carried(r) for r in op.results)
-    sig = Signature(fn=callee(op), mode=Mode.FORWARD, activity=activity,
+    sig = Signature(fn=callee(op), mode=DerivativeMode.FORWARD, activity=activity,
                     ret_activity=Activity.DUP if active_ret else Activity.CONST,
                     with_primal=True, overwritten=(False,) * len(activity), width=gen.width)
     return call_primal(gen.diff, sig, primal_used(op, gen.sig.with_primal), op)

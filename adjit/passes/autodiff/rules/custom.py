@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable
 from mlir import ir
 
 from ....core.activity import SHADOWED
-from ....core.derivative_abi import Mode
+from ....core.derivative_abi import DerivativeMode
 from ....dialects.adj import AdjError
 from ...ir_util import func_type, symbol_name, symbol_ref
 from ..signature import Derivative, Signature, adjoint_types, aug_inputs, dret_types, forward_abi
@@ -105,7 +105,7 @@ def lookup_rules(diff: "Host", sig: Signature, at: ir.Operation,
     provider = diff.rule_provider
     config = rule_config(sig)
     args = (sig.fn, list(sig.activity), sig.ret_activity, config)
-    if sig.mode == Mode.FORWARD:
+    if sig.mode == DerivativeMode.FORWARD:
         name = provider(sig.fn, "forward", *args[1:])
         if name is None:
             return None

@@ -24,7 +24,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from ....core.activity import Activity, SHADOWED
-from ....core.derivative_abi import Mode
+from ....core.derivative_abi import DerivativeMode
 from ....dialects import adj
 from ....dialects.adj import launch_call
 from ...ir_util import callee, clone_op, dims, func_type, index, memref_type, numel
@@ -54,7 +54,7 @@ def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
             args += gen.derivatives_of(v)
         else:
             activity.append(Activity.CONST)
-    sig = Signature(fn=callee(call), mode=Mode.FORWARD, activity=tuple(activity),
+    sig = Signature(fn=callee(call), mode=DerivativeMode.FORWARD, activity=tuple(activity),
                     ret_activity=Activity.CONST, with_primal=False,
                     overwritten=(False,) * len(activity), width=gen.width)
     name = gen.diff.derivative(sig, op).forward
@@ -65,7 +65,7 @@ def forward_launch(gen: "ForwardGenerator", op: ir.Operation) -> None:
 def launch_signature(ctx: "Shared", op: ir.Operation) -> tuple[Signature, Derivative]:
     call = launch_call(op)
     activity, overwritten = ctx.operand_activity(op, call.operands)
-    sig = Signature(fn=callee(call), mode=Mode.REVERSE, activity=activity,
+    sig = Signature(fn=callee(call), mode=DerivativeMode.REVERSE, activity=activity,
                     ret_activity=Activity.CONST, with_primal=False, overwritten=overwritten)
     return sig, ctx.diff.derivative(sig, op)
 

@@ -29,7 +29,6 @@ from .lang import rules
 from .lang.checkpointing import checkpointed
 from .lang.fixed_point import fixed_point
 from .lang.stop_gradient import stop_gradient
-from .compiler import matmul_rules as _matmul_rules  # noqa: F401 (the products' rules)
 from .api.calls import ROUTES as _ROUTES
 from .lang.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device

@@ -18,8 +18,9 @@ from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks
 from . import service, transform_calls
+from ..compiler import callables
 from ..lang.functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, jit,
-                        routes, specialise)
+                        specialise)
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
@@ -448,7 +449,8 @@ def _refuse_structs(what: str, args: Sequence) -> None:
 class Transform:
     """A function made of `f` by differentiating it (Grad, Jacobian): callable from Python
     (an entry compiled whole, transform_calls.py) and from compiled code
-    (derivative_calls.py, through the routes), and differentiable in turn."""
+    (derivative_calls.py: the handlers registered at the end of this module), and
+    differentiable in turn."""
 
     def __init__(self, f, name: str):
         self.f = f
@@ -470,9 +472,6 @@ class Transform:
         # (a torch tensor or JAX array: a NumPy view of it, as for any call; the result is
         # NumPy's, as grad's is)
         return transform_calls.call(self, host_values(args))
-
-    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
-        return routes().compile_derivative(self, gen, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<adjit {self.__name__}>"
@@ -521,12 +520,6 @@ def grad(f, argnums=0) -> Grad:
 def value_and_grad(f, argnums=0) -> Grad:
     """JAX's value_and_grad: a function returning (value, gradient w.r.t. `argnums`)."""
     return _grad_of(f, argnums, True)
-
-
-# Inside compiled code: `adjit.grad(f)` is evaluated while compiling (a Grad, whose call is
-# compiled), `adjit.autodiff(...)` and `adjit.jvp(...)` compile to derivative calls.
-grad._adjit_compile_time = True
-value_and_grad._adjit_compile_time = True
 
 
 def _like(what: str, v, like, of: str, convert: bool):
@@ -895,14 +888,57 @@ def hessian(f, argnums: int = 0, width: int = 1) -> Callable:
     return jacfwd(grad(f, argnums), argnums, width)
 
 
-autodiff._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
-    autodiff, gen, args, kwargs)
-jvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
-    jvp, gen, args, kwargs)
-hvp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
-    hvp, gen, args, kwargs)
-jacfwd._adjit_compile_time = True
-jacrev._adjit_compile_time = True
-hessian._adjit_compile_time = True
-vjp._adjit_compile_call = lambda gen, args, kwargs: routes().compile_derivative(
-    vjp, gen, args, kwargs)
+# ---- inside compiled code ------------------------------------------------------------------
+# The API's objects in the compiler's registry of callables (compiler/callables.py, MLIR-free:
+# registering costs nothing here). `adjit.grad(f)`, `jacfwd(f)`... are evaluated while
+# compiling (a Grad or Jacobian, whose call is compiled); calls of `autodiff`, `jvp`, `hvp`,
+# `vjp` and of a Grad or Jacobian compile to derivative calls (compiler/derivative_calls.py,
+# imported, and MLIR with it, only when code calls one).
+def _autodiff_in_code(gen, args: list, kwargs: dict):
+    from ..compiler.derivative_calls import call_autodiff_in_code
+    return call_autodiff_in_code(gen, args, kwargs)
+
+
+def _jvp_in_code(gen, args: list, kwargs: dict):
+    from ..compiler.derivative_calls import call_jvp
+    return call_jvp(gen, args, kwargs)
+
+
+def _hvp_in_code(gen, args: list, kwargs: dict):
+    from ..compiler.derivative_calls import call_jvp
+    return call_jvp(gen, args, kwargs, grad=grad)     # (the jvp of grad(f))
+
+
+def _vjp_in_code(gen, args: list, kwargs: dict):
+    from ..compiler.derivative_calls import call_vjp
+    return call_vjp(gen, args, kwargs)
+
+
+def _grad_in_code(gen, g: Grad, args: list, kwargs: dict):
+    from ..compiler.derivative_calls import call_grad
+    return call_grad(gen, g, args, kwargs)
+
+
+def _define_grad(unit, g: Grad, types: list) -> tuple:
+    from ..compiler.derivative_calls import define_grad
+    return define_grad(unit, g, types)
+
+
+def _jacobian_in_code(gen, jac: Jacobian, args: list, kwargs: dict):
+    from ..compiler.derivative_calls import call_jacobian
+    return call_jacobian(gen, jac, args, kwargs)
+
+
+def _define_jacobian(unit, jac: Jacobian, types: list) -> tuple:
+    from ..compiler.derivative_calls import define_jacobian
+    return define_jacobian(unit, jac, types)
+
+
+callables.register(autodiff, _autodiff_in_code)
+callables.register(jvp, _jvp_in_code)
+callables.register(hvp, _hvp_in_code)
+callables.register(vjp, _vjp_in_code)
+callables.register_type(Grad, _grad_in_code, define=_define_grad)
+callables.register_type(Jacobian, _jacobian_in_code, define=_define_jacobian)
+for _transform in (grad, value_and_grad, jacfwd, jacrev, hessian):
+    callables.register_evaluated(_transform)

@@ -1,7 +1,7 @@
 """Where declarations' calls go (functions.Routes; adjit/__init__.py installs `ROUTES`): a
 CPU call's specialisation from the compile service (service.py), a `device="cuda"` call or
-launch to its launcher (cuda_jit.py, cuda_launch.py), `lower` on either device, and a call
-of a declaration inside compiled code to the compiler (compiler.py, imported then).
+launch to its launcher (cuda_jit.py, cuda_launch.py), `lower` on either device, and a
+transform called from Python (compiled whole, or autodiff of it).
 
 The launchers, like the compiler, are imported on first use: `import adjit` stays light.
 """
@@ -14,7 +14,6 @@ from ..lang.functions import Kernel, Lowered, debug_enabled
 from .guard import compiling
 
 if TYPE_CHECKING:
-    from ..compiler.codegen import CodeGenerator
     from ..compiler.compiled import Compiled
     from ..lang.functions import Function
 
@@ -60,18 +59,6 @@ class _Routes:
         adj_text = compiling(target, kernel_text)
         return Lowered(adj_text, _no_llvm,
                        lambda: service.gpu_kernels(target, types, ndim)["kernel"].ptx)
-
-    def compile_call(self, target: Function | Kernel, gen: CodeGenerator, args: list,
-                     kwargs: dict) -> Any:
-        from ..compiler.unit import call_function, launch_kernel
-        if isinstance(target, Kernel):
-            return launch_kernel(target, gen, args, kwargs)
-        return call_function(target, gen, args, kwargs)
-
-    def compile_derivative(self, what: Any, gen: CodeGenerator, args: list,
-                           kwargs: dict) -> Any:
-        from ..compiler.derivative_calls import compile_derivative_call
-        return compile_derivative_call(gen, what, args, kwargs)
 
     def compile_transform(self, g: Any, types: list, mode: Any, anns: list) -> Compiled:
         from ..compiler.derivative_calls import compile_transform, compile_transform_autodiff

@@ -1,7 +1,7 @@
 """How calls compile when user code calls a builtin: adjit's own (builtins.py), the `math`
-module's, and Python's `abs min max float int bool len range`. `lookup` maps each Python
-object to the code that compiles a call of it; the code generator looks callees up there by
-identity.
+module's, Python's `abs min max float int bool len range`, and a scalar type (`adjit.f32(x)`).
+Each is an entry of the registry of compile-time callables (callables.py), which the code
+generator asks by identity; `lookup` gives a builtin's handler.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from mlir.dialects import memref
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
+from . import callables
+from .callables import Handler, How
 from .matmul import matmul
 from . import scalar_ops as S
 from ..lang.builtins import PREDICATES, UNARY_MATH, namespace
@@ -27,18 +29,18 @@ from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f64, wea
                           weak_i64)
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
-Handler = Callable[..., object]   # (gen, args, kwargs) -> value
-_HANDLERS: dict[int, tuple[object, Handler]] = {}
-
 
 def _register(objs, handler: Handler) -> None:
+    """Calls of each of `objs` compile to `handler(gen, args, kwargs)`: entries of the one
+    registry (callables.py) that take the code's values as they are."""
     for o in objs:
-        _HANDLERS[id(o)] = (o, handler)
+        callables.register(o, handler, How.VALUES)
 
 
 def lookup(obj) -> Handler | None:
-    entry = _HANDLERS.get(id(obj))
-    return entry[1] if entry is not None and entry[0] is obj else None
+    """The handler of the builtin `obj` (its registry entry's); None if it is no builtin."""
+    entry = callables.lookup(obj)
+    return entry.handler if entry is not None and entry.how is How.VALUES else None
 
 
 def _expect(args, n: int, name: str, kwargs=None) -> None:

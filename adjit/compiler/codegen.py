@@ -13,9 +13,10 @@ its mixins, each a module of this package named for what it compiles:
 - subscripts.py: element access and views (`x[i, j]`, `x[1:-1, ::2]`), write targets;
 - operators.py: arithmetic, comparison and boolean operators;
 - returns.py: `return`, the results and their types.
-What a call of a builtin, a NumPy function or a derivative entry point compiles to is
-builtin_calls.py's, numpy_calls.py's and derivative_calls.py's; array and vector operations
-are arrays.py's and vectors.py's.
+What a call compiles to is the registry of compile-time callables' answer (callables.py):
+a builtin's, a NumPy function's or a derivative entry point's handler is builtin_calls.py's,
+numpy_calls.py's or derivative_calls.py's; array and vector operations are arrays.py's and
+vectors.py's.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ from mlir.dialects import func
 
 from . import arrays as A
 from . import builtin_calls as B
+from . import callables as C
+from .callables import How
+from . import fixed_point_calls, lang_calls  # noqa: F401 (register the language's callables)
 from . import lazy as L
 from . import numpy_calls as NP  # (registers NumPy's array functions)
 from . import scalar_ops as S
@@ -424,21 +428,21 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
         obj = callee.obj
         if isinstance(obj, _Method):
             return obj.call(self, args, kwargs)
-        if getattr(obj, "_adjit_compile_time", False):
+        entry = C.lookup(obj)
+        if entry is not None and entry.how is How.EVALUATED:
             # A transformation or annotation evaluated while compiling (`adjit.grad(f)`,
             # `adjit.Active(x)`): its result is an object of the compiler's, which a call or a
             # derivative (derivative_calls.py) then uses.
             return PyObj(obj(*map(_python, args), **{k: _python(v) for k, v in kwargs.items()}))
-        handler = B.lookup(obj)
-        if handler is not None:
+        if entry is not None and entry.how is How.VALUES:
             if obj is B.namespace["atomic_add"] or not any(isinstance(a, VecArray)
                                                            for a in args):
-                return handler(self, args, kwargs)
+                return entry.handler(self, args, kwargs)
             # An array of vectors is its array to the array functions; `zeros_like(x)`
             # and the like of one is an array of the same vectors.
             like = args[0] if isinstance(args[0], VecArray) and obj in _LIKE else None
-            out = handler(self, [a.array if isinstance(a, VecArray) else a for a in args],
-                          kwargs)
+            out = entry.handler(self, [a.array if isinstance(a, VecArray) else a
+                                       for a in args], kwargs)
             if like is not None and isinstance(out, Array) and out.type.ndim == like.type.ndim:
                 return VecArray(out, like.vec)
             return out
@@ -448,15 +452,14 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{obj!r}(x) takes one argument")
             return B.lift(lambda x: S.cast(S.as_scalar(x, obj), obj), args)
-        hook = getattr(obj, "_adjit_compile_call", None)
-        if hook is not None:
+        if entry is not None:
             # A compiled function or a kernel may write any array it is given (or an alias
             # of one): lazy names are computed first, and a lazy name passed is its array.
             keys = list(kwargs)
             forced = self.force_lazy(args + [kwargs[k] for k in keys],
                                      also=[self._stmt or self.src.tree])
             args, kwargs = forced[:len(args)], dict(zip(keys, forced[len(args):]))
-            return hook(self, args, kwargs)
+            return entry.handler(self, args, kwargs)
         name = getattr(obj, "__name__", repr(obj))
         raise self.error(node.func, f"call to {name!r}, which adjit cannot compile (it calls "
                                     "adjit/math builtins and @adjit.func/@adjit.jit functions)")

@@ -17,8 +17,7 @@ differentiated, and called from Python (`compile_transform`, through a compiled 
 """
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
@@ -31,17 +30,41 @@ from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
+from . import callables
+from .new_functions import new_function, operand, typed
 from .unit import CompileUnit, compiled
-from ..lang.functions import Function, Kernel
+from ..lang.functions import Kernel
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
 from ..lang.modes import Mode
-from .values import Array, Literal, PyObj, Scalar, StructValue
+from .values import Array, Literal, PyObj, Scalar
 
 if TYPE_CHECKING:
-    from ..api.autodiff import Grad, Jacobian
     from .codegen import CodeGenerator
     from .compiled import Compiled
+
+
+class GradOf(Protocol):
+    """What the compiler reads of `adjit.grad(f, argnums)` and `value_and_grad` (the API's
+    Grad, api/autodiff.py, which registers its handlers with the registry of callables)."""
+    f: Any
+    argnums: Any
+    with_value: bool
+    compiled: dict       # autodiff of it from Python: (mode, ...) -> (entry, result shape)
+    __name__: str
+
+    def nums(self, n: int) -> tuple[int, ...]:
+        """The positions differentiated among `n` arguments."""
+
+
+class JacobianOf(Protocol):
+    """What the compiler reads of `adjit.jacfwd(f, argnums)`, `jacrev`, `hessian` (the
+    API's Jacobian)."""
+    f: Any
+    argnums: int
+    reverse: bool
+    width: int
+    __name__: str
 
 
 # ---- the request and the call ---------------------------------------------------------------
@@ -67,21 +90,6 @@ def _run_pass(unit: CompileUnit) -> None:
     run_pass(unit)
 
 
-def _value(v, what: str):
-    """A frontend value as a scalar or an array (a literal becomes a scalar of its type)."""
-    if isinstance(v, (bool, int, float)):    # (a constant of a compile-time call)
-        v = Literal(v)
-    if isinstance(v, Literal):
-        return S.as_scalar(v)
-    if isinstance(v, (Scalar, Array)):
-        return v
-    if isinstance(v, StructValue):
-        raise UserError(f"{what} is a {v.type.name} struct: a derivative inside compiled code "
-                        "takes scalars and arrays (pass the struct's fields, or call "
-                        "adjit.autodiff from Python, which takes Duplicated(s, ds))")
-    raise UserError(f"{what} is {S.describe(v)}; a derivative takes scalars and arrays")
-
-
 def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation],
                     name: str) -> list:
     """Emits, at the insertion point, the call of `f`'s derivative in `mode` for the
@@ -93,7 +101,7 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
     values, shadows, activity = [], [], []
     for k, a in enumerate(anns):
         what = f"{name}(): argument {k}"
-        v = _value(a.val, what)
+        v = operand(a.val, what)
         t = v.type
         act = Activity(a.activity)
         if act == Activity.ACTIVE:
@@ -137,7 +145,7 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request),
                            args + dret)
         primal, adjoints = abi.split_results(
-            [_typed(r, t) for r, t in zip(call.results, outs)], len(results))
+            [typed(r, t) for r, t in zip(call.results, outs)], len(results))
         grads = abi.per_argument(adjoints, PyObj(None))
         if mode.with_primal:
             return [grads, primal[0] if primal else PyObj(None)]
@@ -145,7 +153,7 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
     outs = abi.forward_results(results, _is_float)
     call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request), args)
     primal, tangents = abi.split_results(
-        [_typed(r, t) for r, t in zip(call.results, outs)], len(results))
+        [typed(r, t) for r, t in zip(call.results, outs)], len(results))
     if any(isinstance(a, BatchDuplicated) for a in anns):
         # N per result, lane after lane: a result's tangent is an N-tuple
         tangents = abi.lanes(tangents)
@@ -188,7 +196,7 @@ def _shadow(d, v, mode: Mode, what: str):
         raise UserError(f"{what}: in reverse mode a scalar is Active(x), not Duplicated")
     if not t.is_float:
         raise UserError(f"{what} is not a float: not differentiable")
-    return S.cast(S.as_scalar(_value(d, what + "'s tangent"), t), t)
+    return S.cast(S.as_scalar(operand(d, what + "'s tangent"), t), t)
 
 
 def _one_or_tuple(values: list):
@@ -200,31 +208,24 @@ def _is_float(t) -> bool:
     return (t.dtype if isinstance(t, ArrayType) else t).is_float
 
 
-def _typed(v: ir.Value, t):
-    return Array(v, t) if isinstance(t, ArrayType) else Scalar(v, t)
-
-
 def _define(unit: CompileUnit, f, types: list) -> tuple[str, list, bool]:
     """(symbol, results, is_tuple) of `f` for `types` in `unit`: a function compiled from its
-    source, or a gradient defined in IR (define_grad)."""
-    from ..api.autodiff import Grad, Jacobian
+    source, or one the registry of callables defines (a gradient or a Jacobian in IR:
+    define_grad, define_jacobian, for the API's objects)."""
     if isinstance(f, _InUnit):
         return unit.compiled[f.key]
-    if isinstance(f, Grad):
-        return define_grad(unit, f, types)
-    if isinstance(f, Jacobian):
-        return define_jacobian(unit, f, types)
     if isinstance(f, Kernel):
         raise UserError(f"autodiff of kernel {f.__name__} inside compiled code needs "
                         "ndrange= (the launch is what is differentiated)")
-    if not isinstance(f, Function):
+    entry = callables.lookup(f)
+    if entry is None or entry.define is None:
         raise UserError(f"cannot differentiate {getattr(f, '__name__', f)!r}: autodiff takes "
                         "@adjit.jit or @adjit.func functions, and adjit.grad(...) of them")
-    return unit.function(f, types)
+    return entry.define(unit, types)
 
 
 # ---- gradients as functions ------------------------------------------------------------------
-def _grad_annotations(g: "Grad", values: list) -> tuple[list[Annotation], dict[int, Array]]:
+def _grad_annotations(g: GradOf, values: list) -> tuple[list[Annotation], dict[int, Array]]:
     """JAX's grad: Active scalars and Duplicated arrays (fresh zero shadows) at argnums."""
     nums = g.nums(len(values))
     anns, shadows = [], {}
@@ -240,7 +241,7 @@ def _grad_annotations(g: "Grad", values: list) -> tuple[list[Annotation], dict[i
     return anns, shadows
 
 
-def grad_call(unit: CompileUnit, g: "Grad", values: list, where: str):
+def grad_call(unit: CompileUnit, g: GradOf, values: list, where: str):
     """The value of `g(*values)` (adjit.grad/value_and_grad of a function) emitted here."""
     anns, shadows = _grad_annotations(g, values)
     if shadows and where != "jit":
@@ -256,7 +257,7 @@ def grad_call(unit: CompileUnit, g: "Grad", values: list, where: str):
     return (value, out) if g.with_value else out
 
 
-def define_grad(unit: CompileUnit, g: "Grad", types: list) -> tuple[str, list, bool]:
+def define_grad(unit: CompileUnit, g: GradOf, types: list) -> tuple[str, list, bool]:
     """A function of the module computing `g` for argument `types` (so that it can be called
     and differentiated as any function): (symbol, result types, whether a tuple)."""
     key = ("grad", id(g), tuple(types))
@@ -268,7 +269,7 @@ def define_grad(unit: CompileUnit, g: "Grad", types: list) -> tuple[str, list, b
             is_tuple.append(isinstance(out, tuple))
             return list(out) if is_tuple[0] else [out]
 
-        fn, symbol, results = _new_function(unit, "__adj_grad_", g.f.__name__, types, body)
+        fn, symbol, results = new_function(unit, "__adj_grad_", g.f.__name__, types, body)
         if not _allocates(types):
             fn.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
         unit.compiled[key] = (symbol, results, is_tuple[0])
@@ -277,35 +278,6 @@ def define_grad(unit: CompileUnit, g: "Grad", types: list) -> tuple[str, list, b
 
 def _allocates(types: list) -> bool:
     return any(isinstance(t, ArrayType) for t in types)
-
-
-def _defined(unit: CompileUnit, name: str) -> bool:
-    try:
-        unit.symbol(name)
-        return True
-    except KeyError:
-        return False
-
-
-def _new_function(unit: CompileUnit, prefix: str, name: str, types: list,
-                  emit) -> tuple[ir.Operation, str, list]:
-    """A private function of the unit (named `prefix` + `name`, made unique), whose body
-    `emit(values)` compiles from its parameters and whose results are what `emit` returns
-    (a list of the code's values: the result types are known once the body is built).
-    Returns (the function, its symbol, its result types)."""
-    symbol = prefix + re.sub(r"\W", "_", name)
-    while _defined(unit, symbol):
-        symbol += "_"
-    with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-        fn = func.FuncOp(symbol, ([mlir_type(t) for t in types], []), visibility="private")
-        entry = fn.add_entry_block()
-    with ir.InsertionPoint(entry), ir.Location.unknown():
-        items = emit([_typed(a, t) for a, t in zip(entry.arguments, types)])
-        func.ReturnOp([x.value for x in items])
-    results = [x.type for x in items]
-    fn.operation.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-        [mlir_type(t) for t in types], [mlir_type(t) for t in results]))
-    return fn.operation, symbol, results
 
 
 def _entry_calling(unit: CompileUnit, symbol: str, types: list, results: list) -> None:
@@ -338,10 +310,6 @@ class _Pullback:
         # `written`, which each pullback call runs on a fresh copy of)
         self.f, self.values, self.result, self.written = f, values, result, set(written)
         self.__name__ = f"the pullback of {getattr(f, '__name__', f)}"
-
-    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
-        from ..lang.functions import routes
-        return routes().compile_derivative(self, gen, args, kwargs)
 
 
 def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
@@ -397,7 +365,7 @@ def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: Mode, anns: list,
     if ndrange is None:
         raise UserError(f"autodiff of kernel {k.__name__} needs ndrange=")
     extents = [S.from_index(e) for e in _ndrange_values(ndrange)]
-    values = [_value(a.val, f"autodiff(): argument {j}") for j, a in enumerate(anns)]
+    values = [operand(a.val, f"autodiff(): argument {j}") for j, a in enumerate(anns)]
     types = [v.type for v in values]
     key = ("launch", id(k), tuple(types), len(extents))
     if key not in gen.unit.compiled:
@@ -470,7 +438,7 @@ class _Restorer:
 
 
 # ---- Jacobians by forward passes ----------------------------------------------------------------
-def jacobian_call(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
+def jacobian_call(unit: CompileUnit, jac: JacobianOf, values: list, where: str):
     """The value of `jac(*values)` (adjit.jacfwd of a function, or adjit.hessian) emitted
     here: one forward pass per element of the argument, in a loop of the compiled code,
     each along a basis vector, its tangent stored as a column of the result (shape
@@ -563,7 +531,7 @@ def _store_column(t, j: ir.Value, n: ir.Value, flat_result: ir.Value, then) -> N
     then()
 
 
-def _one_float_result(unit: CompileUnit, jac: "Jacobian", values: list) -> tuple[str, object]:
+def _one_float_result(unit: CompileUnit, jac: JacobianOf, values: list) -> tuple[str, object]:
     """(symbol, result type) of the function a Jacobian differentiates, which must return
     one float scalar or array."""
     symbol, results, _ = _define(unit, jac.f, [v.type for v in values])
@@ -582,7 +550,7 @@ def _result_dims(symbol: str, out_t, values: list) -> list[ir.Value]:
     return A.dims(Array(out, out_t))
 
 
-def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: str):
+def _jacobian_by_rows(unit: CompileUnit, jac: JacobianOf, values: list, where: str):
     """jacrev: one reverse pass per element of the result (of the inner product of the
     result with a basis cotangent, derivative._inner_product), each gradient a row."""
     k, x = jac.argnums, values[jac.argnums]
@@ -640,11 +608,11 @@ def _jacobian_by_rows(unit: CompileUnit, jac: "Jacobian", values: list, where: s
     return result
 
 
-def define_jacobian(unit: CompileUnit, jac: "Jacobian", types: list) -> tuple[str, list, bool]:
+def define_jacobian(unit: CompileUnit, jac: JacobianOf, types: list) -> tuple[str, list, bool]:
     """A function of the module computing `jac` for argument `types` (jacobian_call)."""
     key = ("jacobian", id(jac), tuple(types))
     if key not in unit.compiled:
-        _, symbol, results = _new_function(
+        _, symbol, results = new_function(
             unit, "__adj_jac_", jac.f.__name__, types,
             lambda values: [jacobian_call(unit, jac, values, "jit")])
         unit.compiled[key] = (symbol, results, False)
@@ -652,7 +620,7 @@ def define_jacobian(unit: CompileUnit, jac: "Jacobian", types: list) -> tuple[st
 
 
 # ---- from Python and from code generation -----------------------------------------------------
-def compile_transform(g: "Grad | Jacobian", types: tuple) -> "Compiled":
+def compile_transform(g: GradOf | JacobianOf, types: tuple) -> "Compiled":
     """`g` compiled whole for calls from Python with argument `types` (a derivative of a
     derivative, adjit.grad(adjit.grad(f)), or a Jacobian): an entry holding the function
     `_define` makes of it. (service.transform memoises it and keeps it on disk.)"""
@@ -664,80 +632,98 @@ def compile_transform(g: "Grad | Jacobian", types: tuple) -> "Compiled":
     return compiled(unit, "entry", list(types), results, is_tuple, g)
 
 
-def compile_derivative_call(gen: "CodeGenerator", what, args: list, kwargs: dict):
-    """A call, in the code `gen` generates, of `adjit.autodiff`, `adjit.jvp` or a `Grad`."""
-    from ..api.autodiff import Grad, Jacobian, autodiff, grad, hvp, jvp, vjp
-    if isinstance(what, _Pullback):
-        if kwargs or len(args) != 1:
-            raise UserError("a vjp's pullback takes one cotangent")
-        return _pullback_call(gen.unit, what, _value(args[0], "the cotangent"), gen.kind)
-    if what is vjp:
-        if kwargs or not args or not isinstance(args[0], PyObj):
-            raise UserError("vjp(f, *primals) takes a function, then its arguments")
-        f = args[0].obj
-        values = [_value(a, f"vjp(): primal {k}") for k, a in enumerate(args[1:])]
-        symbol, results, _ = _define(gen.unit, f, [v.type for v in values])
-        if len(results) != 1 or not _is_float(results[0]):
-            raise UserError(f"vjp of {f.__name__}: the function must return one float scalar "
-                            "or float array")
-        # The pullback differentiates at the primals as given, before this call's writes
-        written = _written_values(gen.unit, symbol, values)
-        if written and gen.kind != "jit":
-            raise UserError(f"vjp of {f.__name__}, which writes its argument {written[0]}, "
-                            "inside a kernel or device function: the pullback needs a copy "
-                            "of it, a new array, which only @adjit.jit functions make")
-        before = [A.copy(v) if k in written else v for k, v in enumerate(values)]
-        out = _typed(func.CallOp([mlir_type(results[0])], ir.FlatSymbolRefAttr.get(symbol),
-                                 [v.value for v in values]).results[0], results[0])
-        return out, PyObj(_Pullback(f, before, results[0], written))
-    if isinstance(what, Jacobian):
-        if kwargs:
-            raise UserError(f"{what.__name__}() takes its arguments by position")
-        return jacobian_call(gen.unit, what, [_value(a, f"{what.__name__}(): an argument")
-                                              for a in args], gen.kind)
-    if isinstance(what, Grad):
-        if kwargs:
-            raise UserError(f"{what.__name__}() takes its arguments by position")
-        return grad_call(gen.unit, what, [_value(a, f"{what.__name__}(): an argument")
-                                          for a in args], gen.kind)
-    if what is autodiff:
-        kwargs = dict(kwargs)
-        ndrange = kwargs.pop("ndrange", None)
-        if kwargs:
-            raise UserError(f"autodiff() inside compiled code takes ndrange= (for a kernel) "
-                            f"only, not {sorted(kwargs)}")
-        if (len(args) < 2 or not isinstance(args[0], PyObj) or
-                not isinstance(args[0].obj, Mode) or not isinstance(args[1], PyObj)):
-            raise UserError("autodiff(mode, f, *args): a mode such as adjit.Reverse, then a "
-                            "function")
-        mode, f = args[0].obj, args[1].obj
-        if mode.split:
-            raise UserError("split mode (autodiff_thunk) is not available inside compiled code")
-        anns = [a.obj if isinstance(a, PyObj) and isinstance(a.obj, Annotation) else Const(a)
-                for a in args[2:]]
-        if isinstance(f, Kernel):
-            return _launch_derivative(gen, f, mode, anns, ndrange)
-        if ndrange is not None:
-            raise UserError(f"autodiff(): ndrange= is for kernels; {f.__name__} is a function")
-        out = derivative_call(gen.unit, f, mode, anns, "autodiff")
-        return tuple(out) if len(out) > 1 else out[0]
-    if what is jvp or what is hvp:
-        name = "jvp" if what is jvp else "hvp"
-        width = _width_argument(kwargs, name)
-        if (len(args) != 3 or not isinstance(args[0], PyObj) or
-                not isinstance(args[1], tuple) or not isinstance(args[2], tuple) or
-                len(args[1]) != len(args[2])):
-            raise UserError(f"{name}(f, primals, tangents) takes a function and two tuples of "
-                            "the same length")
-        f, primals, tangents = args[0].obj, args[1], args[2]
-        anns = [_tangent_annotation(p, t, width, f"{name}(): tangent {k}")
-                for k, (p, t) in enumerate(zip(primals, tangents))]
-        if what is hvp:
-            g = grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))))
-            return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
-        tangent, primal = derivative_call(gen.unit, f, ForwardWithPrimal, anns, "jvp")
-        return primal, tangent
-    raise UserError(f"{what!r} is not a derivative adjit compiles")
+# ---- calls in compiled code (the registry's handlers: api/autodiff.py registers its objects)
+def call_pullback(gen: "CodeGenerator", pb: _Pullback, args: list, kwargs: dict):
+    """A call of the pullback a `vjp` in compiled code returned."""
+    if kwargs or len(args) != 1:
+        raise UserError("a vjp's pullback takes one cotangent")
+    return _pullback_call(gen.unit, pb, operand(args[0], "the cotangent"), gen.kind)
+
+
+callables.register_type(_Pullback, call_pullback)
+
+
+def call_vjp(gen: "CodeGenerator", args: list, kwargs: dict):
+    """`vjp(f, *primals)` in compiled code: f's value and its pullback (a compile-time
+    object, whose call compiles the reverse pass)."""
+    if kwargs or not args or not isinstance(args[0], PyObj):
+        raise UserError("vjp(f, *primals) takes a function, then its arguments")
+    f = args[0].obj
+    values = [operand(a, f"vjp(): primal {k}") for k, a in enumerate(args[1:])]
+    symbol, results, _ = _define(gen.unit, f, [v.type for v in values])
+    if len(results) != 1 or not _is_float(results[0]):
+        raise UserError(f"vjp of {f.__name__}: the function must return one float scalar "
+                        "or float array")
+    # The pullback differentiates at the primals as given, before this call's writes
+    written = _written_values(gen.unit, symbol, values)
+    if written and gen.kind != "jit":
+        raise UserError(f"vjp of {f.__name__}, which writes its argument {written[0]}, "
+                        "inside a kernel or device function: the pullback needs a copy "
+                        "of it, a new array, which only @adjit.jit functions make")
+    before = [A.copy(v) if k in written else v for k, v in enumerate(values)]
+    out = typed(func.CallOp([mlir_type(results[0])], ir.FlatSymbolRefAttr.get(symbol),
+                            [v.value for v in values]).results[0], results[0])
+    return out, PyObj(_Pullback(f, before, results[0], written))
+
+
+def call_jacobian(gen: "CodeGenerator", jac, args: list, kwargs: dict):
+    """A call of `adjit.jacfwd(f)`, `jacrev(f)` or `hessian(f)` in compiled code."""
+    if kwargs:
+        raise UserError(f"{jac.__name__}() takes its arguments by position")
+    return jacobian_call(gen.unit, jac, [operand(a, f"{jac.__name__}(): an argument")
+                                         for a in args], gen.kind)
+
+
+def call_grad(gen: "CodeGenerator", g, args: list, kwargs: dict):
+    """A call of `adjit.grad(f)` or `value_and_grad(f)` in compiled code."""
+    if kwargs:
+        raise UserError(f"{g.__name__}() takes its arguments by position")
+    return grad_call(gen.unit, g, [operand(a, f"{g.__name__}(): an argument")
+                                   for a in args], gen.kind)
+
+
+def call_autodiff_in_code(gen: "CodeGenerator", args: list, kwargs: dict):
+    """`adjit.autodiff(mode, f, *args, ndrange=...)` in compiled code."""
+    kwargs = dict(kwargs)
+    ndrange = kwargs.pop("ndrange", None)
+    if kwargs:
+        raise UserError(f"autodiff() inside compiled code takes ndrange= (for a kernel) "
+                        f"only, not {sorted(kwargs)}")
+    if (len(args) < 2 or not isinstance(args[0], PyObj)
+            or not isinstance(args[0].obj, Mode) or not isinstance(args[1], PyObj)):
+        raise UserError("autodiff(mode, f, *args): a mode such as adjit.Reverse, then a "
+                        "function")
+    mode, f = args[0].obj, args[1].obj
+    if mode.split:
+        raise UserError("split mode (autodiff_thunk) is not available inside compiled code")
+    anns = [a.obj if isinstance(a, PyObj) and isinstance(a.obj, Annotation) else Const(a)
+            for a in args[2:]]
+    if isinstance(f, Kernel):
+        return _launch_derivative(gen, f, mode, anns, ndrange)
+    if ndrange is not None:
+        raise UserError(f"autodiff(): ndrange= is for kernels; {f.__name__} is a function")
+    out = derivative_call(gen.unit, f, mode, anns, "autodiff")
+    return tuple(out) if len(out) > 1 else out[0]
+
+
+def call_jvp(gen: "CodeGenerator", args: list, kwargs: dict, grad=None):
+    """`jvp(f, primals, tangents, width=)` in compiled code; with `grad` (the API's
+    adjit.grad), `hvp(f, primals, tangents, width=)`: the jvp of grad(f)'s tangent."""
+    name = "jvp" if grad is None else "hvp"
+    width = _width_argument(kwargs, name)
+    if (len(args) != 3 or not isinstance(args[0], PyObj)
+            or not isinstance(args[1], tuple) or not isinstance(args[2], tuple)
+            or len(args[1]) != len(args[2])):
+        raise UserError(f"{name}(f, primals, tangents) takes a function and two tuples of "
+                        "the same length")
+    f, primals, tangents = args[0].obj, args[1], args[2]
+    anns = [_tangent_annotation(p, t, width, f"{name}(): tangent {k}")
+            for k, (p, t) in enumerate(zip(primals, tangents))]
+    if grad is not None:
+        g = grad(f, 0 if len(primals) == 1 else tuple(range(len(primals))))
+        return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
+    tangent, primal = derivative_call(gen.unit, f, ForwardWithPrimal, anns, "jvp")
+    return primal, tangent
 
 
 def _width_argument(kwargs: dict, name: str) -> int | None:
@@ -765,7 +751,7 @@ def _tangent_annotation(p, t, width: int | None, what: str) -> Annotation:
     return BatchDuplicated(p, t)
 
 
-def compile_transform_autodiff(g: "Grad | Jacobian", mode: Mode,
+def compile_transform_autodiff(g: GradOf | JacobianOf, mode: Mode,
                                anns: Sequence[Annotation], types: list) -> "Compiled":
     """The entry of `adjit.autodiff(mode, g, *anns)` from Python, for `g` a derivative
     (adjit.grad(f)) and the arguments' values of `types`: it takes each argument followed by
@@ -794,8 +780,8 @@ def compile_transform_autodiff(g: "Grad | Jacobian", mode: Mode,
         return [x for x in _leaves(out) if not isinstance(x, PyObj)]
 
     with unit.ctx, ir.Location.unknown():
-        _, symbol, result_t = _new_function(unit, "__adj_autodiff_", g.f.__name__, flat_t,
-                                            body)
+        _, symbol, result_t = new_function(unit, "__adj_autodiff_", g.f.__name__, flat_t,
+                                           body)
         _entry_calling(unit, symbol, flat_t, result_t)
     entry = compiled(unit, "entry", flat_t, result_t, len(result_t) > 1, g)
     entry.meta["returns"] = _returns(shape[0])

@@ -26,24 +26,27 @@ the sum over the batch of a broadcast operand's adjoint is gemm.cpp's (a C of ba
 The rules' bodies call primitives here (`_tangents`, `_taped`, `_adjoints`) that emit those
 products at compile time, as the lanes of a batched tangent are a Python tuple. Each product
 they emit is a call of matmul_into again, for the gemm.cpp flags it needs (one function per
-flags value, transposed operands and accumulation, matmul_rules.py), never of the BLAS
+flags value, transposed operands and accumulation: `_functions`), never of the BLAS
 directly: a derivative of a derivative (hessian, hvp, grad of grad) meets only calls with
 rules, which it differentiates the same way.
 """
 from __future__ import annotations
 
+import functools
 
 from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
-from ..core.errors import InternalCompilerError, UserError
+from ..core.errors import UserError
 from ..core.symbols import GEMM_SYMBOLS
 from ..core.types import ArrayType, f32, f64, promote
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
+from ..lang import rules
+from ..lang.functions import device_function
 from . import arrays as A
+from . import callables
 from . import scalar_ops as S
-from .late import MAKERS
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar
 
 # gemm.cpp's flags
@@ -229,7 +232,7 @@ def _product(gen, flags: int, a: Array, b: Array, c: Array) -> None:
     m3 = mlir_type(t3)
     a, b, c = (v if v.value.type == m3 else Array(memref.cast(m3, v.value), t3)
                for v in (a, b, c))
-    _functions(flags)._adjit_compile_call(gen, [a, b, c], {})
+    callables.call(gen, _functions(flags), [a, b, c], {})
 
 
 def _tangents(gen, args: list, kwargs: dict):
@@ -299,26 +302,53 @@ def _adjoints(gen, args: list, kwargs: dict):
 
 
 class _Primitive:
-    """A function of this module that rules and matmul_into call in compiled code."""
+    """A function of this module that rules and matmul_into call in compiled code (the
+    registry of callables holds what a call compiles to)."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, name: str, compile_call):
+        self.__name__ = name
+        callables.register(self, compile_call)
 
-    def _adjit_compile_call(self, gen, args: list, kwargs: dict):
-        return self.fn(gen, args, kwargs)
-
-
-gemm = _Primitive(_gemm)
-tangents = _Primitive(_tangents)
-taped = _Primitive(_taped)
-adjoints = _Primitive(_adjoints)
+    def __call__(self, *args):
+        raise RuntimeError(f"adjit's matmul primitive {self.__name__} runs in compiled code only")
 
 
-# matmul_into, the device function whose custom rules are the products' derivatives, is made
-# by matmul_rules.py (imported by the API: it needs functions.py and rules.py, which import
-# the code generator that imports this module), which registers its maker in late.py.
-def _functions(flags: int):
-    maker = MAKERS.get("matmul_into")
-    if maker is None:
-        raise InternalCompilerError("adjit.compiler.matmul_rules was not imported")
-    return maker(flags)
+gemm = _Primitive("gemm", _gemm)
+tangents = _Primitive("tangents", _tangents)
+taped = _Primitive("taped", _taped)
+adjoints = _Primitive("adjoints", _adjoints)
+
+
+@functools.cache
+def _functions(flags: int = 0):
+    """matmul_into for gemm.cpp's `flags` and its rules (C (+)= op(A) @ op(B)), made on first
+    use: parsing their source at import would cost every unit that never multiplies
+    matrices. Their rules' products are calls of these functions again (forward dC = dA @ B
+    + A @ dB, reverse dA += dC @ B^T and dB += A^T @ dC, with the flags that spell them),
+    never of the BLAS itself: so the derivative of a derivative finds rules where it meets a
+    product, in every mode and at every order."""
+    FLAGS = flags      # a closure constant of the code below (and of its cache key)
+
+    def matmul_into(a, b, c):
+        gemm(FLAGS, a, b, c)
+
+    # One symbol per flags value (the symbol is the function's name, mangled).
+    matmul_into.__name__ = matmul_into.__qualname__ = f"matmul_into_{flags}"
+    matmul_into = device_function(matmul_into)
+
+    @rules.forward(matmul_into)
+    def _forward(config, a, b, c):
+        matmul_into(a.val, b.val, c.val)
+        tangents(FLAGS, a, b, c)
+
+    @rules.augmented_primal(matmul_into)
+    def _augmented(config, a, b, c):
+        matmul_into(a.val, b.val, c.val)
+        return rules.AugmentedReturn(None, None, taped(config, a, b))
+
+    @rules.reverse(matmul_into)
+    def _reverse(config, dret, tape, a, b, c):
+        adjoints(FLAGS, config, tape, a, b, c)
+        return None, None, None
+
+    return matmul_into

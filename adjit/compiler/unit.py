@@ -23,10 +23,12 @@ from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, i64
 from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
 
+from ..lang.functions import Function, Kernel
+from . import callables
+
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
     from ..core.kernel import GpuKernel
-    from ..lang.functions import Function, Kernel
 
 
 def context() -> ir.Context:
@@ -247,7 +249,7 @@ def kernel_to_gpu(k: "Kernel", types: list, ndim: int, debug: bool, chip: str) -
         return kernel_to_ptx(unit.module, symbol, chip)
 
 
-def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):
+def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
     """A call of `fn` from compiled code."""
     if kwargs:
         raise UserError(f"{fn.__name__}() called with keyword arguments; adjit passes "
@@ -277,7 +279,7 @@ def call_function(fn: "Function", gen: CodeGenerator, args: list, kwargs: dict):
     return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
 
 
-def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> None:
+def launch_kernel(gen: CodeGenerator, k: Kernel, args: list, kwargs: dict) -> None:
     """A launch of `k` inside an @adjit.jit function."""
     gen.require_host(f"launching kernel {k.__name__}")
     kwargs = dict(kwargs)
@@ -309,6 +311,13 @@ def launch_kernel(k: "Kernel", gen: CodeGenerator, args: list, kwargs: dict) -> 
     # (a vector argument is its components: the kernel's parameters are those scalars)
     adj.launch(symbol, function_type(gen.unit, symbol),
                [x for v in values for x in V.flat_values(v)], extents, wg_static)
+
+
+# Declarations called in compiled code: an @adjit.func or @adjit.jit function is called (and
+# is a function of the unit, which a derivative differentiates), a kernel launched.
+callables.register_type(Function, call_function,
+                        define=lambda unit, fn, types: unit.function(fn, types))
+callables.register_type(Kernel, launch_kernel)
 
 
 def _struct_fields(target, args: list, what: str) -> list:

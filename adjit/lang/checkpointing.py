@@ -1,7 +1,8 @@
 """`adjit.checkpointed`: a loop whose reverse pass keeps a few states instead of every step's
 (checkpointing), for long time loops in bounded memory. MLIR-free: codegen reads the
 schedule off the object and marks the loop's scf.for (`adj.checkpoint`), which the autodiff
-pass outlines and reverses by the schedule (passes/autodiff/rules/checkpoint.py).
+pass outlines and reverses by the schedule (passes/autodiff/rules/checkpoint.py). What a
+call compiles to is compiler/lang_calls.py's.
 
     for t in adjit.checkpointed(range(steps), snapshots=8):     # Revolve, 8 states
     for t in adjit.checkpointed(range(steps), every=32):        # a state every 32 steps
@@ -82,26 +83,3 @@ def _spill(value) -> bool:
         raise UserError(f"adjit.checkpointed: spill= must be True or False (a constant), got "
                         f"{value!r}")
     return value
-
-
-def _compile_call(gen, args: list, kwargs: dict) -> Checkpointed:
-    from ..compiler.values import Literal, PyObj, RangeValue, Scalar
-    if len(args) != 1 or not isinstance(args[0], (RangeValue, Scalar, Literal)):
-        raise UserError("adjit.checkpointed takes a range(...), or a while loop's condition "
-                        "(and snapshots=, every= or max_bytes=, and spill=)")
-    unknown = set(kwargs) - set(SCHEDULES) - {"spill"}
-    if unknown:
-        raise UserError(f"adjit.checkpointed has no argument {sorted(unknown)[0]!r}")
-    values = {}
-    for k, v in kwargs.items():
-        if isinstance(v, PyObj) and v.obj is None:   # (None: not given, as from Python)
-            continue
-        if not isinstance(v, Literal):
-            raise UserError(f"adjit.checkpointed: {k}= must be a constant (known while "
-                            "compiling)")
-        values[k] = v.value
-    name, value = _schedule(**{k: values.get(k) for k in SCHEDULES})
-    return Checkpointed(args[0], name, value, _spill(values.get("spill", False)))
-
-
-checkpointed._adjit_compile_call = _compile_call

@@ -5,27 +5,14 @@ lambda = xbar + (d step / d x)^T lambda at x* by the same iteration, then gives 
 parameters (d step / d params)^T lambda; memory does not grow with the iteration count (the
 tape holds x* alone).
 
-In compiled code a call becomes a function of the unit, `@__adj_fixed_point_*`, marked
-`adj.fixed_point` (its step, tolerance, iteration limit and `must_converge`), which iterates
-`step` until the largest change is at most `tol` or `max_iter` steps ran (then, by default, a
-failed check: a RuntimeError at the user's call, the checks located there); the autodiff pass gives its reverse
-derivative (passes/autodiff/generate/fixed_point_reverse.py). For an array x it writes x*
-into an array the call allocates (`F(x0, out, params...)`: the pass's reverse mode takes array results as
-outputs written in place), through a step wrapper `W(x, out, params...)` that stores
-step(x, params) into out; for a float it returns x* (`F(x0, params...) -> x*`, `W(x,
-params...) -> step(x, params)`). Primal and forward mode run the iteration as it is (forward
-mode's tangent iteration converges with it).
+In compiled code a call becomes a function of the unit marked `adj.fixed_point`, whose
+reverse derivative the autodiff pass gives (compiler/fixed_point_calls.py compiles a call;
+this module is the declaration and the iteration from Python). Primal and forward mode run
+the iteration as it is (forward mode's tangent iteration converges with it).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-
-from ..core.errors import UserError
-
-if TYPE_CHECKING:
-    from ..compiler.codegen import CodeGenerator
 
 
 def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
@@ -62,148 +49,3 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
                            "raise max_iter, loosen tol, or pass must_converge=False to take "
                            "the last iterate as it is")
     return x
-
-
-def _constant(v, name: str, kind: type):
-    from ..compiler.values import Literal
-    if kind is bool:
-        ok = isinstance(v, Literal) and isinstance(v.value, bool)
-    else:
-        ok = (isinstance(v, Literal) and not isinstance(v.value, bool) and
-              isinstance(v.value, (int, float) if kind is float else int))
-    if not ok:
-        raise UserError(f"adjit.fixed_point: {name}= must be a constant {kind.__name__} "
-                        f"(known while compiling)")
-    return kind(v.value)
-
-
-def compile_fixed_point(gen: "CodeGenerator", args: list, kwargs: dict):
-    from mlir import ir
-    from mlir.dialects import arith, func, memref, scf
-
-    from ..core.types import ArrayType
-    from ..dialects import adj
-    from ..dialects.mlir_types import mlir_type
-    from ..compiler import arrays as A
-    from ..compiler import scalar_ops as S
-    from ..compiler.derivative_calls import _new_function, _value
-    from ..compiler.values import Array, PyObj, Scalar
-
-    unknown = set(kwargs) - {"tol", "max_iter", "must_converge"}
-    if unknown:
-        raise UserError(f"adjit.fixed_point has no argument {sorted(unknown)[0]!r}")
-    tol = _constant(kwargs["tol"], "tol", float) if "tol" in kwargs else 1e-10
-    max_iter = _constant(kwargs["max_iter"], "max_iter", int) if "max_iter" in kwargs else 1000
-    must_converge = (_constant(kwargs["must_converge"], "must_converge", bool)
-                     if "must_converge" in kwargs else True)
-    if tol < 0 or max_iter < 1:
-        raise UserError("adjit.fixed_point: tol >= 0 and max_iter >= 1")
-    if len(args) < 2 or not isinstance(args[0], PyObj):
-        raise UserError("adjit.fixed_point(step, x0, *params) takes a function, then the start")
-    step = args[0].obj
-    x0 = _value(args[1], "adjit.fixed_point: x0")
-    params = [_value(a, f"adjit.fixed_point: parameter {k}") for k, a in enumerate(args[2:])]
-    xt = x0.type
-    is_array = isinstance(xt, ArrayType)
-    if is_array and (xt.strided or xt.units):
-        # A view (or an array with dimensions known to be 1) starts a copy of it: the step
-        # returns a new contiguous array of the plain type, the iterate's.
-        x0 = A.copy(x0)
-        xt = x0.type
-    if not (xt.dtype if is_array else xt).is_float:
-        raise UserError(f"adjit.fixed_point: x0 is {S.describe(x0)}; the iterate is a float "
-                        "scalar or array")
-    unit = gen.unit
-    types = [xt] + [p.type for p in params]
-    symbol, results, _ = unit.function(step, types)
-    if (not is_array and len(results) == 1 and results[0] != xt
-            and mlir_type(results[0]) == mlir_type(xt)
-            and getattr(results[0], "name", None) == xt.name):
-        # A Python float start (0.0: weak, NEP 50) iterates as the step's f64: one type
-        # at the machine level, the step's is the iterate's.
-        xt = results[0]
-        types[0] = xt
-    if results != [xt]:
-        raise UserError(f"adjit.fixed_point: {getattr(step, '__name__', step)} must return one "
-                        f"value of x0's type ({xt!r}), the next iterate")
-
-    def call_step(x, ps):
-        return func.CallOp([mlir_type(xt)], ir.FlatSymbolRefAttr.get(symbol),
-                           [x.value] + [p.value for p in ps]).results[0]
-
-    # W: one step, stored into `out` for an array (the form the pass differentiates).
-    if is_array:
-        def wrapper(values):
-            x, out, *ps = values
-            memref.copy(call_step(x, ps), out.value)
-            return []
-        _, w_symbol, _ = _new_function(unit, "__adj_fixed_point_step_", step.__name__,
-                                       [xt, xt] + types[1:], wrapper)
-    else:
-        _, w_symbol, _ = _new_function(unit, "__adj_fixed_point_step_", step.__name__, types,
-                                       lambda values: [Scalar(call_step(values[0], values[1:]),
-                                                              xt)])
-
-    from ..passes.autodiff.generate.fixed_point_reverse import check_converged, not_converged
-    where = ir.Location.current        # the user's call: F's checks report it
-
-    def iterate(values):
-        """F: x <- step(x) until the largest change is at most tol or max_iter steps (then,
-        with must_converge, a RuntimeError naming the residual)."""
-        if is_array:
-            x_start, out, *ps = values
-            start = A.copy(x_start).value
-        else:
-            x_start, *ps = values
-            start = x_start.value
-        index, ftype = ir.IndexType.get(), mlir_type(xt.dtype) if is_array else mlir_type(xt)
-        # The change before the first step: +inf (so the loop runs), 0 for an empty array
-        # (nothing to iterate: x0 is its own fixed point).
-        first = arith.constant(ftype, float("inf"))
-        if is_array:
-            empty = arith.cmpi(arith.CmpIPredicate.eq, A.numel(A.dims(x_start)), A.idx(0))
-            first = arith.select(empty, arith.constant(ftype, 0.0), first)
-        carried = [mlir_type(xt), index, ftype]
-        loop = scf.WhileOp(carried, [start, A.idx(0), first])
-        before = loop.before.blocks.append(*carried)
-        after = loop.after.blocks.append(*carried)
-        with ir.InsertionPoint(before):
-            x, k, change = before.arguments
-            scf.ConditionOp(not_converged(change, tol, k, max_iter), [x, k, change])
-        with ir.InsertionPoint(after):
-            x, k, _ = after.arguments
-            new = call_step(Array(x, xt) if is_array else Scalar(x, xt), ps)
-            if is_array:
-                change = A.reduce("max", A.elementwise(
-                    lambda a, b: S.absolute(S.binary("-", a, b)),
-                    [Array(new, xt), Array(x, xt)]))
-            else:
-                change = S.absolute(S.binary("-", Scalar(new, xt), Scalar(x, xt)))
-            scf.YieldOp([new, arith.addi(k, A.idx(1)), change.value])
-        if must_converge:
-            with where:
-                check_converged(loop.results[2], tol, max_iter, "adjit.fixed_point")
-        final = loop.results[0]
-        if is_array:
-            memref.copy(final, out.value)
-            return []
-        return [Scalar(final, xt)]
-
-    f_types = ([xt, xt] if is_array else [xt]) + types[1:]
-    fn, f_symbol, f_results = _new_function(unit, "__adj_fixed_point_", step.__name__, f_types,
-                                            iterate)
-    fn.attributes[adj.FIXED_POINT_ATTR] = ir.DictAttr.get({
-        "step": ir.FlatSymbolRefAttr.get(w_symbol),
-        "tol": ir.FloatAttr.get(ir.F64Type.get(), tol),
-        "max_iter": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), max_iter),
-        "must_converge": ir.BoolAttr.get(must_converge)})
-    if is_array:
-        out = A.alloc(xt.dtype, A.dims(x0))
-        func.CallOp([], ir.FlatSymbolRefAttr.get(f_symbol),
-                    [x0.value, out.value] + [p.value for p in params])
-        return out
-    return Scalar(func.CallOp([mlir_type(xt)], ir.FlatSymbolRefAttr.get(f_symbol),
-                              [x0.value] + [p.value for p in params]).results[0], xt)
-
-
-fixed_point._adjit_compile_call = compile_fixed_point

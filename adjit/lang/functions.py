@@ -2,15 +2,16 @@
 (`specialise`) and the Python call path.
 
 A call computes the argument types, asks for the compiled specialisation for them, and calls
-it. Declarations know no compiler: what compiles, runs on the GPU or is compiled into a
-caller goes through the `Routes` that adjit/__init__.py installs (api/calls.py, over
-the compile service, service.py), so that decorating functions needs no MLIR.
+it. Declarations know no compiler: what compiles or runs on the GPU goes through the
+`Routes` that adjit/__init__.py installs (api/calls.py, over the compile service,
+service.py), so that decorating functions needs no MLIR; a call inside compiled code is the
+compiler's (compiler/unit.py registers declarations with its registry of callables).
 """
 from __future__ import annotations
 
 import inspect
 import operator
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -21,9 +22,6 @@ from .source import SourceInfo, parse_source
 from .structs import StructType, flatten_args, flatten_params, struct_type
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
                           type_of_value, unit_dims, weak_f64, weak_i64)
-
-if TYPE_CHECKING:
-    from ..compiler.codegen import CodeGenerator
 
 
 class Routes(Protocol):
@@ -50,15 +48,6 @@ class Routes(Protocol):
     def lower_on_gpu(self, target: Function | Kernel, args: tuple,
                      ndim: int | None) -> Lowered:
         """`target.lower(*args, device="cuda")`."""
-
-    def compile_call(self, target: Function | Kernel, gen: CodeGenerator, args: list,
-                     kwargs: dict) -> Any:
-        """A call of `target` (a launch, for a kernel) in the code `gen` generates."""
-
-    def compile_derivative(self, what: Any, gen: CodeGenerator, args: list,
-                           kwargs: dict) -> Any:
-        """A call of `adjit.autodiff`, `adjit.jvp` or of an `adjit.grad(f)` in the code `gen`
-        generates (compiler/derivative_calls.py)."""
 
     def compile_transform(self, g: Any, types: list, mode: Any, anns: list) -> Any:
         """The entry of transform `g` (an `adjit.grad`, a Jacobian) called from Python with
@@ -376,10 +365,6 @@ class Function(_Decorated):
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
         return routes().lower(self, types, None, None)
 
-    # Called by the code generator when compiled code calls this function.
-    def _adjit_compile_call(self, gen: CodeGenerator, args: list, kwargs: dict):
-        return routes().compile_call(self, gen, args, kwargs)
-
 
 def _ndrange_tuple(ndrange, name: str) -> tuple[int, ...]:
     if ndrange is None:
@@ -456,10 +441,6 @@ class Kernel(_Decorated):
             return routes().lower_on_gpu(self, args, len(nd))
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
         return routes().lower(self, types, len(nd), wgs)
-
-    # A launch inside an @adjit.jit function.
-    def _adjit_compile_call(self, gen: CodeGenerator, args: list, kwargs: dict) -> None:
-        routes().compile_call(self, gen, args, kwargs)
 
 
 def kernel(pyfn: Callable) -> Kernel:

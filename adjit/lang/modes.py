@@ -38,9 +38,8 @@ ReverseSplitWithPrimal = Mode("ReverseSplitWithPrimal", True, True, split=True)
 # ---- activity annotations --------------------------------------------------------------
 class Annotation:
     activity = ""
-    # Made while compiling too (`adjit.Active(x)` inside an @adjit.jit function), holding
-    # the code's values: codegen evaluates the constructor at compile time.
-    _adjit_compile_time = True
+    # (Made while compiling too, `adjit.Active(x)` inside an @adjit.jit function, holding
+    # the code's values: compiler/lang_calls.py registers the constructors as evaluated.)
 
     def __init__(self, val, dval=None):
         self.val, self.dval = val, dval

@@ -38,15 +38,11 @@ its def: rule_compiler.reverse_rules_unpaired).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ..core.activity import Activity
-from ..core.errors import UserError
 from .functions import Function
 from .source import parse_source
-
-if TYPE_CHECKING:
-    from ..compiler.codegen import CodeGenerator
 
 
 @dataclass(frozen=True)
@@ -63,12 +59,6 @@ class AugmentedReturn:
 
     def __init__(self, primal, shadow, tape):
         self.primal, self.shadow, self.tape = primal, shadow, tape
-
-    @staticmethod
-    def _adjit_compile_call(gen: CodeGenerator, args: list, kwargs: dict):
-        if kwargs or len(args) != 3:
-            raise UserError("AugmentedReturn(primal, shadow, tape) takes three arguments")
-        return AugmentedReturn(*args)
 
 
 class RuleArg:

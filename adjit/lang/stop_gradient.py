@@ -5,8 +5,9 @@ of a batched one) and no adjoint (reverse), so every mode and the GPU treat it a
 the primal code inlines it away. The rules' primal is itself a stop_gradient call, not x:
 the derivative code they become is differentiated again at higher order (grad(grad(f)),
 hvp), and must still hold x constant there (JAX's second derivative of x * stop_gradient(x)
-is 0). Of an array, element-wise. The function and its rules are
-made when code first uses stop_gradient (parsing their source costs `import adjit` 3 ms).
+is 0). Of an array, element-wise (compiler/lang_calls.py compiles a call). The function and
+its rules are made when code first uses stop_gradient (parsing their source costs `import
+adjit` 3 ms).
 """
 from __future__ import annotations
 
@@ -45,16 +46,3 @@ def no_derivative():
 def stop_gradient(x):
     """x, through which no derivative flows (in compiled code; from Python, x itself)."""
     return x
-
-
-def _compile_call(gen, args: list, kwargs: dict):
-    from ..core.errors import UserError
-    from ..compiler import scalar_ops as S
-    from ..compiler.builtin_calls import lift
-    if kwargs or len(args) != 1:
-        raise UserError("stop_gradient(x) takes one argument")
-    identity = no_derivative()
-    return lift(lambda a: identity._adjit_compile_call(gen, [S.as_scalar(a)], {}), list(args))
-
-
-stop_gradient._adjit_compile_call = _compile_call

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compiler import callables
 from ..runtime.abi import register_exception as _register_exception
 from . import _intrinsics, _ops
 from ._native import (add_comm as _add_comm, error as _error, start as _start,
@@ -245,10 +246,10 @@ def _failure(name: str) -> RuntimeError:
 
 
 def _checked_call(fn, name: str):
-    """`fn`'s compile hook, then a check of the status at the caller's line."""
+    """What a call of `fn` compiles to, then a check of the status at the caller's line."""
     def compile_call(gen, args: list, kwargs: dict):
         from ._intrinsics import check_status
-        result = fn._adjit_compile_call(gen, args, kwargs)
+        result = callables.call(gen, fn, args, kwargs)
         check_status(gen, name)
         return result
     return compile_call
@@ -263,7 +264,7 @@ def _forward(fn):
 
     python_call.__name__ = fn.__name__
     python_call.__doc__ = fn.__doc__
-    python_call._adjit_compile_call = _checked_call(fn, fn.__name__)
+    callables.register(python_call, _checked_call(fn, fn.__name__))
     return python_call
 
 
@@ -312,4 +313,4 @@ def _compile_allreduce(gen, args: list, kwargs: dict):
     return _checked_call(_OPS[name], f"allreduce(op={name!r})")(gen, args, {})
 
 
-allreduce._adjit_compile_call = _compile_allreduce
+callables.register(allreduce, _compile_allreduce)

@@ -1,5 +1,5 @@
-"""The two primitives that compiled code calls to communicate (the code generator's
-`_adjit_compile_call` hook): each compiles to a call of the native runtime
+"""The two primitives that compiled code calls to communicate (entries of the compiler's
+registry of callables, compiler/callables.py): each compiles to a call of the native runtime
 (runtime/native/mpi.cpp) followed by a check of its status, so that a failed communication
 raises a RuntimeError at the user's line when the compiled call returns. They have no
 derivative of their own: the `@adjit.func` operations of _ops.py call them, and their
@@ -11,7 +11,7 @@ sizes, strides): a function without a body counts as writing every memref it is 
 autodiff pass keeps on the tape what it would otherwise read again after the write."""
 from __future__ import annotations
 
-from ..core import types as T
+from ..compiler import callables
 
 # What each array operation is (mpi.cpp's ArrayOp and ScalarOp).
 HALO, ALLREDUCE_SUM, BCAST, SEND, RECV, CHANNEL = range(6)
@@ -19,8 +19,7 @@ S_SUM, S_MAX, S_MIN, S_BCAST = range(4)
 _ARRAY_NAMES = ("halo_exchange", "allreduce_array", "bcast_array", "send", "recv",
                 "send/recv channel")
 _SCALAR_NAMES = ("allreduce(op='sum')", "allreduce(op='max')", "allreduce(op='min')", "bcast")
-# The runtime's code of each element type it communicates (mpi.cpp's Kind).
-_KINDS = {T.f64: 0, T.f32: 1, T.i64: 2, T.i32: 3}
+_KINDS = {"f64": 0, "f32": 1, "i64": 2, "i32": 3}
 
 # The exception class the checks name (adjit/mpi/__init__.py registers it with the runtime:
 # a RuntimeError whose message adds adjit.mpi.last_error(), what the runtime found).
@@ -76,7 +75,7 @@ def _check(status, op: str, located: bool = False) -> None:
 
 
 def check_status(gen, op: str) -> None:
-    """From a call's compile hook (adjit/mpi/__init__.py), in the caller's code at the
+    """From a call's compile handler (adjit/mpi/__init__.py), in the caller's code at the
     user's line: raises if operation `op` (just called, unchecked) failed."""
     from mlir import ir
     from mlir.dialects import func
@@ -111,7 +110,7 @@ def _compile_array_call(gen, args: list, kwargs: dict):
     if t.strided:
         raise _user_error(f"adjit.mpi.{op} takes a C-contiguous array (it communicates in "
                           "place; a strided view is refused rather than copied)")
-    if t.dtype not in _KINDS:
+    if t.dtype.name not in _KINDS:
         raise _user_error(f"adjit.mpi.{op} takes arrays of f64, f32, i64 or i32, not "
                           f"{t.dtype.name}")
     if not 1 <= t.ndim <= 4:
@@ -122,14 +121,14 @@ def _compile_array_call(gen, args: list, kwargs: dict):
     from mlir.dialects import arith
     status = func.CallOp([i64], ir.FlatSymbolRefAttr.get(name), [
         array.value, arith.constant(i64, code), _i64(comm),
-        arith.constant(i64, _KINDS[t.dtype]), _i64(x), _i64(y),
+        arith.constant(i64, _KINDS[t.dtype.name]), _i64(x), _i64(y),
         arith.constant(i64, _literal(adjoint, "adjoint"))]).result
     if code != CHANNEL and checked:   # (the channel's call does nothing: _ops.py says why)
         _check(status, op + (" (its adjoint)" if _literal(adjoint, "adjoint") else ""))
     return None
 
 
-array_call._adjit_compile_call = _compile_array_call
+callables.register(array_call, _compile_array_call)
 
 
 def scalar_call(x, opcode, comm, root, checked=1):
@@ -164,7 +163,7 @@ def _compile_scalar_call(gen, args: list, kwargs: dict):
     return Scalar(result, f64)
 
 
-scalar_call._adjit_compile_call = _compile_scalar_call
+callables.register(scalar_call, _compile_scalar_call)
 
 
 def _i64_query(symbol: str, doc: str, arity: int):
@@ -186,7 +185,7 @@ def _i64_query(symbol: str, doc: str, arity: int):
                                   [_i64(a) for a in args]).result, i64)
 
     primitive.__doc__ = doc
-    primitive._adjit_compile_call = compile_call
+    callables.register(primitive, compile_call)
     return primitive
 
 

@@ -20,11 +20,12 @@ What is differentiated is the program of all ranks together, each rank seeding i
 result: the derivative of the sum over ranks of their results (see `replicated`).
 
 The primal bodies do not check the status of what they call (the last argument 0): the
-caller does, at its own line (adjit/mpi/__init__.py's compile hooks, `_run` for a call from
+caller does, at its own line (adjit/mpi/__init__.py's compile handlers, `_run` for a call from
 Python), so that a failure names the user's line and not one of this file. The rules, which
 only derivatives call, check inside (at no location: the traceback has the user's call)."""
 from __future__ import annotations
 
+from ..compiler import callables
 from ..lang import rules
 from ..lang.functions import device_function as func, jit
 from ._intrinsics import (ALLREDUCE_SUM, BCAST, CHANNEL, HALO, RECV, S_BCAST, S_MAX, S_MIN, S_SUM, SEND,
@@ -198,10 +199,10 @@ def _with_channel(fn, name: str):
         if kwargs or len(args) != 4:
             raise UserError(f"adjit.mpi.{name}(array, {'dest' if name == 'send' else 'source'}"
                             ", tag, comm) takes four arguments")
-        return fn._adjit_compile_call(gen, list(args) + [_channel(gen)], {})
+        return callables.call(gen, fn, list(args) + [_channel(gen)], {})
 
     operation.__name__ = name
-    operation._adjit_compile_call = compile_call
+    callables.register(operation, compile_call)
     return operation
 
 

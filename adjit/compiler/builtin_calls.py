@@ -1,7 +1,7 @@
 """How calls compile when user code calls a builtin: adjit's own (builtins.py), the `math`
-module's, Python's `abs min max float int bool len range`, and a scalar type (`adjit.f32(x)`).
-Each is an entry of the registry of compile-time callables (callables.py), which the code
-generator asks by identity; `lookup` gives a builtin's handler.
+module's, and Python's `abs min max float int bool len range`. Each is an entry of the
+registry of compile-time callables (callables.py), which the code generator asks by
+identity; `lookup` gives a builtin's handler.
 """
 from __future__ import annotations
 

@@ -3,14 +3,16 @@ which the code generator asks for every callee it meets (CodeGenerator.visit_Cal
 
 Every kind registers here, by the object itself or, for instances (an @adjit.func, a
 kernel, `adjit.grad(f)`), by their type: the builtins, the `math` module's and NumPy's
-functions (builtin_calls.py, numpy_calls.py), vectors' and scalar types' constructors
-(vectors.py, builtin_calls.py), declarations (unit.py: calls and launches), the language's
-callables (lang_calls.py: `checkpointed`, `stop_gradient`, `AugmentedReturn`, activity
-annotations; fixed_point_calls.py), matrix products' primitives (matmul.py), the
-derivative entry points (api/autodiff.py registers its own objects: `autodiff`, `jvp`,
-`grad`, ...; derivative_calls.py a vjp's pullbacks) and MPI's operations (adjit/mpi/).
-Nothing is set on the objects themselves: they are the user's (or the language's, which
-knows no compiler).
+functions (builtin_calls.py, numpy_calls.py, vectors.py for arrays of vectors),
+declarations (unit.py: calls and launches), the language's callables (lang_calls.py:
+`checkpointed`, `stop_gradient`, `AugmentedReturn`, activity annotations;
+fixed_point_calls.py), matrix products' primitives (matmul.py), the derivative entry points
+(api/autodiff.py registers its own objects: `autodiff`, `jvp`, `grad`, ...;
+derivative_calls.py a vjp's pullbacks) and MPI's operations (adjit/mpi/). Nothing is set on
+the objects themselves: they are the user's (or the language's, which knows no compiler).
+Two kinds of callee stay with the code generator, being no object anyone registers: any
+type value called as a constructor (a VecType or ScalarType: `adjit.vec3(...)`,
+`adjit.f32(x)`) and an array value's bound methods (`x.sum()`).
 
 This module imports nothing of MLIR or of the code generator, so that registering costs
 nothing where it happens (`import adjit` registers the API's objects); the handlers are

@@ -1,7 +1,6 @@
 """Where declarations' calls go (functions.Routes; adjit/__init__.py installs `ROUTES`): a
 CPU call's specialisation from the compile service (service.py), a `device="cuda"` call or
-launch to its launcher (cuda_jit.py, cuda_launch.py), `lower` on either device, and a
-transform called from Python (compiled whole, or autodiff of it).
+launch to its launcher (cuda_jit.py, cuda_launch.py), and `lower` on either device.
 
 The launchers, like the compiler, are imported on first use: `import adjit` stays light.
 """
@@ -59,12 +58,6 @@ class _Routes:
         adj_text = compiling(target, kernel_text)
         return Lowered(adj_text, _no_llvm,
                        lambda: service.gpu_kernels(target, types, ndim)["kernel"].ptx)
-
-    def compile_transform(self, g: Any, types: list, mode: Any, anns: list) -> Compiled:
-        from ..compiler.derivative_calls import compile_transform, compile_transform_autodiff
-        if mode is None:
-            return compile_transform(g, types)
-        return compile_transform_autodiff(g, mode, anns, types)
 
 
 def _no_llvm() -> str:

@@ -30,7 +30,7 @@ from ..runtime import source_index
 from ..runtime.compiled_module import from_source_key
 from ..runtime.source_index import relocated
 from ..compiler.compiled import Compiled, LoadedDerivative, derivative_meta
-from ..lang.functions import Function, Kernel, debug_enabled, routes
+from ..lang.functions import Function, Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
 from ..lang.modes import BatchDuplicated, Mode, activity_key
@@ -233,9 +233,10 @@ def transform(g: Any, types: Sequence, mode: Mode | None = None,
               debug_enabled())
 
     def compile() -> Compiled:
-        # (through the routes: the compiler's derivative calls import autodiff, which
-        # imports this module)
-        return routes().compile_transform(g, list(types), mode, list(anns))
+        from ..compiler.derivative_calls import compile_transform, compile_transform_autodiff
+        if mode is None:
+            return compile_transform(g, list(types))
+        return compile_transform_autodiff(g, mode, list(anns), list(types))
 
     return _product(g, key, g.compiled, _TRANSFORM_ENTRIES, compile)
 

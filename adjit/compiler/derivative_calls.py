@@ -50,7 +50,6 @@ class GradOf(Protocol):
     f: Any
     argnums: Any
     with_value: bool
-    compiled: dict       # autodiff of it from Python: (mode, ...) -> (entry, result shape)
     __name__: str
 
     def nums(self, n: int) -> tuple[int, ...]:

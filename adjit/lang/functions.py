@@ -49,11 +49,6 @@ class Routes(Protocol):
                      ndim: int | None) -> Lowered:
         """`target.lower(*args, device="cuda")`."""
 
-    def compile_transform(self, g: Any, types: list, mode: Any, anns: list) -> Any:
-        """The entry of transform `g` (an `adjit.grad`, a Jacobian) called from Python with
-        argument `types`, compiled whole; with `mode`, that of `adjit.autodiff(mode, g,
-        *anns)` (api/service.transform keeps it)."""
-
 
 _routes: list[Routes] = []
 

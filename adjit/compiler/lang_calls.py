@@ -9,7 +9,8 @@ fixed_point_calls.py's.
 from __future__ import annotations
 
 from ..core.errors import UserError
-from ..lang.checkpointing import SCHEDULES, Checkpointed, _schedule, _spill, checkpointed
+from ..lang.checkpointing import (SCHEDULES, Checkpointed, checked_schedule, checked_spill,
+                                  checkpointed)
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated,
                           DuplicatedNoNeed)
 from ..lang.rules import AugmentedReturn
@@ -35,8 +36,8 @@ def _checkpointed(gen, args: list, kwargs: dict) -> Checkpointed:
             raise UserError(f"adjit.checkpointed: {k}= must be a constant (known while "
                             "compiling)")
         values[k] = v.value
-    name, value = _schedule(**{k: values.get(k) for k in SCHEDULES})
-    return Checkpointed(args[0], name, value, _spill(values.get("spill", False)))
+    name, value = checked_schedule(**{k: values.get(k) for k in SCHEDULES})
+    return Checkpointed(args[0], name, value, checked_spill(values.get("spill", False)))
 
 
 def _stop_gradient(gen, args: list, kwargs: dict):

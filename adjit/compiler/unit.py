@@ -22,7 +22,6 @@ from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, i64
 from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
-
 from ..lang.functions import Function, Kernel
 from . import callables
 

@@ -39,7 +39,7 @@ class Checkpointed:
     spill: bool = False
 
 
-def _schedule(snapshots, every, max_bytes) -> tuple[str, int]:
+def checked_schedule(snapshots, every, max_bytes) -> tuple[str, int]:
     given = {k: v for k, v in (("snapshots", snapshots), ("every", every),
                                ("max_bytes", max_bytes)) if v is not None}
     if len(given) != 1:
@@ -71,14 +71,14 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
     host memory rather than device memory (copied device<->host; the same schedule and
     results). From Python: `iterable` itself (`spill` ignored)."""
     try:
-        _schedule(snapshots, every, max_bytes)
-        _spill(spill)
+        checked_schedule(snapshots, every, max_bytes)
+        checked_spill(spill)
     except UserError as e:
         raise ValueError(str(e)) from None
     return iterable
 
 
-def _spill(value) -> bool:
+def checked_spill(value) -> bool:
     if not isinstance(value, bool):
         raise UserError(f"adjit.checkpointed: spill= must be True or False (a constant), got "
                         f"{value!r}")

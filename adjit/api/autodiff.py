@@ -19,7 +19,7 @@ from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks
 from . import service, transform_calls
 from ..compiler import callables
-from ..lang.functions import (Function, Kernel, _ndrange_tuple, _workgroup_tuple, debug_enabled, jit,
+from ..lang.functions import (Function, Kernel, ndrange_tuple, workgroup_tuple, debug_enabled, jit,
                         specialise)
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
@@ -186,8 +186,8 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
                  for d in _shadows(a)) else t for t, a in zip(types, anns)]
     nd = wgs = None
     if isinstance(f, Kernel):
-        nd = _ndrange_tuple(ndrange, f.__name__)
-        wgs = _workgroup_tuple(workgroupsize, len(nd), f.__name__)
+        nd = ndrange_tuple(ndrange, f.__name__)
+        wgs = workgroup_tuple(workgroupsize, len(nd), f.__name__)
     elif ndrange is not None:
         raise TypeError(f"{f.__name__} is not a kernel: ndrange= is for kernels")
     return anns, types, values, nd, wgs
@@ -636,7 +636,7 @@ def vjp(f, *primals):
             # made of the struct's leaf fields' (structs.flatten_annotations)
             flat, finish = flatten_annotations(f, anns, True)
             if isinstance(value, np.ndarray):
-                grads = finish(_inner_product_grads(f, flat, ct, flat=True))
+                grads = finish(inner_product_grads(f, flat, ct, flat=True))
             else:
                 grads = finish(_autodiff(Reverse, f, flat, None, None, "cpu"))
                 grads = tuple(None if g is None else g * ct for g in grads)
@@ -644,7 +644,7 @@ def vjp(f, *primals):
                     if k in shadows:
                         _scale_in_place(shadows[k], ct)
         elif isinstance(value, np.ndarray):
-            grads = _inner_product_grads(f, anns, ct)
+            grads = inner_product_grads(f, anns, ct)
         else:
             fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
             tape, _, _ = fwd(*anns)
@@ -680,7 +680,7 @@ def _written_arguments(f, args: Sequence) -> set[int] | None:
     return set(service.cpu(f, types)[1].meta["written"])
 
 
-def _inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
+def inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
                          flat: bool = False) -> tuple:
     """Reverse mode of `sum(f(*anns) * cotangent)` (derivative.py builds that function): the
     vjp of array-valued `f`. Returns one derivative per argument (None for non-Active).

@@ -30,7 +30,7 @@ from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f64, wea
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 
-def _register(objs, handler: Handler) -> None:
+def register_builtin(objs, handler: Handler) -> None:
     """Calls of each of `objs` compile to `handler(gen, args, kwargs)`: entries of the one
     registry (callables.py) that take the code's values as they are."""
     for o in objs:
@@ -63,7 +63,7 @@ def _math(name: str, scalar_fn: Callable, arity: int, py_names=()) -> None:
         _expect(args, arity, name, kwargs)
         return lift(scalar_fn, list(args))
 
-    _register([namespace[name], *[getattr(pymath, n) for n in py_names]], handler)
+    register_builtin([namespace[name], *[getattr(pymath, n) for n in py_names]], handler)
 
 
 for _n in UNARY_MATH:
@@ -100,8 +100,8 @@ def _math_hypot(gen, args, kwargs):
     return out
 
 
-_register([pymath.hypot], _math_hypot)
-_register([py.abs], lambda gen, args, kw: (_expect(args, 1, "abs", kw), lift(S.absolute, args))[1])
+register_builtin([pymath.hypot], _math_hypot)
+register_builtin([py.abs], lambda gen, args, kw: (_expect(args, 1, "abs", kw), lift(S.absolute, args))[1])
 
 
 def _minmax(name: str, python: bool):
@@ -119,7 +119,7 @@ def _minmax(name: str, python: bool):
 
     def handler(gen, args, kwargs):
         if kwargs and not python and len(args) == 1:    # adjit.max(x, axis=..., ...)
-            return _reduction(name)(gen, args, kwargs)
+            return reduction_handler(name)(gen, args, kwargs)
         if kwargs:
             raise UserError(f"{name}() takes no keyword arguments here")
         if len(args) == 1:
@@ -133,10 +133,10 @@ def _minmax(name: str, python: bool):
     return handler
 
 
-_register([py.min], _minmax("min", python=True))
-_register([py.max], _minmax("max", python=True))
-_register([namespace["min"]], _minmax("min", python=False))
-_register([namespace["max"]], _minmax("max", python=False))
+register_builtin([py.min], _minmax("min", python=True))
+register_builtin([py.max], _minmax("max", python=True))
+register_builtin([namespace["min"]], _minmax("min", python=False))
+register_builtin([namespace["max"]], _minmax("max", python=False))
 
 
 def _scalar_cast(to: ScalarType, name: str):
@@ -150,9 +150,9 @@ def _scalar_cast(to: ScalarType, name: str):
 
 
 # Python's float() and int() make Python scalars: weak (NEP 50), as literals are.
-_register([py.float], _scalar_cast(weak_f64, "float"))
-_register([py.int], _scalar_cast(weak_i64, "int"))
-_register([py.bool], _scalar_cast(bool_, "bool"))
+register_builtin([py.float], _scalar_cast(weak_f64, "float"))
+register_builtin([py.int], _scalar_cast(weak_i64, "int"))
+register_builtin([py.bool], _scalar_cast(bool_, "bool"))
 
 
 def _range(gen, args, kwargs):
@@ -168,7 +168,7 @@ def _range(gen, args, kwargs):
     return RangeValue(start, stop, step)
 
 
-_register([py.range], _range)
+register_builtin([py.range], _range)
 
 
 def _len(gen, args, kwargs):
@@ -184,7 +184,7 @@ def _len(gen, args, kwargs):
     raise UserError(f"len() of {S.describe(a)}")
 
 
-_register([py.len], _len)
+register_builtin([py.len], _len)
 
 
 def _tuple(gen, args, kwargs):
@@ -196,7 +196,7 @@ def _tuple(gen, args, kwargs):
     return args[0]
 
 
-_register([py.tuple], _tuple)
+register_builtin([py.tuple], _tuple)
 
 
 # ---- work-item indices, atomics, sync ---------------------------------------------------
@@ -264,7 +264,7 @@ def _axis_arguments(name: str, args: list, kwargs: dict) -> tuple:
     return args[0], None if axis is None else axis.value, keepdims.value
 
 
-def _reduction(op: str):
+def reduction_handler(op: str):
     def handler(gen, args, kwargs):
         x, axis, keepdims = _axis_arguments(op, list(args), kwargs)
         if (axis is None and not keepdims) or not isinstance(x, (Array, ArrayExpr)):
@@ -351,7 +351,7 @@ def _shape_arg(gen, shape) -> list[ir.Value]:
     return [S.to_index(s) for s in sizes]
 
 
-def _creation_args(signature: str, args: list, kwargs: dict, n: int, optional: int = 0):
+def creation_args(signature: str, args: list, kwargs: dict, n: int, optional: int = 0):
     """The arguments of a NumPy creation function `adjit.<signature>`: `n` positional ones
     (and up to `optional` more), then the dtype, by position or by keyword. Returns
     (arguments, dtype or None)."""
@@ -409,10 +409,10 @@ def _creator(name: str, fill_value):
 
     def handler(gen, args, kwargs):
         if gen.kind == "kernel":
-            (shape,), dtype = _creation_args(signature, args, kwargs, 1)
+            (shape,), dtype = creation_args(signature, args, kwargs, 1)
             return _local_array(gen, name, shape, dtype or f64, fill_value)
         gen.require_host(f"adjit.{name}()")
-        (shape,), dtype = _creation_args(signature, args, kwargs, 1)
+        (shape,), dtype = creation_args(signature, args, kwargs, 1)
         fill = None if fill_value is None else Literal(fill_value)
         return _new_array(dtype or f64, _shape_arg(gen, shape), fill)
     return handler
@@ -454,7 +454,7 @@ def _like(name: str, fill_value):
 
     def handler(gen, args, kwargs):
         gen.require_host(f"adjit.{name}()")
-        (a,), dtype = _creation_args(signature, args, kwargs, 1)
+        (a,), dtype = creation_args(signature, args, kwargs, 1)
         a = _array_arg(signature, a)
         fill = None if fill_value is None else Literal(fill_value)
         return _new_array(dtype or a.type.dtype, _shape_of(a), fill)
@@ -469,7 +469,7 @@ def _full(gen, args, kwargs):
     """full(shape, fill_value, dtype=None): the dtype defaults to fill_value's, as NumPy's."""
     gen.require_host("adjit.full()")
     signature = "full(shape, fill_value, dtype=None)"
-    (shape, v), dtype = _creation_args(signature, args, kwargs, 2)
+    (shape, v), dtype = creation_args(signature, args, kwargs, 2)
     v = _fill_arg(signature, v)
     default = S.literal_type(v.value) if isinstance(v, Literal) else v.type
     return _new_array(dtype or default, _shape_arg(gen, shape), v)
@@ -478,7 +478,7 @@ def _full(gen, args, kwargs):
 def _full_like(gen, args, kwargs):
     gen.require_host("adjit.full_like()")
     signature = "full_like(a, fill_value, dtype=None)"
-    (a, v), dtype = _creation_args(signature, args, kwargs, 2)
+    (a, v), dtype = creation_args(signature, args, kwargs, 2)
     a = _array_arg(signature, a)
     return _new_array(dtype or a.type.dtype, _shape_of(a), _fill_arg(signature, v))
 
@@ -487,7 +487,7 @@ def _arange(gen, args, kwargs):
     """arange(stop), arange(start, stop[, step]), dtype= (or a 4th positional): NumPy's."""
     gen.require_host("adjit.arange()")
     signature = "arange([start, ]stop[, step], dtype=None)"
-    args, dtype = _creation_args(signature, args, kwargs, 1, optional=2)
+    args, dtype = creation_args(signature, args, kwargs, 1, optional=2)
     for a in args:
         if not isinstance(a, (Scalar, Literal)):
             raise UserError(f"adjit.arange() bounds must be scalars, got {S.describe(a)}")
@@ -506,14 +506,14 @@ def _copy(gen, args, kwargs):
 
 _NAMED_HANDLERS = {
     "index": _index, "index_nd": _index_nd, "ndrange": _ndrange, "atomic_add": _atomic_add,
-    "synchronize": _sync, "sum": _reduction("sum"), "dot": _dot,
+    "synchronize": _sync, "sum": reduction_handler("sum"), "dot": _dot,
     "zeros": _creator("zeros", 0), "ones": _creator("ones", 1), "empty": _creator("empty", None),
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
     "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
     "full_like": _full_like, "arange": _arange, "mean": _mean, "where": _where,
     "clip": _clip, "transpose": _transpose, "matmul": _matmul}
 for _name, _h in _NAMED_HANDLERS.items():
-    _register([namespace[_name]], _h)
+    register_builtin([namespace[_name]], _h)
 
 
 # NumPy's spellings of the same functions (`np.sin(x)`, `np.sum(x)`, `np.zeros(n)`): NumPy
@@ -548,8 +548,8 @@ def _numpy_typed(handler: Handler) -> Handler:
 
 for _np_name, _name in _NUMPY_SPELLINGS.items():
     if hasattr(np, _np_name):
-        _register([getattr(np, _np_name)], _numpy_typed(lookup(namespace[_name])))
+        register_builtin([getattr(np, _np_name)], _numpy_typed(lookup(namespace[_name])))
 # np.max(x, 1) reduces along axis 1 (adjit.max(a, b) is the element-wise maximum)
 for _np_name, _op in (("max", "max"), ("amax", "max"), ("min", "min"), ("amin", "min")):
     if hasattr(np, _np_name):
-        _register([getattr(np, _np_name)], _numpy_typed(_reduction(_op)))
+        register_builtin([getattr(np, _np_name)], _numpy_typed(reduction_handler(_op)))

@@ -10,7 +10,7 @@ autodiff pass's launch rule on either device.
 Forward mode differentiates a function returning a float array as it does one returning a
 scalar (the pass returns the result's shadow: its tangent). Reverse mode needs a scalar
 result, so the vjp of an array-valued function differentiates a generated function instead:
-the inner product of the result with a cotangent argument (`_inner_product`).
+the inner product of the result with a cotangent argument (`inner_product`).
 """
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def _check_results(name: str, results: list, mode: Mode, pullback: bool) -> None
                         "gives the vector-Jacobian product")
 
 
-def _inner_product(unit: CompileUnit, fn_symbol: str, types: list,
+def inner_product(unit: CompileUnit, fn_symbol: str, types: list,
                    result: ArrayType) -> tuple[str, list]:
     """A function `s(args..., ct) = sum(fn(args...) * ct)` and its result types. Reverse mode
     of `s` with `ct` Const gives the vjp of array-valued `fn` for the cotangent `ct`, with
@@ -124,12 +124,12 @@ class Derivative(DerivativeEntries):
                  types: list, ndrange: tuple | None, wgs, pullback: bool = False):
         """`pullback`: differentiate, in reverse mode, the inner product of the function's
         array result with a cotangent array that every entry takes after the arguments (the
-        vjp of an array-valued function; see `_inner_product`)."""
+        vjp of an array-valued function; see `inner_product`)."""
         self.mode = mode
         unit = CompileUnit(debug_enabled())
         activity = [a.activity for a in anns]
         with unit.ctx, ir.Location.unknown():
-            fn_symbol, results, self.tuple_result = self._primal(unit, target, types, ndrange, wgs)
+            fn_symbol, results, self.tuple_result = self.primal_function(unit, target, types, ndrange, wgs)
             # A launch's derivative runs the augmented kernel over the same items: the
             # primal's index facts (adj.ndrange_bounds) guard it too (autodiff.py checks).
             self.ndrange_bounds = tuple(ndrange_bounds(unit.symbol(
@@ -137,7 +137,7 @@ class Derivative(DerivativeEntries):
             _check_results(target.__name__, results, mode, pullback)
             cotangent = results if pullback else []
             if pullback:
-                fn_symbol, results = _inner_product(unit, fn_symbol, types, results[0])
+                fn_symbol, results = inner_product(unit, fn_symbol, types, results[0])
                 activity = activity + [Activity.CONST]
             self.results = results
             ret = Activity.ACTIVE if mode.reverse else Activity.DUP
@@ -196,7 +196,7 @@ class Derivative(DerivativeEntries):
                 for entry in self.entries}
 
     @staticmethod
-    def _primal(unit: CompileUnit, target, types, ndrange, wgs):
+    def primal_function(unit: CompileUnit, target, types, ndrange, wgs):
         if isinstance(target, Function):
             return unit.function(target, types)
         # A kernel is differentiated through a function that launches it: the autodiff

@@ -287,13 +287,13 @@ def _entry_calling(unit: CompileUnit, symbol: str, types: list, results: list) -
 
 def _inner_product_of(unit: CompileUnit, symbol: str, types: list, result: ArrayType) -> tuple:
     """The key in unit.compiled of `s(args..., ct) = sum(@symbol(args...) * ct)`
-    (derivative._inner_product: reverse mode of it gives vector-Jacobian products), made
+    (derivative.inner_product: reverse mode of it gives vector-Jacobian products), made
     once per unit."""
-    from .derivative import _inner_product
+    from .derivative import inner_product
     key = ("inner", symbol)
     if key not in unit.compiled:
         with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
-            inner, inner_results = _inner_product(unit, symbol, types, result)
+            inner, inner_results = inner_product(unit, symbol, types, result)
         unit.compiled[key] = (inner, inner_results, False)
     return key
 
@@ -358,17 +358,17 @@ def _launch_derivative(gen: "CodeGenerator", k: Kernel, mode: Mode, anns: list,
     function launching the kernel (the launch rule makes the derivative kernels), its
     extents Const arguments; returns what autodiff of a launch returns from Python (the
     derivatives of Active arguments in reverse mode, None in forward mode)."""
-    from .unit import _ndrange_values
+    from .unit import ndrange_values
     from .derivative import Derivative
     gen.require_host(f"autodiff of kernel {k.__name__}")
     if ndrange is None:
         raise UserError(f"autodiff of kernel {k.__name__} needs ndrange=")
-    extents = [S.from_index(e) for e in _ndrange_values(ndrange)]
+    extents = [S.from_index(e) for e in ndrange_values(ndrange)]
     values = [operand(a.val, f"autodiff(): argument {j}") for j, a in enumerate(anns)]
     types = [v.type for v in values]
     key = ("launch", id(k), tuple(types), len(extents))
     if key not in gen.unit.compiled:
-        gen.unit.compiled[key] = Derivative._primal(gen.unit, k, types, tuple(extents), None)
+        gen.unit.compiled[key] = Derivative.primal_function(gen.unit, k, types, tuple(extents), None)
     anns = [type(a)(v, a.dval) if isinstance(a, Duplicated) else type(a)(v)
             for a, v in zip(anns, values)] + [Const(e) for e in extents]
     out = derivative_call(gen.unit, _InUnit(k.__name__, key), mode, anns, "autodiff")
@@ -551,7 +551,7 @@ def _result_dims(symbol: str, out_t, values: list) -> list[ir.Value]:
 
 def _jacobian_by_rows(unit: CompileUnit, jac: JacobianOf, values: list, where: str):
     """jacrev: one reverse pass per element of the result (of the inner product of the
-    result with a basis cotangent, derivative._inner_product), each gradient a row."""
+    result with a basis cotangent, derivative.inner_product), each gradient a row."""
     k, x = jac.argnums, values[jac.argnums]
     types = [v.type for v in values]
     symbol, out_t = _one_float_result(unit, jac, values)

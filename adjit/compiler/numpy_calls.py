@@ -17,7 +17,7 @@ from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
-from .builtin_calls import _creation_args, _reduction, _register, namespace
+from .builtin_calls import creation_args, reduction_handler, register_builtin, namespace
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Shape, SliceValue
 
 
@@ -97,7 +97,7 @@ def _linspace(gen, args, kwargs):
     endpoint = args[3] if len(args) > 3 else Literal(True)
     dtype = None
     if "dtype" in kwargs:
-        _, dtype = _creation_args("linspace(start, stop, num, dtype=None)", [],
+        _, dtype = creation_args("linspace(start, stop, num, dtype=None)", [],
                                   {"dtype": kwargs.pop("dtype")}, 0)
     _no_more(kwargs, "linspace")
     if not (isinstance(endpoint, Literal) and isinstance(endpoint.value, bool)):
@@ -351,7 +351,7 @@ def _flatten(gen, args, kwargs):
     return A.copy(flat) if isinstance(flat, Array) else A.materialize(flat)
 
 
-HANDLERS = {"prod": _reduction("prod"), "argmax": _arg_extremum("max"),
+HANDLERS = {"prod": reduction_handler("prod"), "argmax": _arg_extremum("max"),
             "argmin": _arg_extremum("min"), "linspace": _linspace,
             "concatenate": _concatenate, "stack": _stack, "reshape": _reshape,
             "ravel": _ravel}
@@ -359,7 +359,7 @@ METHODS = {"reshape": _reshape, "ravel": _ravel, "flatten": _flatten,
            "prod": HANDLERS["prod"], "argmax": HANDLERS["argmax"],
            "argmin": HANDLERS["argmin"]}
 for _name, _h in HANDLERS.items():
-    _register([namespace[_name], getattr(np, _name)], _h)
+    register_builtin([namespace[_name], getattr(np, _name)], _h)
 # (np.product was NumPy's older spelling of prod; np.row_stack etc. are not compiled)
 if hasattr(np, "concat"):
-    _register([np.concat], _concatenate)
+    register_builtin([np.concat], _concatenate)

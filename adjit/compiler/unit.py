@@ -292,7 +292,7 @@ def launch_kernel(gen: CodeGenerator, k: Kernel, args: list, kwargs: dict) -> No
         raise UserError(f"kernel launch got unexpected keyword(s) {sorted(kwargs)}")
     if ndrange is None:
         raise UserError(f"launching kernel {k.__name__} needs ndrange=")
-    extents = _ndrange_values(ndrange)
+    extents = ndrange_values(ndrange)
     wg_static = None
     if wgs is not None:
         items = wgs if isinstance(wgs, tuple) else (wgs,)
@@ -378,7 +378,7 @@ def _operand(a, ann, what: str, keep_vectors: bool = False):
     raise UserError(f"{what}: cannot pass {S.describe(a)}")
 
 
-def _ndrange_values(ndrange) -> list[ir.Value]:
+def ndrange_values(ndrange) -> list[ir.Value]:
     if isinstance(ndrange, Shape):
         return list(ndrange.dims)
     items = ndrange if isinstance(ndrange, tuple) else (ndrange,)

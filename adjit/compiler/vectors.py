@@ -29,7 +29,7 @@ from mlir.dialects import arith, memref
 from ..dialects import adj
 from . import arrays as A
 from . import scalar_ops as S
-from .builtin_calls import _register, lookup
+from .builtin_calls import register_builtin, lookup
 from ..lang.builtins import namespace
 from ..lang.structs import struct_type
 from ..core.errors import UserError
@@ -745,7 +745,7 @@ VECTOR_BUILTINS = {
     "vector": _variadic(vector, "vector"),
 }
 for _name, _handler in VECTOR_BUILTINS.items():
-    _register([namespace[_name]], _handler)
+    register_builtin([namespace[_name]], _handler)
 
 
 def _on_vectors(name: str, vector_fn, n: int) -> None:
@@ -758,7 +758,7 @@ def _on_vectors(name: str, vector_fn, n: int) -> None:
             return _fixed(vector_fn, n, name)(gen, args, kwargs)
         return arrays(gen, args, kwargs)
 
-    _register([namespace[name]], handler)
+    register_builtin([namespace[name]], handler)
 
 
 _on_vectors("dot", dot, 2)
@@ -775,4 +775,4 @@ def _atomic_add(gen, args, kwargs):
     return _atomic_add_arrays(gen, args, kwargs)
 
 
-_register([namespace["atomic_add"]], _atomic_add)
+register_builtin([namespace["atomic_add"]], _atomic_add)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..core.types import ArrayType
-from ..api.autodiff import _inner_product_grads, autodiff
+from ..api.autodiff import inner_product_grads, autodiff
 from ..lang.functions import Function, Kernel, routes, specialise
 from ..lang.modes import Active, Const, Duplicated, Forward, Reverse
 
@@ -145,7 +145,7 @@ class Operation:
                 raise NotImplementedError(
                     f"{self.who}: the reverse derivative of {self.name}, whose result is an "
                     "array, runs on the CPU only (a scalar result, or a kernel, runs on the GPU)")
-            grads = _inner_product_grads(self.f, anns, np.ascontiguousarray(cotangents[0]))
+            grads = inner_product_grads(self.f, anns, np.ascontiguousarray(cotangents[0]))
         else:
             grads = autodiff(Reverse, self.f, *anns, device=device)
         return [None if not wanted[i] else shadows[i] if i in shadows else grads[i]

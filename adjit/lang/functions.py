@@ -361,7 +361,7 @@ class Function(_Decorated):
         return routes().lower(self, types, None, None)
 
 
-def _ndrange_tuple(ndrange, name: str) -> tuple[int, ...]:
+def ndrange_tuple(ndrange, name: str) -> tuple[int, ...]:
     if ndrange is None:
         raise TypeError(f"launching kernel {name} needs ndrange= (an int or a tuple of ints)")
     items = tuple(ndrange) if isinstance(ndrange, (tuple, list)) else (ndrange,)
@@ -377,7 +377,7 @@ def _ndrange_tuple(ndrange, name: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _workgroup_tuple(wgs, ndim: int, name: str) -> tuple[int, ...] | None:
+def workgroup_tuple(wgs, ndim: int, name: str) -> tuple[int, ...] | None:
     if wgs is None:
         return None
     items = tuple(wgs) if isinstance(wgs, (tuple, list)) else (wgs,)
@@ -408,8 +408,8 @@ class Kernel(_Decorated):
         ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
         if self.struct_layout is not None:
             args = flatten_args(self, args)
-        nd = _ndrange_tuple(ndrange, self.__name__)
-        wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
+        nd = ndrange_tuple(ndrange, self.__name__)
+        wgs = workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if device == "cpu":
             fast = _fast_path(self._fast, self._cache, (_signature(args), len(nd), wgs),
                               args + nd)
@@ -430,8 +430,8 @@ class Kernel(_Decorated):
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
         if self.struct_layout is not None:
             args = flatten_args(self, args)
-        nd = _ndrange_tuple(ndrange, self.__name__)
-        wgs = _workgroup_tuple(workgroupsize, len(nd), self.__name__)
+        nd = ndrange_tuple(ndrange, self.__name__)
+        wgs = workgroup_tuple(workgroupsize, len(nd), self.__name__)
         if self._check_device(device) == "cuda":
             return routes().lower_on_gpu(self, args, len(nd))
         types, _ = specialise(self.__name__, self.params, self.annotations, args)

@@ -305,7 +305,7 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
                     put(taken)
                 after_call(number)
                 return None if as_python is None else as_python(r)
-        return _entry(convert_all, invoke)
+        return caller_of(convert_all, invoke)
 
     fields = [f"r{i}" for i in range(len(result_types))]
     results = type(f"{name}_results", (ctypes.Structure,),
@@ -342,10 +342,10 @@ def make_caller(address: int, name: str, arg_types: Sequence[Type], result_types
         after_call(number)
         return values[0] if single else tuple(values)
 
-    return _entry(convert_all, invoke)
+    return caller_of(convert_all, invoke)
 
 
-def _entry(convert_all: Callable, invoke: Callable) -> Callable:
+def caller_of(convert_all: Callable, invoke: Callable) -> Callable:
     """The caller: converts, then invokes. `.convert_all` and `.invoke` are its two halves,
     for a caller that converts first and, when conversion refuses the arguments, takes its
     own slower path (functions.py: the canonical message for them) before anything has run."""

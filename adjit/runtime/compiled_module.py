@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from ..core.threads import default_num_threads
 from . import source_index
-from .abi import Type, _entry, check_error, exception_class, make_caller
+from .abi import Type, caller_of, check_error, exception_class, make_caller
 from .memory import Block
 
 _lock = threading.Lock()
@@ -101,7 +101,7 @@ class CompiledModule:
 
         def invoke(values):
             return cell[0].invoke(values)
-        return _entry(cell[0].convert_all, invoke)
+        return caller_of(cell[0].convert_all, invoke)
 
     def on_swap(self, listener: Callable[[], None]) -> None:
         """Runs `listener()` once this tiered module's code is replaced by its O3 build (for

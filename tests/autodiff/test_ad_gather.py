@@ -1,4 +1,4 @@
-"""Gather-form reverse kernels (passes/autodiff/gather.py, issue 9.1): the adjoint of an array
+"""Gather-form reverse kernels (passes/autodiff/generate/gather.py, issue 9.1): the adjoint of an array
 read at the work item's id plus constant offsets is computed by each element's own item,
 without atomics; other read patterns keep their (monotonic) atomic adds. Every case is checked
 against finite differences and a float64 reference (the transposed stencil in NumPy), and

@@ -1,7 +1,7 @@
 """Reverse mode of kernels with Active scalar arguments on the CPU (issue 9.2): the launch's
 sums of per-item adjoints are computed per chunk of items as the reverse kernel runs
 (passes/chunked_launch.lower_summing_launch), with no per-item buffer, and Const arrays that a
-kernel only reads get no shadow (passes/autodiff/activity.py). Checked against float64
+kernel only reads get no shadow (passes/autodiff/analysis/activity_analysis.py). Checked against float64
 references, finite differences, and the memory the gradient allocates; that the chunk loop
 vectorises: tests/autodiff/test_ad_gather.py (test_derivative_kernels_vectorise)."""
 import numpy as np

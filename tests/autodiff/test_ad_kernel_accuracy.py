@@ -1,6 +1,6 @@
 """Reverse mode of kernels: the sums over work items of per-item adjoints (Active scalar
 arguments, array elements that every item reads) are as accurate as adjit.sum's (issue 8.1):
-passes/autodiff/reduction.py and uniform_loads.py."""
+passes/summation.py and uniform_loads.py."""
 import numpy as np
 import pytest
 

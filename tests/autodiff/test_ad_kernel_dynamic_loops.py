@@ -2,7 +2,7 @@
 10): per-item step counts, loops stopped by an event, `while`, `break` and `continue`,
 nested dynamic loops, items with no steps, 1-D and 2-D ndranges, a data-dependent `while`
 in an @adjit.func. Their values go to packed per-item tapes sized by a counting pass
-(passes/autodiff/dynamic_tape.py). Each against a float64 NumPy reference of the primal, its
+(passes/autodiff/generate/dynamic_tape.py). Each against a float64 NumPy reference of the primal, its
 central differences, an analytic derivative where there is one, and forward mode."""
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Every rule of the table (passes/autodiff/rules.py): forward and reverse mode against the
+"""Every rule of the table (passes/autodiff/rules/scalar.py): forward and reverse mode against the
 analytic derivative and central differences, one op per function."""
 import math
 

@@ -1,4 +1,4 @@
-"""Every op of the rule table (passes/autodiff/rules.py) at its singular points (0, -0.0, +-inf
+"""Every op of the rule table (passes/autodiff/rules/scalar.py) at its singular points (0, -0.0, +-inf
 and the op's own: asin at +-1, log1p at -1...), in forward and reverse mode, alone and inside
 a select, a max, a min and an `scf.if`, taken and not taken, and fed its singular point
 with a zero tangent (from the side of a select not taken).

@@ -1,6 +1,6 @@
 """Stencils written with slices in @jit (issue 30): the reverse of the frontend's loop nest
 that reads one array through several shifted views (`u[2:, 1:-1] + u[:-2, 1:-1] + ...`) is
-in gather form (passes/autodiff/gather.py, row_sites / gather_rows): a parallel loop over
+in gather form (passes/autodiff/generate/gather.py, row_sites / gather_rows): a parallel loop over
 the array's rows, each adding the partials of the iterations that read it, and the reversed
 loop itself parallel, instead of one serial loop adding into shared rows. Every gradient
 against central differences and JAX's float64 one; 1-D and 2-D, shifts of 1 and 2, odd

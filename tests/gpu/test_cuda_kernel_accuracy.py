@@ -1,6 +1,6 @@
 """The GPU launch path's sum of per-item adjoints of an Active scalar (the launch rule's, in a
 host program: per-item buffers summed on the device in f64 chunks, then pairwise,
-passes/autodiff/reduction.py) is as accurate as the CPU's (issue 8.1: within 1e-6 relative of
+passes/summation.py) is as accurate as the CPU's (issue 8.1: within 1e-6 relative of
 float64 for float32 items), without a GPU: the host program's kernels, compiled for the CPU,
 run behind the fake driver (cpu_device.py)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The GPU gets the gather-form reverse kernels (passes/autodiff/gather.py, issue 9.6): the same
+"""The GPU gets the gather-form reverse kernels (passes/autodiff/generate/gather.py, issue 9.6): the same
 generated kernels go through the PTX pipeline (assembled by ptxas for sm_90, no atomics in the
 gather kernel), and a function launching a stencil runs its gradient through the fake driver
 (fake_driver.py, the kernels compiled for the CPU from the same module: cpu_device.py), gather

@@ -1,5 +1,5 @@
 """An array a call returns is an alias only of the arguments the callee may return
-(passes/autodiff/memory.py, CallAliasClasses): a freshly allocated result does not make every
+(passes/written.py, CallAliasClasses): a freshly allocated result does not make every
 argument of the call written, so read-only arrays the code only reads are accepted, by plain
 calls and by every derivative entry point; an array result that is an argument, or a view of
 one, still counts, and writing it refuses a read-only argument. (Views and results that

@@ -1,5 +1,5 @@
 // Checkpointing schedules for the reverse pass of a checkpointed loop
-// (passes/autodiff/checkpoint.py): which steps to run again, which states to keep, in which
+// (passes/autodiff/rules/checkpoint.py): which steps to run again, which states to keep, in which
 // order the steps are reversed. Compiled code asks for the actions one at a time:
 //
 //   ctx = adj_ckpt_new(steps, snapshots, kind, every)

@@ -1,6 +1,6 @@
 // Part of adjit.runtime._native: calls of compiled CPU code from Python without ctypes.
 //
-// A `Dispatcher` belongs to one Function or Kernel (frontend/functions.py). The Python path
+// A `Dispatcher` belongs to one Function or Kernel (lang/functions.py). The Python path
 // registers each specialisation it compiled (`add`): what the arguments of a call that takes
 // it look like (per argument: an exact NumPy array type, dtype and rank, or the exact Python
 // type of a scalar), how to pass each (a memref descriptor, or a scalar converted to the
@@ -450,7 +450,7 @@ private:
     std::vector<nb::object> types_;
 };
 
-// `Kernel.__call__` and `Function.__call__` (frontend/functions.py) in native code: the
+// `Kernel.__call__` and `Function.__call__` (lang/functions.py) in native code: the
 // call's positional arguments go to self._native when the keywords allow the native path
 // (kernels: ndrange=, no workgroupsize=, device "cpu"; functions: no device=), and
 // otherwise, or on a miss, to self._call_python(*args, **kwargs), the Python path. Saves

@@ -1,4 +1,4 @@
-// adj_gemm_f32 / adj_gemm_f64: the matrix products of compiled code (frontend/matmul.py),
+// adj_gemm_f32 / adj_gemm_f64: the matrix products of compiled code (compiler/matmul.py),
 // C (+)= op(A) @ op(B) over a batch, through a BLAS sgemm/dgemm when one was registered
 // (adj_gemm_register: runtime/extension.py finds the OpenBLAS that NumPy's wheel bundles and
 // passes its cblas_?gemm), else through the blocked loop nest below.

@@ -1,4 +1,4 @@
-// Sums over work items of per-item adjoints (passes/autodiff/reduction.py): the Active scalar
+// Sums over work items of per-item adjoints (passes/summation.py): the Active scalar
 // %a and the element %p[0] that every item reads (uniform_loads.py). The reverse kernel stores
 // its item's adjoint of each at [adj.index], with no atomic on %p's shadow; the reverse launch
 // returns each buffer's sum over the items (adj.launch's results), and %p[0]'s is added into

@@ -1,6 +1,6 @@
 // Kernels whose loops around taped values run a number of times known only at launch: each
 // item's tape size (per_item) is an expression of the kernel's arguments, written in the
-// adj.tape attribute as an s-expression (passes/autodiff/uniform.py); the kernels compute
+// adj.tape attribute as an s-expression (passes/autodiff/analysis/uniform.py); the kernels compute
 // their slots from it, and the launch rule computes it from the launch's operands to size the
 // tapes. Sizes with constant loop bounds stay integers (kernels.mlir).
 // RUN: adjit-opt %s --adj-autodiff | FileCheck %s

@@ -1,4 +1,4 @@
-// Guards at singular points (passes/autodiff/rules.py): a rule whose partial can be inf or NaN
+// Guards at singular points (passes/autodiff/rules/scalar.py): a rule whose partial can be inf or NaN
 // gives 0 for a zero seed (strong zero), and pow's partials are 0 where their limits are;
 // each guard replaces the product by 0 only where it is not finite (x - x != 0), so that
 // where the partial is finite the rule stays the product (whose derivative a Hessian takes).

@@ -1,7 +1,8 @@
 """The modules a cold `adjit.grad(loss)(x)` passes through, from the API to the compiled call.
 
 Run it as `python scripts/call_path.py` (a fresh disk cache is made for it). It traces every
-call into adjit's language, compiler and API packages (sys.setprofile) and prints:
+call into adjit's language, compiler and API packages (sys.setprofile; not what modules do
+while the path imports them) and prints:
 
 - the modules entered, in the order first entered;
 - call-backs: a call into a module that is still waiting lower on the stack for a call it
@@ -38,18 +39,24 @@ def trace_cold_grad() -> list[tuple[str, str, tuple[str, ...]]]:
 
     g = adjit.grad(jit(loss))
     x = np.arange(4.0)
-    stack: list[str | None] = []
+    stack: list[tuple[str | None, bool]] = []
     calls = []
+
+    importing = [0]     # module bodies running (an import the path set off)
 
     def profile(frame, event, arg):
         if event == "call":
             module = frame.f_globals.get("__name__", "")
             inside = module if module.startswith(PACKAGES) else None
-            if inside:
-                calls.append((inside, frame.f_code.co_name, tuple(m for m in stack if m)))
-            stack.append(inside)
+            body = frame.f_code.co_name == "<module>"
+            importing[0] += body
+            # (what a module does while it is imported, registering its builtins say, is
+            # loading code, not the path)
+            if inside and not importing[0]:
+                calls.append((inside, frame.f_code.co_name, tuple(m for m, _ in stack if m)))
+            stack.append((inside, body))
         elif event == "return" and stack:
-            stack.pop()
+            importing[0] -= stack.pop()[1]
 
     sys.setprofile(profile)
     try:

@@ -12,6 +12,9 @@ autodoc over the docstrings.
 import os
 import sys
 
+from pygments import token
+from pygments.lexer import RegexLexer
+
 DOCS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(DOCS)
 # autodoc imports adjit from this checkout, not from whatever else is installed.
@@ -98,6 +101,39 @@ def _forget_removed_examples():
 
 
 _forget_removed_examples()
+
+
+class MlirLexer(RegexLexer):
+    """MLIR's textual IR (```mlir blocks: adj IR, FileCheck files), which Pygments does not
+    know: comments, SSA values, symbols, attributes, types, operation names."""
+    name = "MLIR"
+    aliases = ["mlir"]
+    tokens = {
+        "root": [
+            (r"//.*?$", token.Comment.Single),
+            (r'"(\\\\|\\"|[^"])*"', token.String),
+            (r"%[\w.$#:-]+", token.Name.Variable),
+            (r"\^[\w.$-]+", token.Name.Label),
+            (r"@[\w.$-]+", token.Name.Function),
+            (r"#[\w.$-]+", token.Name.Constant),
+            (r"!\w[\w.]*", token.Keyword.Type),
+            (r"\b(i\d+|f16|bf16|f32|f64|index|memref|tensor|vector|none)\b", token.Keyword.Type),
+            (r"\b[a-z_]\w*(\.[a-z_]\w*)+\b", token.Name.Builtin),     # dialect.op
+            (r"\b(func|module|return|true|false|to|step|iter_args|attributes|loc)\b",
+             token.Keyword),
+            (r"-?\d+(\.\d+)?([eE][-+]?\d+)?", token.Number),
+            (r"0x[0-9a-fA-F]+", token.Number.Hex),
+            (r"[-=<>:,()\[\]{}*+?]", token.Punctuation),
+            (r"\s+", token.Whitespace),
+            (r"\w+", token.Name),
+            (r".", token.Text),
+        ],
+    }
+
+
+def setup(app):
+    app.add_lexer("mlir", MlirLexer)
+
 
 html_theme = "furo"
 html_title = "adjit"

@@ -53,7 +53,8 @@ class Returns:
             if isinstance(item, Literal):
                 item = S.as_scalar(item)
             if not isinstance(item, (Scalar, Array)):
-                raise self.error(node, f"cannot return {S.describe(item)}")
+                raise self.error(node, f"cannot return {S.describe(item)}: compiled code "
+                                       "returns scalars, arrays, vectors and tuples of them")
             # (a rule's tape may hold arrays: rules.py; returned_items checked the rest)
             if isinstance(item, Array) and self.kind not in ("jit", "rule"):
                 raise self.error(node, "device functions return scalars only")

@@ -66,7 +66,9 @@ def describe(v) -> str:
         return f"a {v.type!r} value"
     if isinstance(v, Literal):
         return f"the constant {v.value!r}"
-    from .values import PyObj
+    from .values import PyObj, StructValue
+    if isinstance(v, StructValue):
+        return f"a {v.type.name} struct"
     if isinstance(v, PyObj):
         if v.obj is None:
             return ("None (in a rule, a Const argument's .dval and the dret of a Const "

@@ -130,10 +130,11 @@ def _parse_lambda(pyfn: Callable, name: str, where: tuple[str, int]) -> SourceIn
 def _no_source(name: str, filename: str, line: int, e: Exception) -> CompilationError:
     """Why the source of function `name`, defined at `filename`:`line`, cannot be read."""
     if filename.startswith("<") and filename.endswith(">"):
+        # (Python 3.13's prompt and IPython keep their inputs in linecache: those read)
         why = (f"{name} was defined in {filename} (by exec() or compile(), `python -c`, or "
-               "at the interactive prompt), and Python keeps no source text for such "
-               "functions; adjit compiles a function from its source: define it in a .py "
-               "file (or a notebook cell) and import it")
+               "at the interactive prompt of Python 3.12 or older), and Python keeps no "
+               "source text for such functions; adjit compiles a function from its source: "
+               "define it in a .py file (or a notebook cell) and import it")
     else:
         why = (f"its file {filename} cannot be read ({e}); adjit compiles a function from "
                "its source: keep the .py file next to its compiled form")

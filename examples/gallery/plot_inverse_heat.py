@@ -84,7 +84,7 @@ assert all(b <= a for a, b in zip(losses, losses[1:]))
 # The true, observed and recovered fields
 # ---------------------------------------
 
-fig, axes = plt.subplots(1, 4, figsize=(13, 3.2))
+fig, axes = plt.subplots(1, 4, figsize=(13, 3.4), layout="constrained")
 for ax, field, title in ((axes[0], true_u0, "true initial field"),
                          (axes[1], observed, f"observed after {steps} steps"),
                          (axes[2], u0, "recovered initial field")):

@@ -4,9 +4,10 @@ Sphere tracing and its image gradient
 
 A kernel renders a sphere by sphere tracing: each pixel's ray steps forward by the signed
 distance to the sphere (a fixed 40 steps, so every work item runs the same loop), then the
-hit point is shaded by the angle between its normal and a light. It computes in float64
+point of closest approach is shaded by the angle between its normal and a light. It computes in float64
 (``adjit.vec3d``), so that central differences can check the derivative closely. The silhouette is a soft
-step in the final distance, so that moving the sphere changes pixels smoothly.
+step in the ray's closest distance to the surface (about a pixel wide), so that moving the
+sphere changes the pixels of its rim smoothly.
 
 ``adjit.autodiff`` differentiates the whole rendering (a kernel launch inside an
 ``@adjit.jit`` function) in forward mode with respect to the sphere's radius: the result's
@@ -30,14 +31,20 @@ def trace(image, radius: float, centre_x: float, size: int):
     direction = adjit.normalize(vec3d(u, v, 1.6))
     centre = vec3d(centre_x, 0.0, 0.0)
     t = 0.0
+    closest = 1.0e9            # the ray's closest approach to the surface, and where
+    t_closest = 0.0
     for _ in range(40):
-        t = t + (adjit.length(origin + direction * t - centre) - radius)
-    p = origin + direction * t
-    distance = adjit.length(p - centre) - radius
+        d = adjit.length(origin + direction * t - centre) - radius
+        if d < closest:
+            closest = d
+            t_closest = t
+        t = t + d
+    p = origin + direction * t_closest
     normal = adjit.normalize(p - centre)
     light = adjit.normalize(vec3d(-1.0, 1.0, -1.0))
     shade = 0.15 + 0.85 * adjit.max(adjit.dot(normal, light), 0.0)
-    coverage = 0.5 - 0.5 * adjit.tanh(distance * 100.0)     # 1 on the sphere, 0 off it
+    # 1 where the ray reaches the surface, falling to 0 over about a pixel beyond it
+    coverage = 0.5 - 0.5 * adjit.tanh(40.0 * closest - 2.0)
     image[i, j] = coverage * shade
 
 

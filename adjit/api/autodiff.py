@@ -123,9 +123,31 @@ def _check_shadow(where: str, a: Duplicated, d, t, reverse: bool, device: str) -
 
 class Tape:
     """The tape of a split reverse call: what the augmented forward pass recorded for the
-    reverse pass (arrays and scalars, laid out by the autodiff pass). Usable by several
-    reverse calls with the forward call's shapes and scalars (`recording`, which the reverse
-    half checks: autodiff_checks.check_tape); freed when dropped."""
+    reverse pass (arrays and scalars, laid out by the autodiff pass).
+
+    The forward half of :func:`autodiff_thunk` returns it; its reverse half takes it. It is
+    usable by several reverse calls with the forward call's shapes and scalars (the reverse
+    half checks that, and raises ValueError otherwise), and freed when dropped. ``nbytes``
+    is its size.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Duplicated, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1]) -> f64:
+                return adjit.sum(adjit.sin(a * x))
+
+            fwd, rev = adjit.autodiff_thunk(adjit.ReverseSplitWithPrimal, loss, Active,
+                                            Duplicated)
+            x, dx = np.linspace(0.0, 1.0, 5), np.zeros(5)
+            tape, primal, shadow = fwd(Active(2.0), Duplicated(x, dx))
+            assert isinstance(tape, adjit.Tape)
+            print(tape, tape.nbytes)
+    """
 
     def __init__(self, values: list, recording: autodiff_checks.Recording | None = None):
         self.values = values
@@ -214,11 +236,71 @@ def _derivative(f, mode: Mode, anns, types, nd, wgs,
 
 
 def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str = "cpu"):
-    """Differentiates `f` at `args` (each Const/Active/Duplicated/DuplicatedNoNeed; bare
-    values are Const). See SPEC: Reverse returns one derivative per argument (None for
-    non-Active), Forward the result's tangent; ...WithPrimal adds the primal result.
-    `device="cuda"` differentiates a kernel launch, or an @adjit.jit function, as a host
-    program whose launches (the derivative kernels) run on the GPU."""
+    """Differentiates ``f`` at ``args``, Enzyme's way: each argument says its activity.
+
+    Activities: ``Const(x)`` (no derivative; a bare value is Const), ``Active(x)`` (a scalar
+    whose derivative reverse mode returns), ``Duplicated(x, dx)`` (an array with its shadow
+    ``dx`` of the same shape: reverse mode *adds* the gradient into ``dx``, forward mode
+    reads the tangent from it; for a scalar ``x`` in forward mode, ``dx`` is its tangent, a
+    float), ``DuplicatedNoNeed(x, dx)`` (as Duplicated, but the primal values written into
+    ``x`` are not needed) and ``BatchDuplicated(x, (dx1, ..., dxN))`` (forward mode, N
+    tangents at once).
+
+    What it returns, by mode: ``Reverse``, a tuple with one entry per argument (the
+    derivative of each Active argument, None for the others); ``ReverseWithPrimal``,
+    ``(derivatives, primal result)``; ``Forward``, the tangent of the result (an N-tuple
+    with BatchDuplicated); ``ForwardWithPrimal``, ``(tangent, primal result)``. A kernel
+    launch (give ``ndrange=``) has no result: reverse mode returns the tuple of
+    derivatives (an Active scalar argument's summed over the work items), forward mode
+    None, the tangents landing in the shadow arrays. Reverse mode also performs the
+    primal's effects: the arrays it writes hold the primal results afterwards.
+
+    Args:
+        mode: ``adjit.Forward``, ``adjit.ForwardWithPrimal``, ``adjit.Reverse`` or
+            ``adjit.ReverseWithPrimal`` (split mode is :func:`autodiff_thunk`).
+        f: an ``@adjit.jit``, ``@adjit.func`` or ``@adjit.kernel`` function (or a derivative
+            of one, such as ``adjit.grad(g)``, for higher orders).
+        *args: its arguments, annotated.
+        ndrange: a kernel's launch range (kernels only).
+        workgroupsize: a kernel's workgroup size (optional).
+        device: ``"cpu"``, or ``"cuda"`` to run the derivative kernels on the GPU.
+
+    Returns:
+        The derivatives, as the mode says above.
+
+    Raises:
+        TypeError: for a mode other than those four ("autodiff takes Forward,
+            ForwardWithPrimal, Reverse or ReverseWithPrimal (split mode is
+            autodiff_thunk)"), for an ``f`` adjit did not compile, for ``Active`` on an
+            array or a shadow of the wrong shape or dtype.
+        CompilationError: when ``f`` cannot be compiled or differentiated.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Const, Duplicated, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1]) -> f64:
+                return adjit.sum(a * x * x)
+
+            x, dx = np.array([1.0, 2.0]), np.zeros(2)
+            da, _ = adjit.autodiff(adjit.Reverse, loss, Active(3.0), Duplicated(x, dx))
+            print(da, dx)          # 5.0 [ 6. 12.]  (dx += d loss / dx)
+            # forward mode: the tangent of the result along (da=1, dx=0)
+            print(adjit.autodiff(adjit.Forward, loss, Duplicated(3.0, 1.0), Const(x)))   # 5.0
+
+            @adjit.kernel
+            def scale(a: f64, x: Array[f64, 1], y: Array[f64, 1]):
+                i = adjit.index()
+                y[i] = a * x[i]
+
+            y, dy = np.zeros(2), np.ones(2)        # dy: the adjoint of y's values
+            print(adjit.autodiff(adjit.Reverse, scale, Active(3.0), Const(x),
+                                 Duplicated(y, dy), ndrange=2))   # (3.0, None, None)
+    """
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
@@ -370,9 +452,48 @@ class _SplitHalf:
 
 
 def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None):
-    """Split mode: returns (forward, reverse). `forward(*annotated)` runs the augmented
-    primal and returns (tape, primal, shadow); `reverse(*annotated, dret, tape)` returns the
-    derivatives (one per argument, None for non-Active)."""
+    """Split reverse mode: the forward and the reverse half of a derivative as two calls.
+
+    ``forward(*annotated)`` runs the augmented primal (the primal, recording what the
+    reverse pass needs) and returns ``(tape, primal, shadow)``; ``reverse(*annotated, dret,
+    tape)`` (``dret``: the adjoint of the result, 1.0 for a gradient; a kernel has none)
+    returns the derivatives, one per argument (None for non-Active ones), adding arrays'
+    into their shadows. Between the two, other code may run (a loss computed elsewhere, a
+    PyTorch or JAX step), which is what frameworks' custom operations need.
+
+    Args:
+        mode: ``adjit.ReverseSplitWithPrimal``.
+        f: an ``@adjit.jit``, ``@adjit.func`` or ``@adjit.kernel`` function.
+        *activities: the activity type of each argument: ``adjit.Const``, ``adjit.Active``,
+            ``adjit.Duplicated`` or ``adjit.DuplicatedNoNeed``.
+        ndrange: a kernel's launch range.
+        workgroupsize: a kernel's workgroup size.
+
+    Returns:
+        tuple: ``(forward, reverse)``.
+
+    Raises:
+        TypeError: for another mode ("autodiff_thunk takes ReverseSplitWithPrimal"), or an
+            activity that is not one of those types.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Const, Duplicated, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1], y: f64) -> f64:
+                return adjit.sum(a * x * x) + y
+
+            fwd, rev = adjit.autodiff_thunk(adjit.ReverseSplitWithPrimal, loss,
+                                            Active, Duplicated, Const)
+            x, dx = np.array([1.0, 2.0]), np.zeros(2)
+            tape, primal, shadow = fwd(Active(3.0), Duplicated(x, dx), Const(1.0))
+            grads = rev(Active(3.0), Duplicated(x, dx), Const(1.0), 1.0, tape)
+            print(primal, grads, dx)   # 16.0 (5.0, None, None) [ 6. 12.]
+    """
     if mode is not ReverseSplitWithPrimal:
         raise TypeError("autodiff_thunk takes ReverseSplitWithPrimal")
     f = _declared(f, "autodiff_thunk")
@@ -513,12 +634,69 @@ def _grad_of(f, argnums, with_value: bool) -> Grad:
 
 
 def grad(f, argnums=0) -> Grad:
-    """JAX's grad: a function returning the gradient w.r.t. `argnums`."""
+    """JAX's grad: a function returning the gradient of scalar-valued ``f``.
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
+        argnums: the argument to differentiate with respect to (an int), or a tuple of
+            them; then the gradient is a tuple, one entry per argument named. A float
+            array argument's gradient is an array of its shape.
+
+    Returns:
+        A callable taking ``f``'s arguments and returning the gradient. It may be called
+        from Python or from compiled code, and differentiated again.
+
+    Raises:
+        ValueError: an argnum out of range ("argnums 2 out of range for 2 arguments").
+        TypeError: for an ``f`` adjit did not compile, or (when called) a result that is
+            not a float scalar.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def energy(k: f64, x: Array[f64, 1]) -> f64:
+                return 0.5 * k * adjit.sum(x * x)
+
+            x = np.array([1.0, 2.0])
+            print(adjit.grad(energy)(3.0, x))                     # 2.5
+            print(adjit.grad(energy, argnums=1)(3.0, x))          # [3. 6.]
+            dk, dx = adjit.grad(energy, argnums=(0, 1))(3.0, x)   # a tuple
+            print(dk, dx)
+    """
     return _grad_of(f, argnums, False)
 
 
 def value_and_grad(f, argnums=0) -> Grad:
-    """JAX's value_and_grad: a function returning (value, gradient w.r.t. `argnums`)."""
+    """JAX's value_and_grad: a function returning ``(f(*args), gradient)``, both from one
+    reverse pass.
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
+        argnums: an int or a tuple of ints, as :func:`grad`'s.
+
+    Returns:
+        A callable returning ``(value, gradient)``.
+
+    Raises:
+        ValueError: an argnum out of range.
+
+    Example:
+        ::
+
+            import adjit
+
+            @adjit.jit
+            def f(x: adjit.f64, y: adjit.f64) -> adjit.f64:
+                return x * x * y
+
+            value, (dx, dy) = adjit.value_and_grad(f, argnums=(0, 1))(3.0, 2.0)
+            print(value, dx, dy)   # 18.0 12.0 9.0
+    """
     return _grad_of(f, argnums, True)
 
 
@@ -563,11 +741,43 @@ def _describe(v) -> str:
 
 
 def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
-    """JAX's jvp: `(f(*primals), tangent of the result along tangents)`; the result may be a
-    float scalar or a float array (then so is its tangent). Each tangent has its primal's
-    shape and dtype. With `width=N`, N directions at once, in one batched forward pass
-    (BatchDuplicated): each tangent is N of them (a tuple, or an array with a leading axis
-    of N, whose rows are used in place), and the result's tangent is an N-tuple."""
+    """JAX's jvp: ``(f(*primals), the tangent of the result along tangents)``, by forward mode.
+
+    The result may be a float scalar or a float array (then so is its tangent).
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function.
+        primals: the arguments (a sequence).
+        tangents: one tangent per primal, of its shape and dtype (a float for a scalar).
+        width: N directions at once, in one batched forward pass (BatchDuplicated): each
+            tangent is N of them (a tuple, or an array with a leading axis of N), and the
+            result's tangent is an N-tuple.
+
+    Returns:
+        tuple: ``(primal result, tangent)``.
+
+    Raises:
+        ValueError: primals and tangents of different lengths ("jvp: primals and tangents
+            must have the same length"), a width that does not match the tangents.
+        TypeError: a tangent whose shape or dtype is not its primal's.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def square(x: Array[f64, 1]) -> Array[f64, 1]:
+                return x * x
+
+            x = np.array([1.0, 2.0, 3.0])
+            y, dy = adjit.jvp(square, (x,), (np.ones(3),))
+            print(y, dy)   # [1. 4. 9.] [2. 4. 6.]
+            _, (d0, d1) = adjit.jvp(square, (x,), ((np.eye(3)[0], np.eye(3)[1]),), width=2)
+            print(d0, d1)  # [2. 0. 0.] [0. 4. 0.]
+    """
     f = _declared(f, "jvp")
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
@@ -609,9 +819,39 @@ def _lanes(what: str, ts, width: int) -> list:
 
 
 def vjp(f, *primals):
-    """JAX's vjp: `(f(*primals), pullback)`. `pullback(cotangent)`, the cotangent shaped like
-    the result (a float scalar or array), returns one cotangent per primal: arrays for array
-    primals, scalars for scalar primals."""
+    """JAX's vjp: ``(f(*primals), pullback)``, by reverse mode.
+
+    ``pullback(cotangent)``, the cotangent shaped like the result (a float scalar or array),
+    returns a tuple of one cotangent per primal: arrays for array primals, floats for
+    scalar primals. ``f`` may write its array arguments: the pullback differentiates at the
+    primals as they were given.
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar or array.
+        *primals: its arguments.
+
+    Returns:
+        tuple: ``(result, pullback)``.
+
+    Raises:
+        TypeError: a result that is not a float scalar or array; a cotangent whose shape or
+            dtype is not the result's.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def scaled(a: f64, x: Array[f64, 1]) -> Array[f64, 1]:
+                return a * x
+
+            y, pullback = adjit.vjp(scaled, 2.0, np.array([1.0, 2.0]))
+            da, dx = pullback(np.array([1.0, 1.0]))
+            print(y, da, dx)   # [2. 4.] 3.0 [2. 2.]
+    """
     f = _declared(f, "vjp")
     primals = host_values(primals)
     # The pullback differentiates at the primals as given: f may write its arrays (as this
@@ -694,12 +934,38 @@ def inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
 
 
 def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
-    """Compares reverse- and forward-mode derivatives of scalar-valued `f` with central
-    finite differences along a random direction (in every float argument: scalars, arrays,
-    a struct's float fields; integer and bool arguments, an index say, are constants passed
-    as they are); returns the worst relative error. `eps`, the step: 1e-6, or
-    1e-3 where an argument is float32 (whose rounding would swamp a smaller step's
-    difference)."""
+    """Checks the derivatives of scalar-valued ``f``: compares its reverse- and forward-mode
+    derivatives with central finite differences along a random direction.
+
+    The direction spans every float argument (scalars, arrays, a struct's float fields);
+    integer and bool arguments (an index, say) are constants passed as they are.
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
+        *args: its arguments.
+        eps: the finite-difference step: 1e-6 by default, or 1e-3 where an argument is
+            float32 (whose rounding would swamp a smaller step's difference).
+        seed: the seed of the random direction.
+
+    Returns:
+        float: the worst relative error of the two modes against finite differences (near
+        1e-9 for smooth float64 code; a wrong derivative gives about 1).
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def rosen(x: Array[f64, 1]) -> f64:
+                return adjit.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+            err = adjit.check_grad(rosen, np.array([0.5, 1.5, -0.3]))
+            assert err < 1e-6, err
+            print(err)
+    """
     f = _declared(f, "check_grad")
     rng = np.random.default_rng(seed)
     args = host_values(args)       # (a torch tensor or JAX array: a NumPy array of it)
@@ -782,11 +1048,37 @@ def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:
 
 # ---- higher order, with JAX's meanings ---------------------------------------------------------
 def hvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
-    """The Hessian of scalar `f` at `primals` times `tangents` (forward over reverse: the jvp
-    of grad(f), one pass of each, never the Hessian itself); shaped like the primals (a
-    tuple of them when there are several). `width=N`: N products in one batched pass (each
-    tangent N of them, as jvp takes them), an N-tuple of products. A struct argument's
-    tangent and product are structs of its class (_struct_hvp)."""
+    """The Hessian of scalar ``f`` at ``primals`` times ``tangents``, forward over reverse
+    (the jvp of ``grad(f)``: one pass of each, never the Hessian itself).
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
+        primals: its arguments (a sequence).
+        tangents: one direction per primal, of its shape.
+        width: N products in one batched pass (each tangent N of them, as :func:`jvp`
+            takes them); the result is then an N-tuple of products.
+
+    Returns:
+        The product, shaped like the primal (a tuple of them when there are several; a
+        struct argument's is a struct of its class).
+
+    Raises:
+        ValueError: primals and tangents of different lengths.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def quartic(x: Array[f64, 1]) -> f64:
+                return adjit.sum(x ** 4)
+
+            x = np.array([1.0, 2.0])
+            print(adjit.hvp(quartic, (x,), (np.array([1.0, 0.0]),)))   # [12.  0.]
+    """
     f = _declared(f, "hvp")
     if any(struct_type(p) is not None for p in primals):
         return _struct_hvp(f, host_values(primals), tangents, width)
@@ -868,22 +1160,94 @@ def _jacobian_of(f, argnums: int, reverse: bool, width: int = 1) -> Jacobian:
 
 
 def jacfwd(f, argnums: int = 0, width: int = 1) -> Jacobian:
-    """JAX's jacfwd (see Jacobian): one forward pass per element of the argument, or with
-    `width=N` one batched pass (BatchDuplicated) per N elements: the primal is computed
-    n/N times instead of n."""
+    """JAX's jacfwd: the Jacobian by columns, one forward pass per element of the argument.
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar or array.
+        argnums: the argument (an int) to differentiate with respect to.
+        width: with N, one batched pass (BatchDuplicated) per N elements: the primal is
+            computed n/N times instead of n.
+
+    Returns:
+        A callable taking ``f``'s arguments and returning the Jacobian, of shape
+        ``result.shape + x.shape``.
+
+    Raises:
+        ValueError: a width below 1.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def square(x: Array[f64, 1]) -> Array[f64, 1]:
+                return x * x
+
+            print(adjit.jacfwd(square, width=2)(np.array([1.0, 2.0, 3.0])))   # diag(2, 4, 6)
+    """
     _check_width(width, "jacfwd")
     return _jacobian_of(f, argnums, False, width)
 
 
 def jacrev(f, argnums: int = 0) -> Jacobian:
     """JAX's jacrev: the Jacobian by rows, one reverse pass per element of the result (a
-    gradient for a scalar result); compiled as jacfwd is."""
+    gradient for a scalar result).
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar or array.
+        argnums: the argument (an int) to differentiate with respect to.
+
+    Returns:
+        A callable returning the Jacobian, of shape ``result.shape + x.shape``.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def cumulative(x: Array[f64, 1]) -> Array[f64, 1]:
+                out = adjit.zeros(x.shape[0])
+                total = 0.0
+                for i in range(x.shape[0]):
+                    total = total + x[i]
+                    out[i] = total
+                return out
+
+            print(adjit.jacrev(cumulative)(np.ones(3)))   # lower-triangular ones
+    """
     return _jacobian_of(f, argnums, True)
 
 
 def hessian(f, argnums: int = 0, width: int = 1) -> Callable:
-    """JAX's hessian: jacfwd of grad, the second derivatives of scalar `f` with respect to
-    argument `argnums` (shape `x.shape + x.shape`); `width` is jacfwd's."""
+    """JAX's hessian: ``jacfwd(grad(f))``, the second derivatives of scalar ``f``.
+
+    Args:
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
+        argnums: the argument (an int) to differentiate with respect to.
+        width: :func:`jacfwd`'s (tangents per forward pass).
+
+    Returns:
+        A callable returning the Hessian, of shape ``x.shape + x.shape``.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def f(x: Array[f64, 1]) -> f64:
+                return x[0] * x[0] * x[1]
+
+            print(adjit.hessian(f)(np.array([1.0, 2.0])))   # [[4. 2.] [2. 0.]]
+    """
     f = _declared(f, "hessian")
     return jacfwd(grad(f, argnums), argnums, width)
 

@@ -6,7 +6,27 @@ from .locations import file_position
 
 class CompilationError(Exception):
     """Code adjit cannot compile: names the problem, the file, line and column, and shows
-    the source line with a caret, as Triton does. `.lineno`/`.filename` are kept for tools."""
+    the source line with a caret, as Triton does. ``.message``, ``.filename``, ``.lineno``
+    and ``.col`` are kept for tools; an error in a compiled callee also names the calls
+    that led to it ("called from file:line").
+
+    Raised at the first call (or launch, or derivative) that compiles the code.
+
+    Example:
+        ::
+
+            import adjit
+
+            @adjit.jit
+            def f(x: adjit.f64) -> adjit.f64:
+                return x.no_such_attribute
+
+            try:
+                f(1.0)
+            except adjit.CompilationError as e:
+                print(e)              # file:line:col: what is wrong, the line, a caret
+                print(e.lineno, e.message)
+    """
 
     def __init__(self, message: str, filename: str = "<unknown>", lineno: int = 0,
                  col: int = 0, source_line: str | None = None):
@@ -79,7 +99,24 @@ class InternalCompilerError(CompilationError):
     """A bug in adjit, met while compiling the user's code: an exception that no user error
     explains (from a helper of the code generator, a pass, or the MLIR bindings), at the
     user's line being compiled when it happened. The exception is chained (`__cause__`),
-    with the traceback a bug report needs."""
+    with the traceback a bug report needs. A subclass of :class:`CompilationError`, so
+    ``except adjit.CompilationError`` catches both; please report it, with the code.
+
+    Example:
+        ::
+
+            import adjit
+
+            @adjit.jit
+            def f(x: adjit.f64) -> adjit.f64:
+                return 2.0 * x
+
+            try:
+                print(f(1.0))                   # 2.0: no error here
+            except adjit.InternalCompilerError as e:
+                print("a bug in adjit:", e, e.__cause__)
+            assert issubclass(adjit.InternalCompilerError, adjit.CompilationError)
+    """
 
     def __init__(self, cause: BaseException, filename: str = "<unknown>", lineno: int = 0,
                  col: int = 0, source_line: str | None = None):

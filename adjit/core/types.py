@@ -38,6 +38,19 @@ _MACHINE = {
 
 @dataclass(frozen=True)
 class ScalarType:
+    """A scalar type: ``adjit.f32``, ``f64``, ``i32``, ``i64``, ``bool_``, each with its
+    NumPy dtype (``np_dtype``). Used as annotations (``x: adjit.f32``) and dtypes
+    (``adjit.zeros(n, dtype=adjit.f32)``); calling one converts a value to it.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            print(adjit.f32.np_dtype, adjit.i64.np_dtype, isinstance(adjit.f64, adjit.ScalarType))
+            print(adjit.f32(1.5))   # 1.5, a float32
+    """
     name: str            # 'f32', 'f64', 'i32', 'i64', 'bool', 'index'
     np_dtype: np.dtype | None
     # A Python scalar's type (NEP 50's "weak" scalars, JAX's weak_type): a Python float or
@@ -126,6 +139,18 @@ BY_MLIR_NAME = {t.mlir_name: t for t in (*SCALARS, index)}
 
 @dataclass(frozen=True)
 class ArrayType:
+    """The type of an array argument, ``adjit.Array[dtype, ndim]``: its element type
+    (``dtype``, a :class:`ScalarType`) and number of dimensions (``ndim``).
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            t = adjit.Array[adjit.f64, 2]
+            print(t, isinstance(t, adjit.ArrayType), t.dtype, t.ndim)
+    """
     dtype: ScalarType
     ndim: int
     # Any strides and offset (in elements, negative ones too), not only C order.
@@ -162,7 +187,17 @@ class VecType:
     value of compiled code whose components are separate scalars (the autodiff pass sees
     only those), and, outside compiled code, a NumPy array of `shape`. An array of them is a
     NumPy array whose trailing dimensions are `shape` (`adjit.Array[adjit.vec3, 1]` takes
-    an (n, 3) float32 array, zero copy)."""
+    an (n, 3) float32 array, zero copy). Calling it makes a value: ``adjit.vec3(1, 2, 3)``.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            print(adjit.vec3.kind, adjit.vec3.shape, adjit.mat33d.shape, adjit.quat.dtype)
+            print(adjit.vec3(1, 2, 3))   # [1. 2. 3.], float32
+    """
     kind: str                # "vec", "mat" or "quat"
     shape: tuple[int, ...]   # (n,) for vec and quat, (n, m) for mat
     dtype: ScalarType
@@ -209,14 +244,55 @@ class VecType:
 
 
 def vec(n: int, dtype=None) -> VecType:
-    """`adjit.vec(n, dtype)`: the type of n-component vectors (f32 by default, as Warp's)."""
+    """``adjit.vec(n, dtype)``: the type of n-component vectors (f32 by default, as Warp's).
+
+    Args:
+        n: the number of components (a positive int).
+        dtype: the components' scalar type.
+
+    Returns:
+        VecType: ``vec(3, adjit.f32)`` is ``adjit.vec3``.
+
+    Raises:
+        TypeError: ``n`` not a positive int.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            vec5 = adjit.vec(5, adjit.f64)
+            print(vec5.shape, adjit.vec(3) == adjit.vec3)   # (5,) True
+    """
     if not isinstance(n, int) or n < 1:
         raise TypeError(f"adjit.vec(n, dtype): n must be a positive int, got {n!r}")
     return VecType("vec", (n,), f32 if dtype is None else as_scalar_type(dtype))
 
 
 def mat(n: int, m: int, dtype=None) -> VecType:
-    """`adjit.mat(n, m, dtype)`: the type of n-by-m matrices (f32 by default)."""
+    """``adjit.mat(n, m, dtype)``: the type of n-by-m matrices (f32 by default).
+
+    Args:
+        n: rows (a positive int).
+        m: columns (a positive int).
+        dtype: the entries' scalar type.
+
+    Returns:
+        VecType: ``mat(3, 3, adjit.f64)`` is ``adjit.mat33d``.
+
+    Raises:
+        TypeError: ``n`` or ``m`` not a positive int.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            mat23 = adjit.mat(2, 3)
+            print(mat23.shape, adjit.mat(3, 3, adjit.f64) == adjit.mat33d)   # (2, 3) True
+    """
     if not all(isinstance(d, int) and d >= 1 for d in (n, m)):
         raise TypeError(f"adjit.mat(n, m, dtype): n and m must be positive ints, got {n!r}, {m!r}")
     return VecType("mat", (n, m), f32 if dtype is None else as_scalar_type(dtype))
@@ -230,7 +306,26 @@ def quat_type(dtype=None) -> VecType:
 class VecArrayType:
     """`adjit.Array[adjit.vec3, 1]`: the annotation of an array of small vectors, which is
     an array of `vec.dtype` with `ndim + len(vec.shape)` dimensions, the trailing ones
-    `vec.shape` (checked when called, and in the compiled code)."""
+    `vec.shape` (checked when called, and in the compiled code).
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            t = adjit.Array[adjit.vec3, 1]
+            print(isinstance(t, adjit.VecArrayType), t.vec, t.ndim)
+
+            @adjit.kernel
+            def norms(p: adjit.Array[adjit.vec3, 1], out: adjit.Array[adjit.f32, 1]):
+                i = adjit.index()
+                out[i] = adjit.length(p[i])
+
+            out = np.zeros(2, np.float32)
+            norms(np.array([[3, 4, 0], [0, 0, 2]], np.float32), out, ndrange=2)
+            print(out)   # [5. 2.]
+    """
     vec: VecType
     ndim: int
 

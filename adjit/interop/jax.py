@@ -46,8 +46,49 @@ WHO = "adjit.jax.function"
 
 def function(f: Any, *, outputs: Sequence[str | int] | str | int | None = None,
              result_shape: Any = None) -> "JaxFunction":
-    """`f`, an @adjit.jit function or an @adjit.kernel (with `outputs`, the parameters it
-    writes), as a JAX-traceable function: see the module's doc."""
+    """``f`` as a JAX-traceable function, under ``jax.jit``, ``jax.grad`` (``vjp``,
+    ``value_and_grad``) and ``jax.vmap``.
+
+    Each call is a ``jax.custom_vjp`` whose primal and backward are ``jax.pure_callback``
+    calls into adjit's compiled code (the backward is adjit's reverse mode; about 100 us of
+    JAX's callback machinery per call). Forward mode (``jax.jvp``, ``jax.jacfwd``) is not
+    available: JAX does not differentiate a custom_vjp function in forward mode; use
+    :func:`adjit.jvp`. A kernel's outputs are copies (JAX arrays are immutable).
+
+    Args:
+        f: an ``@adjit.jit`` function, or an ``@adjit.kernel``.
+        outputs: for a kernel, the parameters it writes (names or positions).
+        result_shape: a function's result's shape and dtype, a ``jax.ShapeDtypeStruct`` (a
+            tuple of them, or a callable of the arguments returning that); by default it is
+            found by running ``f`` once on zeros of the arguments' shapes.
+
+    Returns:
+        JaxFunction: call it with ``f``'s arguments (JAX or NumPy arrays; Python numbers
+        stay constants); a kernel's also takes ``ndrange=``.
+
+    Raises:
+        TypeError: ``f`` neither an ``@adjit.jit`` function nor an ``@adjit.kernel``; a
+            kernel without ``outputs=`` ("kernel k writes its results into arguments: name
+            them, outputs=('y',) ..."); ``outputs=`` for a function.
+        ValueError: ``outputs=`` naming a parameter the kernel does not have, or twice.
+
+    Example:
+        ::
+
+            import jax
+            import jax.numpy as jnp
+            import adjit
+            from adjit import Array, f64
+
+            jax.config.update("jax_enable_x64", True)
+
+            @adjit.jit
+            def energy(x: Array[f64, 1]) -> f64:
+                return adjit.sum(x * x * x)
+
+            loss = adjit.jax.function(energy)
+            print(jax.jit(jax.grad(loss))(jnp.array([1.0, 2.0])))   # [ 3. 12.]
+    """
     return JaxFunction(f, outputs, result_shape)
 
 
@@ -63,9 +104,30 @@ def _struct(shape: Sequence[int], dtype: Any) -> jax.ShapeDtypeStruct:
 
 
 class JaxFunction:
-    """What `adjit.jax.function` returns: call it with the function's arguments (JAX or
-    NumPy arrays, Python numbers, which stay constants); a kernel's also takes `ndrange=`
-    (default: its first output's shape)."""
+    """What :func:`adjit.jax.function` returns: call it with the function's arguments (JAX or
+    NumPy arrays, Python numbers, which stay constants); a kernel's also takes ``ndrange=``
+    (default: its first output's shape).
+
+    Example:
+        ::
+
+            import jax
+            import jax.numpy as jnp
+            import adjit
+            from adjit import Array, f64
+
+            jax.config.update("jax_enable_x64", True)
+
+            @adjit.kernel
+            def scale(a: f64, x: Array[f64, 1], y: Array[f64, 1]):
+                i = adjit.index()
+                y[i] = a * x[i]
+
+            op = adjit.jax.function(scale, outputs=("y",))
+            x = jnp.array([1.0, 2.0])
+            print(op(3.0, x, jnp.zeros(2)))                             # [3. 6.]
+            print(jax.grad(lambda x: op(3.0, x, jnp.zeros(2)).sum())(x))   # [3. 3.]
+    """
 
     def __init__(self, f: Any, outputs: Any, result_shape: Any):
         self.op = Operation(f, outputs, WHO)

@@ -38,14 +38,76 @@ _DTYPES = {getattr(torch, t.np_dtype.name) for t in SCALARS}
 
 
 def function(f: Any, *, outputs: Sequence[str | int] | str | int | None = None) -> "TorchFunction":
-    """`f`, an @adjit.jit function or an @adjit.kernel (with `outputs`, the parameters it
-    writes), as a differentiable operation on torch tensors: see the module's doc."""
+    """``f`` as a differentiable PyTorch operation: tensors in, tensors out.
+
+    Each call is a ``torch.autograd.Function`` whose backward is adjit's reverse mode and
+    whose ``jvp`` is adjit's forward mode (``torch.func.jvp``, ``torch.autograd.forward_ad``);
+    an argument whose ``requires_grad`` is false is Const. CPU tensors are passed without
+    copies (as NumPy views); CUDA tensors as DeviceArrays, the call then running with
+    ``device="cuda"``. A kernel's outputs are copies of the tensors passed for them, filled
+    by the kernel and returned (PyTorch operations do not change their inputs).
+
+    Args:
+        f: an ``@adjit.jit`` function, or an ``@adjit.kernel``.
+        outputs: for a kernel, the parameters it writes (names or positions): they are its
+            results.
+
+    Returns:
+        TorchFunction: call it with ``f``'s arguments (tensors, Python numbers); a kernel's
+        also takes ``ndrange=`` (default: its first output's shape).
+
+    Raises:
+        TypeError: ``f`` neither an ``@adjit.jit`` function nor an ``@adjit.kernel``; a
+            kernel without ``outputs=`` ("kernel k writes its results into arguments: name
+            them, outputs=('y',) ..."); ``outputs=`` for a function.
+        ValueError: ``outputs=`` naming a parameter the kernel does not have, or twice.
+
+    Example:
+        ::
+
+            import torch
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def energy(x: Array[f64, 1]) -> f64:
+                return adjit.sum(x * x * x)
+
+            @adjit.kernel
+            def scale(a: f64, x: Array[f64, 1], y: Array[f64, 1]):
+                i = adjit.index()
+                y[i] = a * x[i]
+
+            x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+            adjit.torch.function(energy)(x).backward()
+            print(x.grad)                         # tensor([ 3., 12.], dtype=torch.float64)
+            y = adjit.torch.function(scale, outputs=("y",))(3.0, x, torch.zeros(2, dtype=torch.float64))
+            print(y)                              # 3 * x, with a grad_fn
+    """
     return TorchFunction(f, outputs)
 
 
 class TorchFunction:
-    """What `adjit.torch.function` returns: call it with the function's arguments (tensors,
-    Python numbers); a kernel's also takes `ndrange=` (default: its first output's shape)."""
+    """What :func:`adjit.torch.function` returns: call it with the function's arguments
+    (tensors, Python numbers); a kernel's also takes ``ndrange=`` (default: its first
+    output's shape). The result is a tensor (a tuple of them for several results) that
+    autograd differentiates through adjit.
+
+    Example:
+        ::
+
+            import torch
+            import adjit
+
+            @adjit.jit
+            def square(x: adjit.Array[adjit.f64, 1]) -> adjit.Array[adjit.f64, 1]:
+                return x * x
+
+            op = adjit.torch.function(square)
+            print(op)                                        # <adjit.torch.function of square>
+            x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+            print(torch.autograd.grad(op(x).sum(), x)[0])    # tensor([2., 2., 2.], ...)
+    """
 
     def __init__(self, f: Any, outputs: Any):
         self.op = Operation(f, outputs, WHO)

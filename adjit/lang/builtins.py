@@ -1,9 +1,61 @@
-"""The functions of the adjit namespace (`adjit.sin`, `adjit.index`, `adjit.zeros`, ...) as
-Python objects. How a call of each compiles is builtin_calls.py's business: this module
-only names them, so that `import adjit` needs no MLIR.
+"""The functions of the adjit namespace (``adjit.sin``, ``adjit.index``, ``adjit.zeros``, ...).
 
-Outside compiled code the math and array functions run on NumPy (so custom-rule bodies and
-tests can call them from Python); the others say where they belong.
+They are called inside ``@adjit.kernel``, ``@adjit.func`` and ``@adjit.jit`` code, where
+they compile (compiler/builtin_calls.py and its neighbours compile each call; this module
+only names them, so that ``import adjit`` needs no MLIR). Outside compiled code the math,
+array and vector functions run on NumPy (so custom-rule bodies and tests can call them
+from Python); the kernel-only ones (``index``, ``index_nd``, ``ndrange``, ``atomic_add``,
+``synchronize``) raise RuntimeError there ("adjit.index() can only be called inside
+@adjit.kernel, @adjit.func or @adjit.jit code"). Math functions of an integer give an f64,
+as Python's math module; of an f32, an f32. Every one is differentiable where its
+mathematical function is.
+
+Example:
+    ::
+
+        import numpy as np
+        import adjit
+        from adjit import Array, f64
+
+        @adjit.kernel
+        def histogram(x: Array[f64, 1], bins: Array[f64, 1]):
+            i = adjit.index()
+            b = adjit.floor(x[i] * 4.0)
+            adjit.atomic_add(bins, int(b), 1.0)   # several items add into one bin
+
+        @adjit.jit
+        def stats(x: Array[f64, 1]) -> tuple:
+            bins = adjit.zeros(4)
+            histogram(x, bins, ndrange=x.shape[0])
+            return bins, adjit.mean(adjit.sin(x)), adjit.max(x)
+
+        x = np.linspace(0.0, 0.99, 8)
+        bins, mean_sin, top = stats(x)
+        print(bins)   # [2. 2. 2. 2.]
+        assert np.isclose(mean_sin, np.mean(np.sin(x))) and top == 0.99
+        print(adjit.sin(0.5), adjit.cross([1.0, 0, 0], [0, 1.0, 0]))   # NumPy from Python
+        try:
+            adjit.index()
+        except RuntimeError as e:
+            print(e)
+
+    ``adjit.atomic_add`` takes three arguments, ``(array, index, value)``; the index of an
+    n-dimensional array is a tuple, ``adjit.atomic_add(grid, (i, j), v)`` (Warp's spelling
+    ``atomic_add(grid, i, j, v)`` is refused when compiling: "adjit.atomic_add() takes 3
+    arguments, got 4")::
+
+        import numpy as np
+        import adjit
+        from adjit import Array, f64
+
+        @adjit.kernel
+        def splat(grid: Array[f64, 2], xs: Array[f64, 1]):
+            i = adjit.index()
+            adjit.atomic_add(grid, (0, i % 2), xs[i])
+
+        grid = np.zeros((1, 2))
+        splat(grid, np.arange(4.0), ndrange=4)
+        print(grid)   # [[2. 4.]]
 """
 from __future__ import annotations
 
@@ -31,6 +83,92 @@ ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_l
 NUMPY_ARRAY_FUNCTIONS = ("prod", "argmax", "argmin", "linspace", "concatenate", "stack",
                          "reshape", "ravel")
 
+# What each builtin is, as the API reference's table shows it (reference_table): the call's
+# spelling, then its meaning. Every entry of `namespace` has one (Builtin reads it).
+DOCS = {
+    "index": "index(): the flat index of this work item, 0 to prod(ndrange) - 1 (kernels)",
+    "index_nd": "index_nd(): the work item's indices, one per dimension of ndrange (kernels)",
+    "ndrange": "ndrange(): the launch's ndrange, a tuple of ints (kernels)",
+    "atomic_add": "atomic_add(arr, idx, v): arr[idx] += v, safe when several work items add "
+                  "into one element; idx is a tuple for an n-D array (kernels)",
+    "synchronize": "synchronize(): a barrier of the work items of a workgroup (kernels)",
+    **{n: f"{n}(x): the element-wise {n} of a scalar, vector or array (NumPy's "
+          f"{ {'asin': 'arcsin', 'acos': 'arccos', 'atan': 'arctan', 'asinh': 'arcsinh', 'acosh': 'arccosh', 'atanh': 'arctanh', 'rsqrt': '1/sqrt', 'erf': 'the error function'}.get(n, n)})"
+       for n in UNARY_MATH},
+    "floor": "floor(x): the largest integer not above x (a float)",
+    "ceil": "ceil(x): the smallest integer not below x (a float)",
+    "abs": "abs(x): |x|",
+    "isnan": "isnan(x): whether x is NaN",
+    "isinf": "isinf(x): whether x is infinite",
+    "isfinite": "isfinite(x): whether x is neither infinite nor NaN",
+    "pow": "pow(x, y): x ** y",
+    "atan2": "atan2(y, x): the angle of (x, y), as NumPy's arctan2",
+    "hypot": "hypot(x, y): sqrt(x*x + y*y)",
+    "copysign": "copysign(x, y): |x| with the sign of y",
+    "maximum": "maximum(x, y): the element-wise maximum",
+    "minimum": "minimum(x, y): the element-wise minimum",
+    "sum": "sum(a, axis=None): the sum of an array's elements (NumPy's)",
+    "dot": "dot(a, b): NumPy's dot product of arrays, or a vector dot product",
+    "zeros": "zeros(shape, dtype=f64): a new array of zeros (compiled functions)",
+    "ones": "ones(shape, dtype=f64): a new array of ones (compiled functions)",
+    "empty": "empty(shape, dtype=f64): a new uninitialised array (compiled functions)",
+    "zeros_like": "zeros_like(a): zeros of a's shape and dtype",
+    "ones_like": "ones_like(a): ones of a's shape and dtype",
+    "empty_like": "empty_like(a): an uninitialised array of a's shape and dtype",
+    "copy": "copy(a): a copy of an array",
+    "full": "full(shape, value, dtype=f64): a new array filled with value",
+    "full_like": "full_like(a, value): an array of a's shape and dtype filled with value",
+    "arange": "arange(start, stop, step): NumPy's arange",
+    "max": "max(a) the largest element of an array; max(x, y, ...) the largest argument",
+    "min": "min(a) the smallest element of an array; min(x, y, ...) the smallest argument",
+    "degrees": "degrees(x): radians to degrees",
+    "radians": "radians(x): degrees to radians",
+    "where": "where(c, x, y): x where c holds, else y (element-wise)",
+    "clip": "clip(x, lo, hi): x limited to [lo, hi]",
+    "mean": "mean(a): the mean of an array's elements",
+    "transpose": "transpose(a): a matrix's (or array's) transpose",
+    "matmul": "matmul(a, b): the matrix product (a @ b)",
+    "prod": "prod(a): the product of an array's elements (NumPy's)",
+    "argmax": "argmax(a): the flat index of the largest element (NumPy's)",
+    "argmin": "argmin(a): the flat index of the smallest element (NumPy's)",
+    "linspace": "linspace(start, stop, num): num evenly spaced values (NumPy's)",
+    "concatenate": "concatenate(arrays, axis=0): NumPy's concatenate",
+    "stack": "stack(arrays, axis=0): NumPy's stack",
+    "reshape": "reshape(a, shape): NumPy's reshape",
+    "ravel": "ravel(a): the array flattened (NumPy's)",
+    "cross": "cross(a, b): the cross product of two 3-vectors",
+    "length": "length(v): the Euclidean length of a vector",
+    "length_sq": "length_sq(v): the squared length of a vector, dot(v, v)",
+    "normalize": "normalize(v): v / length(v) (zero for a zero vector)",
+    "outer": "outer(a, b): the outer product of two vectors, a matrix",
+    "determinant": "determinant(m): the determinant of a square matrix",
+    "inverse": "inverse(m): the inverse of a square matrix (zero where it is singular)",
+    "mul": "mul(a, b): matrix-matrix, matrix-vector or quaternion product, or scaling by a "
+           "scalar (Warp's mul)",
+    "diag": "diag(v): the diagonal matrix of a vector",
+    "identity": "identity(n, dtype=f32): the n-by-n identity matrix",
+    "trace": "trace(m): the sum of a matrix's diagonal",
+    "skew": "skew(v): the cross-product matrix of a 3-vector (skew(a) @ b == cross(a, b))",
+    "cw_mul": "cw_mul(a, b): the component-wise product of vectors or matrices",
+    "cw_div": "cw_div(a, b): the component-wise quotient of vectors or matrices",
+    "quat_from_axis_angle": "quat_from_axis_angle(axis, angle): the rotation quaternion "
+                            "(x, y, z, w)",
+    "quat_rotate": "quat_rotate(q, v): v rotated by the unit quaternion q",
+    "quat_rotate_inv": "quat_rotate_inv(q, v): v rotated by the inverse of q",
+    "quat_inverse": "quat_inverse(q): the conjugate of a unit quaternion",
+    "quat_to_matrix": "quat_to_matrix(q): the 3-by-3 rotation matrix of q",
+    "matrix_from_rows": "matrix_from_rows(r0, r1, ...): the matrix with these rows",
+    "matrix_from_cols": "matrix_from_cols(c0, c1, ...): the matrix with these columns",
+    "vector": "vector(x, y, ...): a vector of these components",
+}
+
+
+def reference_table() -> str:
+    """The builtins as an rST list-table, by name (the API reference shows it)."""
+    rows = [f"   * - ``adjit.{name}``\n     - {DOCS[name]}" for name in sorted(DOCS)]
+    return ("\n.. list-table::\n   :header-rows: 1\n   :widths: 20 80\n\n"
+            "   * - Name\n     - What it computes\n" + "\n".join(rows) + "\n")
+
 
 class Builtin:
     """A function of the adjit namespace. Calling it from Python runs `py_impl` (NumPy)
@@ -39,6 +177,7 @@ class Builtin:
     def __init__(self, name: str, py_impl: Callable | None = None):
         self.__name__ = name
         self._py_impl = py_impl
+        self.__doc__ = DOCS[name]
 
     def __call__(self, *args, **kwargs):
         if self._py_impl is None:
@@ -162,3 +301,5 @@ VECTOR_FUNCTIONS = {
 }
 for _name, _impl in VECTOR_FUNCTIONS.items():
     namespace[_name] = Builtin(_name, _impl)
+
+__doc__ += "\nAll of them:\n" + reference_table()

@@ -67,9 +67,60 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
     (Revolve's binomial schedule: the fewest steps run again for that many), or one every
     `every` steps (and each segment's states while it is reversed), or as many as
     `max_bytes` holds. A `snapshots` or `every` past the loop's step count (a `max_bytes`
-    past its states' size) is the same as the step count: every state kept. `spill=True`: with device="cuda", the working snapshots live in
-    host memory rather than device memory (copied device<->host; the same schedule and
-    results). From Python: `iterable` itself (`spill` ignored)."""
+    past its states' size) is the same as the step count: every state kept.
+
+    A state is what the loop carries and writes (its arrays, whose values at the step's
+    start the reverse pass needs). The loop's state must live in arrays made before the
+    loop (swap them with ``u, v = v, u``); a loop whose step makes a new array it carries is
+    refused when differentiated. The steps run again are counted by
+    :func:`adjit.memory_stats`'s ``checkpoint_steps_recomputed``, per process (under MPI,
+    each rank counts its own).
+
+    Args:
+        iterable: ``range(...)``, or a while loop's condition
+            (``while adjit.checkpointed(t < t_end, snapshots=8):``).
+        snapshots: Revolve: at most this many states kept.
+        every: a state kept every this many steps.
+        max_bytes: as many states as fit in this many bytes (the states the loop keeps; the
+            rest of the derivative's memory is not counted in it).
+        spill: with ``device="cuda"``, the working snapshots live in host memory rather than
+            device memory (copied device<->host; the same schedule and results).
+
+    Give exactly one of ``snapshots``, ``every`` and ``max_bytes``, a positive integer
+    constant.
+
+    Returns:
+        From Python, ``iterable`` itself (so the function runs in Python too).
+
+    Raises:
+        ValueError: none or several of the three, or one that is not a positive integer
+            ("adjit.checkpointed(range(...), ...) takes one of snapshots= (Revolve: at most
+            that many states kept), every= (a state every that many steps) or max_bytes=
+            (as many states as fit); got ['every', 'snapshots']"); ``spill`` not a bool.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def simulate(u0: Array[f64, 1], steps: int) -> f64:
+                u = u0.copy()
+                v = adjit.empty_like(u)
+                for t in adjit.checkpointed(range(steps), snapshots=4):
+                    for i in range(u.shape[0]):
+                        v[i] = u[i] + 0.1 * adjit.sin(u[i])
+                    u, v = v, u                  # the state lives in u and v
+                return adjit.sum(u * u)
+
+            u0 = np.linspace(0.0, 1.0, 8)
+            before = adjit.memory_stats()["checkpoint_steps_recomputed"]
+            g = adjit.grad(simulate)(u0, 100)
+            print(adjit.memory_stats()["checkpoint_steps_recomputed"] - before)  # steps rerun
+            assert adjit.check_grad(simulate, u0, 100) < 1e-4   # finite differences agree
+    """
     try:
         checked_schedule(snapshots, every, max_bytes)
         checked_spill(spill)

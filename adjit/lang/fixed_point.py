@@ -32,7 +32,44 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
     copies unchanged from x (a Dirichlet boundary, `out[0] = x[0]`) keep x0's values, and
     their adjoint goes to x0; a step that conserves some other combination of x (a sum)
     makes the adjoint system singular, a RuntimeError at the call. From Python, the
-    iteration runs in Python (each step compiled)."""
+    iteration runs in Python (each step compiled).
+
+    Args:
+        step: an ``@adjit.jit`` function ``step(x, *params)`` returning the next iterate
+            (of x's shape).
+        x0: the first iterate (an array).
+        *params: the step's other arguments, differentiated through the fixed point.
+        tol: the largest change ``max |x_new - x|`` (absolute) at which it stops.
+        max_iter: the most iterations (and adjoint iterations).
+        must_converge: False returns the last iterate instead of raising.
+
+    Returns:
+        The fixed point x*.
+
+    Raises:
+        RuntimeError: no convergence within ``max_iter`` ("adjit.fixed_point did not
+            converge: after max_iter=... iterations the largest change between successive
+            iterates (max |x_new - x|, absolute) was ..., above tol=...").
+
+    Example:
+        Newton's iteration for sqrt(a), and its derivative d sqrt(a)/da = 1/(2 sqrt(a))::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def newton(x: Array[f64, 1], a: f64) -> Array[f64, 1]:
+                return 0.5 * (x + a / x)
+
+            @adjit.jit
+            def root(a: f64) -> f64:
+                x = adjit.fixed_point(newton, adjit.ones(1), a, tol=1e-12)
+                return x[0]
+
+            print(root(2.0), adjit.grad(root)(2.0))   # 1.4142135... 0.3535533...
+            assert np.isclose(adjit.grad(root)(2.0), 0.5 / np.sqrt(2.0))
+    """
     x, change = x0, float("inf")
     if np.size(x0) == 0:
         return x0

@@ -309,8 +309,28 @@ class _Decorated:
 
 
 class Function(_Decorated):
-    """`@adjit.func` (a device function, callable from kernels) and `@adjit.jit` (a host
-    function: arrays, launches). Both can be called from Python."""
+    """What ``@adjit.func`` (a device function, callable from kernels) and ``@adjit.jit`` (a
+    host function: arrays, launches) make. Both can be called from Python.
+
+    Calling it, ``f(*args)`` (and ``f(*args, device="cuda")`` for an ``@adjit.jit``
+    function), compiles it for the arguments' types at the first call of each and runs it.
+    ``f.lower(*args)`` returns a ``Lowered`` whose ``.adj()`` and ``.llvm()`` (and
+    ``.ptx()`` with ``device="cuda"``) are the IR of each stage, as text, without running it.
+    ``f.pyfn`` is the Python function, which still runs as plain Python.
+
+    Example:
+        ::
+
+            import adjit
+
+            @adjit.jit
+            def cube(x: adjit.f64) -> adjit.f64:
+                return x * x * x
+
+            assert isinstance(cube, adjit.Function)
+            print(cube(2.0), cube.pyfn(2.0))      # 8.0 8.0
+            print("adj.func" in cube.lower(2.0).adj() or cube.lower(2.0).adj()[:60])
+    """
     # f(*args, device=None): native dispatch, else _call_python
     __call__ = native_dispatch.function_call
 
@@ -391,7 +411,36 @@ def workgroup_tuple(wgs, ndim: int, name: str) -> tuple[int, ...] | None:
 
 
 class Kernel(_Decorated):
-    """`@adjit.kernel`: a function run once per point of an index space."""
+    """What ``@adjit.kernel`` makes: a function run once per point of an index space.
+
+    ``k(*args, ndrange=n, workgroupsize=None, device="cpu")`` launches it (``ndrange``: an
+    int or a tuple of ints; ``device="cuda"`` runs it on the GPU); ``k.lower(*args,
+    ndrange=n)`` returns its IR at each stage without running it.
+
+    Raises:
+        TypeError: launching without ``ndrange=``, or with non-int entries.
+        ValueError: an ``ndrange`` entry below 0, or an empty ``ndrange``.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.kernel
+            def outer(a: Array[f64, 1], b: Array[f64, 1], out: Array[f64, 2]):
+                i, j = adjit.index_nd()
+                out[i, j] = a[i] * b[j]
+
+            out = np.zeros((2, 3))
+            outer(np.array([1.0, 2.0]), np.arange(3.0), out, ndrange=(2, 3))
+            print(out)
+            try:
+                outer(np.ones(2), np.ones(3), out)
+            except TypeError as e:
+                print(e)   # launching kernel outer needs ndrange= (an int or a tuple of ints)
+    """
     kind = "kernel"
     # k(*args, ndrange=..., workgroupsize=None, device="cpu"): native dispatch, else
     # _call_python
@@ -439,16 +488,131 @@ class Kernel(_Decorated):
 
 
 def kernel(pyfn: Callable) -> Kernel:
+    """``@adjit.kernel``: a function run once per point of an index space, in parallel.
+
+    A kernel writes its results into array arguments and returns nothing. Inside it,
+    ``adjit.index()`` is the work item's flat index, ``adjit.index_nd()`` its
+    indices over a multi-dimensional ``ndrange``, and ``adjit.atomic_add(arr, idx, v)``
+    adds safely into an element that several items write. Parameters are annotated
+    (``adjit.Array[adjit.f64, 1]``, ``adjit.f64``, ...) or take their types from the
+    arguments of the first launch; each new combination of types compiles once.
+
+    Launch it with ``k(*args, ndrange=n)`` (an int or a tuple of ints; required), optionally
+    ``workgroupsize=`` and ``device="cuda"``. ``k.lower(*args, ndrange=n)`` returns the
+    compiled IR of each stage without running it.
+
+    Args:
+        pyfn: the Python function. Its source must be in a file (or a notebook cell): adjit
+            compiles it from its source, so a function typed at ``python -c`` or ``exec``
+            cannot be compiled.
+
+    Returns:
+        Kernel: the kernel; nothing is compiled before its first launch.
+
+    Raises:
+        CompilationError: at the first launch, for code adjit cannot compile (it names the
+            file, line and column); a kernel with a ``return`` value is refused.
+        TypeError: at a launch without ``ndrange=`` ("launching kernel k needs ndrange= (an
+            int or a tuple of ints)"), or with arguments of the wrong kind.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.kernel
+            def saxpy(a: f64, x: Array[f64, 1], y: Array[f64, 1]):
+                i = adjit.index()
+                y[i] = a * x[i] + y[i]
+
+            x, y = np.arange(4.0), np.ones(4)
+            saxpy(2.0, x, y, ndrange=len(x))
+            print(y)   # [1. 3. 5. 7.]
+    """
     return Kernel(pyfn)
 
 
 def jit(pyfn: Callable | None = None, *, device: str = "cpu") -> Function | Callable:
-    """`@adjit.jit`, or `@adjit.jit(device="cuda")` to launch kernels on the GPU when called
-    from Python without device= (called from compiled code, it runs where its caller runs)."""
+    """``@adjit.jit``: a compiled host function, called from Python like the function itself.
+
+    Its body may hold control flow, scalars, array creation (``adjit.zeros``, ...),
+    element-wise array arithmetic, NumPy functions and reductions, calls of other compiled
+    functions and kernel launches; it returns scalars, arrays (as NumPy arrays) or tuples of
+    them. It compiles at the first call for the argument types given (and again for new
+    ones), and is differentiable (:func:`adjit.grad`, :func:`adjit.autodiff`, ...).
+    ``f.lower(*args)`` returns its IR at each stage without running it.
+
+    Args:
+        pyfn: the Python function; its source must be in a file or a notebook cell.
+        device: ``"cpu"`` (the default) or ``"cuda"``: where its kernel launches run when it
+            is called from Python without ``device=`` (called from compiled code, it runs
+            where its caller runs). ``@adjit.jit(device="cuda")`` is the decorator form.
+
+    Returns:
+        Function: the compiled function (or, when called with ``device=`` only, the
+        decorator making one).
+
+    Raises:
+        CompilationError: at the first call, for code adjit cannot compile (with the file,
+            line and column, and what to write instead).
+        ValueError: for a ``device`` other than ``"cpu"`` or ``"cuda"``.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            @adjit.jit
+            def rms(x: adjit.Array[adjit.f64, 1]) -> adjit.f64:
+                return adjit.sqrt(adjit.sum(x * x) / x.shape[0])
+
+            print(rms(np.array([3.0, 4.0])))   # 3.5355...
+    """
     if pyfn is None:
         return lambda f: Function(f, "jit", device)
     return Function(pyfn, "jit", device)
 
 
 def device_function(pyfn: Callable) -> Function:
+    """``@adjit.func``: a device function, callable from kernels, ``@adjit.jit`` functions and
+    other ``@adjit.func`` functions (compiled into its caller), and from Python.
+
+    It takes and returns scalars, small vectors and arrays, and may carry custom derivative
+    rules (:mod:`adjit.rules`). Called from Python it compiles and runs like an
+    ``@adjit.jit`` function.
+
+    Args:
+        pyfn: the Python function; its source must be in a file or a notebook cell.
+
+    Returns:
+        Function: the device function.
+
+    Raises:
+        CompilationError: when it (or a caller) is compiled, for code adjit cannot compile.
+        TypeError: ``f(..., device=...)``: an ``@adjit.func`` runs where its caller runs.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.func
+            def smoothstep(t: f64) -> f64:
+                t = adjit.clip(t, 0.0, 1.0)
+                return t * t * (3.0 - 2.0 * t)
+
+            @adjit.kernel
+            def apply(x: Array[f64, 1]):
+                i = adjit.index()
+                x[i] = smoothstep(x[i])
+
+            x = np.array([-1.0, 0.5, 2.0])
+            apply(x, ndrange=3)
+            print(x, smoothstep(0.25))   # [0.  0.5 1. ] 0.15625
+    """
     return Function(pyfn, "func")

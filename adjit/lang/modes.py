@@ -49,6 +49,28 @@ class Annotation:
 
 
 class Const(Annotation):
+    """``Const(x)``: an argument of :func:`adjit.autodiff` that is not differentiated (a
+    bare argument is Const too).
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
+                return adjit.sum(a * x * w)
+
+            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
+            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
+                                      Const(w))
+            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
+            dx2 = np.zeros(2)
+            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
+            print(dx2)      # [6. 8.]   (a bare argument is Const)
+    """
     activity = "const"
 
     def __init__(self, val):
@@ -56,6 +78,29 @@ class Const(Annotation):
 
 
 class Active(Annotation):
+    """``Active(x)``: a float scalar (or small vector) argument whose derivative reverse mode
+    returns, in the tuple :func:`adjit.autodiff` gives back. Arrays are not Active: give
+    them a shadow, ``Duplicated(x, dx)``.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
+                return adjit.sum(a * x * w)
+
+            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
+            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
+                                      Const(w))
+            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
+            dx2 = np.zeros(2)
+            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
+            print(dx2)      # [6. 8.]   (a bare argument is Const)
+    """
     activity = "active"
 
     def __init__(self, val):
@@ -63,6 +108,31 @@ class Active(Annotation):
 
 
 class Duplicated(Annotation):
+    """``Duplicated(x, dx)``: an argument with its shadow ``dx``. For an array, ``dx`` has
+    its shape and dtype: reverse mode adds the gradient into it (``dx += d/dx``; zero it
+    first), forward mode reads the tangent from it (and a kernel's written arrays' shadows
+    receive the tangents). For a scalar in forward mode, ``dx`` is its tangent, a float
+    (``Duplicated(3.0, 1.0)``).
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
+                return adjit.sum(a * x * w)
+
+            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
+            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
+                                      Const(w))
+            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
+            dx2 = np.zeros(2)
+            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
+            print(dx2)      # [6. 8.]   (a bare argument is Const)
+    """
     activity = "dup"
 
     def __init__(self, val, dval):
@@ -70,6 +140,29 @@ class Duplicated(Annotation):
 
 
 class DuplicatedNoNeed(Duplicated):
+    """``DuplicatedNoNeed(x, dx)``: as :class:`Duplicated`, but the caller does not need the
+    primal values the call writes into ``x`` (Enzyme's DuplicatedNoNeed), so the derivative
+    may skip computing them.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
+            @adjit.jit
+            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
+                return adjit.sum(a * x * w)
+
+            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
+            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
+                                      Const(w))
+            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
+            dx2 = np.zeros(2)
+            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
+            print(dx2)      # [6. 8.]   (a bare argument is Const)
+    """
     activity = "dupnoneed"
 
 
@@ -77,7 +170,30 @@ class BatchDuplicated(Duplicated):
     """Forward mode with N tangents at once (Enzyme's BatchDuplicated): `dval` is a tuple of
     N tangents (N arrays shaped like an array `val`, N floats for a float), and the result's
     tangent comes back as N of them. One pass over the primal computes all N (the pass's
-    `width`): a Jacobian of n columns costs n/N passes, not n."""
+    `width`): a Jacobian of n columns costs n/N passes, not n.
+
+    Raises:
+        TypeError: (at :func:`adjit.autodiff`) an empty tuple of tangents, or Duplicated and
+            BatchDuplicated arguments in one call.
+        ValueError: BatchDuplicated arguments with different numbers of tangents.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.jit
+            def f(x: Array[f64, 1]) -> f64:
+                return x[0] * x[1]
+
+            x = np.array([2.0, 3.0])
+            t0, t1 = adjit.autodiff(adjit.Forward, f,
+                                    adjit.BatchDuplicated(x, (np.array([1.0, 0.0]),
+                                                              np.array([0.0, 1.0]))))
+            print(t0, t1)   # 3.0 2.0: the gradient, in one pass
+    """
 
     def __init__(self, val, dvals):
         super().__init__(val, tuple(dvals) if isinstance(dvals, (tuple, list)) else dvals)

@@ -44,5 +44,24 @@ def no_derivative():
 
 
 def stop_gradient(x):
-    """x, through which no derivative flows (in compiled code; from Python, x itself)."""
+    """``x``, through which no derivative flows: its derivative is zero in every mode (in
+    compiled code; from Python, ``x`` itself).
+
+    Args:
+        x: a scalar, vector or array.
+
+    Returns:
+        ``x``'s value.
+
+    Example:
+        ::
+
+            import adjit
+
+            @adjit.jit
+            def f(x: adjit.f64) -> adjit.f64:
+                return x * adjit.stop_gradient(x)     # d/dx = stop_gradient(x) = x
+
+            print(f(3.0), adjit.grad(f)(3.0))         # 9.0 3.0
+    """
     return x

@@ -136,7 +136,44 @@ def struct(cls: type) -> type:
     struct. Instances take keyword arguments (`Particle(mass=2.0, x=xs)`); unset fields are
     zero (scalars, vectors), a default struct (nested structs) or None (arrays, which must
     be set before the struct is passed). Assigning a field converts and checks the value;
-    assigning a name that is no field is an AttributeError."""
+    assigning a name that is no field is an AttributeError.
+
+    Kernels and compiled functions take structs as arguments and read and write their
+    fields; derivatives take ``Duplicated(s, ds)`` with ``ds = adjit.zeros_like_struct(s)``
+    (the derivatives of its float fields are added into ``ds``).
+
+    Args:
+        cls: a class whose annotated attributes (adjit types, ``float``, arrays, vectors,
+            other structs) are its fields; class-level values are their defaults.
+
+    Returns:
+        type: ``cls``, made a struct.
+
+    Raises:
+        TypeError: ``cls`` not a class, with no fields, or a field annotation that is not an
+            adjit type.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import Array, f64
+
+            @adjit.struct
+            class Spring:
+                k: f64
+                x: Array[f64, 1]
+
+            @adjit.jit
+            def energy(s: Spring) -> f64:
+                return 0.5 * s.k * adjit.sum(s.x * s.x)
+
+            s = Spring(k=2.0, x=np.array([1.0, 2.0]))
+            ds = adjit.zeros_like_struct(s)
+            adjit.autodiff(adjit.Reverse, energy, adjit.Duplicated(s, ds))
+            print(energy(s), ds.k, ds.x)   # 5.0 2.5 [2. 4.]
+    """
     if not isinstance(cls, type):
         raise TypeError(f"@adjit.struct decorates a class, got {cls!r}")
     try:
@@ -327,8 +364,35 @@ def flatten_annotations(target, anns: Sequence, reverse: bool) -> tuple[list, Ca
 
 
 def zeros_like(s):
-    """`adjit.zeros_like_struct(s)`: a struct of the same type as `s` whose fields are zeros
-    (arrays: NumPy arrays of the same shapes and dtypes), a shadow for Duplicated(s, ds)."""
+    """``adjit.zeros_like_struct(s)``: a struct of the same type as ``s`` whose fields are
+    zeros (arrays: NumPy arrays of the same shapes and dtypes), a shadow for
+    ``Duplicated(s, ds)``.
+
+    Args:
+        s: an ``@adjit.struct`` instance.
+
+    Returns:
+        A new instance of ``s``'s class, all zeros.
+
+    Raises:
+        TypeError: ``s`` is not a struct instance ("zeros_like_struct takes an
+            @adjit.struct instance, got float").
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+
+            @adjit.struct
+            class Particle:
+                mass: adjit.f64
+                pos: adjit.vec3d
+
+            p = Particle(mass=2.0, pos=adjit.vec3d(1.0, 2.0, 3.0))
+            dp = adjit.zeros_like_struct(p)
+            print(dp.mass, dp.pos)   # 0.0 [0. 0. 0.]
+    """
     st = struct_type(s)
     if st is None:
         raise TypeError(f"zeros_like_struct takes an @adjit.struct instance, got "

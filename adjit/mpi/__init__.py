@@ -58,8 +58,24 @@ _OPS = {"sum": _ops.allreduce_sum, "max": _ops.allreduce_max, "min": _ops.allred
 class CommunicationError(RuntimeError):
     """A failed adjit.mpi operation (raised on every rank): the ranks disagree about it
     (array shapes or dtypes, which operation they call), a rank failed or ended, or a wait
-    timed out. The message names the operation, the user's line and what the runtime found
-    (`last_error()`)."""
+    timed out (``ADJIT_MPI_TIMEOUT`` seconds). The message names the operation, the user's
+    line and what the runtime found (:func:`last_error`). A subclass of RuntimeError.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import mpi
+
+            comm = mpi.Comm()
+            try:
+                mpi.bcast(1.0, 0, comm)
+            except mpi.CommunicationError as e:   # raised on every rank alike
+                print("failed:", e, mpi.last_error())
+            else:
+                print("no failure:", mpi.failed())
+    """
 
     def __init__(self, message: str = ""):
         # Raised by compiled code's check right after the failure (so the runtime's record
@@ -82,10 +98,34 @@ _register_exception(_intrinsics.ERROR_NAME, CommunicationError)
 
 
 class Comm(int):
-    """A communicator: an int (its MPI handle, which compiled code takes as an i64
-    argument) with mpi4py's communicator behind it (`.mpi`). `Comm()` duplicates
-    COMM_WORLD (collective: every rank makes it), `Comm(c)` an mpi4py communicator, so that
-    adjit's messages never meet the program's own."""
+    """A communicator: an int (its MPI handle, which compiled code takes as an ``int``
+    argument) with mpi4py's communicator behind it (``.mpi``).
+
+    ``Comm()`` duplicates COMM_WORLD (collective: every rank makes it), ``Comm(c)`` the
+    mpi4py communicator ``c``, so that adjit's messages never meet the program's own. Its
+    ``rank``, ``size``, ``dims`` (the process grid), ``periods`` and ``coords`` say where
+    this rank is. :meth:`cart` arranges the ranks in a grid; :meth:`scatter`,
+    :meth:`owned` and :meth:`gather` cut a global array into blocks with ghost layers and
+    back (Python helpers, not differentiated). A Comm cannot be pickled ("an adjit.mpi.Comm
+    belongs to its process").
+
+    Args:
+        mpi_comm: an mpi4py communicator to duplicate; None: COMM_WORLD.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import mpi
+
+            comm = mpi.Comm()
+            grid = comm.cart((comm.size, 1))          # ranks along axis 0
+            print(grid)                                # adjit.mpi.Comm(rank 0 of 1, grid (1, 1))
+            block = grid.scatter(np.arange(16.0).reshape(4, 4), width=1)
+            print(block.shape)                         # (6, 6) on one rank: 4x4 and ghosts
+            assert np.array_equal(grid.gather(block, width=1), np.arange(16.0).reshape(4, 4))
+    """
 
     def __new__(cls, mpi_comm=None, *, _own=None):
         MPI, _ = _start()
@@ -180,13 +220,41 @@ class Comm(int):
 
 
 def last_error() -> str:
-    """What failed (on this rank, or the notice of the rank that failed), or ''."""
+    """What failed (on this rank, or the notice of the rank that failed), or ``''``.
+
+    Returns:
+        str: the runtime's description of the failure, or ``''`` when nothing failed.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import mpi
+
+            comm = mpi.Comm()
+            print(repr(mpi.last_error()))   # ''
+    """
     return _error() if failed() else ""
 
 
 def failed() -> bool:
     """Whether a communication failed (here or on another rank): adjit.mpi's operations
-    then raise at once, on every rank."""
+    then raise :class:`CommunicationError` at once, on every rank.
+
+    Returns:
+        bool: True after a failure.
+
+    Example:
+        ::
+
+            import numpy as np
+            import adjit
+            from adjit import mpi
+
+            comm = mpi.Comm()
+            print(mpi.allreduce(2.0, comm), mpi.failed())   # 2.0 False
+    """
     _start()
     return _status() != 0
 
@@ -255,15 +323,15 @@ def _checked_call(fn, name: str):
     return compile_call
 
 
-def _forward(fn):
+def _forward(fn, doc: str):
     """A Python-level operation whose calls in compiled code compile `fn` (an @adjit.func
-    with rules), and from Python run `fn` compiled."""
+    with rules), and from Python run `fn` compiled; `doc` is its docstring."""
     def python_call(*args):
         _start()
         return _run(fn.__name__, _python_wrapper(fn), args)
 
     python_call.__name__ = fn.__name__
-    python_call.__doc__ = fn.__doc__
+    python_call.__doc__ = doc
     callables.register(python_call, _checked_call(fn, fn.__name__))
     return python_call
 
@@ -278,19 +346,212 @@ def _python_wrapper(fn):
     return _WRAPPERS[fn]
 
 
-halo_exchange = _forward(_ops.halo_exchange)
-allreduce_array = _forward(_ops.allreduce_array)
-bcast = _forward(_ops.bcast)
-bcast_array = _forward(_ops.bcast_array)
-send = _forward(_ops.send)
-recv = _forward(_ops.recv)
-replicated = _forward(_ops.replicated)
+# The opening of the operations' examples: each runs as pasted, on one rank or under mpiexec.
+_EXAMPLE_HEAD = """
+    Example:
+        Every example runs as pasted in one process (a communicator of one rank); run it
+        with ``mpiexec -n 2 python example.py`` for two::
+
+            import numpy as np
+            import adjit
+            from adjit import mpi
+
+            comm = mpi.Comm()
+"""
+halo_exchange = _forward(_ops.halo_exchange, """halo_exchange(u, width, comm): fills the
+    ghost layers of this rank's block ``u`` from the neighbours' owned cells, in place.
+
+    The ghosts are ``width`` cells on each side of each decomposed axis: the first axes, one
+    per dimension of ``comm``'s process grid (axis 0 for a communicator without one). Ghosts
+    at the edge of a non-periodic grid are left as they are (the boundary condition is the
+    caller's). Collective. Differentiable: the adjoint sends the ghosts' adjoints back to
+    their owners, who add them into their cells.
+
+    Args:
+        u: this rank's block (a float array with its ghost layers, as
+            :meth:`Comm.scatter` makes it).
+        width: the ghost width, in cells.
+        comm: an :class:`adjit.mpi.Comm` (in compiled code, passed as an ``int`` argument).
+
+    Raises:
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: the ranks disagree about the call, or a rank failed.
+""" + _EXAMPLE_HEAD + """
+            ring = comm.cart((comm.size,), periods=True)      # a periodic 1-D grid
+            u = ring.scatter(np.arange(4.0 * ring.size), width=1)
+            u[0] = u[-1] = -1.0                               # ghosts to be filled
+            mpi.halo_exchange(u, 1, ring)
+            print(u)   # on one rank: [3. 0. 1. 2. 3. 0.]
+""")
+allreduce_array = _forward(_ops.allreduce_array, """allreduce_array(u, comm): the
+    element-wise sum of ``u`` over the ranks, into ``u`` on every rank (in place).
+
+    Collective; every rank's ``u`` has the same shape and dtype. Its adjoint is the sum
+    over ranks of the adjoints, to every rank.
+
+    Args:
+        u: a float array.
+        comm: an :class:`adjit.mpi.Comm`.
+
+    Raises:
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: the ranks' arrays differ in shape or dtype, or a rank failed.
+""" + _EXAMPLE_HEAD + """
+            u = np.full(3, float(comm.rank + 1))
+            mpi.allreduce_array(u, comm)
+            print(u)   # on one rank: [1. 1. 1.]; on two: [3. 3. 3.]
+""")
+bcast = _forward(_ops.bcast, """bcast(x, root, comm): the float ``x`` of rank ``root``, on
+    every rank.
+
+    Collective. Its adjoint: the root's is the sum of every rank's adjoint.
+
+    Args:
+        x: a float.
+        root: the rank whose value is broadcast.
+        comm: an :class:`adjit.mpi.Comm`.
+
+    Returns:
+        float: root's ``x``.
+
+    Raises:
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: a rank failed.
+""" + _EXAMPLE_HEAD + """
+            print(mpi.bcast(10.0 + comm.rank, 0, comm))   # 10.0 on every rank
+""")
+bcast_array = _forward(_ops.bcast_array, """bcast_array(u, root, comm): copies rank
+    ``root``'s array ``u`` into ``u`` on every rank (in place).
+
+    Collective; every rank's ``u`` has the same shape and dtype.
+
+    Args:
+        u: a float array.
+        root: the rank whose array is broadcast.
+        comm: an :class:`adjit.mpi.Comm`.
+
+    Raises:
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: the ranks' arrays differ, or a rank failed.
+""" + _EXAMPLE_HEAD + """
+            u = np.full(2, float(comm.rank))
+            mpi.bcast_array(u, 0, comm)
+            print(u)   # [0. 0.] on every rank
+""")
+_SEND_RECV_EXAMPLE = _EXAMPLE_HEAD + """
+            @adjit.jit
+            def exchange(u: adjit.Array[adjit.f64, 1], v: adjit.Array[adjit.f64, 1],
+                         rank: int, comm: int) -> adjit.f64:
+                if rank == 0:
+                    mpi.send(u, 1, 7, comm)        # to rank 1, tag 7
+                else:
+                    mpi.recv(v, 0, 7, comm)        # from rank 0, tag 7
+                return adjit.sum(v * v)
+
+            u, v = np.arange(3.0), np.zeros(3)
+            if comm.size >= 2 and comm.rank < 2:   # ranks 0 and 1 pair up
+                print(comm.rank, exchange(u, v, comm.rank, comm))   # rank 1: 5.0
+            else:
+                print("one rank: no one to send to")
+"""
+send = _forward(_ops.send, """send(u, dest, tag, comm): sends the array ``u`` to rank
+    ``dest`` (blocking; paired with a :func:`recv` of the same ``tag`` on ``dest``).
+
+    Differentiable: the adjoint of a send receives the adjoint of what was sent and adds it
+    into ``u``'s. In compiled code, a send and the recv it pairs with are in one compiled
+    function (the SPMD branches ``if rank == 0: send(...) else: recv(...)``); kernels
+    cannot call it.
+
+    Args:
+        u: a float array.
+        dest: the receiving rank.
+        tag: an int the recv names too.
+        comm: an :class:`adjit.mpi.Comm`.
+
+    Raises:
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: sizes that differ from the recv's, a rank that failed, or
+            ``ADJIT_MPI_TIMEOUT`` seconds without the matching recv.
+""" + _SEND_RECV_EXAMPLE)
+recv = _forward(_ops.recv, """recv(u, source, tag, comm): receives into the array ``u``
+    what rank ``source`` sends with ``tag`` (blocking; paired with a :func:`send`).
+
+    Differentiable: the adjoint of a recv sends the adjoint of ``u`` back and zeroes it.
+
+    Args:
+        u: a float array, of the size the send sends.
+        source: the sending rank.
+        tag: the send's tag.
+        comm: an :class:`adjit.mpi.Comm`.
+
+    Raises:
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: a size that differs from the send's, or a timeout.
+""" + _SEND_RECV_EXAMPLE)
+replicated = _forward(_ops.replicated, """replicated(y, comm): ``y``, marked as the one
+    result that every rank returns (a loss after an allreduce).
+
+    adjit differentiates the program of all ranks together, each rank seeding its own
+    result: the derivative of the sum over ranks of their results. A loss that every rank
+    holds (an allreduce's) would count ``size`` times; ``replicated`` gives each copy
+    1/size of the seed, so that ``adjit.grad`` on every rank gives each its block of the
+    single-process gradient.
+
+    Args:
+        y: a float, the same on every rank.
+        comm: an :class:`adjit.mpi.Comm`.
+
+    Returns:
+        float: ``y``.
+""" + _EXAMPLE_HEAD + """
+            @adjit.jit
+            def loss(u: adjit.Array[adjit.f64, 1], comm: int) -> adjit.f64:
+                total = mpi.allreduce(adjit.sum(u * u), comm)
+                return mpi.replicated(total, comm)
+
+            u = np.arange(3.0)
+            print(loss(u, comm), adjit.grad(loss)(u, comm))   # one rank: 5.0 [0. 2. 4.]
+""")
 
 
 def allreduce(x, comm, op: str = "sum"):
-    """The sum (op="sum"), maximum or minimum over the ranks of the float x, on every rank
-    (computed in f64). Its adjoint: the sum over ranks of the result's adjoints, to every
-    rank (sum) or to the rank that held the extreme (max, min; the lowest such rank)."""
+    """The sum (``op="sum"``), maximum or minimum over the ranks of the float ``x``, on every
+    rank (computed in f64).
+
+    Collective; callable from Python and compiled code (where ``op`` is a constant). Its
+    adjoint: the sum over ranks of the result's adjoints, to every rank (sum) or to the rank
+    that held the extreme (max, min; the lowest such rank).
+
+    Args:
+        x: a float.
+        comm: an :class:`adjit.mpi.Comm`.
+        op: ``"sum"``, ``"max"`` or ``"min"``.
+
+    Returns:
+        float: the reduction, the same on every rank.
+
+    Raises:
+        ValueError: another ``op`` ("adjit.mpi.allreduce: op must be 'sum', 'max' or 'min',
+            not 'mean'").
+        TypeError: a ``comm`` that is not an adjit.mpi.Comm.
+        CommunicationError: a rank failed or the ranks disagree about the call.
+
+    Example:
+        Every example runs as pasted in one process (a communicator of one rank); run it
+        with ``mpiexec -n 2 python example.py`` for two::
+
+            import numpy as np
+            import adjit
+            from adjit import mpi
+
+            comm = mpi.Comm()
+            print(mpi.allreduce(1.0 + comm.rank, comm))             # 1.0 on one rank
+            print(mpi.allreduce(1.0 + comm.rank, comm, op="max"))
+            try:
+                mpi.allreduce(1.0, comm, op="mean")
+            except ValueError as e:
+                print(e)
+    """
     if op not in _OPS:
         raise ValueError(f"adjit.mpi.allreduce: op must be 'sum', 'max' or 'min', not {op!r}")
     _start()

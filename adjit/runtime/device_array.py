@@ -20,7 +20,38 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_MANAGED = 1, 2, 13      # DLPack device types
 
 
 class DeviceArray:
-    """An array in the memory of the current CUDA device (C-contiguous)."""
+    """An array in the memory of the current CUDA device (C-contiguous), so that data stays
+    there between launches.
+
+    ``DeviceArray(shape, dtype)`` allocates an uninitialised one; ``DeviceArray.zeros``,
+    ``DeviceArray.from_numpy`` (or :func:`adjit.to_device`) make filled ones;
+    ``copy_to_host()`` returns a NumPy copy and ``copy_from_host(a)`` fills it. It has
+    ``shape``, ``dtype``, ``ndim``, ``size``, ``nbytes`` and ``strides`` as NumPy's, and
+    ``__cuda_array_interface__`` and ``__dlpack__``, so PyTorch, CuPy and JAX can view it.
+    Kernels launched with ``device="cuda"`` take it as an array argument without copies.
+
+    Raises:
+        RuntimeError: no CUDA driver or device ("CUDA is not available: ...").
+
+    Example:
+        Runs on a machine with a CUDA GPU; elsewhere it prints why not::
+
+            import numpy as np
+            import adjit
+
+            @adjit.kernel
+            def double(x: adjit.Array[adjit.f64, 1]):
+                i = adjit.index()
+                x[i] = 2.0 * x[i]
+
+            try:
+                d = adjit.to_device(np.arange(4.0))
+            except RuntimeError as e:      # CUDA is not available: ...
+                print(e)
+            else:
+                double(d, ndrange=4, device="cuda")
+                print(d, d.copy_to_host())  # [0. 2. 4. 6.]
+    """
     is_adjit_device_array = True     # core/types.py's fast path to its type
 
     def __init__(self, shape: int | Sequence[int], dtype: Any = np.float64, *,
@@ -131,7 +162,36 @@ class DeviceArray:
 
 
 def to_device(array: Any) -> DeviceArray:
-    """A DeviceArray holding a copy of `array` (anything np.asarray takes)."""
+    """A :class:`DeviceArray` holding a copy of ``array``.
+
+    Args:
+        array: anything ``np.asarray`` takes.
+
+    Returns:
+        DeviceArray: in the current CUDA device's memory.
+
+    Raises:
+        RuntimeError: no CUDA driver or device ("CUDA is not available: ...").
+
+    Example:
+        Runs on a machine with a CUDA GPU; elsewhere it prints why not::
+
+            import numpy as np
+            import adjit
+
+            @adjit.kernel
+            def double(x: adjit.Array[adjit.f64, 1]):
+                i = adjit.index()
+                x[i] = 2.0 * x[i]
+
+            try:
+                d = adjit.to_device(np.arange(4.0))
+            except RuntimeError as e:      # CUDA is not available: ...
+                print(e)
+            else:
+                double(d, ndrange=4, device="cuda")
+                print(d, d.copy_to_host())  # [0. 2. 4. 6.]
+    """
     return DeviceArray.from_numpy(np.asarray(array))
 
 

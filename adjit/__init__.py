@@ -15,7 +15,7 @@ from .core.types import ArrayType, ScalarType, VecArrayType, VecType, mat, vec
 from .lang.structs import struct, zeros_like as zeros_like_struct
 
 #: The scalar types, for annotations (``x: adjit.f64``) and dtypes
-#: (``adjit.zeros(n, dtype=adjit.f32)``): 32- and 64-bit floats, 32- and 64-bit integers,
+#: (``adjit.zeros(n, dtype=adjit.f32)``), 32- and 64-bit floats, 32- and 64-bit integers,
 #: and booleans, NumPy's float32, float64, int32, int64 and bool. A Python float argument is
 #: an f64, an int an i64.
 #:
@@ -32,7 +32,7 @@ from .lang.structs import struct, zeros_like as zeros_like_struct
 #:         print(half(np.float32(3.0)), adjit.f32.np_dtype)   # 1.5 float32
 f32, f64, i32, i64, bool_ = _types.f32, _types.f64, _types.i32, _types.i64, _types.bool_
 
-#: The annotation of an array argument: ``adjit.Array[dtype, ndim]``, a NumPy array of that
+#: The annotation of an array argument, ``adjit.Array[dtype, ndim]``, a NumPy array of that
 #: dtype and number of dimensions (an :class:`ArrayType`), or ``adjit.Array[adjit.vec3, 1]``
 #: for an array of small vectors (a :class:`VecArrayType`). Anything else in the brackets is
 #: a TypeError ("adjit.Array takes [dtype, ndim], e.g. adjit.Array[adjit.f32, 2]").
@@ -53,7 +53,7 @@ f32, f64, i32, i64, bool_ = _types.f32, _types.f64, _types.i32, _types.i64, _typ
 #:         print(x)   # [0. 2. 4.]
 Array = _types.Array
 
-#: Warp's small vector, matrix and quaternion types: ``vec2``..``vec4`` and ``mat22``..``mat44``
+#: Warp's small vector, matrix and quaternion types, ``vec2`` to ``vec4`` and ``mat22`` to ``mat44``
 #: of f32, the ``d`` suffix of f64, ``quat``/``quatd`` (x, y, z, w). In compiled code
 #: ``adjit.vec3(1.0, 2.0, 3.0)`` makes one, ``v[0]`` reads a component, ``+ - *`` and the
 #: vector builtins (``adjit.dot``, ``adjit.cross``, ``adjit.length``, ...) apply; from Python
@@ -83,7 +83,7 @@ Array = _types.Array
 from .lang import modes as _modes
 from .lang.modes import Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed
 
-#: The modes of :func:`autodiff` (Enzyme's): ``Forward`` returns the tangent of the result
+#: The modes of :func:`autodiff` (Enzyme's). ``Forward`` returns the tangent of the result
 #: (arguments ``Duplicated(x, dx)`` carry the tangents in; ``dx`` may be a float for a
 #: scalar ``x``); ``ForwardWithPrimal`` returns ``(tangent, primal)``; ``Reverse`` returns a
 #: tuple with one entry per argument, the derivative of each ``Active`` one and None for the

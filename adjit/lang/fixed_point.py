@@ -17,9 +17,10 @@ import numpy as np
 
 def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
                 must_converge: bool = True):
-    """x* = step(x*, *params), iterating x <- step(x, *params) from x0 until the largest
-    change is at most `tol`: max |x_new - x| over the elements (the infinity norm of the
-    change between successive iterates, absolute, in x's units; NaN never converges).
+    """``x* = step(x*, *params)``, iterating ``x <- step(x, *params)`` from ``x0`` until the
+    largest change is at most ``tol``: ``max |x_new - x|`` over the elements (the infinity
+    norm of the change between successive iterates, absolute, in x's units; NaN never
+    converges).
 
     If `max_iter` steps run without that, it is a RuntimeError naming the iteration count
     and the last change (in @jit code, its decade), and so is an adjoint (reverse-mode)
@@ -47,9 +48,9 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
         The fixed point x*.
 
     Raises:
-        RuntimeError: no convergence within ``max_iter`` ("adjit.fixed_point did not
+        RuntimeError: no convergence within ``max_iter`` (``adjit.fixed_point did not
             converge: after max_iter=... iterations the largest change between successive
-            iterates (max |x_new - x|, absolute) was ..., above tol=...").
+            iterates (max |x_new - x|, absolute) was ..., above tol=...``).
 
     Example:
         Newton's iteration for sqrt(a), and its derivative d sqrt(a)/da = 1/(2 sqrt(a))::

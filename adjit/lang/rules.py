@@ -79,15 +79,14 @@ __all__ = ["forward", "augmented_primal", "reverse", "Config", "AugmentedReturn"
 class Config:
     """What a rule is asked for (Enzyme's RevConfig/FwdConfig): every rule's first argument.
 
-    Attributes:
-        needs_primal: whether the caller reads the primal result (else the rule may return
-            None for it).
-        needs_shadow: whether a shadow of the result is wanted.
-        overwritten: one bool per argument: whether the caller overwrites it after the call
-            (then an augmented rule must put what the reverse rule needs of it on the tape).
-        width: forward rules: the tangents per argument (BatchDuplicated's N; 1 otherwise).
+    Its fields, compile-time constants in the rule:
 
-    All four are compile-time constants in the rule.
+    - ``needs_primal``: whether the caller reads the primal result (else the rule may
+      return None for it).
+    - ``needs_shadow``: whether a shadow of the result is wanted.
+    - ``overwritten``: one bool per argument, whether the caller overwrites it after the
+      call (then an augmented rule must put what the reverse rule needs of it on the tape).
+    - ``width``: forward rules' tangents per argument (BatchDuplicated's N; 1 otherwise).
 
     Example:
         ::
@@ -169,14 +168,13 @@ class AugmentedReturn:
 class RuleArg:
     """An argument as a rule sees it.
 
-    Attributes:
-        val: its value.
-        dval: its tangent (forward rules; an N-tuple with ``config.width`` N), or its shadow
-            array (augmented and reverse rules), into which a reverse rule adds the array's
-            adjoint; None where it has none (Const; an Active scalar, whose adjoint a
-            reverse rule returns).
-        is_const: whether it is Const.
-        activity: ``"const"``, ``"active"``, ``"dup"`` or ``"dupnoneed"``.
+    - ``val``: its value.
+    - ``dval``: its tangent (forward rules; an N-tuple with ``config.width`` N), or its
+      shadow array (augmented and reverse rules), into which a reverse rule adds the array's
+      adjoint; None where it has none (Const; an Active scalar, whose adjoint a reverse rule
+      returns).
+    - ``is_const``: whether it is Const.
+    - ``activity``: ``"const"``, ``"active"``, ``"dup"`` or ``"dupnoneed"``.
 
     All but ``val`` are known at compile time, so branches on them cost nothing.
 

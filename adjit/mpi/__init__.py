@@ -1,5 +1,7 @@
 """adjit.mpi: differentiable communication between MPI ranks, in compiled code and around it.
 
+A program's shape (``global_u``, ``step`` are the program's own)::
+
     from adjit import mpi
     comm = mpi.Comm().cart((2, 2))            # a 2x2 process grid over the ranks
     u = comm.scatter(global_u, width=1)       # this rank's block, with 1 ghost layer
@@ -16,6 +18,7 @@
     g = adjit.grad(loss)(u, 10, comm)         # the gradient, on every rank its own block
 
 Operations (compiled code and Python alike; arrays are changed in place):
+
 - `halo_exchange(u, width, comm)`: fills `u`'s ghost layers (`width` cells on each side of
   each decomposed axis: the first axes, one per dimension of `comm`'s process grid, or axis
   0 for a communicator without one) from the neighbours' owned cells; ghosts at the edge of

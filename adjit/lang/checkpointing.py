@@ -81,8 +81,11 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
             (``while adjit.checkpointed(t < t_end, snapshots=8):``).
         snapshots: Revolve: at most this many states kept.
         every: a state kept every this many steps.
-        max_bytes: as many states as fit in this many bytes (the states the loop keeps; the
-            rest of the derivative's memory is not counted in it).
+        max_bytes: Revolve with as many snapshots as this many bytes hold (at least one):
+            ``max_bytes // state``, where a state is the bytes of the arrays the loop
+            carries and writes plus 8 per carried scalar. It bounds the kept states only;
+            the rest of the derivative's memory (one step's own tape, the arguments'
+            shadows) is not counted in it.
         spill: with ``device="cuda"``, the working snapshots live in host memory rather than
             device memory (copied device<->host; the same schedule and results).
 

@@ -112,7 +112,7 @@ class MlirLexer(RegexLexer):
         "root": [
             (r"//.*?$", token.Comment.Single),
             (r'"(\\\\|\\"|[^"])*"', token.String),
-            (r"%[\w.$#:-]+", token.Name.Variable),
+            (r"%[\w.$#-]+", token.Name.Variable),
             (r"\^[\w.$-]+", token.Name.Label),
             (r"@[\w.$-]+", token.Name.Function),
             (r"#[\w.$-]+", token.Name.Constant),

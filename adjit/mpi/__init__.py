@@ -44,6 +44,8 @@ code only (`device="cuda"` functions cannot call these yet).
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..compiler import callables
@@ -335,6 +337,8 @@ def _forward(fn, doc: str):
 
     python_call.__name__ = fn.__name__
     python_call.__doc__ = doc
+    # (what help() and the API reference show: the operation's parameters, not *args)
+    python_call.__signature__ = inspect.signature(getattr(fn, "pyfn", fn))
     callables.register(python_call, _checked_call(fn, fn.__name__))
     return python_call
 
@@ -457,8 +461,8 @@ _SEND_RECV_EXAMPLE = _EXAMPLE_HEAD + """
             else:
                 print("one rank: no one to send to")
 """
-send = _forward(_ops.send, """send(u, dest, tag, comm): sends the array ``u`` to rank
-    ``dest`` (blocking; paired with a :func:`recv` of the same ``tag`` on ``dest``).
+send = _forward(_ops.send, """send(u, peer, tag, comm): sends the array ``u`` to rank
+    ``peer`` (blocking; paired with a :func:`recv` of the same ``tag`` on ``peer``).
 
     Differentiable: the adjoint of a send receives the adjoint of what was sent and adds it
     into ``u``'s. In compiled code, a send and the recv it pairs with are in one compiled
@@ -467,7 +471,7 @@ send = _forward(_ops.send, """send(u, dest, tag, comm): sends the array ``u`` to
 
     Args:
         u: a float array.
-        dest: the receiving rank.
+        peer: the receiving rank.
         tag: an int the recv names too.
         comm: an :class:`adjit.mpi.Comm`.
 
@@ -476,14 +480,14 @@ send = _forward(_ops.send, """send(u, dest, tag, comm): sends the array ``u`` to
         CommunicationError: sizes that differ from the recv's, a rank that failed, or
             ``ADJIT_MPI_TIMEOUT`` seconds without the matching recv.
 """ + _SEND_RECV_EXAMPLE)
-recv = _forward(_ops.recv, """recv(u, source, tag, comm): receives into the array ``u``
-    what rank ``source`` sends with ``tag`` (blocking; paired with a :func:`send`).
+recv = _forward(_ops.recv, """recv(u, peer, tag, comm): receives into the array ``u``
+    what rank ``peer`` sends with ``tag`` (blocking; paired with a :func:`send`).
 
     Differentiable: the adjoint of a recv sends the adjoint of ``u`` back and zeroes it.
 
     Args:
         u: a float array, of the size the send sends.
-        source: the sending rank.
+        peer: the sending rank.
         tag: the send's tag.
         comm: an :class:`adjit.mpi.Comm`.
 
@@ -491,7 +495,7 @@ recv = _forward(_ops.recv, """recv(u, source, tag, comm): receives into the arra
         TypeError: a ``comm`` that is not an adjit.mpi.Comm.
         CommunicationError: a size that differs from the send's, or a timeout.
 """ + _SEND_RECV_EXAMPLE)
-replicated = _forward(_ops.replicated, """replicated(y, comm): ``y``, marked as the one
+replicated = _forward(_ops.replicated, """replicated(x, comm): ``x``, marked as the one
     result that every rank returns (a loss after an allreduce).
 
     adjit differentiates the program of all ranks together, each rank seeding its own
@@ -501,11 +505,11 @@ replicated = _forward(_ops.replicated, """replicated(y, comm): ``y``, marked as 
     single-process gradient.
 
     Args:
-        y: a float, the same on every rank.
+        x: a float, the same on every rank.
         comm: an :class:`adjit.mpi.Comm`.
 
     Returns:
-        float: ``y``.
+        float: ``x``.
 """ + _EXAMPLE_HEAD + """
             @adjit.jit
             def loss(u: adjit.Array[adjit.f64, 1], comm: int) -> adjit.f64:

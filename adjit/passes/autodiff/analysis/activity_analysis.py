@@ -222,7 +222,11 @@ class ActivityAnalysis:
                         changed |= self._put(op, source, U, self._useful_mem)
             elif row.calls:
                 ins = self._call_operands(op)
-                if any(r in U for r in op.results) or any(
+                # (an array the call returns counts as much as a float: a callee of scalars
+                # that makes and returns an array, `ones(n) * r`, has no array argument to
+                # carry its result's usefulness back)
+                if any(r in U or (is_memref(r.type) and self._mem(r, self._useful_mem))
+                       for r in op.results) or any(
                         is_memref(v.type) and self._mem(v, self._useful_mem) for v in ins):
                     changed |= self._mark(U, ins)
                     changed |= self._mark_mem(self._useful_mem, ins)

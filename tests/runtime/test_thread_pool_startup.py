@@ -41,10 +41,18 @@ def test_the_loops_after_the_first_are_shared_with_the_workers(tmp_path):
     script = tmp_path / "child.py"         # (adjit compiles from a file's source)
     script.write_text(CHILD)
     env = dict(__import__("os").environ, ADJIT_NUM_THREADS="2", ADJIT_DISK_CACHE="0")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    caller, workers = (float(v) for v in done.stdout.split())
-    # Two threads splitting the work: the worker's CPU time near the caller's. Serial on the
-    # caller (the fault), the workers only poll between launches: a few percent.
-    assert workers > 0.3 * caller, (caller, workers)
+    # Another process holding a core makes the pool back off on purpose (its preemption
+    # back-off): then the workers rightly do little. The fault this guards against is
+    # systematic (every process, a quiet machine too), so a few tries tell the two apart.
+    found = []
+    for _ in range(3):
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        caller, workers = (float(v) for v in done.stdout.split())
+        found.append((caller, workers, __import__("os").getloadavg()[0]))
+        # Two threads splitting the work: the worker's CPU time near the caller's. Serial
+        # on the caller (the fault), the workers only poll between launches: a few percent.
+        if workers > 0.3 * caller:
+            return
+    raise AssertionError(f"(caller, workers, load) of each try: {found}")

@@ -57,19 +57,17 @@ class Const(Annotation):
 
             import numpy as np
             import adjit
-            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
 
             @adjit.jit
-            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
-                return adjit.sum(a * x * w)
+            def weighted(x, w):
+                return adjit.sum(x * w)
 
-            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
-            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
-                                      Const(w))
-            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
-            dx2 = np.zeros(2)
-            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
-            print(dx2)      # [6. 8.]   (a bare argument is Const)
+
+            x, dx = np.array([1.0, 2.0]), np.zeros(2)
+            adjit.autodiff(adjit.Reverse, weighted, adjit.Duplicated(x, dx),
+                           adjit.Const(np.array([3.0, 4.0])))
+            print(dx)   # [3. 4.]: w is held constant
     """
     activity = "const"
 
@@ -85,21 +83,15 @@ class Active(Annotation):
     Example:
         ::
 
-            import numpy as np
             import adjit
-            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
 
             @adjit.jit
-            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
-                return adjit.sum(a * x * w)
+            def area(r):
+                return 3.0 * r * r
 
-            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
-            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
-                                      Const(w))
-            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
-            dx2 = np.zeros(2)
-            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
-            print(dx2)      # [6. 8.]   (a bare argument is Const)
+
+            print(adjit.autodiff(adjit.Reverse, area, adjit.Active(2.0)))   # (12.0,)
     """
     activity = "active"
 
@@ -119,19 +111,24 @@ class Duplicated(Annotation):
 
             import numpy as np
             import adjit
-            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
 
             @adjit.jit
-            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
-                return adjit.sum(a * x * w)
+            def energy(x):
+                return adjit.sum(x * x)
 
-            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
-            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
-                                      Const(w))
-            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
-            dx2 = np.zeros(2)
-            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
-            print(dx2)      # [6. 8.]   (a bare argument is Const)
+
+            x, dx = np.array([1.0, 2.0]), np.zeros(2)
+            adjit.autodiff(adjit.Reverse, energy, adjit.Duplicated(x, dx))
+            print(dx)   # [2. 4.]: d energy / dx, added into dx
+
+
+            @adjit.jit
+            def cube(t):
+                return t * t * t
+
+
+            print(adjit.autodiff(adjit.Forward, cube, adjit.Duplicated(3.0, 1.0)))   # 27.0
     """
     activity = "dup"
 
@@ -149,19 +146,16 @@ class DuplicatedNoNeed(Duplicated):
 
             import numpy as np
             import adjit
-            from adjit import Active, Const, Duplicated, DuplicatedNoNeed, Array, f64
+
 
             @adjit.jit
-            def loss(a: f64, x: Array[f64, 1], w: Array[f64, 1]) -> f64:
-                return adjit.sum(a * x * w)
+            def energy(x):
+                return adjit.sum(x * x)
 
-            x, dx, w = np.array([1.0, 2.0]), np.zeros(2), np.array([3.0, 4.0])
-            da, _, _ = adjit.autodiff(adjit.Reverse, loss, Active(2.0), Duplicated(x, dx),
-                                      Const(w))
-            print(da, dx)   # 11.0 [6. 8.]   (dx += d loss / dx)
-            dx2 = np.zeros(2)
-            adjit.autodiff(adjit.Reverse, loss, Const(2.0), DuplicatedNoNeed(x, dx2), w)
-            print(dx2)      # [6. 8.]   (a bare argument is Const)
+
+            x, dx = np.array([1.0, 2.0]), np.zeros(2)
+            adjit.autodiff(adjit.Reverse, energy, adjit.DuplicatedNoNeed(x, dx))
+            print(dx)   # [2. 4.]
     """
     activity = "dupnoneed"
 

@@ -204,7 +204,12 @@ class DerivativeEntries:
 
     def _dret(self, dret: float) -> list:
         """The result's adjoint where the reverse function takes one, of the result's type."""
-        return [t.np_dtype.type(dret) for t in self.abi.dret(self.results, _is_float)]
+        # (its scalar types read once per product: every grad call from Python comes here)
+        makers = self.__dict__.get("_dret_makers")
+        if makers is None:
+            makers = self.__dict__["_dret_makers"] = [
+                t.np_dtype.type for t in self.abi.dret(self.results, _is_float)]
+        return [make(dret) for make in makers]
 
 
 def _is_float(t) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from . import arrays as A
+from . import fancy_indexing as F
 from . import lazy as L
 from . import scalar_ops as S
 from ..core.types import ScalarType
@@ -76,6 +77,11 @@ class Assignment:
             self.assign(node.target, self._binary(op, current, self.visit(node.value)))
         elif isinstance(node.target, ast.Subscript):
             arr, subs = self._subscript_target(node.target)
+            if isinstance(subs, F.Fancy):      # x[idx] += v: x[idx] + v, then written
+                current = F.gather(self, arr, subs.sub)
+                new = self._binary(op, current, self.visit(node.value))
+                F.scatter(self, arr, subs.sub, new, False, "x[indices] op= v")
+                return
             if isinstance(subs, Array):        # a view: `u[1:-1] += ...`, in place
                 value = self.visit(node.value)
                 self._assigning_a_view(arr, subs)
@@ -109,6 +115,9 @@ class Assignment:
                 self.assign(t, v)
         elif isinstance(target, ast.Subscript):
             arr, subs = self._subscript_target(target)
+            if isinstance(subs, F.Fancy):      # x[idx] = v: NumPy's order, the last one stays
+                F.scatter(self, arr, subs.sub, value, False, "x[indices] = v")
+                return
             if isinstance(subs, Array):        # a view: `v[1:-1] = expr`, NumPy's assignment
                 if not isinstance(value, (Array, ArrayExpr, Scalar, Literal)):
                     raise self.error(target, f"cannot assign {S.describe(value)} into an array")

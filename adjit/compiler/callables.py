@@ -56,12 +56,21 @@ class Entry:
 # (keeping it alive keeps its id from being reused; NumPy's ufuncs compare by identity too)
 _BY_OBJECT: dict[int, tuple[object, Entry]] = {}
 _BY_TYPE: dict[type, tuple[How, Handler, Definer | None]] = {}
+# (id of the owner, name) -> (the owner, its entry): a method of an object, `np.add.at`,
+# which is a new bound-method object at every attribute access
+_BY_METHOD: dict[tuple[int, str], tuple[object, Entry]] = {}
 
 
 def register(obj, handler: Handler, how: How = How.WRITES):
     """A call of `obj` compiles to `handler(gen, args, kwargs)`. Returns `obj`."""
     _BY_OBJECT[id(obj)] = (obj, Entry(how, handler))
     return obj
+
+
+def register_method(owner, name: str, handler: Handler, how: How = How.WRITES) -> None:
+    """A call of the method `owner.<name>` (np.add.at) compiles to `handler(gen, args,
+    kwargs)`."""
+    _BY_METHOD[id(owner), name] = (owner, Entry(how, handler))
 
 
 def register_evaluated(obj):
@@ -83,6 +92,11 @@ def lookup(obj) -> Entry | None:
     found = _BY_OBJECT.get(id(obj))
     if found is not None and found[0] is obj:
         return found[1]
+    owner = getattr(obj, "__self__", None)
+    if owner is not None:
+        found = _BY_METHOD.get((id(owner), getattr(obj, "__name__", "")))
+        if found is not None and found[0] is owner:
+            return found[1]
     for cls in type(obj).__mro__:
         by_type = _BY_TYPE.get(cls)
         if by_type is not None:

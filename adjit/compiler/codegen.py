@@ -34,6 +34,8 @@ from .callables import How
 from . import fixed_point_calls, lang_calls  # noqa: F401 (register the language's callables)
 from . import lazy as L
 from . import numpy_calls as NP  # (registers NumPy's array functions)
+from . import fancy_indexing  # noqa: F401 (registers np.take, take_along_axis, np.add.at)
+from . import sorting as SORT  # (registers np.sort, np.argsort)
 from . import scalar_ops as S
 from . import vectors as V
 from ..core.errors import CompilationError, UserError, located
@@ -402,7 +404,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
                 return PyObj(base.type.dtype)
             if attr == "T":
                 return A.transpose(base)
-            if attr in ("copy", "sum", "max", "min", "mean", "transpose", *NP.METHODS):
+            if attr in ("copy", "sum", "max", "min", "mean", "transpose", *NP.METHODS,
+                        *SORT.METHODS):
                 return PyObj(_Method(attr, base))
         raise self.error(node, f"unsupported attribute .{attr} of {S.describe(base)}")
 
@@ -520,5 +523,7 @@ class _Method:
             return A.transpose(self.base)
         if self.name in NP.METHODS:    # x.reshape(2, 3), x.ravel(), x.prod(), ...
             return NP.METHODS[self.name](gen, [self.base, *args], kwargs)
+        if self.name in SORT.METHODS:  # x.argsort(), x.sort()
+            return SORT.METHODS[self.name](gen, [self.base, *args], kwargs)
         # x.sum(axis=None, keepdims=False), x.mean(...), x.max(...), x.min(...): NumPy's
         return B.lookup(B.namespace[self.name])(gen, [self.base, *args], kwargs)

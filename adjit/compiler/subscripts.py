@@ -12,6 +12,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from . import arrays as A
+from . import fancy_indexing as F
 from . import lazy as L
 from . import scalar_ops as S
 from . import vectors as V
@@ -49,6 +50,9 @@ class Subscripts:
         elif isinstance(base, ArrayExpr):
             base = A.materialize(base)
         if isinstance(base, Array):
+            sub = F.index_lists(node.slice, sub)
+            if F.is_fancy(sub):
+                return F.gather(self, base, sub)
             items = self._view_items(base, sub)
             if items is not None:
                 return A.view(base, items, self.debug, self.kind == "jit")
@@ -75,12 +79,16 @@ class Subscripts:
             parts.append(v)
         return SliceValue(*parts)
 
-    def _subscript_target(self, node: ast.Subscript) -> tuple[Array, list[ir.Value] | Array]:
-        """(the array, the element's indices), or (the array, the view) that `node` writes."""
+    def _subscript_target(self, node: ast.Subscript
+                          ) -> tuple[Array, list[ir.Value] | Array | F.Fancy]:
+        """(the array, the element's indices), (the array, the view), or (the array, its
+        advanced indices) that `node` writes."""
         arr, = self.force_lazy([self.visit(node.value)])   # a write: lazy names first
         if not isinstance(arr, Array):
             raise self.error(node, f"cannot assign into an element of {S.describe(arr)}")
-        sub = self.visit(node.slice)
+        sub = F.index_lists(node.slice, self.visit(node.slice))
+        if F.is_fancy(sub):
+            return arr, F.Fancy(sub)
         items = self._view_items(arr, sub)
         if items is None:
             return arr, self.subscripts(arr, sub)

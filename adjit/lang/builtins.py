@@ -81,7 +81,7 @@ ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_l
                    "empty_like", "copy", "full", "full_like", "arange")
 # NumPy's, with NumPy's names and meanings (compiler/numpy_calls.py compiles them)
 NUMPY_ARRAY_FUNCTIONS = ("prod", "argmax", "argmin", "linspace", "concatenate", "stack",
-                         "reshape", "ravel")
+                         "reshape", "ravel", "take", "take_along_axis", "sort", "argsort")
 
 # What each builtin is, as the API reference's table shows it (reference_table): the call's
 # spelling, then its meaning. Every entry of `namespace` has one (Builtin reads it).
@@ -136,6 +136,10 @@ DOCS = {
     "stack": "stack(arrays, axis=0): NumPy's stack",
     "reshape": "reshape(a, shape): NumPy's reshape",
     "ravel": "ravel(a): the array flattened (NumPy's)",
+    "take": "take(a, indices, axis=None, mode='raise'): elements at integer indices (NumPy's)",
+    "take_along_axis": "take_along_axis(a, indices, axis): NumPy's take_along_axis",
+    "sort": "sort(a, axis=-1): a sorted copy (NumPy's values; NaNs last)",
+    "argsort": "argsort(a, axis=-1): the indices that sort a, in a stable order (int64)",
     "cross": "cross(a, b): the cross product of two 3-vectors",
     "length": "length(v): the Euclidean length of a vector",
     "length_sq": "length_sq(v): the squared length of a vector, dot(v, v)",

@@ -107,12 +107,12 @@ def test_other_unsupported_constructs(tmp_path, source, construct):
     assert construct.lower() in str(e).lower(), str(e)
 
 
-def test_fancy_indexing_is_refused():
+def test_boolean_mask_indexing_is_refused():
     @adjit.jit
     def f(x):
         return x[x > 0.5]  # fancy
 
-    expect_compile_error(lambda: f(X), "fancy", "fancy indexing")
+    expect_compile_error(lambda: f(X), "fancy", "boolean array (a mask)")
 
 
 # ---- unknown functions and names ---------------------------------------------------------

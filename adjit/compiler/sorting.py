@@ -21,7 +21,7 @@ import functools
 import numpy as np
 
 from ..core.errors import UserError
-from ..core.types import i64
+from ..core.types import i32, i64
 from ..lang.functions import device_function
 from . import arrays as A
 from . import callables
@@ -96,9 +96,6 @@ def _keys(x, name: str) -> Array:
         x = A.materialize(x)
     if not isinstance(x, Array):
         raise UserError(f"{name}() takes an array, got {S.describe(x)}")
-    if x.type.dtype.is_bool:
-        raise UserError(f"{name}() of a boolean array is not supported in adjit (sort it as "
-                        "integers: x.astype(np.int8))")
     if x.type.ndim == 0:
         raise UserError(f"{name}() of a 0-d array: NumPy raises too (axis -1 is out of bounds)")
     return x
@@ -110,10 +107,13 @@ def argsort(gen, x: Array, axis: int) -> Array:
     from .numpy_calls import reshape     # (numpy_calls imports builtin_calls, as this does)
     nd = x.type.ndim
     last = axis == nd - 1
+    e = A.as_expr(x)
+    if x.type.dtype.is_bool:     # (False < True, as integers)
+        e = A.elementwise(lambda v: S.cast(v, i32), [e])
     if last:
-        keys = A.contiguous(x)
+        keys = A.contiguous(e)
     else:      # the axis moved last, in a copy
-        keys = A.materialize(_moved(A.as_expr(x), axis, nd))
+        keys = A.materialize(_moved(e, axis, nd))
     shape = A.dims(keys)
     n = shape[-1]
     lines = A.numel(shape[:-1])

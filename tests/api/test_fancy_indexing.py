@@ -262,8 +262,9 @@ def sorts_np(x):
     np.array([[3.0, 1.0, np.nan, 1.0, -2.0], [5.0, np.nan, 3.0, np.inf, 1.0]]),
     RNG.standard_normal((3, 70)).astype(np.float32),           # past a few merge passes
     RNG.integers(-3, 3, size=(4, 9)),                            # many ties
+    RNG.integers(0, 2, size=(3, 7)).astype(bool),
     np.zeros((2, 0)), np.ones((0, 3)), np.array([[2.0]]),
-], ids=["nan", "f32", "int-ties", "empty-rows", "no-rows", "one"])
+], ids=["nan", "f32", "int-ties", "bool", "empty-rows", "no-rows", "one"])
 def test_sort_and_argsort_are_numpys(x):
     for got, want in zip(sorts(x), sorts_np(x)):
         assert np.asarray(got).dtype == want.dtype

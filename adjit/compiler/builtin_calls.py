@@ -181,6 +181,8 @@ def _len(gen, args, kwargs):
         return S.from_index(d)
     if isinstance(a, (tuple, Shape)):
         return Literal(len(a) if isinstance(a, tuple) else len(a.dims))
+    if isinstance(a, PyObj) and isinstance(a.obj, (tuple, list)):
+        return Literal(len(a.obj))   # (a module-level tuple of functions, of constants)
     raise UserError(f"len() of {S.describe(a)}")
 
 

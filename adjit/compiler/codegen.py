@@ -48,6 +48,7 @@ from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
                      StructValue, Vec, VecArray)
 from .assignment import Assignment
 from .control_flow import BRK, CONT, RET, ControlFlow, jumps_in
+from .static_loops import static_items
 from .lazy_names import LazyNames
 from .operators import Operators
 from .returns import Returns
@@ -340,6 +341,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             raise self.error(node, "a comprehension in compiled code has one `for`")
         g = node.generators[0]
         seq = self.visit(g.iter)
+        items = static_items(self, seq, g.iter)
+        seq = seq if items is None else items
         if not isinstance(seq, tuple):
             what = "range(...)" if isinstance(seq, RangeValue) else S.describe(seq)
             raise self.error(node, f"unsupported Python construct: {type(node).__name__} over "

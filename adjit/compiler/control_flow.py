@@ -24,6 +24,7 @@ from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
 from ..lang.checkpointing import Checkpointed
+from .static_loops import static_items, unroll
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
@@ -266,8 +267,14 @@ class ControlFlow:
         checkpoint = None
         if isinstance(it, Checkpointed):
             checkpoint, it = it, it.range
+        items = static_items(self, it, node.iter) if checkpoint is None else None
+        if items is not None:
+            unroll(self, node, items)
+            return
         if not isinstance(it, RangeValue):
-            raise self.error(node.iter, "adjit loops iterate over range(...) only")
+            raise self.error(node.iter, "adjit loops iterate over range(...), or over a tuple "
+                                        "or list known while compiling (unrolled), not "
+                                        f"over {S.describe(it)}")
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a plain name")
         jumps = jumps_in(node.body, True)

@@ -15,7 +15,7 @@ import contextlib
 from typing import Callable, Sequence
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith, memref, scf
 
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
@@ -406,6 +406,8 @@ class ControlFlow:
                 self.visit_block(node.body)
                 self._loop_depth -= 1
                 body_types = self._body_types(names, init_types)
+                if checkpoint is not None:
+                    self._into_carried(loop, names, init_types, list(loop.inner_iter_args), 3)
                 scf.YieldOp([self._coerce(self.vars[n_], t).value
                              for n_, t in zip(names, init_types)])
             return loop, [self._typed(r, t) for r, t in zip(loop.results, init_types)], body_types
@@ -544,11 +546,37 @@ class ControlFlow:
                 body_fn()
                 self._loop_depth -= 1
                 body_types = self._body_types(names, init_types)
+                if checkpoint:
+                    self._into_carried(loop, names, init_types, list(after.arguments), 0)
                 scf.YieldOp([self._coerce(self.vars[n], t).value
                              for n, t in zip(names, init_types)])
             return loop, [self._typed(r, t) for r, t in zip(loop.results, init_types)], body_types
 
         self._loop_with_retry(names, build)
+
+    def _into_carried(self, loop, names: list[str], types: list, carried: list,
+                      first: int) -> None:
+        """In a checkpointed loop's body: a state the step made anew (`u = step(u)`, the
+        functional habit) is copied into the array the loop carries, which the loop owns (a
+        copy of the initial state, made before the loop: the caller's array is not
+        written), so that the state lives in arrays made before the loop, as the reverse
+        pass's snapshots need. `first`: the loop's operand of its first carried value."""
+        for k, (n, t, arg) in enumerate(zip(names, types, carried)):
+            v = self.vars.get(n)
+            if (not isinstance(t, ArrayType) or not isinstance(v, Array)
+                    or not self._defined_inside(v.value, loop)):
+                continue    # a scalar, the carried array itself, or a swap (`u, v = v, u`)
+            now = A.dims(v)
+            before = A.dims(Array(arg, t))
+            for d, (a, b) in enumerate(zip(now, before)):
+                adj.check(arith.cmpi(arith.CmpIPredicate.eq, a, b), "ValueError",
+                          f"a checkpointed loop's step made {n!r} of another shape than "
+                          f"before the step (dimension {d}); its state keeps its shape")
+            memref.copy(v.value, arg)
+            self.vars[n] = Array(arg, t)
+            with ir.InsertionPoint(loop.operation):
+                init = loop.operation.operands[first + k]
+                loop.operation.operands[first + k] = A.copy(Array(init, t)).value
 
     def visit_Break(self, node: ast.Break) -> None:
         if self._loop_depth == 0:

@@ -16,7 +16,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..core.errors import UserError
-from ..core.types import ArrayType
+from ..core.types import ArrayType, f64
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from ..lang.fixed_point import fixed_point
@@ -35,8 +35,9 @@ def _constant(v, name: str, kind: type):
         ok = (isinstance(v, Literal) and not isinstance(v.value, bool)
               and isinstance(v.value, (int, float) if kind is float else int))
     if not ok:
-        raise UserError(f"adjit.fixed_point: {name}= must be a constant {kind.__name__} "
-                        f"(known while compiling)")
+        what = ("a float (a constant or a value of the code)" if kind is float else
+                f"a constant {kind.__name__} (known while compiling)")
+        raise UserError(f"adjit.fixed_point: {name}= must be {what}")
     return kind(v.value)
 
 
@@ -44,11 +45,18 @@ def compile_fixed_point(gen, args: list, kwargs: dict):
     unknown = set(kwargs) - {"tol", "max_iter", "must_converge"}
     if unknown:
         raise UserError(f"adjit.fixed_point has no argument {sorted(unknown)[0]!r}")
-    tol = _constant(kwargs["tol"], "tol", float) if "tol" in kwargs else 1e-10
+    tol = kwargs.get("tol", Literal(1e-10))
+    if isinstance(tol, Scalar) and not tol.type.is_bool:
+        # A tolerance given at run time: F's last parameter (`tol_arg` in its attribute),
+        # which the reverse pass's adjoint solve reads too. Never differentiated: it
+        # decides when to stop, and x* does not depend on it (to tol).
+        tol = S.cast(tol, f64)
+    else:
+        tol = _constant(tol, "tol", float)
     max_iter = _constant(kwargs["max_iter"], "max_iter", int) if "max_iter" in kwargs else 1000
     must_converge = (_constant(kwargs["must_converge"], "must_converge", bool)
                      if "must_converge" in kwargs else True)
-    if tol < 0 or max_iter < 1:
+    if isinstance(tol, float) and tol < 0 or max_iter < 1:
         raise UserError("adjit.fixed_point: tol >= 0 and max_iter >= 1")
     if len(args) < 2 or not isinstance(args[0], PyObj):
         raise UserError("adjit.fixed_point(step, x0, *params) takes a function, then the start")
@@ -101,6 +109,13 @@ def compile_fixed_point(gen, args: list, kwargs: dict):
     def iterate(values):
         """F: x <- step(x) until the largest change is at most tol or max_iter steps (then,
         with must_converge, a RuntimeError naming the residual)."""
+        limit = tol
+        if not isinstance(tol, float):
+            values, limit = values[:-1], values[-1].value
+            with where:
+                adj.check(arith.cmpf(arith.CmpFPredicate.OGE, limit,
+                                     arith.constant(ir.F64Type.get(), 0.0)),
+                          "ValueError", "adjit.fixed_point: tol= must be >= 0 (and not NaN)")
         if is_array:
             x_start, out, *ps = values
             start = A.copy(x_start).value
@@ -120,7 +135,7 @@ def compile_fixed_point(gen, args: list, kwargs: dict):
         after = loop.after.blocks.append(*carried)
         with ir.InsertionPoint(before):
             x, k, change = before.arguments
-            scf.ConditionOp(not_converged(change, tol, k, max_iter), [x, k, change])
+            scf.ConditionOp(not_converged(change, limit, k, max_iter), [x, k, change])
         with ir.InsertionPoint(after):
             x, k, _ = after.arguments
             new = call_step(Array(x, xt) if is_array else Scalar(x, xt), ps)
@@ -133,7 +148,7 @@ def compile_fixed_point(gen, args: list, kwargs: dict):
             scf.YieldOp([new, arith.addi(k, A.idx(1)), change.value])
         if must_converge:
             with where:
-                check_converged(loop.results[2], tol, max_iter, "adjit.fixed_point")
+                check_converged(loop.results[2], limit, max_iter, "adjit.fixed_point")
         final = loop.results[0]
         if is_array:
             memref.copy(final, out.value)
@@ -141,20 +156,26 @@ def compile_fixed_point(gen, args: list, kwargs: dict):
         return [Scalar(final, xt)]
 
     f_types = ([xt, xt] if is_array else [xt]) + types[1:]
+    i64 = ir.IntegerType.get_signless(64)
+    if isinstance(tol, float):
+        tol_entry = ("tol", ir.FloatAttr.get(ir.F64Type.get(), tol))
+        tail = []
+    else:
+        tol_entry = ("tol_arg", ir.IntegerAttr.get(i64, len(f_types)))
+        f_types, tail = f_types + [f64], [tol.value]
     fn, f_symbol, f_results = new_function(unit, "__adj_fixed_point_", step.__name__, f_types,
                                             iterate)
     fn.attributes[adj.FIXED_POINT_ATTR] = ir.DictAttr.get({
-        "step": ir.FlatSymbolRefAttr.get(w_symbol),
-        "tol": ir.FloatAttr.get(ir.F64Type.get(), tol),
-        "max_iter": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), max_iter),
+        "step": ir.FlatSymbolRefAttr.get(w_symbol), tol_entry[0]: tol_entry[1],
+        "max_iter": ir.IntegerAttr.get(i64, max_iter),
         "must_converge": ir.BoolAttr.get(must_converge)})
     if is_array:
         out = A.alloc(xt.dtype, A.dims(x0))
         func.CallOp([], ir.FlatSymbolRefAttr.get(f_symbol),
-                    [x0.value, out.value] + [p.value for p in params])
+                    [x0.value, out.value] + [p.value for p in params] + tail)
         return out
     return Scalar(func.CallOp([mlir_type(xt)], ir.FlatSymbolRefAttr.get(f_symbol),
-                              [x0.value] + [p.value for p in params]).results[0], xt)
+                              [x0.value] + [p.value for p in params] + tail).results[0], xt)
 
 
 callables.register(fixed_point, compile_fixed_point)

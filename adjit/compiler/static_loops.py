@@ -28,6 +28,16 @@ def static_items(gen, v, node: ast.AST) -> tuple | None:
     return None
 
 
+def static_slice(items: tuple, sub) -> tuple:
+    """`items[lo:hi:step]` (a SliceValue of constants) of a sequence known while compiling."""
+    bounds = []
+    for part in (sub.lower, sub.upper, sub.step):
+        if part is not None and not isinstance(part, Literal):
+            raise UserError("a tuple known while compiling is sliced with constants")
+        bounds.append(None if part is None else part.value)
+    return items[slice(*bounds)]
+
+
 def _item(gen, obj, node: ast.AST):
     if isinstance(obj, (tuple, list)):
         return tuple(_item(gen, o, node) for o in obj)

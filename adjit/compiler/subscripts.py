@@ -16,6 +16,7 @@ from . import fancy_indexing as F
 from . import lazy as L
 from . import scalar_ops as S
 from . import vectors as V
+from .static_loops import static_items, static_slice
 from ..core.errors import UserError
 from ..core.types import index
 from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape, SliceValue,
@@ -37,6 +38,10 @@ class Subscripts:
                 raise self.error(node, f"shape index {k} out of range for a "
                                        f"{len(base.dims)}-D array")
             return S.from_index(base.dims[k])
+        if isinstance(sub, SliceValue):
+            items = static_items(self, base, node)
+            if items is not None:
+                return static_slice(items, sub)
         if isinstance(base, tuple):
             if not (isinstance(sub, Literal) and isinstance(sub.value, int)):
                 raise self.error(node, "tuples are indexed with constants")

@@ -47,7 +47,10 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
                          extra: dict[str, ir.Attribute]) -> Derivative:
     attr = ir.DictAttr(fn.attributes[FIXED_POINT_ATTR])
     step = symbol_ref(attr["step"])
-    tol = ir.FloatAttr(attr["tol"]).value
+    # A constant tolerance, or F's parameter `tol_arg` (one given at run time, f64: the
+    # adjoint solve reads it there; never differentiated)
+    tol_arg = ir.IntegerAttr(attr["tol_arg"]).value if "tol_arg" in attr else None
+    tol = ir.FloatAttr(attr["tol"]).value if tol_arg is None else None
     max_iter = ir.IntegerAttr(attr["max_iter"]).value
     # Non-convergence of the adjoint solve is an error like the primal's (unless the call
     # passed must_converge=False), reported at the user's call: the frontend located F's
@@ -93,8 +96,11 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
         primal = [args[p] for p in primal_pos]
         shadows = [args[p] if p is not None else None for p in shadow_pos]
         xstar = args[-1]
-        ps, p_shadows = primal[n_fixed:], shadows[n_fixed:]
-        p_acts = sig.activity[n_fixed:]
+        n_params = len(primal) if tol_arg is None else tol_arg
+        if tol_arg is not None:
+            tol = primal[tol_arg]
+        ps, p_shadows = primal[n_fixed:n_params], shadows[n_fixed:n_params]
+        p_acts = sig.activity[n_fixed:n_params]
         w_inputs = list(func_type(diff.symbols[step]).inputs)
         consts = (Activity.CONST,) * len(ps)
 
@@ -187,6 +193,8 @@ def generate_fixed_point(diff: "Host", fn: ir.Operation, sig: Signature, name: s
                 continue
             if k < n_fixed:        # the start: x* depends on it where the step holds x
                 out.append(x0_adjoint if x0_adjoint is not None else zero(inputs[k]))
+            elif k == tol_arg:     # the tolerance only says when to stop
+                out.append(zero(inputs[k]))
             else:
                 out.append(next(it))
         func.ReturnOp(out)
@@ -314,7 +322,7 @@ def _fold_each_index(sizes, init: list[ir.Value], body) -> list[ir.Value]:
 _STATIONARY_ULPS = 64
 
 
-def _iterate_in_place(iteration, change_t: ir.Type, tol: float, max_iter: int,
+def _iterate_in_place(iteration, change_t: ir.Type, tol: float | ir.Value, max_iter: int,
                       must_converge: bool, where: ir.Location) -> None:
     """`iteration()` (which updates its arrays in place and returns the largest change and
     how much the change itself changed) until that change is at most `tol` or `max_iter`
@@ -339,7 +347,7 @@ def _iterate_in_place(iteration, change_t: ir.Type, tol: float, max_iter: int,
         change, moved = iteration()
         still = arith.cmpf(arith.CmpFPredicate.OLE, moved,
                            arith.mulf(change, const(change_t, _STATIONARY_ULPS * eps)))
-        above = arith.cmpf(arith.CmpFPredicate.OGT, change, const(change_t, tol))
+        above = arith.cmpf(arith.CmpFPredicate.OGT, change, tolerance(tol, change_t))
         scf.YieldOp([arith.addi(k, index(1)), change, arith.andi(still, above)])
     if must_converge:
         with where:
@@ -366,7 +374,7 @@ def _add_into(new: ir.Value, a: ir.Value, b: ir.Value) -> None:
     for_each_index(dims(new), body)
 
 
-def _iterate(t: ir.Type, start: ir.Value, step, tol: float, max_iter: int,
+def _iterate(t: ir.Type, start: ir.Value, step, tol: float | ir.Value, max_iter: int,
              must_converge: bool, where: ir.Location) -> ir.Value:
     """lambda <- step(lambda) from `start` until the largest change is at most `tol` or
     `max_iter` steps ran (the primal iteration's test); in the second case, with
@@ -393,10 +401,22 @@ def _iterate(t: ir.Type, start: ir.Value, step, tol: float, max_iter: int,
     return loop.results[0]
 
 
-def not_converged(change: ir.Value, tol: float, k: ir.Value, max_iter: int) -> ir.Value:
+def tolerance(tol: float | ir.Value, t: ir.Type) -> ir.Value:
+    """`tol` (a constant, or an f64 value given at run time) as a value of float type `t`."""
+    if isinstance(tol, float):
+        return arith.constant(t, tol)
+    if tol.type == t:
+        return tol
+    bits = {ir.F16Type.get(): 16, ir.BF16Type.get(): 16, ir.F32Type.get(): 32}
+    return (arith.truncf(t, tol) if bits.get(t, 64) < bits.get(tol.type, 64)
+            else arith.extf(t, tol))
+
+
+def not_converged(change: ir.Value, tol: float | ir.Value, k: ir.Value,
+                  max_iter: int) -> ir.Value:
     """Whether the iteration goes on: fewer than `max_iter` steps ran and the last change
     (+inf before the first step) is above `tol` or NaN (a NaN never counts as converged)."""
-    limit = arith.constant(change.type, tol)
+    limit = tolerance(tol, change.type)
     above = arith.cmpf(arith.CmpFPredicate.UGT, change, limit)
     return arith.andi(above, arith.cmpi(arith.CmpIPredicate.slt, k, index(max_iter)))
 
@@ -407,17 +427,18 @@ def not_converged(change: ir.Value, tol: float, k: ir.Value, max_iter: int) -> i
 _DECADES = range(-20, 21)
 
 
-def check_converged(change: ir.Value, tol: float, max_iter: int, what: str) -> None:
+def check_converged(change: ir.Value, tol: float | ir.Value, max_iter: int,
+                    what: str) -> None:
     """adj.check ops (at the current location) that fail when `change`, the largest change
     of the last of `max_iter` steps, is still above `tol` (or NaN): a RuntimeError naming
     the iteration count, tol and the residual's decade."""
     f64 = ir.F64Type.get()
     r = change if change.type == f64 else arith.extf(f64, change)
-    failed = arith.cmpf(arith.CmpFPredicate.UGT, r, arith.constant(f64, tol))
+    failed = arith.cmpf(arith.CmpFPredicate.UGT, r, tolerance(tol, f64))
     true = arith.constant(ir.IntegerType.get_signless(1), 1)
     head = (f"{what} did not converge: after max_iter={max_iter} iterations the largest "
             f"change between successive iterates (max |x_new - x|, absolute) ")
-    tail = (f", above tol={tol:g}; raise max_iter, loosen tol, or pass must_converge=False "
+    tail = (f", above tol{'=%g' % tol if isinstance(tol, float) else ''}; raise max_iter, loosen tol, or pass must_converge=False "
             "to take the last iterate as it is")
 
     def bucket(lo: float | None, hi: float | None, text: str) -> None:

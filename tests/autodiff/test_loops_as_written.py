@@ -1,0 +1,417 @@
+"""Loops as people write them (issue 33, item 4): a for loop over a tuple of functions, kernels
+or constants (unrolled while compiling; enumerate, zip, len); reverse mode of a while loop
+that rebinds an array it makes; second order through a loop whose body makes temporaries;
+a checkpointed loop whose step makes its new state (`u = step(u)`); fixed_point with a
+tolerance given at run time. Each against JAX in float64 and central differences, with odd
+step counts, 0 and 1 iterations; each function compiled once in the module."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import adjit
+from adjit import Array, Const, Duplicated, f64
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)
+
+U0 = np.linspace(0.5, 2.0, 5)
+
+
+def central(f, x, *rest, h=1e-6):
+    """The gradient of scalar f in its array x by central differences."""
+    out = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[i] = h
+        out.flat[i] = (f(x + e, *rest) - f(x - e, *rest)) / (2 * h)
+    return out
+
+
+# ---- a loop over a tuple of functions, kernels, constants: unrolled --------------------------
+@adjit.jit
+def double(x):
+    return x * 2.0
+
+
+@adjit.jit
+def shift(x):
+    return x + 1.0
+
+
+@adjit.jit
+def square(x):
+    return x * x
+
+
+STAGES = (double, shift, square)        # a module-level tuple of functions (of arrays too)
+WEIGHTS = [1.0, 2.0, 3.0]               # a list of constants
+
+
+@adjit.jit
+def staged(x):
+    for f in STAGES:
+        x = f(x)
+    return x * len(STAGES)
+
+
+@adjit.jit
+def weighted(x: Array[f64, 1]) -> f64:
+    s = 0.0
+    for k, (f, w) in enumerate(zip(STAGES, WEIGHTS)):
+        s = s + (k + w) * np.sum(f(x))
+    for a in (x, 2.0 * x):              # a tuple of arrays
+        s = s + np.sum(a * a)
+    for f in ():                        # no item: the body never runs
+        s = f(s)
+    return s
+
+
+def weighted_jax(x):
+    fs = (lambda v: v * 2.0, lambda v: v + 1.0, lambda v: v * v)
+    s = 0.0
+    for k, (f, w) in enumerate(zip(fs, WEIGHTS)):
+        s = s + (k + w) * jnp.sum(f(x))
+    return s + jnp.sum(x * x) + jnp.sum(4.0 * x * x)
+
+
+def test_a_loop_over_a_tuple_of_functions_unrolls():
+    assert staged(3.0) == 3 * (2 * 3.0 + 1.0) ** 2
+    assert adjit.grad(staged)(3.0) == pytest.approx(3 * 4 * (2 * 3.0 + 1.0))
+    _, dy = adjit.jvp(staged, (3.0,), (1.0,))
+    assert dy == pytest.approx(3 * 4 * (2 * 3.0 + 1.0))
+
+
+def test_enumerate_zip_and_tuples_of_arrays_against_jax():
+    assert weighted(U0) == pytest.approx(float(weighted_jax(U0)), rel=1e-14)
+    g = adjit.grad(weighted)(U0)
+    np.testing.assert_allclose(g, jax.grad(weighted_jax)(U0), rtol=1e-13)
+    np.testing.assert_allclose(g, central(weighted, U0), rtol=1e-7)
+    _, dy = adjit.jvp(weighted, (U0,), (np.ones(5),))
+    assert dy == pytest.approx(float(g.sum()), rel=1e-13)
+
+
+@adjit.kernel
+def accumulate(x, y):
+    i = adjit.index()
+    y[i] = y[i] + x[i]
+
+
+@adjit.kernel
+def scale_by(x, y):
+    i = adjit.index()
+    y[i] = y[i] * adjit.sin(x[i])
+
+
+@adjit.kernel
+def polynomial(x, y):
+    """A kernel whose loop over constants unrolls in the kernel itself."""
+    i = adjit.index()
+    s = 0.0
+    for c in WEIGHTS:
+        s = s * x[i] + c
+    y[i] = s
+
+
+def pipeline(kernels):
+    """A closure over a tuple of kernels, launched in order (the Warp habit)."""
+    @adjit.jit
+    def run(x, y):
+        for k in kernels:
+            k(x, y, ndrange=x.shape[0])
+        polynomial(x, y, ndrange=0)      # (a launch of no items: y unchanged)
+        return np.sum(y * y)
+    return run
+
+
+run_both = pipeline((accumulate, scale_by))
+
+
+def run_both_jax(x, y):
+    return jnp.sum(((y + x) * jnp.sin(x)) ** 2)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_a_tuple_of_kernels_launched_in_a_loop(n):
+    x, y = np.linspace(0.1, 1.0, n), np.linspace(-1.0, 1.0, n)
+    assert run_both(x, y.copy()) == pytest.approx(float(run_both_jax(x, y)), rel=1e-13)
+    gx, gy = adjit.grad(run_both, argnums=(0, 1))(x, y.copy())
+    jx, jy = jax.grad(run_both_jax, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, jx, rtol=1e-12)
+    np.testing.assert_allclose(gy, jy, rtol=1e-12)
+
+
+def test_a_kernel_unrolls_a_loop_over_constants():
+    x = np.linspace(-1.0, 1.0, 7)
+    y = np.zeros(7)
+    polynomial(x, y, ndrange=7)
+    np.testing.assert_allclose(y, (1.0 * x + 2.0) * x + 3.0, rtol=1e-15)
+
+
+@adjit.func
+def halve(x):
+    return x * 0.5
+
+
+@adjit.func
+def sine(x):
+    return adjit.sin(x)
+
+
+SCALAR_STAGES = (halve, sine, halve)     # device functions
+
+
+@adjit.func
+def chain(x):
+    for f in SCALAR_STAGES[1:]:          # a tuple the code slices, in a device function
+        x = f(x)
+    return x
+
+
+@adjit.jit
+def call_chain(x):
+    return chain(x)
+
+
+def test_a_func_loops_over_a_tuple():
+    assert call_chain(3.0) == 0.5 * np.sin(3.0)
+    assert adjit.grad(call_chain)(3.0) == pytest.approx(0.5 * np.cos(3.0), rel=1e-15)
+
+
+def test_an_unrolled_loop_cannot_break():
+    @adjit.jit
+    def early(x):
+        for f in STAGES:
+            if x > 10.0:
+                break
+            x = f(x)
+        return x
+
+    with pytest.raises(adjit.CompilationError, match="unrolled, and its body cannot break"):
+        early(1.0)
+
+
+def test_zip_of_an_array_is_refused_clearly():
+    @adjit.jit
+    def zipped(x):
+        s = 0.0
+        for a, b in zip(x, x):
+            s = s + a * b
+        return s
+
+    with pytest.raises(adjit.CompilationError, match=r"zip\(\) of an array"):
+        zipped(np.ones(2))
+
+
+# ---- reverse mode of a while loop that rebinds an array it makes ------------------------------
+@adjit.jit
+def relax(u0: Array[f64, 1], tol: f64) -> f64:
+    u = u0.copy()
+    err = 1.0
+    while err > tol:
+        un = 0.5 * u + 0.1 * np.sin(u) * np.mean(u)      # a new array every iteration
+        err = np.max(np.abs(un - u))
+        u = un
+    return np.sum(u * u)
+
+
+def iterations(u, tol):
+    n, err = 0, 1.0
+    while err > tol:
+        un = 0.5 * u + 0.1 * np.sin(u) * np.mean(u)
+        err, u, n = np.max(np.abs(un - u)), un, n + 1
+    return n
+
+
+def relax_jax(u, n):
+    for _ in range(n):
+        u = 0.5 * u + 0.1 * jnp.sin(u) * jnp.mean(u)
+    return jnp.sum(u * u)
+
+
+@pytest.mark.parametrize("tol", [2.0, 0.5, 1e-3])      # 0, 1 and several iterations
+def test_while_loop_rebinding_a_new_array_reverse(tol):
+    n = iterations(U0, tol)
+    g = adjit.grad(relax)(U0, tol)
+    np.testing.assert_allclose(g, jax.grad(relax_jax)(U0, n), rtol=1e-12)
+    np.testing.assert_allclose(g, central(relax, U0, tol), rtol=1e-6, atol=1e-12)
+
+
+@adjit.jit
+def relax_by_items(u0, tol):
+    """The same, the new array written item by item."""
+    u = u0.copy()
+    err = 1.0
+    while err > tol:
+        un = adjit.empty_like(u)
+        for i in range(u.shape[0]):
+            un[i] = 0.5 * u[i] + 0.1 * adjit.sin(u[i - 1])
+        err = np.max(np.abs(un - u))
+        u = un
+    return np.sum(u * u)
+
+
+def test_while_loop_writing_its_new_array_item_by_item():
+    def step(u):
+        return 0.5 * u + 0.1 * jnp.sin(jnp.roll(u, 1))
+
+    u, n, err = jnp.asarray(U0), 0, 1.0
+    while err > 1e-3:
+        un = step(u)
+        u, n, err = un, n + 1, float(jnp.max(jnp.abs(un - u)))
+
+    def loss(u):
+        for _ in range(n):
+            u = step(u)
+        return jnp.sum(u * u)
+
+    g = adjit.grad(relax_by_items)(U0, 1e-3)
+    np.testing.assert_allclose(g, jax.grad(loss)(U0), rtol=1e-12)
+
+
+# ---- second order through a loop whose body makes temporaries --------------------------------
+@adjit.jit
+def euler(u0: Array[f64, 1], steps: int, dt: f64) -> f64:
+    u = u0
+    for _ in range(steps):
+        tmp = np.sin(u) * dt
+        u = u + tmp * u
+    return np.sum(u * u * u)
+
+
+def euler_jax(u, steps, dt):
+    for _ in range(steps):
+        u = u + jnp.sin(u) * dt * u
+    return jnp.sum(u * u * u)
+
+
+@adjit.jit
+def grad_norm(u0: Array[f64, 1], steps: int, dt: f64) -> f64:
+    g = adjit.grad(euler)(u0, steps, dt)
+    return np.sum(g * g)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 3])
+def test_second_order_through_loop_temporaries(steps):
+    h = adjit.hessian(euler)(U0, steps, 0.1)
+    np.testing.assert_allclose(h, jax.hessian(euler_jax)(U0, steps, 0.1), rtol=1e-12,
+                               atol=1e-12)
+    v = np.linspace(1.0, -1.0, 5)
+    hv = adjit.autodiff(adjit.Forward, adjit.grad(euler), Duplicated(U0, v), Const(steps),
+                        Const(0.1))                                   # jvp of grad
+    np.testing.assert_allclose(hv, h @ v, rtol=1e-12, atol=1e-12)
+    gg = adjit.grad(grad_norm)(U0, steps, 0.1)                        # grad of grad
+    want = jax.grad(lambda u: jnp.sum(jax.grad(euler_jax)(u, steps, 0.1) ** 2))(U0)
+    np.testing.assert_allclose(gg, want, rtol=1e-11)
+    np.testing.assert_allclose(gg, central(grad_norm, U0, steps, 0.1), rtol=1e-6)
+
+
+# ---- a checkpointed loop whose step makes its new state -------------------------------------
+@adjit.jit
+def advance(u: Array[f64, 1], dt: f64) -> Array[f64, 1]:
+    return u + dt * np.sin(u) * np.mean(u)
+
+
+@adjit.jit
+def checkpointed_steps(u0: Array[f64, 1], steps: int, dt: f64) -> f64:
+    u = u0                                   # the caller's array: never written
+    for _ in adjit.checkpointed(range(steps), snapshots=2):
+        u = advance(u, dt)                   # a new array each step
+    return np.sum(u * u)
+
+
+@adjit.jit
+def stored_steps(u0: Array[f64, 1], steps: int, dt: f64) -> f64:
+    u = u0
+    for _ in range(steps):
+        u = advance(u, dt)
+    return np.sum(u * u)
+
+
+@adjit.jit
+def checkpointed_while(u0: Array[f64, 1], t_end: f64, dt: f64) -> f64:
+    u = u0
+    t = 0.0
+    while adjit.checkpointed(t < t_end, every=2):
+        u = advance(u, dt)
+        t = t + dt
+    return np.sum(u * u)
+
+
+def advance_jax(u, steps, dt):
+    for _ in range(steps):
+        u = u + dt * jnp.sin(u) * jnp.mean(u)
+    return jnp.sum(u * u)
+
+
+@pytest.mark.parametrize("steps", [0, 1, 7])
+def test_checkpointed_loop_of_a_functional_step(steps):
+    u0 = U0.copy()
+    assert checkpointed_steps(u0, steps, 0.1) == pytest.approx(stored_steps(u0, steps, 0.1),
+                                                               rel=1e-15)
+    g = adjit.grad(checkpointed_steps)(u0, steps, 0.1)
+    np.testing.assert_array_equal(u0, U0)
+    np.testing.assert_allclose(g, adjit.grad(stored_steps)(u0, steps, 0.1), rtol=1e-14)
+    np.testing.assert_allclose(g, jax.grad(advance_jax)(U0, steps, 0.1), rtol=1e-12)
+    np.testing.assert_allclose(g, central(checkpointed_steps, U0, steps, 0.1), rtol=1e-6)
+    t_end = 0.1 * steps - 0.05       # `steps` steps of 0.1
+    gw = adjit.grad(checkpointed_while)(u0, max(t_end, 0.0), 0.1)
+    np.testing.assert_allclose(gw, g, rtol=1e-14)
+
+
+def test_a_checkpointed_step_that_changes_the_shape_is_an_error():
+    @adjit.jit
+    def growing(u0, steps: int):
+        u = u0.copy()
+        for _ in adjit.checkpointed(range(steps), snapshots=2):
+            u = adjit.zeros(u.shape[0] + 1) + np.sum(u)
+        return np.sum(u)
+
+    with pytest.raises(ValueError, match="checkpointed loop's step made 'u' of another shape"):
+        growing(np.ones(3), 2)
+
+
+# ---- fixed_point with a tolerance given at run time -----------------------------------------
+@adjit.jit
+def newton(x: Array[f64, 1], a: f64) -> Array[f64, 1]:
+    return 0.5 * (x + a / x)
+
+
+@adjit.jit
+def root(a: f64, tol: f64) -> f64:
+    x = adjit.fixed_point(newton, adjit.ones(2), a, tol=tol)
+    return x[0] + x[1]
+
+
+@adjit.jit
+def cosine_step(x: f64, c: f64) -> f64:
+    return np.cos(x) * c
+
+
+@adjit.jit
+def scalar_fixed_point(c: f64, tol: f64) -> f64:
+    return adjit.fixed_point(cosine_step, 0.5, c, tol=tol, max_iter=200)
+
+
+@pytest.mark.parametrize("tol", [1e-12, 1e-6])
+def test_fixed_point_with_a_run_time_tolerance(tol):
+    assert abs(root(2.0, tol) - 2 * np.sqrt(2.0)) < 10 * tol
+    da, dtol = adjit.grad(root, argnums=(0, 1))(2.0, tol)
+    assert da == pytest.approx(1.0 / np.sqrt(2.0), rel=1e-6)
+    assert dtol == 0.0                       # where it stops, not what it computes
+    _, dx = adjit.jvp(root, (2.0, tol), (1.0, 0.0))
+    assert dx == pytest.approx(1.0 / np.sqrt(2.0), rel=1e-6)
+    # x = c cos x: dx/dc = cos x / (1 + c sin x)
+    c = 0.8
+    x = scalar_fixed_point(c, tol)
+    assert abs(x - c * np.cos(x)) < 10 * tol
+    assert adjit.grad(scalar_fixed_point)(c, tol) == pytest.approx(
+        np.cos(x) / (1 + c * np.sin(x)), rel=10 * tol ** 0.5)
+
+
+def test_fixed_point_run_time_tolerance_errors():
+    with pytest.raises(ValueError, match=r"tol= must be >= 0"):
+        root(2.0, -1.0)
+    with pytest.raises(RuntimeError, match=r"did not converge: after max_iter=200 iterations"):
+        scalar_fixed_point(0.8, 0.0)

@@ -70,9 +70,9 @@ def checkpointed(iterable, snapshots: int | None = None, every: int | None = Non
     past its states' size) is the same as the step count: every state kept.
 
     A state is what the loop carries and writes (its arrays, whose values at the step's
-    start the reverse pass needs). The loop's state must live in arrays made before the
-    loop (swap them with ``u, v = v, u``); a loop whose step makes a new array it carries is
-    refused when differentiated. The steps run again are counted by
+    start the reverse pass needs): arrays made before the loop (swapped with
+    ``u, v = v, u``), or a state each step makes anew (``u = step(u)``), which the loop
+    copies into an array it carries (of the same shape at every step). The steps run again are counted by
     :func:`adjit.memory_stats`'s ``checkpoint_steps_recomputed``, per process (under MPI,
     each rank counts its own).
 

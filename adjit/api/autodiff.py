@@ -18,6 +18,7 @@ from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks
 from . import service, transform_calls
+from .batched_reverse import batched_reverse
 from ..compiler import callables
 from ..lang.functions import (Function, Kernel, ndrange_tuple, workgroup_tuple, debug_enabled, jit,
                         specialise)
@@ -77,8 +78,10 @@ def _check(name: str, params: list[str], anns: list[Annotation], types: list,
                                 " dx), not Active")
         if isinstance(a, BatchDuplicated):
             if reverse:
-                raise TypeError(f"{where} is BatchDuplicated: batched tangents are of forward "
-                                "mode (Forward, ForwardWithPrimal)")
+                raise TypeError(f"{where} is BatchDuplicated: in reverse mode, batched "
+                                "cotangents are taken by autodiff of an @adjit.jit, "
+                                "@adjit.func or kernel without struct arguments (one call per "
+                                "cotangent otherwise)")
             if not isinstance(a.dval, tuple):
                 raise TypeError(f"{where}: BatchDuplicated(x, (dx1, ..., dxN)) takes a tuple "
                                 f"of tangents, got {type(a.dval).__name__}")
@@ -243,11 +246,13 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     ``dx`` of the same shape: reverse mode *adds* the gradient into ``dx``, forward mode
     reads the tangent from it; for a scalar ``x`` in forward mode, ``dx`` is its tangent, a
     float), ``DuplicatedNoNeed(x, dx)`` (as Duplicated, but the primal values written into
-    ``x`` are not needed) and ``BatchDuplicated(x, (dx1, ..., dxN))`` (forward mode, N
-    tangents at once).
+    ``x`` are not needed) and ``BatchDuplicated(x, (dx1, ..., dxN))`` (N tangents at once
+    in forward mode; in reverse mode, N cotangents: the primal runs once and the reverse
+    sweep once per lane, lane k seeded by and adding into each ``dxk``).
 
     What it returns, by mode: ``Reverse``, a tuple with one entry per argument (the
-    derivative of each Active argument, None for the others); ``ReverseWithPrimal``,
+    derivative of each Active argument, an N-tuple with BatchDuplicated, None for the
+    others); ``ReverseWithPrimal``,
     ``(derivatives, primal result)``; ``Forward``, the tangent of the result (an N-tuple
     with BatchDuplicated); ``ForwardWithPrimal``, ``(tangent, primal result)``. A kernel
     launch (give ``ndrange=``) has no result: reverse mode returns the tuple of
@@ -305,6 +310,10 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     f = _declared(f, "autodiff")
+    if (mode.reverse and isinstance(f, (Function, Kernel)) and f.struct_layout is None
+            and any(isinstance(a, BatchDuplicated) for a in args)):
+        # N cotangents at one point: one primal and tape, N reverse sweeps
+        return batched_reverse(mode, f, args, autodiff_thunk, ndrange, workgroupsize, device)
     if isinstance(f, Transform):        # a derivative of a derivative: compiled
         _refuse_structs(f"autodiff of {f.__name__}",
                         [a.val if isinstance(a, Annotation) else a for a in args])

@@ -166,6 +166,12 @@ class BatchDuplicated(Duplicated):
     tangent comes back as N of them. One pass over the primal computes all N (the pass's
     `width`): a Jacobian of n columns costs n/N passes, not n.
 
+    In reverse mode (``adjit.autodiff(adjit.Reverse, ...)`` from Python, arrays only), N
+    cotangents at one point: the primal and its tape run once, then the reverse sweep once
+    per lane, lane k seeded by and adding into the k-th shadow of each BatchDuplicated
+    argument (an Active scalar's derivative comes back as N of them), equal to N separate
+    reverse calls at the cost of one primal.
+
     Raises:
         TypeError: (at :func:`adjit.autodiff`) an empty tuple of tangents, or Duplicated and
             BatchDuplicated arguments in one call.

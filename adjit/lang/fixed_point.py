@@ -40,7 +40,10 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
             (of x's shape).
         x0: the first iterate (an array).
         *params: the step's other arguments, differentiated through the fixed point.
-        tol: the largest change ``max |x_new - x|`` (absolute) at which it stops.
+        tol: the largest change ``max |x_new - x|`` (absolute) at which it stops: a
+            constant, or in @jit code a value given at run time (a function argument; the
+            adjoint solve uses it too, and its own derivative is zero: it says when to
+            stop, not what x* is). A negative or NaN run-time tol is a ValueError.
         max_iter: the most iterations (and adjoint iterations).
         must_converge: False returns the last iterate instead of raising.
 
@@ -70,6 +73,13 @@ def fixed_point(step, x0, *params, tol: float = 1e-10, max_iter: int = 1000,
 
             print(root(2.0), adjit.grad(root)(2.0))   # 1.4142135... 0.3535533...
             assert np.isclose(adjit.grad(root)(2.0), 0.5 / np.sqrt(2.0))
+
+            @adjit.jit
+            def root_to(a: f64, tol: f64) -> f64:     # the tolerance given at run time
+                return adjit.fixed_point(newton, adjit.ones(1), a, tol=tol)[0]
+
+            print(root_to(2.0, 1e-4), adjit.grad(root_to)(2.0, 1e-12))
+            assert abs(root_to(2.0, 1e-4) - np.sqrt(2.0)) < 1e-4
     """
     x, change = x0, float("inf")
     if np.size(x0) == 0:

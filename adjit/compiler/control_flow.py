@@ -564,8 +564,13 @@ class ControlFlow:
         for k, (n, t, arg) in enumerate(zip(names, types, carried)):
             v = self.vars.get(n)
             if (not isinstance(t, ArrayType) or not isinstance(v, Array)
-                    or not self._defined_inside(v.value, loop)):
-                continue    # a scalar, the carried array itself, or a swap (`u, v = v, u`)
+                    or any(v.value == a for a in carried)
+                    or not self._defined_inside(v.value, loop)
+                    or isinstance(v.value, ir.OpResult) and v.value.owner.name in _MAY_SWAP):
+                # A scalar, the carried array itself, a swap (`u, v = v, u`), or what an
+                # inner loop or branch left (which may be a carried array, swapped: the
+                # autodiff pass tells them apart by address, and refuses a new one)
+                continue
             now = A.dims(v)
             before = A.dims(Array(arg, t))
             for d, (a, b) in enumerate(zip(now, before)):
@@ -612,6 +617,10 @@ class ControlFlow:
                 scf.YieldOp([self._coerce(v, t).value])
         probe.operation.erase()
         return Scalar(final.result, t)
+
+
+# Ops whose array results may be arrays a loop carries, swapped (an inner loop's, a branch's)
+_MAY_SWAP = ("scf.for", "scf.while", "scf.if", "scf.execute_region", "scf.index_switch")
 
 
 def _mark(loop, checkpoint: Checkpointed) -> None:

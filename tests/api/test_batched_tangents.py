@@ -307,10 +307,14 @@ def test_duplicated_and_batch_duplicated_together_are_refused():
                  adjit.BatchDuplicated(X.copy(), (X.copy(), X.copy())))
 
 
-def test_reverse_mode_refuses_batched_tangents():
-    with pytest.raises(TypeError, match="argument 'x' is BatchDuplicated: batched tangents "
-                                        "are of forward mode"):
-        adjit.autodiff(adjit.Reverse, rosen, adjit.BatchDuplicated(X, (X.copy(), X.copy())))
+def test_reverse_mode_takes_batched_cotangents():
+    """(tests/api/test_batched_cotangents.py has the rest) Each lane's shadow gets the
+    gradient added, as a Duplicated one would."""
+    lanes = (np.zeros_like(X), np.ones_like(X))
+    adjit.autodiff(adjit.Reverse, rosen, adjit.BatchDuplicated(X, lanes))
+    g = adjit.grad(rosen)(X)
+    np.testing.assert_array_equal(lanes[0], g)
+    np.testing.assert_array_equal(lanes[1], 1.0 + g)
 
 
 def test_one_array_as_two_lanes_is_refused():

@@ -89,7 +89,7 @@ def test_try():
     ("b = a is a", "Is"),
     ("b = a in (1, 2)", "In"),
     ("b = f'{a}'", "JoinedStr"),
-    ("for v in [1, 2]:\n        pass", "range"),
+    ("for v in a:\n        pass", "range"),      # (a list known while compiling unrolls)
     ("for v in range(3):\n        pass\n    else:\n        pass", "else"),
     ("while a < 0:\n        a += 1\n    else:\n        pass", "else"),
 ])

@@ -303,13 +303,6 @@ def _mean(gen, args, kwargs):
                                                                          dtype)), [total])
 
 
-def _transpose(gen, args, kwargs):
-    if kwargs or len(args) != 1:
-        raise UserError("transpose(x) takes one array (and reverses its axes)")
-    x = args[0]
-    return A.transpose(x) if isinstance(x, (Array, ArrayExpr)) else x
-
-
 def _where(gen, args, kwargs):
     """np.where(cond, a, b): a where cond holds, else b, element-wise (a derivative goes to
     the side chosen)."""
@@ -513,7 +506,7 @@ _NAMED_HANDLERS = {
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1),
     "empty_like": _like("empty_like", None), "copy": _copy, "full": _full,
     "full_like": _full_like, "arange": _arange, "mean": _mean, "where": _where,
-    "clip": _clip, "transpose": _transpose, "matmul": _matmul}
+    "clip": _clip, "matmul": _matmul}
 for _name, _h in _NAMED_HANDLERS.items():
     register_builtin([namespace[_name]], _h)
 
@@ -526,14 +519,13 @@ _NUMPY_SPELLINGS = {
                       "isnan", "isinf", "isfinite", "hypot", "copysign", "maximum",
                       "minimum", "sum", "dot", "zeros", "ones", "empty", "zeros_like",
                       "ones_like", "empty_like", "copy", "full", "full_like", "arange", "max",
-                      "min", "degrees", "radians", "where", "clip", "mean", "transpose",
-                      "matmul")},
+                      "min", "degrees", "radians", "where", "clip", "mean", "matmul")},
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
     "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
     "power": "pow", "absolute": "abs", "amax": "max", "amin": "min"}
 
 
-def _numpy_typed(handler: Handler) -> Handler:
+def numpy_typed(handler: Handler) -> Handler:
     """A NumPy function's handler: NumPy returns a NumPy scalar (typed, not weak) for Python
     scalars, so `np.sin(lr)` with a Python float `lr` is an np.float64 that makes an f32
     array f64, as in NumPy 2 (adjit.sin and math.sin keep a Python float weak, as JAX and
@@ -550,8 +542,8 @@ def _numpy_typed(handler: Handler) -> Handler:
 
 for _np_name, _name in _NUMPY_SPELLINGS.items():
     if hasattr(np, _np_name):
-        register_builtin([getattr(np, _np_name)], _numpy_typed(lookup(namespace[_name])))
+        register_builtin([getattr(np, _np_name)], numpy_typed(lookup(namespace[_name])))
 # np.max(x, 1) reduces along axis 1 (adjit.max(a, b) is the element-wise maximum)
 for _np_name, _op in (("max", "max"), ("amax", "max"), ("min", "min"), ("amin", "min")):
     if hasattr(np, _np_name):
-        register_builtin([getattr(np, _np_name)], _numpy_typed(reduction_handler(_op)))
+        register_builtin([getattr(np, _np_name)], numpy_typed(reduction_handler(_op)))

@@ -36,6 +36,8 @@ from . import lazy as L
 from . import numpy_calls as NP  # (registers NumPy's array functions)
 from . import fancy_indexing  # noqa: F401 (registers np.take, take_along_axis, np.add.at)
 from . import sorting as SORT  # (registers np.sort, np.argsort)
+from . import array_layout, scans, statistics  # (they register theirs, methods too)
+from . import array_literals, log_sum_exp  # noqa: F401 (register np.array, logaddexp)
 from . import scalar_ops as S
 from . import vectors as V
 from ..core.errors import CompilationError, UserError, located
@@ -407,8 +409,7 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
                 return PyObj(base.type.dtype)
             if attr == "T":
                 return A.transpose(base)
-            if attr in ("copy", "sum", "max", "min", "mean", "transpose", *NP.METHODS,
-                        *SORT.METHODS):
+            if attr in ("copy", "sum", "max", "min", "mean", *_METHODS):
                 return PyObj(_Method(attr, base))
         raise self.error(node, f"unsupported attribute .{attr} of {S.describe(base)}")
 
@@ -508,6 +509,11 @@ def _python(v):
     return v
 
 
+# NumPy's array methods with handlers of their own (the rest are builtins': x.sum(), ...)
+_METHODS = {**NP.METHODS, **SORT.METHODS, **array_layout.METHODS, **scans.METHODS,
+            **statistics.METHODS}
+
+
 class _Method:
     """A bound method of an array value (`x.copy()`, `x.sum()`)."""
 
@@ -520,13 +526,7 @@ class _Method:
                 raise UserError(".copy() takes no arguments in adjit")
             gen.require_host("x.copy()")
             return A.copy(self.base)
-        if self.name == "transpose":
-            if args or kwargs:
-                raise UserError(".transpose() takes no axes in adjit (it reverses them)")
-            return A.transpose(self.base)
-        if self.name in NP.METHODS:    # x.reshape(2, 3), x.ravel(), x.prod(), ...
-            return NP.METHODS[self.name](gen, [self.base, *args], kwargs)
-        if self.name in SORT.METHODS:  # x.argsort(), x.sort()
-            return SORT.METHODS[self.name](gen, [self.base, *args], kwargs)
+        if self.name in _METHODS:    # x.reshape(2, 3), x.ravel(), x.transpose(1, 0), ...
+            return _METHODS[self.name](gen, [self.base, *args], kwargs)
         # x.sum(axis=None, keepdims=False), x.mean(...), x.max(...), x.min(...): NumPy's
         return B.lookup(B.namespace[self.name])(gen, [self.base, *args], kwargs)

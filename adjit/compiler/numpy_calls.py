@@ -1,5 +1,5 @@
 """NumPy's array functions in compiled code that are not element-wise or plain reductions:
-prod, argmax/argmin, linspace, concatenate, stack, reshape/ravel (and the methods
+prod, argmax/argmin, linspace, concatenate, stack, reshape/ravel, diff (and the methods
 x.reshape(...), x.ravel(), x.flatten(), x.prod(), x.argmax(), x.argmin()), with NumPy's
 names, arguments and results. Registered with builtin_calls' table on import (codegen
 imports this module). Their derivatives are the autodiff pass's: they are loads, stores,
@@ -190,12 +190,12 @@ def _concatenate(gen, args, kwargs):
         part = A.view(out, [SliceValue(Scalar(at, index), Scalar(end, index), None)
                             if k == axis else SliceValue(None, None, None)
                             for k in range(rank)], False)
-        _copy_into(part, v)
+        copy_into(part, v)
         at = end
     return out
 
 
-def _copy_into(part: Array, v) -> None:
+def copy_into(part: Array, v) -> None:
     """part[...] = v for a view of a new array (nothing else reads it) whose sizes were
     checked against v's (their error is the one reported: iterate over the smaller)."""
     e = A.as_expr(v)
@@ -226,7 +226,7 @@ def _stack(gen, args, kwargs):
     for k, v in enumerate(items):
         part = A.view(out, [Literal(k) if d == axis else SliceValue(None, None, None)
                             for d in range(rank + 1)], False)
-        _copy_into(part, v)
+        copy_into(part, v)
     return out
 
 
@@ -351,10 +351,79 @@ def _flatten(gen, args, kwargs):
     return A.copy(flat) if isinstance(flat, Array) else A.materialize(flat)
 
 
+# ---- diff --------------------------------------------------------------------------------
+
+def _diff(gen, args, kwargs):
+    """np.diff(a, n=1, axis=-1, prepend=, append=): a[1:] - a[:-1] along the axis, n times,
+    as views and an element-wise difference (lazy: it fuses into what uses it); bools give
+    a != b, as NumPy's. prepend/append (a number, or an array of a's number of dimensions)
+    are joined to `a` along the axis first (concatenate)."""
+    kwargs = dict(kwargs)
+    names = ("a", "n", "axis", "prepend", "append")
+    if len(args) > len(names):
+        raise UserError("diff(a, n=1, axis=-1, prepend=, append=)")
+    got = dict(zip(names, args))
+    for k in names:
+        if k in kwargs:
+            if k in got:
+                raise UserError(f"diff() got {k!r} both by position and by keyword")
+            got[k] = kwargs.pop(k)
+    _no_more(kwargs, "diff")
+    x = got.get("a")
+    if not isinstance(x, (Array, ArrayExpr)):
+        raise UserError(f"diff() takes an array, got {S.describe(x)}")
+    rank = x.type.ndim
+    if rank == 0:
+        raise UserError("diff requires input that is at least one dimensional")
+    n = _const_int(got.get("n", Literal(1)), "diff(): n")
+    if n < 0:
+        raise UserError(f"diff(): order must be non-negative but got {n}")
+    axis = _const_int(got.get("axis", Literal(-1)), "diff(): axis")
+    if not -rank <= axis < rank:
+        raise UserError(f"diff(): axis {axis} is out of bounds for {rank} dimensions")
+    axis %= rank
+    ends = [got.get("prepend"), got.get("append")]
+    if any(e is not None for e in ends):
+        gen.require_host("diff(..., prepend=/append=) (a new array)")
+        parts = [_diff_end(e, x, axis) for e in ends[:1] if e is not None]
+        parts += [x] + [_diff_end(e, x, axis) for e in ends[1:] if e is not None]
+        x = _concatenate(gen, [tuple(parts)], {"axis": Literal(axis)})
+    whole = SliceValue(None, None, None)
+    for _ in range(n):
+        if not isinstance(x, Array):
+            gen.require_host("diff(..., n > 1) of an expression (a new array)")
+            x = A.materialize(x)
+        hi = A.view(x, [whole] * axis + [SliceValue(Literal(1), None, None)], False)
+        lo = A.view(x, [whole] * axis + [SliceValue(None, Literal(-1), None)], False)
+        step = (lambda a, b: S.compare("!=", a, b)) if x.type.dtype == bool_ else (
+            lambda a, b: S.binary("-", a, b))
+        x = A.elementwise(step, [hi, lo])
+    return x
+
+
+def _diff_end(v, x, axis: int):
+    """A prepend/append value as an array to join to `x` along `axis`: a number fills x's
+    shape with 1 along the axis."""
+    if isinstance(v, (Array, ArrayExpr)):
+        if v.type.ndim != x.type.ndim:
+            raise UserError("diff(): prepend/append arrays must have the array's number of "
+                            "dimensions (or be numbers)")
+        return v
+    if not isinstance(v, (Scalar, Literal)):
+        raise UserError(f"diff(): prepend/append must be a number or an array, got "
+                        f"{S.describe(v)}")
+    shape = [A.idx(1) if k == axis else d for k, d in enumerate(_shape(x))]
+    # (NumPy makes a number an array first: a Python int is int64 there, not weak)
+    t = v.type.strong if isinstance(v, Scalar) else S.literal_type(v.value).strong
+    out = A.alloc(t, shape)
+    A.fill(out, v)
+    return out
+
+
 HANDLERS = {"prod": reduction_handler("prod"), "argmax": _arg_extremum("max"),
             "argmin": _arg_extremum("min"), "linspace": _linspace,
             "concatenate": _concatenate, "stack": _stack, "reshape": _reshape,
-            "ravel": _ravel}
+            "ravel": _ravel, "diff": _diff}
 METHODS = {"reshape": _reshape, "ravel": _ravel, "flatten": _flatten,
            "prod": HANDLERS["prod"], "argmax": HANDLERS["argmax"],
            "argmin": HANDLERS["argmin"]}

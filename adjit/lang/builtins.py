@@ -79,9 +79,12 @@ BINARY_MATH = ("pow", "atan2", "hypot", "copysign", "maximum", "minimum")
 # Array creation and reductions with NumPy's names and signatures (compiled functions only).
 ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_like",
                    "empty_like", "copy", "full", "full_like", "arange")
-# NumPy's, with NumPy's names and meanings (compiler/numpy_calls.py compiles them)
+# NumPy's, with NumPy's names and meanings (compiler/numpy_calls.py and the modules beside it
+# compile them)
 NUMPY_ARRAY_FUNCTIONS = ("prod", "argmax", "argmin", "linspace", "concatenate", "stack",
-                         "reshape", "ravel", "take", "take_along_axis", "sort", "argsort")
+                         "reshape", "ravel", "take", "take_along_axis", "sort", "argsort",
+                         "diff", "pad", "roll", "swapaxes", "moveaxis", "cumsum", "cumprod",
+                         "var", "std", "logaddexp", "logaddexp2")
 
 # What each builtin is, as the API reference's table shows it (reference_table): the call's
 # spelling, then its meaning. Every entry of `namespace` has one (Builtin reads it).
@@ -126,7 +129,7 @@ DOCS = {
     "where": "where(c, x, y): x where c holds, else y (element-wise)",
     "clip": "clip(x, lo, hi): x limited to [lo, hi]",
     "mean": "mean(a): the mean of an array's elements",
-    "transpose": "transpose(a): a matrix's (or array's) transpose",
+    "transpose": "transpose(a, axes=None): the axes reversed, or permuted (NumPy's)",
     "matmul": "matmul(a, b): the matrix product (a @ b)",
     "prod": "prod(a): the product of an array's elements (NumPy's)",
     "argmax": "argmax(a): the flat index of the largest element (NumPy's)",
@@ -140,6 +143,18 @@ DOCS = {
     "take_along_axis": "take_along_axis(a, indices, axis): NumPy's take_along_axis",
     "sort": "sort(a, axis=-1): a sorted copy (NumPy's values; NaNs last)",
     "argsort": "argsort(a, axis=-1): the indices that sort a, in a stable order (int64)",
+    "diff": "diff(a, n=1, axis=-1, prepend=, append=): differences of neighbours (NumPy's)",
+    "pad": "pad(a, pad_width, mode='constant', constant_values=0): NumPy's pad (modes "
+           "constant, edge, wrap, reflect, symmetric)",
+    "roll": "roll(a, shift, axis=None): elements shifted cyclically (NumPy's)",
+    "swapaxes": "swapaxes(a, axis1, axis2): two axes interchanged (NumPy's)",
+    "moveaxis": "moveaxis(a, source, destination): axes moved (NumPy's)",
+    "cumsum": "cumsum(a, axis=None, dtype=None): the running sum (NumPy's)",
+    "cumprod": "cumprod(a, axis=None, dtype=None): the running product (NumPy's)",
+    "var": "var(a, axis=None, ddof=0, keepdims=False): the variance (NumPy's)",
+    "std": "std(a, axis=None, ddof=0, keepdims=False): the standard deviation (NumPy's)",
+    "logaddexp": "logaddexp(x, y): log(exp(x) + exp(y)), without overflow (NumPy's)",
+    "logaddexp2": "logaddexp2(x, y): log2(2**x + 2**y), without overflow (NumPy's)",
     "cross": "cross(a, b): the cross product of two 3-vectors",
     "length": "length(v): the Euclidean length of a vector",
     "length_sq": "length_sq(v): the squared length of a vector, dot(v, v)",

@@ -27,6 +27,7 @@ from mlir import ir
 from mlir.dialects import arith, memref
 
 from ..dialects import adj
+from . import array_layout  # noqa: F401 (adjit.transpose's array meaning, wrapped below)
 from . import arrays as A
 from . import scalar_ops as S
 from .builtin_calls import register_builtin, lookup

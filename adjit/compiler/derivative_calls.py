@@ -112,8 +112,11 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         shadow = None
         if isinstance(a, BatchDuplicated):
             if mode.reverse:
-                raise UserError(f"{what} is BatchDuplicated: batched tangents are of forward "
-                                "mode")
+                # (From Python, autodiff runs the primal once and one reverse sweep per
+                # lane on its tape: split mode, which compiled code has not.)
+                raise UserError(f"{what} is BatchDuplicated: inside compiled code, batched "
+                                "tangents are of forward mode; in reverse mode make one call "
+                                "per cotangent (from Python, autodiff takes a batch)")
             shadow = tuple(_shadow(d, v, mode, f"{what} (tangent {j})")
                            for j, d in enumerate(a.dval))
             shadow = shadow if width > 1 else shadow[0]   # (the layout's one tangent)

@@ -109,3 +109,13 @@ def test_bad_batches_are_refused():
     with pytest.raises(TypeError, match="BatchDuplicated in reverse mode runs on the CPU"):
         adjit.autodiff(Reverse, simulate, Active(0.3), BatchDuplicated(x, (np.zeros(6),)),
                        BatchDuplicated(np.zeros(6), (np.ones(6),)), Const(1), device="cuda")
+
+
+def test_inside_compiled_code_a_batch_is_refused_with_the_way_out():
+    @adjit.jit
+    def batched_inside(x, d0, d1):
+        adjit.autodiff(adjit.Reverse, counted, BatchDuplicated(x, (d0, d1)), Const(x))
+        return d0
+
+    with pytest.raises(adjit.CompilationError, match="make one call per cotangent"):
+        batched_inside(np.ones(3), np.zeros(3), np.zeros(3))

@@ -488,3 +488,17 @@ def test_the_gradient_through_a_float32_training_loop_is_float32():
 
     np.testing.assert_allclose(g, jax.grad(after_jax)(w1.astype(np.float64)), rtol=2e-4,
                                atol=1e-6)
+
+
+def test_a_new_state_made_under_a_branch_is_refused_with_the_way_out():
+    @adjit.jit
+    def branchy(u0, steps: int):
+        u = u0
+        for t in adjit.checkpointed(range(steps), snapshots=2):
+            if t % 2 == 0:
+                u = u * 0.5
+        return np.sum(u)
+
+    assert branchy(np.ones(3), 3) == 3 * 0.25         # the primal runs
+    with pytest.raises(adjit.CompilationError, match="a branch or an inner loop of its step"):
+        adjit.grad(branchy)(np.ones(3), 3)

@@ -190,9 +190,11 @@ def _outline(diff: "Host", fn: ir.Operation, loop: ir.Operation) -> None:
         if (_may_be_new(diff, yields[k], loop, set()) or
                 not any(p.type == yields[k].type for p in pool)):
             raise AdjError(loop, f"a checkpointed loop carries an array (position {k}) that "
-                                 "its step makes; its state is kept in the arrays it is "
-                                 "given: carry arrays made before the loop (swap them with "
-                                 "`u, v = v, u`) and write into them")
+                                 "a branch or an inner loop of its step makes; the loop copies "
+                                 "a new state into the array it carries only where its step "
+                                 "binds it outside branches and inner loops (`u = step(u)`): "
+                                 "bind it there, or write into arrays made before the loop "
+                                 "(swapped with `u, v = v, u`)")
     scalars = [y for y in yields if not is_memref(y.type)]
     name = f"__adj_step_{symbol_name(fn)}"
     while diff.lookup(name) is not None:

@@ -24,7 +24,7 @@ from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
 from ..lang.checkpointing import Checkpointed
-from .static_loops import static_items, unroll
+from .static_loops import indexes_a_sequence, static_items, unroll
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
@@ -271,6 +271,11 @@ class ControlFlow:
         if items is not None:
             unroll(self, node, items)
             return
+        if isinstance(it, RangeValue) and checkpoint is None:
+            items = indexes_a_sequence(self, node, it)
+            if items is not None:
+                unroll(self, node, items)
+                return
         if not isinstance(it, RangeValue):
             raise self.error(node.iter, "adjit loops iterate over range(...), or over a tuple "
                                         "or list known while compiling (unrolled), not "

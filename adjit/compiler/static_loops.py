@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import builtins as py
 
-from ..core.errors import UserError
+from ..core.errors import CompilationError, UserError
 from .builtin_calls import register_builtin
 from . import scalar_ops as S
 from .values import Literal, PyObj
@@ -56,6 +56,35 @@ def unroll(gen, node: ast.For, items: tuple) -> None:
     for item in items:
         gen.assign(node.target, item)
         gen.visit_block(node.body)
+
+
+# The most iterations a range loop indexing a sequence known while compiling is unrolled to
+# (its body compiled once per iteration); past it the index is a runtime value, refused.
+MAX_INDEXED_UNROLL = 256
+
+
+def indexes_a_sequence(gen, node: ast.For, it) -> tuple | None:
+    """`for i in range(len(FS)): x = FS[i](x)`: a range of constants whose variable indexes
+    a sequence known while compiling (a tuple of functions has no runtime value to index),
+    as the items to unroll the loop over (Literal ints); None for any other loop, which
+    stays a runtime loop."""
+    bounds = (it.start, it.stop, it.step)
+    if not (isinstance(node.target, ast.Name) and all(
+            isinstance(b, Literal) and type(b.value) is int for b in bounds)):
+        return None
+    var = node.target.id
+    for sub in ast.walk(ast.Module(node.body, [])):
+        if (isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Name)
+                and sub.slice.id == var and isinstance(sub.value, ast.Name)):
+            try:
+                seq = gen._lookup(sub.value.id, sub.value)
+            except (UserError, CompilationError):
+                continue               # (a name the body binds first, say)
+            steps = range(*(b.value for b in bounds))
+            if isinstance(seq, PyObj) and isinstance(seq.obj, (tuple, list)) and (
+                    len(steps) <= MAX_INDEXED_UNROLL):
+                return tuple(Literal(k) for k in steps)
+    return None
 
 
 def _sequences(args, name: str) -> list[tuple]:

@@ -76,6 +76,24 @@ def weighted_jax(x):
     return s + jnp.sum(x * x) + jnp.sum(4.0 * x * x)
 
 
+@adjit.jit
+def by_index(x: Array[f64, 1]) -> f64:
+    """`for i in range(len(STAGES))` indexing the tuple (and a list of constants) by i."""
+    for i in range(len(STAGES)):
+        x = STAGES[i](x) * WEIGHTS[i]
+    return np.sum(x)
+
+
+def by_index_jax(x):
+    return jnp.sum((((x * 2.0) * 1.0 + 1.0) * 2.0) ** 2 * 3.0)
+
+
+def test_a_range_loop_indexing_a_tuple_unrolls():
+    assert by_index(U0) == pytest.approx(float(by_index_jax(U0)), rel=1e-14)
+    np.testing.assert_allclose(adjit.grad(by_index)(U0), jax.grad(by_index_jax)(U0),
+                               rtol=1e-14)
+
+
 def test_a_loop_over_a_tuple_of_functions_unrolls():
     assert staged(3.0) == 3 * (2 * 3.0 + 1.0) ** 2
     assert adjit.grad(staged)(3.0) == pytest.approx(3 * 4 * (2 * 3.0 + 1.0))

@@ -81,8 +81,8 @@ def indexes_a_sequence(gen, node: ast.For, it) -> tuple | None:
             except (UserError, CompilationError):
                 continue               # (a name the body binds first, say)
             steps = range(*(b.value for b in bounds))
-            if isinstance(seq, PyObj) and isinstance(seq.obj, (tuple, list)) and (
-                    len(steps) <= MAX_INDEXED_UNROLL):
+            if (isinstance(seq, tuple) or isinstance(seq, PyObj)
+                    and isinstance(seq.obj, (tuple, list))) and len(steps) <= MAX_INDEXED_UNROLL:
                 return tuple(Literal(k) for k in steps)
     return None
 

@@ -61,8 +61,11 @@ def weighted(x: Array[f64, 1]) -> f64:
     s = 0.0
     for k, (f, w) in enumerate(zip(STAGES, WEIGHTS)):
         s = s + (k + w) * np.sum(f(x))
-    for a in (x, 2.0 * x):              # a tuple of arrays
+    pair = (x, 2.0 * x)                 # a tuple of arrays, by item and by index
+    for a in pair[:1]:
         s = s + np.sum(a * a)
+    for i in range(1, len(pair)):
+        s = s + np.sum(pair[i] * pair[i])
     for f in ():                        # no item: the body never runs
         s = f(s)
     return s

@@ -24,7 +24,7 @@ from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
 from ..lang.checkpointing import Checkpointed
-from .static_loops import indexes_a_sequence, static_items, unroll
+from .static_loops import indexes_a_sequence, static_items
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
@@ -269,12 +269,12 @@ class ControlFlow:
             checkpoint, it = it, it.range
         items = static_items(self, it, node.iter) if checkpoint is None else None
         if items is not None:
-            unroll(self, node, items)
+            self._unroll(node, items)
             return
         if isinstance(it, RangeValue) and checkpoint is None:
             items = indexes_a_sequence(self, node, it)
             if items is not None:
-                unroll(self, node, items)
+                self._unroll(node, items)
                 return
         if not isinstance(it, RangeValue):
             raise self.error(node.iter, "adjit loops iterate over range(...), or over a tuple "
@@ -290,6 +290,47 @@ class ControlFlow:
             self._for_as_while(node, it, jumps)
         else:
             self._for(node, it, jumps, checkpoint)
+
+    def _unroll(self, node: ast.For, items: tuple) -> None:
+        """The for loop `node` over `items` (known while compiling: static_loops.py), its
+        body compiled once per item in order; Python leaves the loop variable at the last
+        item. `continue` skips the rest of an item's body; after a `break` or `return`
+        (their flags, as in a runtime loop) the later items' bodies run under `if not
+        flag`, so that a jump decided at run time is as in Python."""
+        jumps = jumps_in(node.body, True)
+        outer_brk = self.vars.pop(BRK, None)
+        if BRK in jumps:
+            self.vars[BRK] = Literal(False)
+        if RET in jumps and RET not in self.vars:
+            self.vars[RET] = Literal(False)
+        self._loop_depth += 1
+        try:
+            self._unroll_from(node, items, 0, jumps)
+        finally:
+            self._loop_depth -= 1
+        self.vars.pop(CONT, None)
+        self._restore_break_flag(outer_brk)
+
+    def _unroll_from(self, node: ast.For, items: tuple, k: int, jumps: set[str]) -> None:
+        while k < len(items):
+            self.assign(node.target, items[k])
+            if CONT in jumps:
+                self.vars[CONT] = Literal(False)
+            self.visit_block(node.body)
+            self.vars.pop(CONT, None)
+            k += 1
+            flags = [f for f in (BRK, RET) if f in jumps and f in self.vars]
+            if not flags or k == len(items):
+                continue
+            go = self._not_any(flags)
+            if isinstance(go, Literal):
+                if not go.value:
+                    return                      # surely jumped: the later items never run
+                continue
+            later = k
+            self._if(go.value, lambda: self._unroll_from(node, items, later, jumps),
+                     lambda: None, node, jumped=(False, True))
+            return
 
     def _trip(self, it: RangeValue) -> tuple[ir.Value, ir.Value, ir.Value, bool]:
         """(start, stop, step) as index values and whether the step is a known positive."""

@@ -1,4 +1,5 @@
-"""Loops over sequences known while compiling, unrolled: `for k in (k1, k2): k(x, y, ...)`,
+"""Loops over sequences known while compiling, unrolled (ControlFlow._unroll compiles the
+body once per item): `for k in (k1, k2): k(x, y, ...)`,
 `for f in FS: x = f(x)` (FS a module-level or closed-over tuple or list of kernels,
 @adjit.func/@adjit.jit functions or constants), `for a in (x, y)` over arrays, and
 `enumerate`/`zip` of such sequences, and `len()` of one. The body is compiled once per item
@@ -42,20 +43,6 @@ def _item(gen, obj, node: ast.AST):
     if isinstance(obj, (tuple, list)):
         return tuple(_item(gen, o, node) for o in obj)
     return gen._from_python(obj, "an item of the sequence", node)
-
-
-def unroll(gen, node: ast.For, items: tuple) -> None:
-    """The for loop `node` over `items`, its body compiled once per item in order; Python
-    leaves the loop variable at the last item."""
-    jumps = [type(n).__name__.lower() for n in ast.walk(ast.Module(node.body, []))
-             if isinstance(n, (ast.Break, ast.Continue, ast.Return))]
-    if jumps:
-        raise gen.error(node, f"a loop over a sequence known while compiling is unrolled, and "
-                              f"its body cannot {jumps[0]} (loop over range(len(...)) with "
-                              "the sequence's values as data, or move the test into the body)")
-    for item in items:
-        gen.assign(node.target, item)
-        gen.visit_block(node.body)
 
 
 # The most iterations a range loop indexing a sequence known while compiling is unrolled to

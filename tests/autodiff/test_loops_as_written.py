@@ -200,17 +200,68 @@ def test_a_func_loops_over_a_tuple():
     assert adjit.grad(call_chain)(3.0) == pytest.approx(0.5 * np.cos(3.0), rel=1e-15)
 
 
-def test_an_unrolled_loop_cannot_break():
-    @adjit.jit
-    def early(x):
-        for f in STAGES:
-            if x > 10.0:
-                break
-            x = f(x)
-        return x
+@adjit.jit
+def early_break(x, limit):
+    for f in STAGES:
+        x = f(x)
+        if x > limit:
+            break
+    return x
 
-    with pytest.raises(adjit.CompilationError, match="unrolled, and its body cannot break"):
-        early(1.0)
+
+@adjit.jit
+def skip_some(x, limit):
+    s = 0.0
+    for k, f in enumerate(STAGES):
+        y = f(x)
+        if y > limit:
+            continue
+        s = s + (k + 1) * y
+    return s
+
+
+@adjit.jit
+def early_return(x, limit):
+    for f in STAGES:
+        x = f(x)
+        if x > limit:
+            return -x
+    return x
+
+
+def in_python(jumping, x, limit):
+    """The same function run by Python over plain functions."""
+    stages = (lambda v: v * 2.0, lambda v: v + 1.0, lambda v: v * v)
+    if jumping == "break":
+        for f in stages:
+            x = f(x)
+            if x > limit:
+                break
+        return x
+    if jumping == "continue":
+        s = 0.0
+        for k, f in enumerate(stages):
+            y = f(x)
+            if y > limit:
+                continue
+            s = s + (k + 1) * y
+        return s
+    for f in stages:
+        x = f(x)
+        if x > limit:
+            return -x
+    return x
+
+
+@pytest.mark.parametrize("jumping, fn", [("break", early_break), ("continue", skip_some),
+                                         ("return", early_return)])
+def test_an_unrolled_loop_breaks_continues_and_returns_as_python(jumping, fn):
+    for limit in (0.5, 3.5, 6.5, 100.0):      # a jump at each item, and none
+        assert fn(1.5, limit) == in_python(jumping, 1.5, limit)
+        g = adjit.grad(fn)(1.5, limit)
+        h = 1e-6
+        fd = (in_python(jumping, 1.5 + h, limit) - in_python(jumping, 1.5 - h, limit)) / (2 * h)
+        assert g == pytest.approx(fd, rel=1e-7, abs=1e-9)
 
 
 def test_zip_of_an_array_is_refused_clearly():

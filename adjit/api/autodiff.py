@@ -17,7 +17,7 @@ from ..runtime.device_array import DeviceArray
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
 from . import autodiff_checks
-from . import service, transform_calls
+from . import pytree_calls, service, transform_calls
 from .batched_reverse import batched_reverse
 from ..compiler import callables
 from ..lang.functions import (Function, Kernel, ndrange_tuple, workgroup_tuple, debug_enabled, jit,
@@ -310,6 +310,11 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     f = _declared(f, "autodiff")
+    trees = pytree_calls.annotations(f, args, mode)
+    if trees is not None:     # trees among the arguments: their leaves' variant
+        variant, flat, finish = trees
+        return finish(autodiff(mode, variant, *flat, ndrange=ndrange,
+                               workgroupsize=workgroupsize, device=device))
     if (mode.reverse and isinstance(f, (Function, Kernel)) and f.struct_layout is None
             and any(isinstance(a, BatchDuplicated) for a in args)):
         # N cotangents at one point: one primal and tape, N reverse sweeps
@@ -553,6 +558,19 @@ def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dic
 def _grad_call(f, argnums, args, with_value: bool):
     nums = _argnums(argnums, len(args))
     args = host_values(args)     # (a torch tensor's gradient: a NumPy array, as for NumPy's)
+    trees = pytree_calls.route(f, args)
+    if trees is not None:
+        # Trees among the arguments: the gradient with respect to their leaves (the
+        # variant's parameters), a tree of the same structure per tree argument.
+        value, flat = _grad_call(trees.variant, trees.flat_nums(nums), trees.flat, True)
+        out, at = [], 0
+        for k in nums:
+            n = trees.spans[k][1]
+            part = [None] * trees.spans[k][0] + list(flat[at:at + n])
+            out.append(trees.regroup(part, k))
+            at += n
+        out = out[0] if isinstance(argnums, int) else tuple(out)
+        return (value, out) if with_value else out
     anns, shadows = _reverse_annotations(args, nums)
     grads, value = autodiff(ReverseWithPrimal, f, *anns)
     if value is None or not np.isscalar(value):
@@ -599,6 +617,7 @@ class Transform:
 
     def __call__(self, *args):
         _refuse_structs(self.__name__, args)
+        pytree_calls.refuse(self.__name__, args)
         # (a torch tensor or JAX array: a NumPy view of it, as for any call; the result is
         # NumPy's, as grad's is)
         return transform_calls.call(self, host_values(args))
@@ -791,6 +810,10 @@ def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     if len(primals) != len(tangents):
         raise ValueError("jvp: primals and tangents must have the same length")
     primals = host_values(primals)
+    trees = pytree_calls.route(f, primals)
+    if trees is not None:     # trees among the primals: tangents of the same structures
+        return jvp(trees.variant, trees.flat,
+                   _flat_tangents(trees, f"jvp of {f.__name__}", tangents, width), width)
     # (a struct's tangent is a struct of its class, as its shadow in Duplicated(s, ds))
     if width is None:
         anns = [Duplicated(p, _like(f"jvp of {f.__name__}: tangent {k}", t, p, f"primal {k}",
@@ -806,6 +829,24 @@ def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
                 for k, (p, ts) in enumerate(zip(primals, tangents))]
     tangent, primal = autodiff(ForwardWithPrimal, f, *anns)
     return primal, tangent
+
+
+def _flat_tangents(trees: pytree_calls.Route, what: str, tangents: Sequence,
+                   width: int | None) -> list:
+    """The tangents of a call with trees (one per primal, a tree of its structure; with
+    `width`, N of them), as the variant's flat tangents."""
+    out = []
+    for k, (tree, t) in enumerate(zip(trees.layout, tangents)):
+        if tree is None:
+            out.append(t)
+        elif width is None:
+            out.extend(pytree_calls.like(tree, t, f"{what}: tangent {k}"))
+        else:
+            _check_width(width, what)
+            lanes = [pytree_calls.like(tree, lane, f"{what}: tangent {k}[{j}]")
+                     for j, lane in enumerate(_lanes(f"{what}: tangent {k}", t, width))]
+            out.extend(tuple(lane[i] for lane in lanes) for i in range(tree.num_leaves))
+    return out
 
 
 def _check_width(width, what: str) -> None:
@@ -863,6 +904,15 @@ def vjp(f, *primals):
     """
     f = _declared(f, "vjp")
     primals = host_values(primals)
+    trees = pytree_calls.route(f, primals)
+    if trees is not None:
+        # Trees among the primals: the pullback gives each a tree of its structure.
+        value, flat_pullback = vjp(trees.variant, *trees.flat)
+
+        def tree_pullback(cotangent):
+            flat = flat_pullback(cotangent)
+            return tuple(trees.regroup(flat, k) for k in range(len(primals)))
+        return value, tree_pullback
     # The pullback differentiates at the primals as given: f may write its arrays (as this
     # call of it does), so it runs on fresh copies of those as they were.
     written = _written_arguments(f, primals)
@@ -1089,6 +1139,19 @@ def hvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
             print(adjit.hvp(quartic, (x,), (np.array([1.0, 0.0]),)))   # [12.  0.]
     """
     f = _declared(f, "hvp")
+    trees = pytree_calls.route(f, host_values(primals))
+    if trees is not None:     # trees: the products as trees of their structures
+        if len(primals) != len(tangents):
+            raise ValueError(f"hvp of {f.__name__}: primals and tangents must have the same "
+                             "length")
+        out = hvp(trees.variant, trees.flat,
+                  _flat_tangents(trees, f"hvp of {f.__name__}", tangents, width), width)
+
+        def grouped(flat):
+            flat = flat if len(trees.flat) > 1 else (flat,)
+            parts = tuple(trees.regroup(flat, k) for k in range(len(primals)))
+            return parts if len(parts) > 1 else parts[0]
+        return grouped(out) if width is None else tuple(grouped(o) for o in out)
     if any(struct_type(p) is not None for p in primals):
         return _struct_hvp(f, host_values(primals), tangents, width)
     nums = 0 if len(primals) == 1 else tuple(range(len(primals)))

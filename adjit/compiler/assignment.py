@@ -104,7 +104,7 @@ class Assignment:
         if isinstance(target, ast.Name):
             if isinstance(value, ArrayExpr):
                 value = self.bind_lazy(target.id, value)
-            elif isinstance(value, tuple):
+            elif isinstance(value, (tuple, dict)):
                 value = named_items(value)   # (so that a write computes them first)
             if value is None:
                 raise self.error(target, "this call returns nothing; there is no value to assign")

@@ -179,8 +179,8 @@ def _len(gen, args, kwargs):
             raise UserError("len() of a 0-d array")
         d = A.dims(a)[0] if isinstance(a, Array) else a.shape[0]
         return S.from_index(d)
-    if isinstance(a, (tuple, Shape)):
-        return Literal(len(a) if isinstance(a, tuple) else len(a.dims))
+    if isinstance(a, (tuple, dict, Shape)):
+        return Literal(len(a.dims) if isinstance(a, Shape) else len(a))
     if isinstance(a, PyObj) and isinstance(a.obj, (tuple, list)):
         return Literal(len(a.obj))   # (a module-level tuple of functions, of constants)
     raise UserError(f"len() of {S.describe(a)}")

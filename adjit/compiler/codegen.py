@@ -45,7 +45,9 @@ from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from ..lang.source import Name, SourceInfo, resolve_name
 from ..core.types import ArrayType, ScalarType, VecType, as_scalar_type
+from ..lang import pytrees
 from ..lang.structs import StructType, flatten_params
+from . import trees as T
 from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape,
                      StructValue, Vec, VecArray)
 from .assignment import Assignment
@@ -68,8 +70,10 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
 
     def __init__(self, unit, pyfn: Callable, source: SourceInfo, kind: str,
                  arg_types: Sequence, symbol: str, ndim: int = 0, debug: bool = False,
-                 bound: dict | None = None):
+                 bound: dict | None = None, trees: tuple | None = None):
         self.unit, self.pyfn, self.src, self.kind = unit, pyfn, source, kind
+        # per Python parameter, its tree structure (lang/pytrees.py) or None; None: no trees
+        self.trees = trees
         self.arg_types, self.symbol, self.ndim, self.debug = list(arg_types), symbol, ndim, debug
         self.bound = bound or {}   # compile-time Python values bound to names (rules' config)
         self._reset()
@@ -83,6 +87,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
         # Per result of the Python function, its VecType or None (the IR's results are
         # the scalars of each vector: vectors.regroup gathers them at a call).
         self.result_layout: list | None = None
+        # The structure of a tree result (lang/pytrees.py), whose leaves are the results
+        self.result_tree = None
         self._one_branch: dict[str, int] = {}   # variables an if bound on one branch only
         self.result_types: list | None = None
         self._loop_depth = 0
@@ -262,13 +268,19 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
     # ---- parameters ---------------------------------------------------------------------
     def bind_params(self, args: list[ir.Value]) -> dict:
         """Python parameter names -> values of the function's arguments (custom-rule
-        compilation overrides this to bind annotated arguments)."""
+        compilation overrides this to bind annotated arguments): a struct parameter gathered
+        from its fields, a tree from its leaves (compiler/trees.py)."""
         names, anns, layout = self._flat_params()
         kind = "kernel" if self.kind == "kernel" else "function"
         values = V.bind(names, self.arg_types, args, anns, f"{kind} {self.pyfn.__name__}")
+        params = [a.arg for a in self.src.tree.args.args]
+        leaf_names = self._leaf_names(params)
+        leaf = {name: values[name] if st is None else _gather_struct(st, name, values)
+                for name, st in zip(leaf_names, layout)}
         out = {}
-        for name, st in zip([a.arg for a in self.src.tree.args.args], layout):
-            v = values[name] if st is None else _gather_struct(st, name, values)
+        for name, tree in zip(params, self.trees or [None] * len(params)):
+            v = (leaf[name] if tree is None else
+                 T.rebuild(tree, [leaf[p] for p in pytrees.paths(tree, name)]))
             if isinstance(v, Vec):
                 self._bind_vector(name, v)   # (into self.vars, with its components)
                 out.update({f"{name}[{k}]": x for k, x in enumerate(v.items)})
@@ -276,12 +288,25 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
                 out[name] = v
         return out
 
+    def _leaf_names(self, params: list[str]) -> list[str]:
+        """The parameters with each tree parameter replaced by its leaves' paths."""
+        if self.trees is None:
+            return params
+        return [n for p, tree in zip(params, self.trees)
+                for n in ([p] if tree is None else pytrees.paths(tree, p))]
+
     def _flat_params(self) -> tuple[list, list, list]:
-        """(names, annotations, layout) of the IR's parameters: a struct parameter is its
-        fields, `s.mass`, ... (structs.flatten_params)."""
+        """(names, annotations, layout) of the IR's parameters: a tree parameter is its
+        leaves, `params['W1']`, ... and a struct parameter its fields, `s.mass`, ...
+        (structs.flatten_params; `layout` per tree leaf, its StructType or None)."""
         params = [a.arg for a in self.src.tree.args.args]
-        anns = V.annotations(self.pyfn)
-        return flatten_params(params, list(anns) + [None] * (len(params) - len(anns)))
+        anns = list(V.annotations(self.pyfn))
+        anns += [None] * (len(params) - len(anns))
+        if self.trees is not None:
+            anns = [a for tree, ann in zip(self.trees, anns)
+                    for a in ([ann] if tree is None else
+                              [t.node for t in _tree_leaves(tree)])]
+        return flatten_params(self._leaf_names(params), anns)
 
     # ---- expressions ------------------------------------------------------------------------
     def visit_Constant(self, node: ast.Constant):
@@ -343,13 +368,15 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             raise self.error(node, "a comprehension in compiled code has one `for`")
         g = node.generators[0]
         seq = self.visit(g.iter)
-        items = static_items(self, seq, g.iter)
+        # (a tree's items, a dict's keys: trees.py; a sequence named: static_loops.py)
+        items = T.iterate(seq)
+        items = static_items(self, seq, g.iter) if items is None else items
         seq = seq if items is None else items
         if not isinstance(seq, tuple):
             what = "range(...)" if isinstance(seq, RangeValue) else S.describe(seq)
             raise self.error(node, f"unsupported Python construct: {type(node).__name__} over "
                                    f"{what}: compiled code unrolls comprehensions over tuples "
-                                   "only (write a for loop)")
+                                   "and dicts only (write a for loop)")
         names = {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
         saved = {n: self.vars[n] for n in names if n in self.vars}
         out = []
@@ -364,14 +391,28 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
                                                "compiling")
                     keep = keep and bool(c.value)
                 if keep:
-                    out.append(self.visit(node.elt))
+                    out.append(self.visit(node.elt) if not isinstance(node, ast.DictComp)
+                               else (T.key_of(self.visit(node.key), "a dict comprehension's "
+                                              "key"), self.visit(node.value)))
         finally:
             for n in names:
                 self.vars.pop(n, None)
             self.vars.update(saved)
-        return tuple(out)
+        return dict(out) if isinstance(node, ast.DictComp) else tuple(out)
 
     visit_GeneratorExp = visit_ListComp
+    visit_DictComp = visit_ListComp
+
+    def visit_Dict(self, node: ast.Dict):
+        """`{"W1": w, "b1": b}`: a dict of the code's values, its keys constants (a tree:
+        compiler/trees.py)."""
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:
+                raise self.error(node, "**d in a dict display is not supported in compiled "
+                                       "code")
+            out[T.key_of(self.visit(k), "a dict in compiled code")] = self.visit(v)
+        return out
 
     def visit_Attribute(self, node: ast.Attribute):
         base = self.visit(node.value)
@@ -382,6 +423,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             except AttributeError:
                 raise self.error(node, f"{ast.unparse(node.value)} has no attribute "
                                        f"{attr!r}") from None
+        if isinstance(base, dict) or pytrees.is_namedtuple(base):
+            return T.attribute(base, attr)
         if isinstance(base, StructValue):
             if attr not in base.fields:
                 raise self.error(node, f"struct {base.type.name} has no field {attr!r} (its "
@@ -433,7 +476,7 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
         if not isinstance(callee, PyObj):
             raise self.error(node.func, f"{S.describe(callee)} is not callable")
         obj = callee.obj
-        if isinstance(obj, _Method):
+        if isinstance(obj, (_Method, T.DictMethod)):
             return obj.call(self, args, kwargs)
         entry = C.lookup(obj)
         if entry is not None and entry.how is How.EVALUATED:
@@ -453,6 +496,13 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             if like is not None and isinstance(out, Array) and out.type.ndim == like.type.ndim:
                 return VecArray(out, like.vec)
             return out
+        if pytrees.is_namedtuple_class(obj) or obj is dict:
+            # A tree's container made in compiled code (trees.py): `Params(W=w, b=b)`,
+            # `dict(W=w, b=b)`
+            try:
+                return obj(*args, **kwargs)
+            except TypeError as e:
+                raise self.error(node, str(e)) from None
         if isinstance(obj, VecType):
             return V.construct(obj, args, kwargs)
         if isinstance(obj, ScalarType):
@@ -481,6 +531,13 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             return as_scalar_type(v.obj)
         except TypeError as e:
             raise self.error(node, str(e)) from None
+
+
+def _tree_leaves(tree) -> list:
+    """The leaf TreeDefs of `tree`, in order."""
+    if tree.kind == "leaf":
+        return [tree]
+    return [x for c in tree.children for x in _tree_leaves(c)]
 
 
 def _gather_struct(st: StructType, prefix: str, values: dict) -> StructValue:

@@ -15,6 +15,7 @@ from ..runtime.compiled_module import CompiledModule
 from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..core.kernel import bound_fact
 from ..core.types import VecType, parse_type, type_code
+from ..lang import pytrees
 
 if TYPE_CHECKING:
     from ..lang.functions import Function, Kernel
@@ -26,18 +27,21 @@ class Compiled:
 
     def __init__(self, module: CompiledModule, entry: str, arg_types: list, result_types: list,
                  tuple_result: bool, written, target: Function | Kernel, adj_text: str,
-                 vectors: list | None = None):
+                 vectors: list | None = None, tree=None):
         self.module, self.adj_text = module, adj_text
         self._target = target
         self._native_spec = (entry, arg_types, result_types, tuple_result, written,
                              target.__name__)
-        # Vector results are regrouped in Python (below): such calls stay on that path.
-        self._regrouped = bool(vectors and any(vectors))
+        # Vector and tree results are regrouped in Python (below): such calls stay on that
+        # path.
+        self._regrouped = bool(vectors and any(vectors)) or tree is not None
         self.meta = {"entry": entry, "args": [type_code(t) for t in arg_types],
                      "results": [type_code(t) for t in result_types], "tuple": tuple_result,
                      "written": sorted(written)}
         if vectors and any(vectors):
             self.meta["vectors"] = [type_code(v) if v is not None else None for v in vectors]
+        if tree is not None:
+            self.meta["tree"] = pytrees.to_record(tree)
         call = module.function(entry, arg_types, result_types, written, target.__name__,
                                target.params)
         self.convert_all = call.convert_all
@@ -52,6 +56,14 @@ class Compiled:
             self.invoke = lambda values: (call.invoke(values),)
         else:
             self.call, self.invoke = call, call.invoke
+        if tree is not None:
+            # A tree result (lang/pytrees.py): the entry returns its leaves.
+            flat_call, flat_invoke = self.call, self.invoke
+
+            def leaves(out):
+                return out if isinstance(out, tuple) else () if out is None else (out,)
+            self.call = lambda *args: pytrees.unflatten(tree, leaves(flat_call(*args)))
+            self.invoke = lambda values: pytrees.unflatten(tree, leaves(flat_invoke(values)))
 
     def register_native(self, dispatcher, values: tuple, extents: int = 0) -> None:
         """Lets `dispatcher` (runtime/native_dispatch.py) take calls like the one with
@@ -71,9 +83,10 @@ class Compiled:
     def from_meta(cls, module: CompiledModule, meta: dict, target: Function | Kernel,
                   adj_text: str) -> Compiled:
         vectors = [_vec_type(c) if c is not None else None for c in meta.get("vectors", ())]
+        tree = pytrees.from_record(meta["tree"]) if "tree" in meta else None
         return cls(module, meta["entry"], [parse_type(c) for c in meta["args"]],
                    [parse_type(c) for c in meta["results"]], bool(meta["tuple"]),
-                   meta["written"], target, adj_text, vectors or None)
+                   meta["written"], target, adj_text, vectors or None, tree)
 
 
 def _register_again(target_ref, dispatcher) -> None:

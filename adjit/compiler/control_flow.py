@@ -20,6 +20,7 @@ from mlir.dialects import arith, memref, scf
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
+from . import trees as T
 from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
@@ -216,7 +217,7 @@ class ControlFlow:
                 return S.as_scalar(one).type if isinstance(one, Scalar) else S.literal_type(one.value)
             return None
         for v in (a, b):
-            if isinstance(v, (tuple, Shape, RangeValue, PyObj)):
+            if isinstance(v, (tuple, dict, Shape, RangeValue, PyObj)):
                 raise self.error(node, f"variable {name!r} holds {S.describe(v)} and is "
                                        "assigned under a runtime condition; adjit cannot merge it")
         if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
@@ -264,6 +265,10 @@ class ControlFlow:
 
     def _visit_for(self, node: ast.For) -> None:
         it = self.visit(node.iter)
+        items = T.iterate(it)     # (a tuple's items, a dict's keys: trees.py)
+        if items is not None:
+            unroll(self, node, items)
+            return
         checkpoint = None
         if isinstance(it, Checkpointed):
             checkpoint, it = it, it.range
@@ -356,9 +361,11 @@ class ControlFlow:
         for n in names:
             if isinstance(self.vars[n], ArrayExpr):
                 self.vars[n] = A.materialize(self.vars[n])
-            if isinstance(self.vars[n], (tuple, Shape, RangeValue)):
+            if isinstance(self.vars[n], (tuple, dict, Shape, RangeValue)):
                 raise self.error(body[0], f"variable {n!r} holds {S.describe(self.vars[n])} "
-                                          "and is reassigned in a loop; adjit cannot carry it")
+                                          "and is reassigned in a loop; adjit cannot carry it "
+                                          "(its arrays can be: assign into them, "
+                                          "`params['W'][:] = ...`)")
         return names
 
     def _initial(self, names: list[str], types: dict[str, object]) -> list:

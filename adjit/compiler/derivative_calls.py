@@ -17,6 +17,7 @@ differentiated, and called from Python (`compile_transform`, through a compiled 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from mlir import ir
@@ -31,9 +32,11 @@ from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
 from . import callables
+from . import trees as T
 from .new_functions import new_function, operand, typed
 from .unit import CompileUnit, compiled
-from ..lang.functions import Kernel
+from ..lang import pytrees
+from ..lang.functions import Function, Kernel
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
 from ..lang.modes import Mode
@@ -680,8 +683,45 @@ def call_grad(gen: "CodeGenerator", g, args: list, kwargs: dict):
     """A call of `adjit.grad(f)` or `value_and_grad(f)` in compiled code."""
     if kwargs:
         raise UserError(f"{g.__name__}() takes its arguments by position")
+    if isinstance(g.f, (Function, Kernel)):
+        variant, flat = T.variant_call(g.f, args, g.__name__)
+        if variant is not g.f:
+            return _tree_grad(gen, g, variant, args, flat)
     return grad_call(gen.unit, g, [operand(a, f"{g.__name__}(): an argument")
                                    for a in args], gen.kind)
+
+
+@dataclass
+class _FlatGrad:
+    """The gradient of a variant (trees' leaves as parameters) with respect to the leaves
+    of the trees differentiated (GradOf)."""
+    f: Any
+    argnums: tuple
+    with_value: bool
+    __name__: str
+
+    def nums(self, n: int) -> tuple[int, ...]:
+        return self.argnums
+
+
+def _tree_grad(gen: "CodeGenerator", g, variant, args: list, flat: list):
+    """`grad(f)(params, x)` with trees among the arguments: the gradient of f's variant
+    for their structures, a tree of the same structure per tree argument."""
+    layout = variant.tree_layout
+    nums = g.nums(len(args))
+    flat_g = _FlatGrad(variant, pytrees.flat_positions(layout, nums), g.with_value,
+                       g.__name__)
+    out = grad_call(gen.unit, flat_g, [operand(a, f"{g.__name__}(): an argument")
+                                       for a in flat], gen.kind)
+    value, grads = out if g.with_value else (None, out)
+    parts, at = [], 0
+    for k in nums:
+        start, n = pytrees.spans(layout)[k]
+        padded = [None] * start + list(grads[at:at + n])
+        parts.append(pytrees.regroup(layout, padded, k, list_type=tuple))
+        at += n
+    result = parts[0] if isinstance(g.argnums, int) else tuple(parts)
+    return (value, result) if g.with_value else result
 
 
 def call_autodiff_in_code(gen: "CodeGenerator", args: list, kwargs: dict):

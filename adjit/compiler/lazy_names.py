@@ -10,6 +10,7 @@ from typing import Sequence
 
 from . import arrays as A
 from . import lazy as L
+from . import trees as T
 from .values import Array, ArrayExpr
 
 
@@ -60,8 +61,8 @@ class LazyNames:
                 if id(v) not in memo:
                     memo[id(v)] = A.materialize(v)
                 return memo[id(v)]
-            if isinstance(v, tuple):
-                return tuple(computed(x) for x in v)
+            if isinstance(v, (tuple, dict)):     # (a tree's kind kept: trees.py)
+                return T.map_items(computed, v)
             return v
 
         for n, v in lazy:
@@ -82,12 +83,14 @@ def _lazy_in(v) -> list:
     """The lazy names' expressions in a variable's value (a tuple may hold some)."""
     if isinstance(v, L.NamedExpr):
         return [v]
-    if isinstance(v, tuple):
-        return [e for x in v for e in _lazy_in(x)]
+    if isinstance(v, (tuple, dict)):
+        return [e for x in (v.values() if isinstance(v, dict) else v) for e in _lazy_in(x)]
     return []
 
 
-def named_items(t: tuple) -> tuple:
-    """A tuple bound to a name, its expressions lazy names (force_lazy finds them)."""
-    return tuple(L.NamedExpr(v) if isinstance(v, ArrayExpr) and not isinstance(v, L.NamedExpr)
-                 else named_items(v) if isinstance(v, tuple) else v for v in t)
+def named_items(t: tuple | dict) -> tuple | dict:
+    """A tuple (or a dict, a NamedTuple: a tree, trees.py) bound to a name, its expressions
+    lazy names (force_lazy finds them)."""
+    return T.map_items(lambda v: L.NamedExpr(v) if isinstance(v, ArrayExpr) and
+                       not isinstance(v, L.NamedExpr) else
+                       named_items(v) if isinstance(v, (tuple, dict)) else v, t)

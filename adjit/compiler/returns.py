@@ -13,6 +13,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from ..core.types import ArrayType, ScalarType, promote
 from .control_flow import RET, computed
+from . import trees as T
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Shape, Vec
 
 
@@ -38,6 +39,19 @@ class Returns:
         v = self.visit(node.value)
         if self.kind == "kernel":
             raise self.error(node, "kernels return nothing: write results into an array")
+        tree = None
+        if self.kind != "rule" and T.is_container(v) and (
+                type(v) is not tuple or any(T.is_container(x) for x in v)):
+            # A tree (a dict, a NamedTuple, nested tuples): its leaves are the results, which
+            # a call gathers again (trees.py; compiled.py from Python).
+            tree = T.structure(v)
+            if any(t.node is not None for t in _leaf_defs(tree)):
+                raise self.error(node, "cannot return a struct inside a tuple or dict")
+            v = tuple(T.leaves(tree, v))
+        if self.result_types is not None and tree != getattr(self, "result_tree", None):
+            raise self.error(node, f"this return gives {tree or 'no tree'}, an earlier one "
+                                   f"{getattr(self, 'result_tree', None) or 'no tree'}")
+        self.result_tree = tree
         items = self.returned_items(v, node)
         # A vector result is its scalars (vectors.regroup gathers them at a call).
         self.result_layout = [x.type if isinstance(x, Vec) else None for x in items]
@@ -96,3 +110,10 @@ class Returns:
 
     def _emit_return(self, values: list) -> None:
         func.ReturnOp([self._coerce(v, t).value for v, t in zip(values, self.result_types)])
+
+
+def _leaf_defs(tree) -> list:
+    """The leaf TreeDefs of `tree`, in order."""
+    if tree.kind == "leaf":
+        return [tree]
+    return [x for c in tree.children for x in _leaf_defs(c)]

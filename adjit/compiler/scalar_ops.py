@@ -60,8 +60,12 @@ def describe(v) -> str:
         return f"a {v.type!r} value"
     if isinstance(v, VecArray):
         return f"an array of {v.vec!r} (an array {v.array.type!r})"
+    if isinstance(v, tuple) and hasattr(type(v), "_fields"):
+        return f"a {type(v).__name__} (a NamedTuple)"
     if isinstance(v, tuple):
         return f"a tuple of {len(v)}"
+    if isinstance(v, dict):
+        return f"a dict (keys {', '.join(map(repr, v))})"
     if isinstance(v, Scalar):
         return f"a {v.type!r} value"
     if isinstance(v, Literal):

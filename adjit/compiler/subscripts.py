@@ -15,6 +15,7 @@ from . import arrays as A
 from . import fancy_indexing as F
 from . import lazy as L
 from . import scalar_ops as S
+from . import trees as T
 from . import vectors as V
 from .static_loops import static_items, static_slice
 from ..core.errors import UserError
@@ -45,7 +46,12 @@ class Subscripts:
         if isinstance(base, tuple):
             if not (isinstance(sub, Literal) and isinstance(sub.value, int)):
                 raise self.error(node, "tuples are indexed with constants")
+            if not -len(base) <= sub.value < len(base):
+                raise self.error(node, f"index {sub.value} out of range for "
+                                       f"{ast.unparse(node.value)}, a tuple of {len(base)}")
             return base[sub.value]
+        if isinstance(base, dict):
+            return T.subscript(base, sub, ast.unparse(node.value))
         if isinstance(base, Vec):
             return V.subscript(base, sub)
         if isinstance(base, VecArray):

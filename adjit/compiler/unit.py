@@ -20,6 +20,7 @@ from ..passes.ndrange_bounds import annotate as annotate_ndrange_bounds
 from .compiled import Compiled
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, i64
+from . import trees as T
 from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
 from ..lang.functions import Function, Kernel
@@ -67,6 +68,9 @@ class CompileUnit:
         # symbol -> per result of the Python function, its VecType or None, for functions
         # that return vectors (whose IR results are their scalars: compiler/vectors.py)
         self.vector_results: dict[str, list] = {}
+        # symbol -> the TreeDef of the result of functions that return a tree (a dict, a
+        # NamedTuple, nested tuples: compiler/trees.py), whose IR results are its leaves
+        self.tree_results: dict = {}
 
     def finish(self) -> None:
         """Runs what must run before the module is lowered (before_lowering), once."""
@@ -88,13 +92,15 @@ class CompileUnit:
         self._active.add(key)
         symbol = self._unused(_mangle(fn.__name__, arg_types))
         gen = CodeGenerator(self, fn.pyfn, fn.source, fn.kind, arg_types, symbol,
-                            debug=self.debug)
+                            debug=self.debug, trees=fn.tree_layout)
         op = self.add(gen)
         op.operation.attributes[adj.FUNC_ATTR] = ir.UnitAttr.get()
         self._active.discard(key)
         out = (symbol, gen.result_types or [], getattr(gen, "tuple_result", False))
         if any(gen.result_layout or []):
             self.vector_results[symbol] = gen.result_layout
+        if gen.result_tree is not None:
+            self.tree_results[symbol] = gen.result_tree
         self.compiled[key] = out
         self.functions[symbol] = (fn, tuple(arg_types), out[1])
         return out
@@ -105,7 +111,7 @@ class CompileUnit:
             return self.compiled[key][0]
         symbol = self._unused(_mangle(k.__name__, arg_types) + f"__{ndim}d")
         gen = CodeGenerator(self, k.pyfn, k.source, "kernel", arg_types, symbol, ndim=ndim,
-                            debug=self.debug)
+                            debug=self.debug, trees=k.tree_layout)
         op = self.add(gen)
         op.operation.attributes[adj.KERNEL_ATTR] = ir.UnitAttr.get()
         op.operation.attributes[adj.NDIM_ATTR] = ir.IntegerAttr.get(
@@ -162,7 +168,8 @@ def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
         written = written_arguments(unit.module, entry)
         module = compile_module(unit.module)
     return Compiled(module, entry, arg_types, result_types, tuple_result, written, target,
-                    adj_text, getattr(unit, "entry_vectors", None))
+                    adj_text, getattr(unit, "entry_vectors", None),
+                    getattr(unit, "entry_tree", None))
 
 
 def function_unit(fn: "Function", types: list, debug: bool,
@@ -174,6 +181,7 @@ def function_unit(fn: "Function", types: list, debug: bool,
         symbol, results, is_tuple = unit.function(fn, types)
         # (its vector results, which Python gets back as arrays: compiled.Compiled)
         unit.entry_vectors = unit.vector_results.get(symbol)
+        unit.entry_tree = unit.tree_results.get(symbol)    # (a tree result's structure)
 
         def body(args):
             call = func.CallOp([mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(symbol),
@@ -256,6 +264,7 @@ def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
     if fn.kind == "jit" and gen.kind != "jit":
         raise UserError(f"{fn.__name__} is an @adjit.jit function: kernels and device "
                         "functions call @adjit.func functions only")
+    fn, args = T.variant_call(fn, args, f"{fn.__name__}()")
     args = _struct_fields(fn, args, f"{fn.__name__}()")
     if len(args) != len(fn.params):
         raise UserError(f"{fn.__name__}() takes {len(fn.params)} arguments, got {len(args)}")
@@ -269,12 +278,14 @@ def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
                        [x for v in values for x in V.flat_values(v)])
     outs = [Array(r, t) if isinstance(t, ArrayType) else Scalar(r, t)
             for r, t in zip(call.results, results)]
-    if not results:
+    tree = gen.unit.tree_results.get(symbol)
+    if not results and tree is None:
         return None
     layout = gen.unit.vector_results.get(symbol)
     if layout is not None:     # vector results: their scalars gathered
         outs = V.regroup(outs, layout)
-        return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
+    if tree is not None:       # a tree result: its leaves gathered (trees.py)
+        return T.rebuild(tree, outs)
     return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
 
 
@@ -300,6 +311,7 @@ def launch_kernel(gen: CodeGenerator, k: Kernel, args: list, kwargs: dict) -> No
                    for w in items):
             raise UserError("workgroupsize= inside compiled code must be constant ints")
         wg_static = tuple(w.value for w in items)
+    k, args = T.variant_call(k, args, f"kernel {k.__name__}")
     args = _struct_fields(k, args, f"kernel {k.__name__}")
     if len(args) != len(k.params):
         raise UserError(f"kernel {k.__name__} takes {len(k.params)} arguments, "

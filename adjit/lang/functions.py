@@ -9,6 +9,7 @@ compiler's (compiler/unit.py registers declarations with its registry of callabl
 """
 from __future__ import annotations
 
+import copy
 import inspect
 import operator
 from typing import Any, Callable, Protocol, Sequence
@@ -19,6 +20,7 @@ from ..runtime import native_dispatch
 from ..runtime.foreign import host_value
 from ..core.errors import CompilationError
 from .source import SourceInfo, parse_source
+from . import pytrees
 from .structs import StructType, flatten_args, flatten_params, struct_type
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
                           type_of_value, unit_dims, weak_f64, weak_i64)
@@ -95,6 +97,8 @@ def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
             out.append(ann)
         elif isinstance(ann, type) and struct_type(ann) is not None:
             out.append(struct_type(ann))
+        elif pytrees.tree_annotation(ann) is not None:     # a tree (pytrees.py)
+            out.append(pytrees.tree_annotation(ann))
         elif ann is float or ann is int:
             # Python's float and int: weak, as a Python scalar argument is (NEP 50, as
             # JAX's weak types); adjit.f64 or np.float64 is a typed f64.
@@ -117,6 +121,9 @@ def specialise(name: str, params: list[str], anns: list, args: Sequence,
                         f"got {len(args)}")
     types, values = [], []
     for p, ann, a in zip(params, anns, args):
+        if isinstance(ann, pytrees.TreeAnnotation):     # (a tree goes to a variant)
+            raise TypeError(f"{name}(): argument {p!r} is annotated {ann!r} but got "
+                            f"{type(a).__name__}")
         if isinstance(ann, (VecType, VecArrayType)):
             t, a = _vector_argument(name, p, ann, a, device)
             types.append(t)
@@ -277,6 +284,13 @@ class _Decorated:
         self.source = parse_source(pyfn)
         self.params = list(inspect.signature(pyfn).parameters)
         self.annotations = annotations_of(pyfn, self.source)
+        # Per Python parameter, whether a tuple, list, dict or NamedTuple argument is a tree
+        # (pytrees.py) there: not where a vector or struct annotation takes it.
+        self._tree_ok = tuple(not isinstance(a, (VecType, VecArrayType, StructType))
+                              for a in self.annotations)
+        # A variant's tree structures, per Python parameter (TreeDef or None); None: not a
+        # variant (with_trees)
+        self.tree_layout = None
         # A struct parameter is its fields (structs.py): `params` and `annotations` are
         # theirs, `struct_params` the Python parameters and `struct_layout` each one's
         # StructType or None (None throughout: no struct parameter).
@@ -306,6 +320,82 @@ class _Decorated:
 
     def __repr__(self) -> str:
         return f"<adjit.{self.kind} {self.__name__}>"
+
+    def with_trees(self, layout: tuple) -> _Decorated:
+        """The variant of this declaration for arguments of the tree structures `layout`
+        (per Python parameter, a pytrees.TreeDef or None): a declaration of its own, kept
+        here, whose parameters are the trees' leaves, named by their paths
+        (`params['W1']`), and whose struct leaves are struct parameters (structs.py)."""
+        variants = self.__dict__.setdefault("_variants", {})
+        v = variants.get(layout)
+        if v is not None:
+            return v
+        v = copy.copy(self)
+        for k in ("_variants", "_derivatives", "_transforms"):
+            v.__dict__.pop(k, None)
+        # (in this order: the _cache setter clears _fast and _native, which are the
+        # original's until replaced)
+        v._fast, v._native = {}, None
+        v._cache = {}
+        names, anns = [], []
+        for p, ann, tree in zip(self.struct_params, self._python_annotations(), layout):
+            if tree is None:
+                names.append(p)
+                anns.append(ann)
+                continue
+            for path, leaf in zip(pytrees.paths(tree, p), _leaf_nodes(tree)):
+                names.append(path)
+                anns.append(leaf)
+        v.tree_layout = layout
+        v.struct_params, v.struct_layout = names, None
+        v.params, v.annotations = names, anns
+        v._tree_ok = tuple(not isinstance(a, (VecType, VecArrayType, StructType))
+                           for a in anns)
+        if any(isinstance(a, StructType) for a in anns):
+            v.params, v.annotations, v.struct_layout = flatten_params(names, anns)
+        else:     # (its calls come with the leaves: the native dispatcher takes them)
+            v._native = native_dispatch.dispatcher()
+        variants[layout] = v
+        return v
+
+    def _python_annotations(self) -> list:
+        """The annotation of each Python parameter (a struct's StructType, not its
+        fields')."""
+        if self.struct_layout is None:
+            return list(self.annotations)
+        return list(self.struct_layout)
+
+    def _tree_call(self, args: tuple) -> tuple | None:
+        """(the variant for the trees among `args`, the arguments with each tree replaced
+        by its leaves), or None where no argument is a tree."""
+        if self.tree_layout is not None or len(args) != len(self._tree_ok):
+            return None
+        if not any(ok and pytrees.is_tree(a) for ok, a in zip(self._tree_ok, args)):
+            return None
+        layout, flat = [], []
+        for p, ok, a, ann in zip(self.struct_params, self._tree_ok, args,
+                                 self._python_annotations()):
+            if isinstance(ann, pytrees.TreeAnnotation) and not ann.accepts(a):
+                raise TypeError(f"{self.__name__}(): argument {p!r} is annotated {ann!r} but "
+                                f"got {type(a).__name__}")
+            if not (ok and pytrees.is_tree(a)):
+                layout.append(None)
+                flat.append(a)
+                continue
+            try:
+                tree = pytrees.python_structure(a)
+            except TypeError as e:
+                raise TypeError(f"{self.__name__}(): argument {p!r}: {e}") from None
+            layout.append(tree)
+            flat.extend(leaf for _, leaf in pytrees.leaves(tree, a))
+        return self.with_trees(tuple(layout)), tuple(flat)
+
+
+def _leaf_nodes(tree: pytrees.TreeDef) -> list:
+    """Each leaf's annotation in a variant: its StructType for a struct, else None."""
+    if tree.kind == "leaf":
+        return [tree.node]
+    return [n for c in tree.children for n in _leaf_nodes(c)]
 
 
 class Function(_Decorated):
@@ -355,6 +445,10 @@ class Function(_Decorated):
         (cuda_jit.py). `__call__` (native_dispatch.function_call) comes here for what the
         native dispatcher does not take."""
         device = _keywords(self.__name__, kwargs, {"device": None})["device"]
+        tree_call = self._tree_call(args)
+        if tree_call is not None:     # trees among the arguments: their leaves' variant
+            variant, flat = tree_call
+            return variant(*flat, **kwargs)
         if self.struct_layout is not None:
             args = flatten_args(self, args)
         if device is None:
@@ -375,6 +469,10 @@ class Function(_Decorated):
         return result
 
     def lower(self, *args, device: str | None = None) -> Lowered:
+        tree_call = self._tree_call(args)
+        if tree_call is not None:
+            variant, flat = tree_call
+            return variant.lower(*flat, device=device)
         if self.struct_layout is not None:
             args = flatten_args(self, args)
         if self._device(device) == "cuda":
@@ -457,6 +555,10 @@ class Kernel(_Decorated):
         kw = _keywords(f"kernel {self.__name__}", kwargs,
                        {"ndrange": None, "workgroupsize": None, "device": "cpu"})
         ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
+        tree_call = self._tree_call(args)
+        if tree_call is not None:     # trees among the arguments: their leaves' variant
+            variant, flat = tree_call
+            return variant(*flat, **kwargs)
         if self.struct_layout is not None:
             args = flatten_args(self, args)
         nd = ndrange_tuple(ndrange, self.__name__)
@@ -479,6 +581,11 @@ class Kernel(_Decorated):
         self._fast[signature] = (key, compiled)
 
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
+        tree_call = self._tree_call(args)
+        if tree_call is not None:
+            variant, flat = tree_call
+            return variant.lower(*flat, ndrange=ndrange, workgroupsize=workgroupsize,
+                                 device=device)
         if self.struct_layout is not None:
             args = flatten_args(self, args)
         nd = ndrange_tuple(ndrange, self.__name__)

@@ -184,6 +184,11 @@ def _feed(obj: Any, digest: Any, seen: set[int]) -> None:
         if st is not None:
             from .structs import layout_text
             digest.update(b"\0" + layout_text(st).encode())
+    # (a variant's tree structures, pytrees.py: its code reads the leaves by position)
+    for tree in getattr(obj, "tree_layout", None) or ():
+        if tree is not None:
+            from .pytrees import text
+            digest.update(b"\0tree " + text(tree).encode())
     sources = [(obj.pyfn, obj.source), *getattr(obj, "rules", {}).values()]
     for pyfn, source in sources:
         if isinstance(digest, _Sites):

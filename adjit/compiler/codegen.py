@@ -561,8 +561,8 @@ def _python(v):
         return v.obj
     if isinstance(v, Literal):
         return v.value
-    if isinstance(v, tuple):
-        return tuple(_python(x) for x in v)
+    if isinstance(v, (tuple, dict)):     # (a tree's kind kept: a NamedTuple, a dict)
+        return T.map_items(_python, v)
     return v
 
 

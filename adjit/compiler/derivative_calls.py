@@ -26,7 +26,7 @@ from mlir.dialects import arith, func, memref, scf
 from ..core.activity import Activity
 from ..core.derivative_abi import DerivativeABI, DerivativeMode
 from ..core.errors import UserError
-from ..core.types import ArrayType
+from ..core.types import ArrayType, ScalarType
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
@@ -96,6 +96,9 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
                     name: str) -> list:
     """Emits, at the insertion point, the call of `f`'s derivative in `mode` for the
     annotated frontend values `anns`; returns the results as Python's autodiff does."""
+    trees = _tree_derivative(unit, f, mode, anns, name)
+    if trees is not None:
+        return trees
     try:
         width = 1 if mode.reverse else batch_width(anns, f"{name}()")
     except (TypeError, ValueError) as e:
@@ -164,6 +167,87 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         tangents = abi.lanes(tangents)
     tangent = _one_or_tuple(tangents)
     return [tangent, _one_or_tuple(primal)] if mode.with_primal else [tangent]
+
+
+def _tree_derivative(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation],
+                     name: str) -> list | None:
+    """derivative_call with trees among the annotated values (compiler/trees.py): that of
+    f's variant for their structures, each tree's annotation its leaves' (Const, Active
+    float scalars, Duplicated with the leaves of a shadow tree of the same structure); in
+    reverse mode an Active tree's derivatives come back as a tree. None: no trees."""
+    if not isinstance(f, (Function, Kernel)) or f.tree_layout is not None:
+        return None
+    variant, flat = T.variant_call(f, [a.val for a in anns], f"{name}()")
+    if variant is f:
+        return None
+    layout = variant.tree_layout
+    at = pytrees.spans(layout)
+    out, active = [], set()
+    for k, (a, tree) in enumerate(zip(anns, layout)):
+        leaves = flat[at[k][0]:at[k][0] + at[k][1]]
+        if tree is None:
+            out.append(a)
+            continue
+        what = f"{name}(): argument {k}"
+        paths = pytrees.paths(tree, f.struct_params[k])
+        if isinstance(a, Const):
+            out.extend(Const(x) for x in leaves)
+        elif isinstance(a, Active):
+            for p, x in zip(paths, leaves):
+                if not isinstance(x, (Scalar, Literal)):
+                    raise UserError(f"{what}: Active(tree) takes a tree of float scalars; {p} "
+                                    f"is {S.describe(x)}: pass Duplicated(tree, shadow), "
+                                    "shadow a tree of the same structure")
+                out.append(Active(x) if _float_leaf(x) else Const(x))
+            active.add(k)
+        elif isinstance(a, BatchDuplicated):
+            if not isinstance(a.dval, tuple):
+                raise UserError(f"{what}: BatchDuplicated(tree, (t1, ..., tN)) takes a tuple "
+                                "of trees")
+            lanes = [_tree_like(tree, d, f"{what}: tangent {j}") for j, d in enumerate(a.dval)]
+            out.extend(BatchDuplicated(x, tuple(lane[i] for lane in lanes))
+                       if _float_leaf(x) else Const(x) for i, x in enumerate(leaves))
+        elif isinstance(a, Duplicated):
+            shadow = _tree_like(tree, a.dval, f"{what}: the shadow")
+            for p, x, d in zip(paths, leaves, shadow):
+                if not _float_leaf(x):
+                    out.append(Const(x))
+                elif mode.reverse and isinstance(x, (Scalar, Literal)):
+                    raise UserError(f"{what}: {p} is a scalar: in compiled code a Duplicated "
+                                    "tree's scalars have no shadow to add their derivatives "
+                                    "to (mark the tree Active, or make them arrays)")
+                else:
+                    out.append(type(a)(x, d))
+        else:
+            raise UserError(f"{what}: {type(a).__name__} of a tree is not taken")
+    res = derivative_call(unit, variant, mode, out, name)
+    if not mode.reverse:
+        return res
+    grads = res[0]
+    grouped = tuple(pytrees.regroup(layout, grads, k, list_type=tuple) if k in active else
+                    PyObj(None) if layout[k] is not None else grads[at[k][0]]
+                    for k in range(len(anns)))
+    return [grouped, *res[1:]]
+
+
+def _float_leaf(x) -> bool:
+    """Whether a tree's leaf has derivatives: a float scalar or array, a vector, a struct."""
+    if isinstance(x, Literal):
+        return isinstance(x.value, float)
+    t = getattr(x, "type", None)
+    if isinstance(t, ArrayType):
+        return t.dtype.is_float
+    return t.is_float if isinstance(t, ScalarType) else True
+
+
+def _tree_like(tree: pytrees.TreeDef, x, what: str) -> list:
+    """The leaves of code value `x` (a shadow or tangent), which must be of structure
+    `tree` (UserError naming the path where it is not)."""
+    try:
+        pytrees.check_like(tree, x, what, "")
+    except TypeError as e:
+        raise UserError(str(e)) from None
+    return T.leaves(tree, x)
 
 
 def _one_layout(v: Array, shadow):
@@ -310,10 +394,14 @@ class _Pullback:
     (shaped like f's result) compiles to the reverse pass of f (scaled by a scalar cotangent)
     or of its inner product with an array cotangent; one cotangent per primal."""
 
-    def __init__(self, f, values: list, result, written: Sequence[int] = ()):
+    def __init__(self, f, values: list, result, written: Sequence[int] = (),
+                 layout: tuple | None = None):
         # `values`: the primals as they were before the call (copies of those f writes,
         # `written`, which each pullback call runs on a fresh copy of)
         self.f, self.values, self.result, self.written = f, values, result, set(written)
+        # (f a variant for trees among the primals: per primal, its structure or None; the
+        # cotangents of a tree primal are a tree of its structure)
+        self.layout = layout
         self.__name__ = f"the pullback of {getattr(f, '__name__', f)}"
 
 
@@ -354,6 +442,9 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
         elif scale is not None and isinstance(g, Scalar):
             g = S.binary("*", g, S.cast(scale, g.type))
         out.append(g)
+    if pb.layout is not None:
+        return tuple(pytrees.regroup(pb.layout, out, k, list_type=tuple)
+                     for k in range(len(pb.layout)))
     return tuple(out)
 
 
@@ -653,8 +744,12 @@ def call_vjp(gen: "CodeGenerator", args: list, kwargs: dict):
     object, whose call compiles the reverse pass)."""
     if kwargs or not args or not isinstance(args[0], PyObj):
         raise UserError("vjp(f, *primals) takes a function, then its arguments")
-    f = args[0].obj
-    values = [operand(a, f"vjp(): primal {k}") for k, a in enumerate(args[1:])]
+    f, primals = args[0].obj, list(args[1:])
+    layout = None
+    if isinstance(f, (Function, Kernel)):
+        f, primals = T.variant_call(f, primals, "vjp()")
+        layout = f.tree_layout
+    values = [operand(a, f"vjp(): primal {k}") for k, a in enumerate(primals)]
     symbol, results, _ = _define(gen.unit, f, [v.type for v in values])
     if len(results) != 1 or not _is_float(results[0]):
         raise UserError(f"vjp of {f.__name__}: the function must return one float scalar "
@@ -668,7 +763,7 @@ def call_vjp(gen: "CodeGenerator", args: list, kwargs: dict):
     before = [A.copy(v) if k in written else v for k, v in enumerate(values)]
     out = typed(func.CallOp([mlir_type(results[0])], ir.FlatSymbolRefAttr.get(symbol),
                             [v.value for v in values]).results[0], results[0])
-    return out, PyObj(_Pullback(f, before, results[0], written))
+    return out, PyObj(_Pullback(f, before, results[0], written, layout))
 
 
 def call_jacobian(gen: "CodeGenerator", jac, args: list, kwargs: dict):

@@ -26,6 +26,7 @@ from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType
+from ..lang.pytrees import has_tree
 from ..lang.structs import (field_at, flatten_annotations, is_float_field, leaves, map_fields,
                       struct_leaf_values, struct_type, zeros_like as structs_zeros_like)
 
@@ -310,7 +311,7 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     f = _declared(f, "autodiff")
-    trees = pytree_calls.annotations(f, args, mode)
+    trees = pytree_calls.annotations(f, args, mode) if has_tree(args, True) else None
     if trees is not None:     # trees among the arguments: their leaves' variant
         variant, flat, finish = trees
         return finish(autodiff(mode, variant, *flat, ndrange=ndrange,
@@ -558,7 +559,7 @@ def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dic
 def _grad_call(f, argnums, args, with_value: bool):
     nums = _argnums(argnums, len(args))
     args = host_values(args)     # (a torch tensor's gradient: a NumPy array, as for NumPy's)
-    trees = pytree_calls.route(f, args)
+    trees = pytree_calls.route(f, args) if has_tree(args) else None
     if trees is not None:
         # Trees among the arguments: the gradient with respect to their leaves (the
         # variant's parameters), a tree of the same structure per tree argument.

@@ -46,7 +46,7 @@ class Route:
 def route(f, args: Sequence) -> Route | None:
     """The Route of a call of `f` with `args` (plain values), or None where none is a tree
     (or `f` is not a declaration that takes them)."""
-    if not isinstance(f, (Function, Kernel)) or f.tree_layout is not None:
+    if not pytrees.has_tree(args) or not isinstance(f, (Function, Kernel)):
         return None
     call = f._tree_call(tuple(args))
     if call is None:
@@ -78,6 +78,8 @@ def annotations(f, args: Sequence, mode: Mode) -> tuple | None:
     if not isinstance(f, (Function, Kernel)) or f.tree_layout is not None:
         return None
     values = [a.val if isinstance(a, Annotation) else a for a in args]
+    if not pytrees.has_tree(values):
+        return None
     r = route(f, values)
     if r is None:
         return None

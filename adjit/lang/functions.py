@@ -368,9 +368,9 @@ class _Decorated:
     def _tree_call(self, args: tuple) -> tuple | None:
         """(the variant for the trees among `args`, the arguments with each tree replaced
         by its leaves), or None where no argument is a tree."""
-        if self.tree_layout is not None or len(args) != len(self._tree_ok):
-            return None
-        if not any(ok and pytrees.is_tree(a) for ok, a in zip(self._tree_ok, args)):
+        if (self.tree_layout is not None or not pytrees.has_tree(args) or
+                len(args) != len(self._tree_ok) or
+                not any(ok and pytrees.is_tree(a) for ok, a in zip(self._tree_ok, args))):
             return None
         layout, flat = [], []
         for p, ok, a, ann in zip(self.struct_params, self._tree_ok, args,
@@ -445,17 +445,21 @@ class Function(_Decorated):
         (cuda_jit.py). `__call__` (native_dispatch.function_call) comes here for what the
         native dispatcher does not take."""
         device = _keywords(self.__name__, kwargs, {"device": None})["device"]
-        tree_call = self._tree_call(args)
-        if tree_call is not None:     # trees among the arguments: their leaves' variant
-            variant, flat = tree_call
-            return variant(*flat, **kwargs)
-        if self.struct_layout is not None:
+        # Trees among the arguments go to their leaves' variant: looked for after the fast
+        # path (whose signatures hold no trees), or before a struct's fields replace it.
+        tree_call = self._tree_call(args) if self.struct_layout is not None else None
+        if tree_call is None and self.struct_layout is not None:
             args = flatten_args(self, args)
-        if device is None:
+        if device is None and tree_call is None:
             fast = _fast_path(self._fast, self._cache, _signature(args), args)
             if fast is not None:
                 invoke, values = fast
                 return invoke(values)
+        if tree_call is None and self.struct_layout is None:
+            tree_call = self._tree_call(args)
+        if tree_call is not None:
+            variant, flat = tree_call
+            return variant(*flat, **kwargs)
         if self._device(device) == "cuda":
             return routes().run_on_gpu(self, args)
         types, values = specialise(self.__name__, self.params, self.annotations, args)
@@ -555,21 +559,24 @@ class Kernel(_Decorated):
         kw = _keywords(f"kernel {self.__name__}", kwargs,
                        {"ndrange": None, "workgroupsize": None, "device": "cpu"})
         ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
-        tree_call = self._tree_call(args)
-        if tree_call is not None:     # trees among the arguments: their leaves' variant
-            variant, flat = tree_call
-            return variant(*flat, **kwargs)
-        if self.struct_layout is not None:
+        # (trees: as Function._call_python looks for them)
+        tree_call = self._tree_call(args) if self.struct_layout is not None else None
+        if tree_call is None and self.struct_layout is not None:
             args = flatten_args(self, args)
         nd = ndrange_tuple(ndrange, self.__name__)
         wgs = workgroup_tuple(workgroupsize, len(nd), self.__name__)
-        if device == "cpu":
+        if device == "cpu" and tree_call is None:
             fast = _fast_path(self._fast, self._cache, (_signature(args), len(nd), wgs),
                               args + nd)
             if fast is not None:
                 invoke, values = fast
                 invoke(values)
                 return
+        if tree_call is None and self.struct_layout is None:
+            tree_call = self._tree_call(args)
+        if tree_call is not None:
+            variant, flat = tree_call
+            return variant(*flat, **kwargs)
         if self._check_device(device) == "cuda":
             return routes().launch_on_gpu(self, args, nd, wgs)
         types, values = specialise(self.__name__, self.params, self.annotations, args)

@@ -77,9 +77,23 @@ def is_namedtuple(x) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
+_CONTAINERS = frozenset((tuple, list, dict))
+
+
 def is_tree(x) -> bool:
     """Whether `x` is a container a tree is made of (a tuple, list, dict or NamedTuple)."""
-    return type(x) in (tuple, list, dict) or is_namedtuple(x)
+    return type(x) in _CONTAINERS or is_namedtuple(x)
+
+
+def has_tree(values, annotated: bool = False) -> bool:
+    """Whether any of `values` is a tree (`annotated`: or the value of an activity
+    annotation, Duplicated(tree, ...)). A loop, not a generator: every call asks."""
+    for x in values:
+        if annotated:
+            x = getattr(x, "val", x)
+        if type(x) in _CONTAINERS or (isinstance(x, tuple) and hasattr(type(x), "_fields")):
+            return True
+    return False
 
 
 def child_items(kind: str, node, x) -> list[tuple[Any, Any]]:

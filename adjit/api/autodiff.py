@@ -249,7 +249,12 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
     float), ``DuplicatedNoNeed(x, dx)`` (as Duplicated, but the primal values written into
     ``x`` are not needed) and ``BatchDuplicated(x, (dx1, ..., dxN))`` (N tangents at once
     in forward mode; in reverse mode, N cotangents: the primal runs once and the reverse
-    sweep once per lane, lane k seeded by and adding into each ``dxk``).
+    sweep once per lane, lane k seeded by and adding into each ``dxk``). An argument may
+    be a pytree (a tuple, list, dict or NamedTuple of arrays, scalars and structs):
+    ``Const(tree)``; ``Duplicated(tree, shadow)``, ``shadow`` a tree of the same structure
+    whose leaves are the leaves' shadows (a float scalar leaf's derivative is added to the
+    shadow's entry, in a dict or list); ``Active(tree)`` of float scalars, whose
+    derivatives come back as a tree of its structure.
 
     What it returns, by mode: ``Reverse``, a tuple with one entry per argument (the
     derivative of each Active argument, an N-tuple with BatchDuplicated, None for the
@@ -278,7 +283,9 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         TypeError: for a mode other than those four ("autodiff takes Forward,
             ForwardWithPrimal, Reverse or ReverseWithPrimal (split mode is
             autodiff_thunk)"), for an ``f`` adjit did not compile, for ``Active`` on an
-            array or a shadow of the wrong shape or dtype.
+            array or a shadow of the wrong shape or dtype, or a shadow tree of another
+            structure (named by its path: "the shadow has keys ['W'], the argument ['W',
+            'b'] (missing ['b'])").
         CompilationError: when ``f`` cannot be compiled or differentiated.
 
     Example:
@@ -306,6 +313,15 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
             y, dy = np.zeros(2), np.ones(2)        # dy: the adjoint of y's values
             print(adjit.autodiff(adjit.Reverse, scale, Active(3.0), Const(x),
                                  Duplicated(y, dy), ndrange=2))   # (3.0, None, None)
+
+            @adjit.jit
+            def fit(params, x):                    # params: a dict (a pytree)
+                return adjit.sum((params["w"] * x + params["b"]) ** 2)
+
+            params = {"w": np.array([1.0, 1.0]), "b": np.array([0.5, 0.5])}
+            shadow = {"w": np.zeros(2), "b": np.zeros(2)}   # the same structure
+            adjit.autodiff(adjit.Reverse, fit, Duplicated(params, shadow), x)
+            print(shadow)          # {'w': array([ 3., 10.]), 'b': array([3., 5.])}
     """
     if not isinstance(mode, Mode) or mode.split:
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
@@ -669,7 +685,9 @@ def grad(f, argnums=0) -> Grad:
         f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
         argnums: the argument to differentiate with respect to (an int), or a tuple of
             them; then the gradient is a tuple, one entry per argument named. A float
-            array argument's gradient is an array of its shape.
+            array argument's gradient is an array of its shape; a pytree argument's (a
+            tuple, list, dict or NamedTuple of arrays and scalars) a tree of the same
+            structure: the gradient of a dict is a dict of the same keys.
 
     Returns:
         A callable taking ``f``'s arguments and returning the gradient. It may be called
@@ -696,6 +714,14 @@ def grad(f, argnums=0) -> Grad:
             print(adjit.grad(energy, argnums=1)(3.0, x))          # [3. 6.]
             dk, dx = adjit.grad(energy, argnums=(0, 1))(3.0, x)   # a tuple
             print(dk, dx)
+
+            @adjit.jit
+            def fit(params, x):                   # params: a dict of parameters
+                return adjit.sum((params["a"] * x + params["b"]) ** 2)
+
+            g = adjit.grad(fit)({"a": 1.0, "b": np.zeros(2)}, x)
+            print(g)                              # {'a': 10.0, 'b': array([2., 4.])}
+            assert list(g) == ["a", "b"]
     """
     return _grad_of(f, argnums, False)
 
@@ -706,7 +732,8 @@ def value_and_grad(f, argnums=0) -> Grad:
 
     Args:
         f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar.
-        argnums: an int or a tuple of ints, as :func:`grad`'s.
+        argnums: an int or a tuple of ints, as :func:`grad`'s (a pytree argument's
+            gradient is a tree of its structure).
 
     Returns:
         A callable returning ``(value, gradient)``.
@@ -725,6 +752,14 @@ def value_and_grad(f, argnums=0) -> Grad:
 
             value, (dx, dy) = adjit.value_and_grad(f, argnums=(0, 1))(3.0, 2.0)
             print(value, dx, dy)   # 18.0 12.0 9.0
+
+            @adjit.jit
+            def g(p):                      # p: a tuple (a pytree)
+                a, b = p
+                return a * a * b
+
+            value, (da, db) = adjit.value_and_grad(g)((3.0, 2.0))
+            print(value, da, db)   # 18.0 12.0 9.0
     """
     return _grad_of(f, argnums, True)
 
@@ -776,8 +811,10 @@ def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
 
     Args:
         f: an ``@adjit.jit`` or ``@adjit.func`` function.
-        primals: the arguments (a sequence).
-        tangents: one tangent per primal, of its shape and dtype (a float for a scalar).
+        primals: the arguments (a sequence); pytrees among them (tuples, lists, dicts,
+            NamedTuples of arrays and scalars) too.
+        tangents: one tangent per primal, of its shape and dtype (a float for a scalar; a
+            tree of its structure for a tree).
         width: N directions at once, in one batched forward pass (BatchDuplicated): each
             tangent is N of them (a tuple, or an array with a leading axis of N), and the
             result's tangent is an N-tuple.
@@ -874,7 +911,8 @@ def vjp(f, *primals):
 
     ``pullback(cotangent)``, the cotangent shaped like the result (a float scalar or array),
     returns a tuple of one cotangent per primal: arrays for array primals, floats for
-    scalar primals. ``f`` may write its array arguments: the pullback differentiates at the
+    scalar primals, a tree of the same structure for a pytree primal (a dict's cotangent
+    is a dict, a NamedTuple's one of its class). ``f`` may write its array arguments: the pullback differentiates at the
     primals as they were given.
 
     Args:

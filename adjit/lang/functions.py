@@ -656,7 +656,9 @@ def jit(pyfn: Callable | None = None, *, device: str = "cpu") -> Function | Call
     Its body may hold control flow, scalars, array creation (``adjit.zeros``, ...),
     element-wise array arithmetic, NumPy functions and reductions, calls of other compiled
     functions and kernel launches; it returns scalars, arrays (as NumPy arrays) or tuples of
-    them. It compiles at the first call for the argument types given (and again for new
+    them. Its arguments and results may be pytrees: tuples, lists, dicts and NamedTuples,
+    nested, of arrays, scalars and structs (``params["W"]``, ``p.W``, ``.items()`` and dict
+    comprehensions compile; each tree structure is a specialisation of its own). It compiles at the first call for the argument types given (and again for new
     ones), and is differentiable (:func:`adjit.grad`, :func:`adjit.autodiff`, ...).
     ``f.lower(*args)`` returns its IR at each stage without running it.
 
@@ -686,6 +688,13 @@ def jit(pyfn: Callable | None = None, *, device: str = "cpu") -> Function | Call
                 return adjit.sqrt(adjit.sum(x * x) / x.shape[0])
 
             print(rms(np.array([3.0, 4.0])))   # 3.5355...
+
+            @adjit.jit
+            def scaled(params, x):             # params: a dict (a pytree)
+                return {k: v * x for k, v in params.items()}
+
+            out = scaled({"a": np.ones(2), "b": np.arange(2.0)}, 2.0)
+            print(out)                         # {'a': array([2., 2.]), 'b': array([0., 2.])}
     """
     if pyfn is None:
         return lambda f: Function(f, "jit", device)

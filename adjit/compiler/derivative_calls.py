@@ -224,7 +224,7 @@ def _tree_derivative(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation
     if not mode.reverse:
         return res
     grads = res[0]
-    grouped = tuple(pytrees.regroup(layout, grads, k, list_type=tuple) if k in active else
+    grouped = tuple(pytrees.regroup(layout, grads, k, list_type=T.ListValue) if k in active else
                     PyObj(None) if layout[k] is not None else grads[at[k][0]]
                     for k in range(len(anns)))
     return [grouped, *res[1:]]
@@ -244,7 +244,7 @@ def _tree_like(tree: pytrees.TreeDef, x, what: str) -> list:
     """The leaves of code value `x` (a shadow or tangent), which must be of structure
     `tree` (UserError naming the path where it is not)."""
     try:
-        pytrees.check_like(tree, x, what, "")
+        pytrees.check_like(tree, x, what, "", lists_are_tuples=True)
     except TypeError as e:
         raise UserError(str(e)) from None
     return T.leaves(tree, x)
@@ -443,7 +443,7 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
             g = S.binary("*", g, S.cast(scale, g.type))
         out.append(g)
     if pb.layout is not None:
-        return tuple(pytrees.regroup(pb.layout, out, k, list_type=tuple)
+        return tuple(pytrees.regroup(pb.layout, out, k, list_type=T.ListValue)
                      for k in range(len(pb.layout)))
     return tuple(out)
 
@@ -813,7 +813,7 @@ def _tree_grad(gen: "CodeGenerator", g, variant, args: list, flat: list):
     for k in nums:
         start, n = pytrees.spans(layout)[k]
         padded = [None] * start + list(grads[at:at + n])
-        parts.append(pytrees.regroup(layout, padded, k, list_type=tuple))
+        parts.append(pytrees.regroup(layout, padded, k, list_type=T.ListValue))
         at += n
     result = parts[0] if isinstance(g.argnums, int) else tuple(parts)
     return (value, result) if g.with_value else result

@@ -41,7 +41,7 @@ class Returns:
             raise self.error(node, "kernels return nothing: write results into an array")
         tree = None
         if self.kind != "rule" and T.is_container(v) and (
-                type(v) is not tuple or any(T.is_container(x) for x in v)):
+                type(v) is not tuple or not v or any(T.is_container(x) for x in v)):
             # A tree (a dict, a NamedTuple, nested tuples): its leaves are the results, which
             # a call gathers again (trees.py; compiled.py from Python).
             tree = T.structure(v)

@@ -14,9 +14,15 @@ from ..lang import pytrees
 from .values import Literal, PyObj, StructValue
 
 
+class ListValue(tuple):
+    """A list argument in compiled code: a tuple (indexed, unpacked, iterated as one) that
+    remembers it was a list, so that returning it gives a list back."""
+    is_list = True
+
+
 def is_container(v) -> bool:
     """Whether code value `v` is a tree's container (a tuple, dict or NamedTuple)."""
-    return type(v) in (tuple, dict) or pytrees.is_namedtuple(v)
+    return type(v) in (tuple, dict, ListValue) or pytrees.is_namedtuple(v)
 
 
 def structure(v) -> pytrees.TreeDef:
@@ -30,8 +36,8 @@ def leaves(tree: pytrees.TreeDef, v) -> list:
 
 
 def rebuild(tree: pytrees.TreeDef, items) -> object:
-    """A code value of structure `tree` from its leaves (a list as a tuple)."""
-    return pytrees.unflatten(tree, list(items), list_type=tuple)
+    """A code value of structure `tree` from its leaves (a list as a ListValue)."""
+    return pytrees.unflatten(tree, list(items), list_type=ListValue)
 
 
 def map_items(fn: Callable, v):
@@ -42,7 +48,7 @@ def map_items(fn: Callable, v):
     if pytrees.is_namedtuple(v):
         return type(v)(*map(fn, v))
     if isinstance(v, tuple):
-        return tuple(map(fn, v))
+        return (ListValue if isinstance(v, ListValue) else tuple)(map(fn, v))
     return fn(v)
 
 

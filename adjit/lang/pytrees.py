@@ -120,8 +120,9 @@ def structure(x, is_container: Callable[[Any], bool] = is_tree,
         kind, node = "dict", tuple(x)
     elif is_namedtuple(x):
         kind, node = "namedtuple", type(x)
-    else:
-        kind, node = ("list" if isinstance(x, list) else "tuple"), None
+    else:     # (compiled code holds a list argument as a tuple that knows: is_list)
+        kind = "list" if isinstance(x, list) or getattr(x, "is_list", False) else "tuple"
+        node = None
     return TreeDef(kind, node, tuple(structure(c, is_container, leaf_node)
                                      for _, c in child_items(kind, node, x)))
 
@@ -198,9 +199,11 @@ def flat_positions(layout: Sequence, nums: Sequence[int]) -> tuple[int, ...]:
     return tuple(j for k in nums for j in range(at[k][0], at[k][0] + at[k][1]))
 
 
-def check_like(tree: TreeDef, x, what: str, path: str) -> None:
+def check_like(tree: TreeDef, x, what: str, path: str,
+               lists_are_tuples: bool = False) -> None:
     """TypeError naming the path where `x` is not of structure `tree` (a shadow, a tangent,
-    a cotangent given for a tree argument)."""
+    a cotangent given for a tree argument). `lists_are_tuples`: compiled code's (a list
+    display there is a tuple)."""
     where = f"{what} at {path}" if path else what
     if tree.kind == "leaf":
         if is_tree(x):
@@ -209,6 +212,8 @@ def check_like(tree: TreeDef, x, what: str, path: str) -> None:
     kind = ("dict" if isinstance(x, dict) else "namedtuple" if is_namedtuple(x) else
             "list" if isinstance(x, list) else "tuple" if isinstance(x, tuple) else None)
     want = tree.node.__name__ if tree.kind == "namedtuple" else tree.kind
+    if lists_are_tuples and {kind, tree.kind} == {"list", "tuple"}:
+        kind = tree.kind
     if kind != tree.kind or (kind == "namedtuple" and type(x) is not tree.node):
         raise TypeError(f"{where} is {_a(x)} where the argument has a {want}")
     if kind == "dict" and tuple(x) != tree.node:
@@ -222,7 +227,7 @@ def check_like(tree: TreeDef, x, what: str, path: str) -> None:
         raise TypeError(f"{where} has {len(x)} items where the argument has "
                         f"{len(tree.children)}")
     for c, (k, v) in zip(tree.children, child_items(tree.kind, tree.node, x)):
-        check_like(c, v, what, path + _key_text(tree.kind, k))
+        check_like(c, v, what, path + _key_text(tree.kind, k), lists_are_tuples)
 
 
 def _a(x) -> str:

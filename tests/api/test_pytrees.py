@@ -62,6 +62,23 @@ def reshape_tree(params, x):
     return {"y": W1 * x + b1, "total": total, "more": (out, Layer(W=W1, b=b1))}
 
 
+@adjit.struct
+class Spring:
+    k: adjit.f64
+    x: adjit.Array[adjit.f64, 1]
+
+
+@adjit.jit
+def spring_energy(params, y):
+    s = params["spring"]
+    return 0.5 * s.k * adjit.sum(s.x * s.x) + adjit.sum(params["w"] * y)
+
+
+@adjit.jit
+def identity(t):
+    return t
+
+
 @adjit.func
 def dot_layer(p, i):
     return p.W[i] * p.b[i]
@@ -137,6 +154,19 @@ def test_trees_as_arguments_and_results():
     np.testing.assert_array_equal(more["a"], [2.0, 4.0])
     assert type(layer) is Layer and layer.W.dtype == np.float64
     np.testing.assert_array_equal(layer.b, np.full(3, 2.0))
+
+
+def test_lists_stay_lists_and_empty_trees_and_structs_are_leaves():
+    out = identity([np.ones(1), (2.0, [np.zeros(0)])])
+    assert type(out) is list and type(out[1]) is tuple and type(out[1][1]) is list
+    assert out[1][1][0].shape == (0,) and out[1][0] == 2.0
+    assert identity(()) == () and identity({}) == {}
+    p = {"spring": Spring(k=2.0, x=np.array([1.0, 2.0])), "w": np.ones(2)}
+    assert spring_energy(p, np.ones(2)) == pytest.approx(7.0)
+    g = adjit.grad(spring_energy)(p, np.ones(2))
+    assert type(g["spring"]) is Spring and g["spring"].k == pytest.approx(2.5)
+    np.testing.assert_allclose(g["spring"].x, [2.0, 4.0])
+    np.testing.assert_allclose(g["w"], [1.0, 1.0])
 
 
 def test_a_structure_is_a_specialisation_of_its_own():

@@ -264,7 +264,8 @@ def to_record(tree: TreeDef) -> list:
 
 
 def from_record(record: list) -> TreeDef:
-    """The TreeDef `to_record` wrote; a NamedTuple's class is found by its module and name."""
+    """The TreeDef `to_record` wrote; a NamedTuple's class is found by its module and name
+    (KeyError where it cannot be)."""
     if record[0] == "leaf":
         return LEAF
     kind, node, kids = record
@@ -272,7 +273,12 @@ def from_record(record: list) -> TreeDef:
         node = tuple(node)
     elif kind == "namedtuple":
         module, qualname = node
-        node = sys.modules.get(module) or importlib.import_module(module)
-        for part in qualname.split("."):
-            node = getattr(node, part)
+        try:
+            node = sys.modules.get(module) or importlib.import_module(module)
+            for part in qualname.split("."):
+                node = getattr(node, part)
+        except (ImportError, AttributeError):
+            # (a class defined in a function, `<locals>`: the disk cache treats the
+            # record as a miss and compiles)
+            raise KeyError(f"NamedTuple {module}.{qualname} not found") from None
     return TreeDef(kind, node, tuple(from_record(c) for c in kids))

@@ -420,11 +420,12 @@ def takes_anything(x):
     return x
 
 
-@pytest.mark.parametrize("value", ["text", [1.0, 2.0], (1, 2), None, 1 + 2j,
+# (a list or tuple is a pytree: its leaves are named by their paths, `x[1]`)
+@pytest.mark.parametrize("value", ["text", [1.0, "text"], (1, None), None, 1 + 2j,
                                    np.zeros(3, dtype=np.float16), np.zeros(2, dtype=np.complex128),
                                    np.zeros(2, dtype=np.uint8), object()])
 def test_argument_of_a_type_adjit_does_not_take(value):
-    with pytest.raises(TypeError, match="argument 'x'"):
+    with pytest.raises(TypeError, match=r"argument 'x(\[1\])?'"):
         takes_anything(value)
 
 
@@ -481,7 +482,7 @@ def test_wrong_number_of_arguments():
 def test_bad_annotation_is_refused_when_decorating():
     with pytest.raises(TypeError, match="annotation"):
         @adjit.jit
-        def f(x: dict):
+        def f(x: set):     # (tuple, list, dict and NamedTuples are pytrees: taken)
             return x
 
 

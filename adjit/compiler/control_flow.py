@@ -267,7 +267,7 @@ class ControlFlow:
         it = self.visit(node.iter)
         items = T.iterate(it)     # (a tuple's items, a dict's keys: trees.py)
         if items is not None:
-            unroll(self, node, items)
+            self._unroll(node, items)
             return
         checkpoint = None
         if isinstance(it, Checkpointed):

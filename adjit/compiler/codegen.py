@@ -33,6 +33,7 @@ from . import callables as C
 from .callables import How
 from . import fixed_point_calls, lang_calls  # noqa: F401 (register the language's callables)
 from . import lazy as L
+from . import linalg_calls  # noqa: F401 (registers np.linalg, np.outer, np.einsum)
 from . import numpy_calls as NP  # (registers NumPy's array functions)
 from . import fancy_indexing  # noqa: F401 (registers np.take, take_along_axis, np.add.at)
 from . import sorting as SORT  # (registers np.sort, np.argsort)

@@ -27,6 +27,7 @@ from ..passes.lower_cpu import error_table
 from ..passes.pipeline import llvm_ir_text, lower_to_llvm
 from ..runtime import cpu_cache
 from ..runtime.compiled_module import CompiledModule
+from ..runtime import lapack
 from ..runtime.extension import runtime_symbols
 from ..core.threads import default_num_threads
 from .engine_lookup import lookup
@@ -120,7 +121,7 @@ def _compile(key: str, source: str, context: ir.Context, opt_level: int,
     if folder is not None and llvm_ir is not None and opt_level == 3:
         level = first_tier(llvm_ir)
     engine = ExecutionEngine(module, opt_level=level)
-    for symbol, address in runtime_symbols().items():
+    for symbol, address in {**runtime_symbols(), **lapack.symbols()}.items():
         engine.raw_register_runtime(symbol, ctypes.c_void_p(address))
     compiled = CompiledModule(functools.partial(lookup, engine), engine, errors, source,
                               num_threads, level, key, tiered=level != opt_level)

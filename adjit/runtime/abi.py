@@ -187,7 +187,8 @@ def array_over(block: object, data: int, shape: tuple[int, ...], dtype: np.dtype
 
 
 # Exception classes of adjit's own that `adj.check`s may name, by name (register_exception).
-_REGISTERED: dict[str, type[Exception]] = {}
+# (np.linalg's error: compiled linear algebra reports a singular matrix as NumPy does)
+_REGISTERED: dict[str, type[Exception]] = {"LinAlgError": np.linalg.LinAlgError}
 
 
 def register_exception(name: str, cls: type[Exception]) -> None:

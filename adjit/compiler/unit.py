@@ -25,6 +25,7 @@ from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
 from ..lang.functions import Function, Kernel
 from . import callables
+from .linalg_calls import uses_lapack
 
 if TYPE_CHECKING:
     from ..runtime.host_program import HostProgram
@@ -209,6 +210,11 @@ def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, li
     from ..core.types import type_code
     from ..runtime.host_program import HostProgram
     unit.finish()
+    if uses_lapack(unit.module):
+        raise UserError(f"{name}: np.linalg's solve, inv, det and cholesky call LAPACK on the "
+                        "CPU and are not compiled for device='cuda' (run the function on the "
+                        "CPU, or use the matrix types' adjit.inverse and adjit.determinant "
+                        "in kernels)")
     written = {entry: tuple(written_arguments(unit.module, entry)) for entry in entries}
     llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
     library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())

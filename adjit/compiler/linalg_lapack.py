@@ -87,8 +87,8 @@ def _call(gen, routine: str, operands: list[ir.Value]) -> None:
     name = lapack.symbol(routine)
     module = gen.unit.module
     args = [_pointer(m) for m in operands]
-    if routine[1:] in ("getrs", "potrf"):
-        args.append(arith.constant(_i64(), 1))      # the CHARACTER argument's hidden length
+    for _ in range(_CHARACTERS.get(routine[1:], 0)):
+        args.append(arith.constant(_i64(), 1))      # a CHARACTER argument's hidden length
     declared = any("sym_name" in op.attributes
                    and ir.StringAttr(op.attributes["sym_name"]).value == name
                    for op in module.body.operations)
@@ -97,6 +97,10 @@ def _call(gen, routine: str, operands: list[ir.Value]) -> None:
             func.FuncOp(name, ir.FunctionType.get([_i64()] * len(args), []),
                         visibility="private")
     func.CallOp([], ir.FlatSymbolRefAttr.get(name), args)
+
+
+# The CHARACTER arguments of each routine (each has a hidden length after the others).
+_CHARACTERS = {"getrs": 1, "potrf": 1, "gesvd": 2}
 
 
 def _info(cell: ir.Value) -> ir.Value:
@@ -355,18 +359,29 @@ def _solve_adjoints(gen, args: list, kwargs: dict):
 
 
 # -- det's rules ------------------------------------------------------------------------------
+def _cofactors(gen, a: Array, d: Scalar) -> Array:
+    """A's cofactor matrix adj(A)^T: det * A^-T (solves: differentiable, for the derivatives
+    of det's derivatives), and where det is 0 the singular values' (singular_cofactors)."""
+    n = A.dims(a)[0]
+    z = _new_like(a)
+    _solve(gen, _stored(A.transpose(a), a), _eye(a.type.dtype, n), z)
+    c = _stored(A.elementwise(lambda q: S.binary("*", d, q), [z]), a)
+    callables.call(gen, _functions()[3], [a, c], {})
+    return c
+
+
 def _det_tangent(gen, args: list, kwargs: dict):
-    """d det = det * tr(A^-1 dA), per lane."""
+    """d det = sum(cofactors * dA) (det * tr(A^-1 dA) where A is regular), per lane."""
     config, a, d = _objs(args)
     dtype = a.val.type.dtype
+    lanes = _lanes(a.dval, config.width)
+    c = _cofactors(gen, a.val, d) if any(da is not None for da in lanes) else None
     out = []
-    for da in _lanes(a.dval, config.width):
+    for da in lanes:
         if da is None:
             out.append(S.as_scalar(Literal(0.0), dtype))
             continue
-        s = _new_like(a.val)
-        _solve(gen, a.val, da, s)
-        out.append(S.binary("*", d, _trace(s)))
+        out.append(A.reduce("sum", _binary("*", c, da)))
     return out[0] if config.width == 1 else tuple(out)
 
 
@@ -384,12 +399,62 @@ def _det_adjoints(gen, args: list, kwargs: dict):
     taped = _untape(tape)
     d = taped.pop(0)
     va = taped.pop(0) if taped else a.val
-    n = A.dims(va)[0]
-    z = _new_like(va)
-    _solve(gen, _stored(A.transpose(va), va), _eye(va.type.dtype, n), z)
-    scale = S.binary("*", dret, d)
-    _add_into(a.dval, A.elementwise(lambda q: S.binary("*", scale, q), [z]))
+    c = _cofactors(gen, va, d)
+    _add_into(a.dval, A.elementwise(lambda q: S.binary("*", dret, q), [c]))
     return None
+
+
+def _svd_cofactors(gen, a: Array, c: Array) -> None:
+    """`svd_cofactors(a, c)` in singular_cofactors' body: where det A is 0 (exactly: a zero
+    pivot), c = the cofactor matrix from A's SVD, adj(A)^T = det(U) det(V) U adj(S) V^T with
+    adj(S)_i the product of the other singular values (no division: right at any rank). The
+    C-order copy of A is Fortran's A^T = U' S V'^T, whose factors read in C order are
+    Ur = U'^T and Vr = V', and adj(A)^T = adj(A^T) = det(U') det(V') Vr adj(S) Ur."""
+    dtype = a.type.dtype
+    n = A.dims(a)[0]
+    zero = S.as_scalar(Literal(0.0), dtype)
+    d = _lu_det(gen, [a], {})
+    branch = scf.IfOp(arith.cmpf(arith.CmpFPredicate.OEQ, d.value, zero.value))
+    with ir.InsertionPoint(branch.then_block):
+        work = A.alloc(dtype, [n, n])
+        A.store_into(work, A.as_expr(a), new=True)
+        sv = A.alloc(dtype, [n])
+        ur, vr = A.alloc(dtype, [n, n]), A.alloc(dtype, [n, n])
+        job = _cell(ord("A"), ir.IntegerType.get_signless(8))
+        size, lda = _cell(n), _cell(_at_least_one(n))
+        query = A.alloc(dtype, [A.idx(1)])
+        info = _cell(0)
+        routine = _prefix(dtype) + "gesvd"
+        _call(gen, routine, [job, job, size, size, work.value, lda, sv.value, ur.value, lda,
+                             vr.value, lda, query.value, _cell(-1), info])
+        count = arith.fptosi(_int_type(), memref.load(query.value, [A.idx(0)]))
+        lwork = A.alloc(dtype, [arith.index_cast(ir.IndexType.get(), count)])
+        _call(gen, routine, [job, job, size, size, work.value, lda, sv.value, ur.value, lda,
+                             vr.value, lda, lwork.value, _cell(count), info])
+        sign = S.binary("*", _lu_det(gen, [ur], {}), _lu_det(gen, [vr], {}))
+        # (det of an orthogonal matrix: +-1, rounded to its sign)
+        sign = Scalar(arith.select(arith.cmpf(arith.CmpFPredicate.OLT, sign.value, zero.value),
+                                   S.as_scalar(Literal(-1.0), dtype).value,
+                                   S.as_scalar(Literal(1.0), dtype).value), dtype)
+
+        def others(k: ir.Value) -> Scalar:
+            """The product of the singular values but the k-th."""
+            run = scf.ForOp(A.idx(0), n, A.idx(1), [S.as_scalar(Literal(1.0), dtype).value])
+            with ir.InsertionPoint(run.body):
+                j = run.induction_variable
+                acc = Scalar(run.inner_iter_args[0], dtype)
+                v = Scalar(memref.load(sv.value, [j]), dtype)
+                same = arith.cmpi(arith.CmpIPredicate.eq, j, k)
+                scf.YieldOp([arith.select(same, acc.value, S.binary("*", acc, v).value)])
+            return Scalar(run.results[0], dtype)
+        weights = A.alloc(dtype, [n])
+        A.for_each([n], lambda ids: memref.store(S.binary("*", sign, others(ids[0])).value,
+                                                 weights.value, ids))
+        scaled = _stored(A.nd_expr(dtype, [n, n], lambda ids: S.binary(
+            "*", Scalar(memref.load(vr.value, ids), dtype),
+            Scalar(memref.load(weights.value, [ids[1]]), dtype)), None), vr)
+        _mm(gen, 0, scaled, ur, c)
+        scf.YieldOp([])
 
 
 # -- cholesky's rules -------------------------------------------------------------------------
@@ -462,6 +527,7 @@ solve_tangents = _Primitive("solve_tangents", _solve_tangents)
 solve_taped = _Primitive("solve_taped", _solve_taped)
 solve_adjoints = _Primitive("solve_adjoints", _solve_adjoints)
 det_tangent = _Primitive("det_tangent", _det_tangent)
+svd_cofactors = _Primitive("svd_cofactors", lambda gen, args, kwargs: _svd_cofactors(gen, *args))
 det_taped = _Primitive("det_taped", _det_taped)
 det_adjoints = _Primitive("det_adjoints", _det_adjoints)
 cholesky_tangents = _Primitive("cholesky_tangents", _cholesky_tangents)
@@ -483,9 +549,13 @@ def _functions():
     def cholesky_into(a, l, info):
         potrf(a, l, info)
 
+    def singular_cofactors(a, c):
+        svd_cofactors(a, c)
+
     solve_into = device_function(solve_into)
     det_of = device_function(det_of)
     cholesky_into = device_function(cholesky_into)
+    singular_cofactors = device_function(singular_cofactors)
 
     @rules.forward(solve_into)
     def _solve_forward(config, a, b, x, info):
@@ -532,7 +602,24 @@ def _functions():
         cholesky_adjoints(config, tape, a, l)
         return None, None, None
 
-    return solve_into, det_of, cholesky_into
+    # Where det A is 0, c (det * A^-T, NaN) becomes the cofactors from A's singular values;
+    # elsewhere c is left as it is. Its derivative is the identity on c: the derivative of
+    # det's derivative at a singular matrix is not the cofactors' (NaN), at any other the
+    # solves' (exact).
+    @rules.forward(singular_cofactors)
+    def _cofactors_forward(config, a, c):
+        singular_cofactors(a.val, c.val)
+
+    @rules.augmented_primal(singular_cofactors)
+    def _cofactors_augmented(config, a, c):
+        singular_cofactors(a.val, c.val)
+        return rules.AugmentedReturn(None, None, None)
+
+    @rules.reverse(singular_cofactors)
+    def _cofactors_reverse(config, dret, tape, a, c):
+        return None, None
+
+    return solve_into, det_of, cholesky_into, singular_cofactors
 
 
 def require_lapack(name: str) -> None:

@@ -15,7 +15,7 @@ import ctypes
 from .extension import BLAS_LIBRARY
 
 # The routines compiled code calls, for f32 ("s") and f64 ("d").
-ROUTINES = ("getrf", "getrs", "potrf")
+ROUTINES = ("getrf", "getrs", "potrf", "gesvd")
 
 
 def _find() -> tuple[dict[str, tuple[str, int]], int]:

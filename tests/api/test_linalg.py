@@ -391,3 +391,20 @@ def test_float32_gradients_stay_float32():
     g = adjit.grad(det)(a)
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, jax.grad(jnp.linalg.det)(a.astype(np.float64)), rtol=1e-4)
+
+
+@pytest.mark.parametrize("a", [[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [0.0, 0.0]],
+                               np.zeros((3, 3)), [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0],
+                                                  [1.0, 0.0, 1.0]]])
+def test_det_at_a_singular_matrix_is_0_and_its_gradient_the_cofactors(a):
+    a = np.asarray(a)
+    assert det(a) == 0.0
+    np.testing.assert_allclose(adjit.grad(det)(a), jax.grad(jnp.linalg.det)(a), atol=1e-12)
+    da = np.random.default_rng(15).standard_normal(a.shape)
+    _, tangent = adjit.jvp(det, (a,), (da,))
+    np.testing.assert_allclose(tangent, jax.jvp(jnp.linalg.det, (a,), (da,))[1], atol=1e-12)
+
+
+def test_device_cuda_refuses_lapack():
+    with pytest.raises(CompilationError, match="not compiled for device='cuda'"):
+        solve.lower(np.eye(2), np.ones(2), device="cuda")

@@ -18,13 +18,16 @@ def registered() -> list[str]:
     """NumPy's public functions with a compile handler in the registry."""
     import adjit.compiler.codegen  # noqa: F401  (its imports fill the registry)
     from adjit.compiler import callables
-    return sorted(n for n in dir(np)
-                  if not n.startswith("_") and callables.lookup(getattr(np, n)) is not None)
+    return sorted([n for n in dir(np)
+                   if not n.startswith("_") and callables.lookup(getattr(np, n)) is not None]
+                  + [f"linalg.{n}" for n in dir(np.linalg)
+                     if not n.startswith("_") and callables.lookup(getattr(np.linalg, n))
+                     is not None])
 
 
 def listed(text: str) -> list[str]:
     body = text[text.index(START) + len(START):text.index(END)]
-    return re.findall(r"`([a-z0-9_]+)`", body)
+    return re.findall(r"`([a-z0-9_.]+)`", body)
 
 
 def rendered(names: list[str]) -> str:

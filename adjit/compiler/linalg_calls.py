@@ -4,7 +4,8 @@ and np.einsum.
 solve, inv, det and cholesky call LAPACK (linalg_lapack.py: the OpenBLAS NumPy bundles, with
 custom rules as derivatives); norm, outer and einsum are built from the array operations of
 arrays.py (their derivatives come from those ops' rules), einsum's matrix products from
-matmul.py. Values and dtypes are NumPy's: integer arrays become f64, f32 stays f32.
+matmul.py. Values and dtypes are NumPy's: integer arrays become f64, f32 stays f32. A stack
+of matrices (..., M, M) is a loop over its matrices (`_each_matrix`), each a call on views.
 
 They allocate their results, so only @adjit.jit functions on the CPU compile them: a kernel
 or device function gets a UserError (small fixed-size matrices in kernels have the matrix
@@ -64,36 +65,70 @@ def _no_kwargs(kwargs: dict, name: str, allowed=()) -> None:
 
 
 def _square(gen, v, name: str, dtype) -> Array:
-    """`v` as a square 2-D array of `dtype` (checked at run time: NumPy's LinAlgError)."""
+    """`v` as a (stack of) square matrices of `dtype`, (..., M, M) (checked at run time:
+    NumPy's LinAlgError)."""
     v = _array(v, name, "the matrix")
-    if v.type.ndim != 2:
-        if v.type.ndim > 2:
-            raise UserError(f"{name}: stacks of matrices (arrays of {v.type.ndim} dimensions) "
-                            "are not compiled; loop over the stack")
+    if v.type.ndim < 2:
         raise UserError(f"{name}: {v.type.ndim}-dimensional array given. Array must be at "
                         "least two-dimensional")
     a = _operand(v, dtype)
-    rows, cols = A.dims(a)
+    rows, cols = A.dims(a)[-2:]
     adj.check(arith.cmpi(arith.CmpIPredicate.eq, rows, cols), "LinAlgError",
               "Last 2 dimensions of the array must be square")
     return a
 
 
+def _each_matrix(a: Array, arrays: list[tuple[Array, int | None]], body) -> None:
+    """body(views) for each matrix of the stack `a` (..., M, M): `arrays` are (array, its
+    number of core dimensions, or None for one shared by every matrix), each batched one of
+    a's batch shape; views are each one's core part for that matrix (a 2-D `a` is the
+    stack of itself)."""
+    batch = A.dims(a)[:-2]
+    if not batch:
+        body([v for v, _ in arrays])
+        return
+    from .numpy_calls import reshape
+    count = A.numel(batch)
+    flat = []
+    for v, core in arrays:
+        if core is None:
+            flat.append(v)
+            continue
+        sizes = [count] + A.dims(v)[v.type.ndim - core:]
+        flat.append(A.materialize(reshape(v, [S.from_index(n) for n in sizes])))
+    loop = scf.ForOp(A.idx(0), count, A.idx(1))
+    with ir.InsertionPoint(loop.body):
+        i = S.from_index(loop.induction_variable)
+        body([f if core is None else A.view(f, [i], False, False)
+              for f, (_, core) in zip(flat, arrays)])
+        scf.YieldOp([])
+
+
 def _column(a: Array) -> Array:
-    """A 1-D contiguous array as a (n, 1) view."""
-    a = A.contiguous(a)
+    """A 1-D array as a (n, 1) view (writes through it reach `a`)."""
     n = A.dims(a)[0]
     dyn = ir.ShapedType.get_dynamic_size()
-    t = ir.MemRefType.get([dyn, 1], ir.MemRefType(a.value.type).element_type)
+    src = ir.MemRefType(a.value.type)
+    layout = (ir.StridedLayoutAttr.get(dyn, [dyn, dyn]) if "strided" in str(src.layout)
+              else None)
+    t = ir.MemRefType.get([dyn, 1], src.element_type, layout)
     assoc = ir.ArrayAttr.get([ir.ArrayAttr.get([MM._i64_attr(0), MM._i64_attr(1)])])
     value = memref.expand_shape(t, a.value, assoc, [n], [dyn, 1])
-    t2 = ArrayType(a.type.dtype, 2)
+    t2 = ArrayType(a.type.dtype, 2, True)
     return Array(memref.cast(mlir_type(t2), value), t2, a.root, a.fresh)
 
 
 def _start(gen, name: str) -> None:
     _host(gen, name)
     L.require_lapack(name)
+
+
+def _one_matrix(gen, args, kwargs, name: str) -> Array:
+    _start(gen, name)
+    _no_kwargs(kwargs, name)
+    if len(args) != 1:
+        raise UserError(f"{name}(a) takes 1 argument, got {len(args)}")
+    return _square(gen, args[0], name, _float_dtype(_array(args[0], name, "a")))
 
 
 # -- solve, inv, det, cholesky ----------------------------------------------------------------
@@ -104,59 +139,65 @@ def _solve(gen, args, kwargs):
     if len(args) != 2:
         raise UserError(f"{name}(a, b) takes 2 arguments, got {len(args)}")
     a, b = _array(args[0], name, "a"), _array(args[1], name, "b")
-    if b.type.ndim not in (1, 2):
-        raise UserError(f"{name}: b must have 1 or 2 dimensions (shape (M,) or (M, K)), got "
-                        f"{b.type.ndim}")
     dtype = _float_dtype(a, b)
     a = _square(gen, a, name, dtype)
     b = _operand(b, dtype)
-    adj.check(arith.cmpi(arith.CmpIPredicate.eq, A.dims(b)[0], A.dims(a)[0]), "ValueError",
+    nb = 1 if b.type.ndim == 1 else 2           # NumPy 2: a 1-D b is one vector (M,)
+    batch = A.dims(a)[:-2]
+    shared = nb == 1 or b.type.ndim == 2
+    if not shared and b.type.ndim != a.type.ndim:
+        raise UserError(f"{name}: b of shape (..., M, K) needs a's number of dimensions "
+                        f"({a.type.ndim}), got {b.type.ndim} (or give b of shape (M,) or "
+                        "(M, K), solved with every matrix)")
+    if not shared:
+        for d, e in zip(batch, A.dims(b)[:-2]):
+            adj.check(arith.cmpi(arith.CmpIPredicate.eq, d, e), "ValueError",
+                      "solve: the stacks of a and b differ in shape")
+    core = A.dims(b)[-nb:]
+    adj.check(arith.cmpi(arith.CmpIPredicate.eq, core[0], A.dims(a)[-1]), "ValueError",
               "solve: b's first dimension differs from the size of the matrix")
-    x = A.alloc(dtype, A.dims(b))
-    if b.type.ndim == 1:
-        L.solve(gen, a, _column(b), _column(x))
-    else:
-        L.solve(gen, a, b, x)
+    x = A.alloc(dtype, list(batch) + core)
+
+    def one(views):
+        va, vb, vx = views
+        if nb == 1:
+            vb, vx = _column(vb), _column(vx)
+        L.solve(gen, va, vb, vx)
+    _each_matrix(a, [(a, 2), (b, None if shared else nb), (x, nb)], one)
     return x
 
 
 def _inv(gen, args, kwargs):
-    name = "np.linalg.inv"
-    _start(gen, name)
-    _no_kwargs(kwargs, name)
-    if len(args) != 1:
-        raise UserError(f"{name}(a) takes 1 argument, got {len(args)}")
-    a = _square(gen, args[0], name, _float_dtype(_array(args[0], name, "a")))
-    n = A.dims(a)[0]
-    x = A.alloc(a.type.dtype, [n, n])
-    L.solve(gen, a, L._eye(a.type.dtype, n), x)
+    a = _one_matrix(gen, args, kwargs, "np.linalg.inv")
+    n = A.dims(a)[-1]
+    x = A.alloc(a.type.dtype, A.dims(a))
+    eye = L._eye(a.type.dtype, n)
+    _each_matrix(a, [(a, 2), (eye, None), (x, 2)], lambda v: L.solve(gen, *v))
     return x
 
 
 def _det(gen, args, kwargs):
-    name = "np.linalg.det"
-    _start(gen, name)
-    _no_kwargs(kwargs, name)
-    if len(args) != 1:
-        raise UserError(f"{name}(a) takes 1 argument, got {len(args)}")
-    a = _square(gen, args[0], name, _float_dtype(_array(args[0], name, "a")))
-    return L.det(gen, a)
+    a = _one_matrix(gen, args, kwargs, "np.linalg.det")
+    if a.type.ndim == 2:
+        return L.det(gen, a)
+    out = A.alloc(a.type.dtype, A.dims(a)[:-2])
+
+    def one(views):
+        va, cell = views
+        memref.store(L.det(gen, va).value, cell.value, [])
+    _each_matrix(a, [(a, 2), (out, 0)], one)
+    return out
 
 
 def _cholesky(gen, args, kwargs):
     name = "np.linalg.cholesky"
-    _start(gen, name)
     upper = kwargs.pop("upper", Literal(False))
-    _no_kwargs(kwargs, name)
-    if len(args) != 1:
-        raise UserError(f"{name}(a) takes 1 argument, got {len(args)}")
     if not (isinstance(upper, Literal) and upper.value is False):
         raise UserError(f"{name}: upper=True is not compiled (take the transpose of the "
                         "lower factor)")
-    a = _square(gen, args[0], name, _float_dtype(_array(args[0], name, "a")))
-    n = A.dims(a)[0]
-    out = A.alloc(a.type.dtype, [n, n])
-    L.cholesky(gen, a, out)
+    a = _one_matrix(gen, args, kwargs, name)
+    out = A.alloc(a.type.dtype, A.dims(a))
+    _each_matrix(a, [(a, 2), (out, 2)], lambda v: L.cholesky(gen, *v))
     return out
 
 

@@ -119,6 +119,45 @@ def test_einsum_and_outer_are_numpys(dtype):
         np.testing.assert_allclose(ours, want, rtol=1e-13, atol=1e-13)
 
 
+@adjit.jit
+def stacked(a, b, bs, v, s):
+    return (np.linalg.solve(a, b), np.linalg.solve(a, bs), np.linalg.solve(a, v),
+            np.linalg.inv(a), np.linalg.det(a), np.linalg.cholesky(s))
+
+
+def test_stacks_of_matrices_are_numpys():
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((2, 3, 4, 4)) + 4 * np.eye(4)
+    m = rng.standard_normal((2, 3, 4, 4))
+    s = m @ np.swapaxes(m, -1, -2) + np.eye(4)
+    args = (a, rng.standard_normal(4), rng.standard_normal((2, 3, 4, 2)),
+            rng.standard_normal((4, 5)), s)
+    ours = stacked(*args)
+    want = (np.linalg.solve(a, args[1]), np.linalg.solve(a, args[2]),
+            np.linalg.solve(a, args[3]), np.linalg.inv(a), np.linalg.det(a),
+            np.linalg.cholesky(s))
+    for o, w in zip(ours, want):
+        assert o.shape == w.shape
+        np.testing.assert_allclose(o, w, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="the stacks of a and b differ"):
+        stacked(a, args[1], args[2][:1], args[3], s)
+
+
+@adjit.jit
+def stacked_loss(a, b):
+    return np.sum(np.linalg.solve(a, b) ** 2) + np.sum(np.linalg.det(a))
+
+
+def test_stacks_of_matrices_gradient_matches_jax():
+    rng = np.random.default_rng(17)
+    a, b = rng.standard_normal((3, 3, 3)) + 3 * np.eye(3), rng.standard_normal((3, 3, 2))
+    ours = adjit.grad(stacked_loss, argnums=(0, 1))(a, b)
+    want = jax.grad(lambda a, b: jnp.sum(jnp.linalg.solve(a, b) ** 2)
+                    + jnp.sum(jnp.linalg.det(a)), argnums=(0, 1))(a, b)
+    for o, w in zip(ours, want):
+        np.testing.assert_allclose(o, w, rtol=1e-10, atol=1e-12)
+
+
 # -- errors -----------------------------------------------------------------------------------
 @adjit.jit
 def solve(a, b):
@@ -187,7 +226,7 @@ def bad_normbad(a, b):
 
 @adjit.jit
 def bad_stack(a, b):
-    return np.linalg.solve(a.reshape(1, 2, 2), b)
+    return np.linalg.solve(a.reshape(1, 2, 2), b.reshape(1, 1, 2, 2))
 
 
 @adjit.jit
@@ -207,7 +246,7 @@ def bad_upper(a, b):
     (bad_output, "the output 'iz' must name distinct letters"),
     (bad_norm2, 'ord=2 of a matrix needs its singular values'),
     (bad_normbad, "invalid norm order 'bad' for matrices"),
-    (bad_stack, 'stacks of matrices'),
+    (bad_stack, "b of shape (..., M, K) needs a's number of dimensions (3), got 4"),
     (bad_scalar, 'np.linalg.det: a must be an array'),
     (bad_upper, 'upper=True is not compiled'),
 ])

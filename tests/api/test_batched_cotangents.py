@@ -75,6 +75,35 @@ def test_each_lane_is_its_own_reverse_call(width, steps):
         np.testing.assert_allclose(du0s[k], ju, rtol=1e-12)
 
 
+@adjit.jit
+def switching(x, y, n: int):
+    """A loop that carries one argument, then the other, writing each in place."""
+    u = x
+    for t in range(n):
+        if t == 1:
+            u = y
+        u[0] = u[0] * u[1] + np.sin(u[2])
+    return np.sum(u * u)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_lanes_of_arguments_written_in_place(n):
+    """Each lane's shadows are its own, where the loop writes the arguments themselves."""
+    x0, y0 = np.linspace(0.1, 1.0, 5), np.linspace(1.0, 0.1, 5)
+    dxs = tuple(np.zeros(5) for _ in range(2))
+    dys = tuple(np.full(5, k + 1.0) for k in range(2))    # the seeds of y's final values
+    x, y = x0.copy(), y0.copy()
+    adjit.autodiff(Reverse, switching, BatchDuplicated(x, dxs), BatchDuplicated(y, dys),
+                   Const(n))
+    for k in range(2):
+        dx, dy = np.zeros(5), np.full(5, k + 1.0)
+        xk, yk = x0.copy(), y0.copy()
+        adjit.autodiff(Reverse, switching, Duplicated(xk, dx), Duplicated(yk, dy), Const(n))
+        np.testing.assert_array_equal(dxs[k], dx)
+        np.testing.assert_array_equal(dys[k], dy)
+        np.testing.assert_array_equal((x, y), (xk, yk))
+
+
 def test_a_kernel_takes_a_batch_of_cotangents():
     x, y0 = np.linspace(-1.0, 1.0, 5), np.linspace(1.0, 2.0, 5)
     seeds = [RNG.standard_normal(5) for _ in range(3)]

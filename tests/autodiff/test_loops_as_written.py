@@ -427,6 +427,10 @@ def test_checkpointed_loop_of_a_functional_step(steps):
     np.testing.assert_allclose(g, adjit.grad(stored_steps)(u0, steps, 0.1), rtol=1e-14)
     np.testing.assert_allclose(g, jax.grad(advance_jax)(U0, steps, 0.1), rtol=1e-12)
     np.testing.assert_allclose(g, central(checkpointed_steps, U0, steps, 0.1), rtol=1e-6)
+    v = np.linspace(1.0, -1.0, 5)
+    tangent = adjit.autodiff(adjit.Forward, checkpointed_steps, Duplicated(u0, v),
+                             Const(steps), Const(0.1))
+    assert tangent == pytest.approx(float(g @ v), rel=1e-12, abs=1e-14)
     t_end = 0.1 * steps - 0.05       # `steps` steps of 0.1
     gw = adjit.grad(checkpointed_while)(u0, max(t_end, 0.0), 0.1)
     np.testing.assert_allclose(gw, g, rtol=1e-14)
@@ -480,6 +484,21 @@ def test_fixed_point_with_a_run_time_tolerance(tol):
     assert abs(x - c * np.cos(x)) < 10 * tol
     assert adjit.grad(scalar_fixed_point)(c, tol) == pytest.approx(
         np.cos(x) / (1 + c * np.sin(x)), rel=10 * tol ** 0.5)
+
+
+@adjit.jit
+def root32(a, tol: float):
+    x = adjit.fixed_point(newton, adjit.ones(2, adjit.f32), a, tol=tol)
+    return x[0]
+
+
+def test_fixed_point_run_time_tolerance_in_float32():
+    a = np.float32(2.0)
+    x = root32(a, 1e-6)
+    assert np.asarray(x).dtype == np.float32 and abs(x - np.sqrt(2.0)) < 1e-6
+    g = adjit.grad(root32)(a, 1e-6)
+    assert np.asarray(g).dtype == np.float32
+    assert g == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-5)
 
 
 def test_fixed_point_run_time_tolerance_errors():

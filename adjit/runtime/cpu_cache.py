@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import build_folders, loader
+from . import lapack  # noqa: F401 (LAPACK's routines in the global scope: entries call them)
 from .files import DamagedEntry, cache_settings, read_entry, write_entry
 from .vector_math import add_vector_variants, vector_symbols
 

@@ -5,7 +5,8 @@ NumPy has loaded that library into the process already (runtime/extension.py fin
 matrix products); its LAPACK symbols carry the prefix and suffix of its build (NumPy 2's
 wheels: `scipy_dgetrf_64_`, 64-bit integers). Compiled code calls them by those names: the
 ExecutionEngine is given their addresses (`symbols`), and the library is opened once more
-RTLD_GLOBAL here so that the disk cache's shared objects find them when they are loaded. Every
+RTLD_GLOBAL here so that the disk cache's shared objects find them when they are loaded
+(runtime/cpu_cache.py imports this module: a process that only loads compiled code too). Every
 argument of a Fortran LAPACK routine is a pointer (the integers too: `INT_BITS` wide), and a
 CHARACTER argument has a hidden length after the others (passed, ignored by OpenBLAS)."""
 from __future__ import annotations

@@ -447,3 +447,56 @@ def test_det_at_a_singular_matrix_is_0_and_its_gradient_the_cofactors(a):
 def test_device_cuda_refuses_lapack():
     with pytest.raises(CompilationError, match="not compiled for device='cuda'"):
         solve.lower(np.eye(2), np.ones(2), device="cuda")
+
+
+CACHED_PROGRAM = """
+import sys
+if "--block-mlir" in sys.argv:
+    sys.modules["mlir"] = None          # any import of mlir now fails
+import numpy as np
+import adjit
+
+@adjit.jit
+def solve(a, b):
+    return np.linalg.solve(a, b)
+
+@adjit.jit
+def det(a):
+    return np.linalg.det(a)
+
+a = np.array([[2.0, 1.0], [1.0, 3.0]])
+try:
+    solve(np.ones((2, 2)), np.ones(2))
+    error = None
+except np.linalg.LinAlgError as e:
+    error = str(e).split(" (at")[0]
+print({"x": solve(a, np.ones(2)).tolist(), "g": adjit.grad(det)(a).tolist(), "error": error,
+       "mlir": "mlir.ir" in sys.modules})
+if "--wait" in sys.argv:
+    from adjit.runtime import cpu_cache
+    assert cpu_cache.wait_for_builds(120)
+"""
+
+
+def test_a_process_without_mlir_calls_lapack_from_the_disk_cache(tmp_path):
+    """The cache's shared objects call LAPACK by its symbols: runtime/cpu_cache.py makes
+    them global (runtime/lapack.py) before loading one, in a process that compiles
+    nothing."""
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "user_code.py"
+    script.write_text(CACHED_PROGRAM)
+    env = {**os.environ, "ADJIT_CACHE_DIR": str(tmp_path / "cache"), "ADJIT_DISK_CACHE": "1"}
+
+    def run(*args):
+        result = subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                                text=True, cwd=tmp_path, env=env, timeout=300)
+        assert result.returncode == 0, result.stderr
+        return eval(result.stdout.strip().splitlines()[-1])
+    first = run("--wait")
+    again = run("--block-mlir")
+    assert first["mlir"] and not again["mlir"]
+    assert {**again, "mlir": True} == first
+    assert first["error"] == "Singular matrix"
+    np.testing.assert_allclose(first["x"], [0.4, 0.2])

@@ -13,7 +13,7 @@ from . import lazy as L
 from . import scalar_ops as S
 from ..core.types import ScalarType
 from .lazy_names import named_items
-from .values import Array, ArrayExpr, Literal, Scalar, Shape, Vec, VecArray
+from .values import Array, ArrayExpr, Literal, Scalar, Shape, Vec
 
 
 class Assignment:
@@ -69,10 +69,9 @@ class Assignment:
                 return
             self.assign(node.target, new)
         elif isinstance(node.target, (ast.Subscript, ast.Attribute)) and (
-                isinstance(node.target.value, ast.Name) and isinstance(
-                    self._lookup(node.target.value.id, node.target.value), (Vec, VecArray))
+                self._vector_place(node.target) is not None
                 or self._struct_field(node.target.value) or self._struct_field(node.target)):
-            # `x[i] += v` (an array of vectors), `v[k] += s`, `v.x += s`
+            # `x[i] += v` (an array of vectors), `v[k] += s`, `v.x += s`, `y[i].x += s`
             current = self.visit(node.target)
             self.assign(node.target, self._binary(op, current, self.visit(node.value)))
         elif isinstance(node.target, ast.Subscript):

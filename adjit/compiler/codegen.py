@@ -486,8 +486,8 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             # derivative (derivative_calls.py) then uses.
             return PyObj(obj(*map(_python, args), **{k: _python(v) for k, v in kwargs.items()}))
         if entry is not None and entry.how is How.VALUES:
-            if obj is B.namespace["atomic_add"] or not any(isinstance(a, VecArray)
-                                                           for a in args):
+            if (any(obj is a for a in _ATOMICS)
+                    or not any(isinstance(a, VecArray) for a in args)):
                 return entry.handler(self, args, kwargs)
             # An array of vectors is its array to the array functions; `zeros_like(x)`
             # and the like of one is an array of the same vectors.
@@ -553,6 +553,8 @@ def _gather_struct(st: StructType, prefix: str, values: dict) -> StructValue:
 # array of vectors).
 _LIKE = tuple(B.namespace[n] for n in ("zeros_like", "ones_like", "empty_like", "full_like",
                                        "copy"))
+# (their handlers take an array of vectors as it is: vectors.py)
+_ATOMICS = (B.namespace["atomic_add"], B.namespace["atomic_sub"])
 
 
 def _python(v):

@@ -25,8 +25,9 @@ from . import scalar_ops as S
 from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
 from ..lang.checkpointing import Checkpointed
+from . import vectors as V
 from .static_loops import indexes_a_sequence, static_items
-from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
+from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape, Vec
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
 
@@ -647,7 +648,7 @@ class ControlFlow:
         self.vars[CONT] = Literal(True)
 
     def _choose(self, cond: ir.Value, then_fn: Callable, else_fn: Callable, node: ast.AST):
-        """The scalar `then_fn()` if `cond` else `else_fn()`, as an scf.if: only the chosen
+        """The scalar or vector `then_fn()` if `cond` else `else_fn()`, as an scf.if: only the chosen
         side's code runs (it may read an element that exists only on that side)."""
         if any(isinstance(n, ast.Call) for n in ast.walk(node)):
             # a call on one side may write what a lazy name reads
@@ -657,19 +658,33 @@ class ControlFlow:
             a = then_fn()
         with self.scope(), ir.InsertionPoint(probe.else_block):
             b = else_fn()
-        for v in (a, b):
-            if not isinstance(v, (Scalar, Literal)):
-                raise self.error(node, f"{ast.unparse(node)[:40]!s} chooses between scalars "
-                                       f"only, not {S.describe(v)}")
-        t = self._merge_type("", a, b, node)
-        final = scf.IfOp(cond, [mlir_type(t)], has_else=True)
-        for src, dst, v in ((probe.then_block, final.then_block, a),
-                            (probe.else_block, final.else_block, b)):
+        if isinstance(a, Vec) or isinstance(b, Vec):
+            # `a if c else b` on vectors, matrices, quaternions: one scf.if yielding every
+            # component (the value is a Vec of the results)
+            if not (isinstance(a, Vec) and isinstance(b, Vec) and a.type.kind == b.type.kind
+                    and a.type.shape == b.type.shape):
+                raise self.error(node, f"{ast.unparse(node)[:40]!s} chooses between "
+                                       f"{S.describe(a)} and {S.describe(b)}: give both "
+                                       "sides one vector type")
+            pairs = list(zip(a.items, b.items))
+        else:
+            for v in (a, b):
+                if not isinstance(v, (Scalar, Literal)):
+                    raise self.error(node, f"{ast.unparse(node)[:40]!s} chooses between "
+                                           f"scalars or vectors, not {S.describe(v)}")
+            pairs = [(a, b)]
+        types = [self._merge_type("", x, y, node) for x, y in pairs]
+        final = scf.IfOp(cond, [mlir_type(t) for t in types], has_else=True)
+        for src, dst, side in ((probe.then_block, final.then_block, 0),
+                               (probe.else_block, final.else_block, 1)):
             self._move_ops(src, dst)
             with ir.InsertionPoint(dst):
-                scf.YieldOp([self._coerce(v, t).value])
+                scf.YieldOp([self._coerce(p[side], t).value for p, t in zip(pairs, types)])
         probe.operation.erase()
-        return Scalar(final.result, t)
+        out = [Scalar(r, t) for r, t in zip(final.results, types)]
+        if isinstance(a, Vec):
+            return V.make(a.type.kind, a.type.shape, out)
+        return out[0]
 
 
 # Ops whose array results may be arrays a loop carries, swapped (an inner loop's, a branch's)

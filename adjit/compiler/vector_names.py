@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from . import vectors as V
+from ..core.types import VecType
 from .values import Literal, StructValue, Vec, VecArray
 
 
@@ -50,35 +51,75 @@ class VectorNames:
         return V.make(t.kind, t.shape, items)
 
     def _assign_vector_item(self, target: ast.expr, value) -> bool:
-        """`x[i] = v` into an array of vectors, `v[k] = s`, `m[i, j] = s`, `v.x = s` into a
+        """`x[i] = v` into an array of vectors; a component or row of an element of one
+        (`y[i].x = s`, `y[i][k] = s`, `y[i][r, c] = s`, `y[i][r][c] = s`: only those
+        components are written); `v[k] = s`, `m[i, j] = s`, `m[i][j] = s`, `v.x = s` into a
         vector variable (rebinding its components). False for any other target."""
-        if not isinstance(target, (ast.Subscript, ast.Attribute)):
-            return False
-        if self._struct_field(target) and isinstance(target, ast.Attribute):
+        if isinstance(target, ast.Attribute) and self._struct_field(target):
             raise self.error(target, f"cannot assign to {ast.unparse(target)}: a struct's "
                                      "fields are read-only in compiled code (an array field "
                                      f"is written through: {ast.unparse(target)}[i] = ...)")
-        base_node = target.value
-        if self._struct_field(base_node) and isinstance(target, ast.Subscript):
-            base = self.visit(base_node)        # `s.pos[i] = v`: an array field
-            if isinstance(base, VecArray):
-                V.store(self, base, self.visit(target.slice), value)
-                return True
+        place = self._vector_place(target)
+        if place is None:
             return False
-        if not isinstance(base_node, ast.Name):
-            return False
-        base = self._lookup(base_node.id, base_node)
-        if isinstance(base, VecArray) and isinstance(target, ast.Subscript):
-            V.store(self, base, self.visit(target.slice), value)
+        root_node, root, path = place
+        if isinstance(root, VecArray):
+            if not isinstance(path[0], ast.Subscript):
+                raise self.error(target, f"cannot assign to {ast.unparse(target)}: index the "
+                                         f"array of vectors first ({ast.unparse(root_node)}[i])")
+            sub = self.visit(path[0].slice)
+            if len(path) == 1:
+                V.store(self, root, sub, value)
+            else:
+                V.store_component(self, root, sub, self._components(path[1:], root.vec), value)
             return True
-        if not isinstance(base, Vec):
-            return False
-        if isinstance(target, ast.Attribute):
-            new = V.with_item(base, Literal(V.axis(base, target.attr)), value)
-        else:
-            new = V.with_item(base, self.visit(target.slice), value)
-        self._bind_vector(base_node.id, new)
+        if not isinstance(root_node, ast.Name):      # a struct's vector field
+            raise self.error(target, f"cannot assign to {ast.unparse(target)}: a struct's "
+                                     "fields are read-only in compiled code")
+        new = V.with_item(root, tuple(self._components(path, root.type)), value)
+        self._bind_vector(root_node.id, new)
         return True
+
+    def _vector_place(self, target: ast.expr):
+        """For a target inside a vector variable or an array of vectors (`v.x`, `m[i][j]`,
+        `y[i]`, `y[i].x`, `s.points[i][0]`): (the root's node, its Vec or VecArray, the
+        subscripts and attributes from the root out to the target); None for any other
+        target. Reading the root emits nothing (a name, a struct's field)."""
+        path = []
+        node = target
+        while isinstance(node, (ast.Subscript, ast.Attribute)) and not self._struct_field(node):
+            path.append(node)
+            node = node.value
+        if not path:
+            return None
+        if isinstance(node, ast.Name):
+            root = self._lookup(node.id, node)
+        elif self._struct_field(node):
+            root = self.visit(node)
+        else:
+            return None
+        if not isinstance(root, (Vec, VecArray)):
+            return None
+        return node, root, path[::-1]
+
+    def _components(self, path: list, t) -> list:
+        """The indices into a vector of type `t` that the subscripts and attributes of
+        `path` name, in order (`.x` is component 0; `m[r][c]` and `m[r, c]` are [r, c])."""
+        out = []
+        for node in path:
+            if len(out) >= len(t.shape):
+                raise self.error(node, f"{ast.unparse(node)}: a {t!r} value has "
+                                       f"{len(t.shape)} ind{'ex' if len(t.shape) == 1 else 'ices'}")
+            if isinstance(node, ast.Attribute):
+                if t.kind == "mat" and not out:
+                    V.axis_index(t, node.attr)          # (raises: a matrix has no .x)
+                n = t.shape[len(out)]
+                out.append(Literal(V.axis_index(VecType("vec" if t.kind == "mat" else t.kind,
+                                                        (n,), t.dtype), node.attr)))
+            else:
+                sub = self.visit(node.slice)
+                out.extend(sub if isinstance(sub, tuple) else [sub])
+        return out
 
     def _struct_field(self, node: ast.AST) -> bool:
         """Whether `node` is a field of a struct variable (`s.pos`, `s.inner.x`): read

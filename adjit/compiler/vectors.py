@@ -23,6 +23,8 @@ import inspect
 import itertools
 from typing import Sequence
 
+import numpy as np
+
 from mlir import ir
 from mlir.dialects import arith, memref
 
@@ -30,13 +32,14 @@ from ..dialects import adj
 from . import array_layout  # noqa: F401 (adjit.transpose's array meaning, wrapped below)
 from . import arrays as A
 from . import scalar_ops as S
+from . import builtin_calls as B
 from .builtin_calls import register_builtin, lookup
 from ..lang.builtins import namespace
 from ..lang.structs import struct_type
 from ..core.errors import UserError
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type, f32,
                           promote)
-from .values import Array, Literal, PyObj, Scalar, Vec, VecArray
+from .values import Array, Literal, PyObj, Scalar, SliceValue, Vec, VecArray
 
 _AXES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
@@ -144,70 +147,116 @@ def row(v: Vec, i) -> Vec:
     return make("vec", (m,), items, v.type.dtype)
 
 
+def _slice_positions(s: SliceValue, n: int, what: str) -> list[int]:
+    """The components `lo:hi:step` picks of `n` (Python's rule); constant bounds only, since
+    the result's size is part of its type."""
+    parts = []
+    for p in (s.lower, s.upper, s.step):
+        if p is not None and not (isinstance(p, Literal) and isinstance(p.value, int)):
+            raise UserError(f"a slice of {what} takes constant bounds (the size of the vector "
+                            f"it gives is part of its type), got {S.describe(p)}")
+        parts.append(None if p is None else p.value)
+    if parts[2] == 0:
+        raise UserError("slice step cannot be zero")
+    ks = list(range(n))[slice(*parts)]
+    if not ks:
+        raise UserError(f"the slice [{_spell(parts)}] of {what} is empty (a vector has at least "
+                        "one component)")
+    return ks
+
+
+def _spell(parts) -> str:
+    lo, hi, step = ("" if p is None else str(p) for p in parts)
+    return f"{lo}:{hi}" + (f":{step}" if step else "")
+
+
 def subscript(v: Vec, sub) -> Scalar | Vec:
-    """`v[k]`, `m[i]` (a row), `m[i, j]`, with constant or runtime integer indices."""
+    """`v[k]`, `m[i]` (a row), `m[i, j]`, with constant or runtime integer indices; `v[lo:hi]`,
+    `m[lo:hi]`, `m[i, lo:hi]`, `m[lo:hi, j]` with constant bounds (Warp's slices: a shorter
+    vector, or a smaller matrix; a slice of a quaternion is a vector)."""
     items = list(sub) if isinstance(sub, tuple) else [sub]
+    what = S.describe(v)
     if v.type.kind == "mat":
-        if len(items) == 1:
+        if len(items) == 1 and not isinstance(items[0], SliceValue):
             return row(v, items[0])
-        if len(items) == 2:
-            return subscript(row(v, items[0]), items[1])
-        raise UserError(f"a matrix takes one or two indices, got {len(items)}")
+        if len(items) == 1:
+            items.append(SliceValue(None, None, None))
+        if len(items) != 2:
+            raise UserError(f"a matrix takes one or two indices, got {len(items)}")
+        r, c = items
+        if not isinstance(r, SliceValue):
+            return subscript(row(v, r), c)
+        n, m = v.type.shape
+        rows = [row(v, Literal(k)) for k in _slice_positions(r, n, what)]
+        if not isinstance(c, SliceValue):      # part of a column
+            return make("vec", (len(rows),), [subscript(x, c) for x in rows], v.type.dtype)
+        cols = _slice_positions(c, m, what)
+        return make("mat", (len(rows), len(cols)), [x.items[k] for x in rows for k in cols],
+                    v.type.dtype)
     if len(items) != 1:
-        raise UserError(f"{S.describe(v)} takes one index, got {len(items)}")
-    j = _const_index(items[0], v.type.size, S.describe(v))
+        raise UserError(f"{what} takes one index, got {len(items)}")
+    if isinstance(items[0], SliceValue):
+        ks = _slice_positions(items[0], v.type.size, what)
+        return make("vec", (len(ks),), [v.items[k] for k in ks], v.type.dtype)
+    j = _const_index(items[0], v.type.size, what)
     return v.items[j] if j is not None else _pick(v.items, items[0])
 
 
 def with_item(v: Vec, sub, value) -> Vec:
-    """`v` with `v[sub] = value` (a new Vec: the variable is rebound to it)."""
+    """`v` with `v[sub] = value` (a new Vec: the variable is rebound to it): a component
+    (`v[k]`, `m[i, j]`), or a row (`m[i] = r`); constant indices pick the component, runtime
+    ones select it (every component a select on the index)."""
     items = list(sub) if isinstance(sub, tuple) else [sub]
-    flat = list(v.items)
-    if v.type.kind == "mat":
-        n, m = v.type.shape
-        if len(items) == 1:      # a row
-            if not (isinstance(value, Vec) and value.type.shape == (m,)):
-                raise UserError(f"assigning {S.describe(value)} to a row of {S.describe(v)}")
-            positions = [[i * m + c for c in range(m)] for i in range(n)]
-            rows = positions
-            i = _const_index(items[0], n, S.describe(v))
-            for r, pos in enumerate(rows):
-                if i is not None and r != i:
-                    continue
-                for c, p in enumerate(pos):
-                    new = value.items[c]
-                    flat[p] = new if i is not None else S.select(
-                        S.compare("==", S.as_scalar(items[0]), Literal(r)), new, flat[p])
-            return of_type(v.type, flat)
-        if len(items) != 2:
-            raise UserError(f"a matrix takes one or two indices, got {len(items)}")
-        n_, m_ = v.type.shape
-        i = _const_index(items[0], n_, S.describe(v))
-        j = _const_index(items[1], m_, S.describe(v))
-        if i is None or j is None:
-            raise UserError("assigning into a matrix element takes constant indices")
-        flat[i * m_ + j] = _float(value)
-        return of_type(v.type, flat)
-    if len(items) != 1:
-        raise UserError(f"{S.describe(v)} takes one index, got {len(items)}")
-    j = _const_index(items[0], v.type.size, S.describe(v))
-    new = _float(value)
-    if j is not None:
-        flat[j] = new
+    shape, what = v.type.shape, S.describe(v)
+    if len(items) > len(shape):
+        raise UserError(f"{what} takes {len(shape)} ind{'ex' if len(shape) == 1 else 'ices'}, "
+                        f"got {len(items)}")
+    if any(isinstance(k, SliceValue) for k in items):
+        raise UserError(f"assigning to a slice of {what}: assign its components one by one")
+    rest = shape[len(items):]
+    if rest:
+        if not (isinstance(value, Vec) and value.type.shape == rest
+                and value.type.kind != "mat"):
+            raise UserError(f"assigning {S.describe(value)} to a row of {what}")
+        values = list(value.items)
     else:
-        k = S.as_scalar(items[0])
-        flat = [S.select(S.compare("==", k, Literal(c)), new, S.as_scalar(old))
-                for c, old in enumerate(flat)]
+        values = [_float(value)]
+    consts = [_const_index(k, d, what) for k, d in zip(items, shape)]
+    for k, c in zip(items, consts):
+        if c is None:
+            kv = S.as_scalar(k)
+            if not (kv.type.is_int or kv.type.name == "index"):
+                raise UserError(f"a vector index must be an integer, got {S.describe(k)}")
+    flat = list(v.items)
+    width = len(values)
+    for prefix in itertools.product(*(range(d) for d in shape[:len(items)])):
+        if any(c is not None and c != p for c, p in zip(consts, prefix)):
+            continue
+        cond = None
+        for k, c, p in zip(items, consts, prefix):
+            if c is None:
+                e = S.compare("==", S.as_scalar(k), Literal(p))
+                cond = e if cond is None else S.binary("&", cond, e)
+        base = int(np.ravel_multi_index(prefix + (0,) * len(rest), shape))
+        for t in range(width):
+            new = S.as_scalar(values[t], v.type.dtype)
+            flat[base + t] = new if cond is None else S.select(cond, new,
+                                                               S.as_scalar(flat[base + t]))
     return of_type(v.type, flat)
+
+
+def axis_index(t: VecType, name: str) -> int:
+    """The component `.x .y .z .w` names in a value of type `t`, or UserError."""
+    if t.kind == "mat" or name not in _AXES or _AXES[name] >= t.size:
+        have = (", ".join(f".{a}" for a in list(_AXES)[:t.size])
+                if t.kind != "mat" else "none (index a matrix: m[i, j])")
+        raise UserError(f"a {t!r} value has no attribute .{name} (its components: {have})")
+    return _AXES[name]
 
 
 def axis(v: Vec, name: str) -> int:
     """The component `.x .y .z .w` names, or UserError."""
-    if v.type.kind == "mat" or name not in _AXES or _AXES[name] >= v.type.size:
-        have = (", ".join(f".{a}" for a in list(_AXES)[:v.type.size])
-                if v.type.kind != "mat" else "none (index a matrix: m[i, j])")
-        raise UserError(f"{S.describe(v)} has no attribute .{name} (its components: {have})")
-    return _AXES[name]
+    return axis_index(v.type, name)
 
 
 # ---- arithmetic -----------------------------------------------------------------------
@@ -578,6 +627,35 @@ def store(gen, va: VecArray, sub, value) -> None:
         A.store(va.array, s, x, gen.debug)
 
 
+def store_component(gen, va: VecArray, sub, comps: list, value) -> None:
+    """`y[i].x = s`, `y[i][k] = s`, `y[i][r, c] = s`, `y[i][r] = row`: writes only those
+    components of element `y[sub]` (`comps`: indices into its trailing dimensions, constant or
+    runtime), as Warp does; the others are not read or written."""
+    shape, what = va.vec.shape, f"a {va.vec!r} element"
+    if len(comps) > len(shape):
+        raise UserError(f"{what} takes {len(shape)} ind{'ex' if len(shape) == 1 else 'ices'}, "
+                        f"got {len(comps)}")
+    if any(isinstance(k, SliceValue) for k in comps):
+        raise UserError(f"assigning to a slice of {what}: assign its components one by one")
+    idx = []
+    for k, d in zip(comps, shape):
+        c = _const_index(k, d, what)
+        if c is None:
+            kv = S.as_scalar(k)
+            if not (kv.type.is_int or kv.type.name == "index"):
+                raise UserError(f"a vector index must be an integer, got {S.describe(k)}")
+        idx.append(A.idx(c) if c is not None else S.to_index(k))
+    subs = _element_subs(va, sub, gen) + idx
+    rest = shape[len(comps):]
+    if not rest:
+        A.store(va.array, subs, _float(value), gen.debug)
+        return
+    if not (isinstance(value, Vec) and value.type.shape == rest and value.type.kind != "mat"):
+        raise UserError(f"assigning {S.describe(value)} to a row of {what}")
+    for ks, x in zip(itertools.product(*(range(d) for d in rest)), value.items):
+        A.store(va.array, subs + [A.idx(k) for k in ks], x, gen.debug)
+
+
 def atomic_add(gen, va: VecArray, sub, value) -> Vec:
     """adjit.atomic_add(x, i, v) into an array of vectors: each component atomically (Warp's
     meaning); the value is the element before."""
@@ -768,12 +846,35 @@ _on_vectors("transpose", transpose, 1)
 _atomic_add_arrays = lookup(namespace["atomic_add"])
 
 
-def _atomic_add(gen, args, kwargs):
-    if args and isinstance(args[0], VecArray):
-        if kwargs or len(args) != 3:
-            raise UserError("atomic_add(x, i, v) takes an array, an index and a value")
-        return atomic_add(gen, args[0], args[1], args[2])
-    return _atomic_add_arrays(gen, args, kwargs)
+def _atomic(name: str, negate_value: bool):
+    """atomic_add / atomic_sub (an add of -v): `(x, i, v)`, `(x, (i, j), v)`, and Warp's
+    `(x, i, j, v)` with the indices as separate arguments; on an array of scalars or of
+    vectors (each component atomically). The value is the element before."""
+    def handler(gen, args, kwargs):
+        if kwargs or len(args) < 3:
+            raise UserError(f"adjit.{name}(arr, i, v) takes an array, its index (one per "
+                            f"dimension: (arr, i, j, v) or (arr, (i, j), v)) and a value")
+        arr, sub, v = args[0], (args[1] if len(args) == 3 else tuple(args[1:-1])), args[-1]
+        if negate_value:
+            v = negate(v) if isinstance(v, Vec) else B.lift(S.negate, [v])
+        if isinstance(arr, VecArray):
+            return atomic_add(gen, arr, sub, v)
+        return _atomic_add_arrays(gen, [arr, sub, v], {})
+    return handler
 
 
-register_builtin([namespace["atomic_add"]], _atomic_add)
+register_builtin([namespace["atomic_add"]], _atomic("atomic_add", False))
+register_builtin([namespace["atomic_sub"]], _atomic("atomic_sub", True))
+
+_len_others = lookup(len)
+
+
+def _len(gen, args, kwargs):
+    """len(v) of a vector or quaternion: its size; of a matrix: its rows (Warp's); a
+    constant."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], Vec):
+        return Literal(args[0].type.shape[0])
+    return _len_others(gen, args, kwargs)
+
+
+register_builtin([len], _len)

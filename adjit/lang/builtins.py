@@ -71,7 +71,7 @@ UNARY_MATH = ("sin", "cos", "tan", "exp", "exp2", "expm1", "log", "log2", "log10
               "sqrt", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "rsqrt", "cbrt",
               "asinh", "acosh", "atanh")
 # Work-item queries, atomics and sync: kernels only, with no meaning in plain Python.
-KERNEL_ONLY = ("index", "index_nd", "ndrange", "atomic_add", "synchronize")
+KERNEL_ONLY = ("index", "index_nd", "ndrange", "atomic_add", "atomic_sub", "synchronize")
 # Float classification, with Python's and NumPy's names: bool results.
 PREDICATES = ("isnan", "isinf", "isfinite")
 # Element-wise binary functions with NumPy's names (scalar_ops compiles them).
@@ -92,8 +92,10 @@ DOCS = {
     "index": "index(): the flat index of this work item, 0 to prod(ndrange) - 1 (kernels)",
     "index_nd": "index_nd(): the work item's indices, one per dimension of ndrange (kernels)",
     "ndrange": "ndrange(): the launch's ndrange, a tuple of ints (kernels)",
-    "atomic_add": "atomic_add(arr, idx, v): arr[idx] += v, safe when several work items add "
-                  "into one element; idx is a tuple for an n-D array (kernels)",
+    "atomic_add": "atomic_add(arr, i, v): arr[i] += v, safe when several work items add "
+                  "into one element; an n-D array takes n indices, atomic_add(arr, i, j, v) "
+                  "or atomic_add(arr, (i, j), v); the value is the element before (kernels)",
+    "atomic_sub": "atomic_sub(arr, i, v): arr[i] -= v atomically, as atomic_add (kernels)",
     "synchronize": "synchronize(): a barrier of the work items of a workgroup (kernels)",
     **{n: f"{n}(x): the element-wise {n} of a scalar, vector or array (NumPy's "
           f"{ {'asin': 'arcsin', 'acos': 'arccos', 'atan': 'arctan', 'asinh': 'arcsinh', 'acosh': 'arccosh', 'atanh': 'arctanh', 'rsqrt': '1/sqrt', 'erf': 'the error function'}.get(n, n)})"

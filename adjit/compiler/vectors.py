@@ -577,6 +577,107 @@ def quat_to_matrix(q) -> Vec:
     return matrix_from_cols(*cols)
 
 
+def _b(op, a, b):
+    return S.binary(op, a, b)
+
+
+def quat_to_axis_angle(q) -> tuple:
+    """(axis, angle), Warp's: the rotation of q about a unit axis by an angle in [0, pi]
+    (q and -q give the same: the sign of w is folded into the axis). At angle 0 the axis
+    is the zero vector, and both have a zero derivative there, as normalize and length do."""
+    q = _vec_arg(q, "quat_to_axis_angle", ("quat",))
+    x, y, z, w = q.items
+    flip = S.compare("<", w, Literal(0.0))
+    v = make("vec", (3,), [S.select(flip, S.negate(c), c) for c in (x, y, z)], q.type.dtype)
+    angle = _b("*", Literal(2.0), S.atan2(length(v), S.absolute(w)))
+    return normalize(v), angle
+
+
+# Below this squared half angle slerp's sin(t phi) / sin(phi) and cos(t phi) are their
+# Taylor series in phi^2 (exact to rounding there: the next term is O(phi^4)), so that the
+# value and its derivatives are defined where the two quaternions are equal (phi = 0).
+_SMALL = {"f32": 3e-4, "f64": 1e-8}
+
+
+def quat_slerp(q0, q1, t) -> Vec:
+    """Warp's quat_slerp: q0 * quat_from_axis_angle(axis, t * angle), (axis, angle) the
+    rotation from q0 to q1 (quat_to_axis_angle(quat_inverse(q0) * q1): the shorter way). It
+    is written as q0 * (v sin(t phi) / |v|, cos(t phi)), (v, w) that rotation with w >= 0 and
+    phi = atan2(|v|, w), whose Taylor series near phi = 0 keeps it and its derivatives
+    smooth where q0 == q1 (Warp's formula divides 0 by 0 there)."""
+    q0 = _vec_arg(q0, "quat_slerp", ("quat",))
+    q1 = _vec_arg(q1, "quat_slerp", ("quat",))
+    t = _float(t)
+    rel = _quat_mul(quat_inverse(q0), q1)
+    x, y, z, w = rel.items
+    flip = S.compare("<", w, Literal(0.0))
+    v = [S.select(flip, S.negate(c), c) for c in (x, y, z)]
+    w = S.absolute(w)
+    r2 = _sum([_b("*", c, c) for c in v])
+    dt = rel.type.dtype
+    small = S.compare("<=", r2, _b("*", S.as_scalar(Literal(_SMALL.get(dt.name, 1e-8)), dt),
+                                   _b("*", w, w)))
+    # the exact form, on |v| = 1 where the series is used (no 0/0, no infinite derivative)
+    r = S.math_unary("sqrt", S.select(small, S.as_scalar(Literal(1.0), dt), r2))
+    tphi = _b("*", t, S.atan2(r, w))
+    g_big, c_big = _b("/", S.math_unary("sin", tphi), r), S.math_unary("cos", tphi)
+    # the series: phi^2 ~ |v|^2 / w^2; w is 1 where it is 0 (q0 or q1 zero: the identity)
+    ws = S.select(S.compare(">", w, Literal(0.0)), w, S.as_scalar(Literal(1.0), dt))
+    inv_w = _b("/", Literal(1.0), ws)
+    phi2 = _b("*", r2, _b("*", inv_w, inv_w))
+    tt = _b("*", t, t)
+    g_small = _b("*", _b("*", t, inv_w),
+                 _b("-", Literal(1.0),
+                    _b("*", _b("+", Literal(1.0 / 3.0), _b("/", tt, Literal(6.0))), phi2)))
+    c_small = _b("-", Literal(1.0), _b("*", _b("*", tt, phi2), Literal(0.5)))
+    g, c = S.select(small, g_small, g_big), S.select(small, c_small, c_big)
+    step = make("quat", (4,), [*(_b("*", comp, g) for comp in v), c], dt)
+    return _quat_mul(q0, step)
+
+
+def lerp(a, b, t):
+    """Warp's lerp: a * (1 - t) + b * t, of scalars (element-wise over arrays in @jit
+    code) or of vectors, matrices and quaternions of one type (t a scalar)."""
+    if isinstance(a, Vec) or isinstance(b, Vec):
+        if not (isinstance(a, Vec) and isinstance(b, Vec)):
+            raise UserError(f"lerp() of {S.describe(a)} and {S.describe(b)}: give two vectors "
+                            "of one type, or two scalars")
+        _same_shape("lerp", a, b)
+        if not _is_scalar(t):
+            raise UserError(f"lerp(a, b, t) takes a scalar t, got {S.describe(t)}")
+        return binary("+", binary("*", a, _b("-", Literal(1.0), t)), binary("*", b, t))
+    return B.lift(lambda x, y, s: _b("+", _b("*", x, _b("-", Literal(1.0), s)), _b("*", y, s)),
+                  [a, b, t])
+
+
+def ddot(a, b) -> Scalar:
+    """The double dot product of two matrices of one shape: sum of a[i, j] * b[i, j]."""
+    a, b = _mat_arg(a, "ddot"), _mat_arg(b, "ddot")
+    _same_shape("ddot", a, b)
+    return _sum([_b("*", x, y) for x, y in zip(a.items, b.items)])
+
+
+def _transform(name: str, m, p, w: bool) -> Vec:
+    m = _mat_arg(m, name)
+    p = _vec_arg(p, name, ("vec",), 3)
+    if m.type.shape != (4, 4):
+        raise UserError(f"{name}() takes a 4x4 matrix (a mat44), got {S.describe(m)}")
+    rows = _rows(m)
+    return make("vec", (3,), [_sum([_b("*", rows[i][j], p.items[j]) for j in range(3)]
+                                   + ([rows[i][3]] if w else [])) for i in range(3)])
+
+
+def transform_point(m, p) -> Vec:
+    """Warp's transform_point of a mat44: m applied to (p, 1), its first three components
+    (no division by the fourth: an affine transform)."""
+    return _transform("transform_point", m, p, True)
+
+
+def transform_vector(m, v) -> Vec:
+    """Warp's transform_vector of a mat44: m applied to (v, 0) (no translation)."""
+    return _transform("transform_vector", m, v, False)
+
+
 def matrix_from_rows(*rows) -> Vec:
     rows = [_vec_arg(r, "matrix_from_rows", ("vec",)) for r in rows]
     if not rows or len({r.type.size for r in rows}) != 1:
@@ -822,6 +923,11 @@ VECTOR_BUILTINS = {
     "matrix_from_rows": _variadic(matrix_from_rows, "matrix_from_rows"),
     "matrix_from_cols": _variadic(matrix_from_cols, "matrix_from_cols"),
     "vector": _variadic(vector, "vector"),
+    "quat_to_axis_angle": _fixed(quat_to_axis_angle, 1, "quat_to_axis_angle"),
+    "quat_slerp": _fixed(quat_slerp, 3, "quat_slerp"), "lerp": _fixed(lerp, 3, "lerp"),
+    "ddot": _fixed(ddot, 2, "ddot"),
+    "transform_point": _fixed(transform_point, 2, "transform_point"),
+    "transform_vector": _fixed(transform_vector, 2, "transform_vector"),
 }
 for _name, _handler in VECTOR_BUILTINS.items():
     register_builtin([namespace[_name]], _handler)

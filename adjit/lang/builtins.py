@@ -181,6 +181,16 @@ DOCS = {
     "matrix_from_rows": "matrix_from_rows(r0, r1, ...): the matrix with these rows",
     "matrix_from_cols": "matrix_from_cols(c0, c1, ...): the matrix with these columns",
     "vector": "vector(x, y, ...): a vector of these components",
+    "quat_to_axis_angle": "quat_to_axis_angle(q): (axis, angle), the rotation q is: a unit "
+                          "axis and an angle in [0, pi] (the zero axis at angle 0)",
+    "quat_slerp": "quat_slerp(q0, q1, t): the rotation a fraction t of the way from q0 to "
+                  "q1, the shorter way (spherical linear interpolation)",
+    "lerp": "lerp(a, b, t): a * (1 - t) + b * t, of scalars, vectors, matrices or quaternions",
+    "ddot": "ddot(a, b): the double dot product of two matrices, sum of a[i, j] * b[i, j]",
+    "transform_point": "transform_point(m, p): the 4x4 matrix m applied to the point p, "
+                       "(m @ (p, 1))[:3]",
+    "transform_vector": "transform_vector(m, v): the 4x4 matrix m applied to the direction "
+                        "v, (m @ (v, 0))[:3]",
 }
 
 
@@ -300,6 +310,25 @@ def _quat_to_matrix(q):
     return np.stack([_quat_rotate(q, e) for e in np.eye(3, dtype=q.dtype)], axis=1)
 
 
+def _quat_to_axis_angle(q):
+    q = np.asarray(q)
+    v = -q[:3] if q[3] < 0 else q[:3]
+    n = np.sqrt(np.dot(v, v))
+    axis = v / n if n > 0 else np.zeros_like(v)
+    return axis, (2 * np.arctan2(n, abs(q[3]))).astype(q.dtype)
+
+
+def _quat_slerp(q0, q1, t):
+    q0, q1 = np.asarray(q0), np.asarray(q1)
+    axis, angle = _quat_to_axis_angle(_quat_mul(_quat_inverse(q0), q1))
+    return _quat_mul(q0, _quat_from_axis_angle(axis, t * angle))
+
+
+def _transform(m, p, w):
+    m, p = np.asarray(m), np.asarray(p)
+    return m[:3, :3] @ p + (m[:3, 3] if w else 0)
+
+
 def _skew(v):
     x, y, z = v
     return np.array([[0, -z, y], [z, 0, -x], [-y, x, 0]], dtype=np.asarray(v).dtype)
@@ -319,6 +348,11 @@ VECTOR_FUNCTIONS = {
     "quat_inverse": _quat_inverse, "quat_to_matrix": _quat_to_matrix,
     "matrix_from_rows": lambda *r: np.stack(r), "matrix_from_cols": lambda *c: np.stack(c, 1),
     "vector": lambda *a: np.array(a),
+    "quat_to_axis_angle": _quat_to_axis_angle, "quat_slerp": _quat_slerp,
+    "lerp": lambda a, b, t: np.asarray(a) * (1 - t) + np.asarray(b) * t,
+    "ddot": lambda a, b: np.sum(np.multiply(a, b)),
+    "transform_point": lambda m, p: _transform(m, p, True),
+    "transform_vector": lambda m, v: _transform(m, v, False),
 }
 for _name, _impl in VECTOR_FUNCTIONS.items():
     namespace[_name] = Builtin(_name, _impl)

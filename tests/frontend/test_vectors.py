@@ -366,6 +366,26 @@ def _f_outer(a, b):
 
 
 @adjit.func
+def _f_ddot(a, b):
+    return adjit.ddot(a, b)
+
+
+@adjit.func
+def _f_lerp(a, b):
+    return adjit.lerp(a, b, 0.3)
+
+
+@adjit.func
+def _f_transform_point(a, b):
+    return adjit.transform_point(a, b)
+
+
+@adjit.func
+def _f_transform_vector(a, b):
+    return adjit.transform_vector(a, b)
+
+
+@adjit.func
 def _f_arith(a, b):
     return (a - b) * 2.0 + a / 3.0 - (-b) * a[1]
 
@@ -401,6 +421,11 @@ CASE = {
     "quat_inverse": (_f_quat_inverse, lambda a, b: _quat_mul_np( a * [-1, -1, -1, 1], b), "q", "q", "q"),
     "quat_to_matrix": (_f_quat_to_matrix, lambda a, b: _rotate_np(a, b), "q", "v3", "v3"),
     "matrix_from_cols": (_f_matrix_from_cols, lambda a, b: np.stack([a, b], 1), "v3", "v3", "m32"),
+    "ddot": (_f_ddot, lambda a, b: np.sum(a * b), "m23", "m23", "s"),
+    "lerp": (_f_lerp, lambda a, b: 0.7 * a + 0.3 * b, "q", "q", "q"),
+    "transform_point": (_f_transform_point, lambda a, b: (a @ [*b, 1.0])[:3], "m44", "v3", "v3"),
+    "transform_vector": (_f_transform_vector, lambda a, b: (a @ [*b, 0.0])[:3], "m44", "v3",
+                         "v3"),
     "arith": (_f_arith, lambda a, b: (a - b) * 2 + a / 3 + b * a[1], "v4", "v4", "v4"),
 }
 
@@ -409,7 +434,8 @@ CASES = ["dot", "cross", "length", "length_sq", "normalize", "outer", "transpose
          "determinant2", "determinant3", "determinant4", "inverse2", "inverse3", "inverse4",
          "mul_mm", "matmul_op", "mul_vm", "mat_times_vec", "quat_mul", "diag", "identity",
          "trace", "skew", "cw_mul", "cw_div", "quat_from_axis_angle", "quat_rotate",
-         "quat_rotate_inv", "quat_inverse", "quat_to_matrix", "matrix_from_cols", "arith"]
+         "quat_rotate_inv", "quat_inverse", "quat_to_matrix", "matrix_from_cols", "ddot",
+         "lerp", "transform_point", "transform_vector", "arith"]
 
 
 def _type(kind, dt):

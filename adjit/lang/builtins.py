@@ -39,10 +39,8 @@ Example:
         except RuntimeError as e:
             print(e)
 
-    ``adjit.atomic_add`` takes three arguments, ``(array, index, value)``; the index of an
-    n-dimensional array is a tuple, ``adjit.atomic_add(grid, (i, j), v)`` (Warp's spelling
-    ``atomic_add(grid, i, j, v)`` is refused when compiling: "adjit.atomic_add() takes 3
-    arguments, got 4")::
+    ``adjit.atomic_add`` takes the array, one index per dimension and the value: Warp's
+    ``atomic_add(grid, i, j, v)``, or the indices as a tuple, ``atomic_add(grid, (i, j), v)``::
 
         import numpy as np
         import adjit
@@ -52,10 +50,12 @@ Example:
         def splat(grid: Array[f64, 2], xs: Array[f64, 1]):
             i = adjit.index()
             adjit.atomic_add(grid, (0, i % 2), xs[i])
+            adjit.atomic_add(grid, 0, i % 2, xs[i])
 
         grid = np.zeros((1, 2))
         splat(grid, np.arange(4.0), ndrange=4)
-        print(grid)   # [[2. 4.]]
+        print(grid)   # [[4. 8.]]
+        assert np.array_equal(grid, [[4.0, 8.0]])
 """
 from __future__ import annotations
 

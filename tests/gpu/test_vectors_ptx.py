@@ -54,3 +54,49 @@ def test_the_spring_force_derivative_kernels_assemble(mode, tmp_path):
     for k in program.kernels:
         assert ".entry" in k.ptx and ".extern" not in k.ptx and "__nv_" not in k.ptx, k.entry
         assemble(k.ptx, tmp_path)
+
+
+# ---- what Warp users write (issue 33): component writes through elements, slices, a vector
+# conditional expression, Warp's atomic_add(grid, i, j, v), quat_slerp / quat_to_axis_angle,
+# transform_point, lerp
+@adjit.kernel
+def warp_habits(y: adjit.Array[adjit.vec3, 1], m: adjit.Array[adjit.mat44, 1],
+                q: adjit.Array[adjit.quat, 1], grid: adjit.Array[F32, 2], t: F32):
+    i = adjit.index()
+    p = y[i]
+    y[i].x = p.y * 2.0
+    y[i][2] += adjit.length(p[1:])
+    m[i][1][2] = adjit.ddot(m[i], m[i])
+    m[i][0, 3] += float(len(p))
+    s = adjit.quat_slerp(q[i], adjit.quat(), t)
+    axis, angle = adjit.quat_to_axis_angle(s)
+    q[i] = s if angle > 0.1 else adjit.lerp(q[i], s, t)
+    q[i].w = adjit.transform_point(m[i], axis).x + adjit.transform_vector(m[i], p).y
+    adjit.atomic_add(grid, i % 2, 0, angle)
+    adjit.atomic_sub(grid, 0, 1, p.z)
+
+
+HABITS = [V1, ArrayType(F32, 3), V1, ArrayType(F32, 2), F32]
+
+
+def test_the_warp_habits_kernel_assembles(tmp_path):
+    kernel = gpu_kernel(warp_habits, HABITS, 1)
+    assert ".extern" not in kernel.ptx and "__nv_" not in kernel.ptx
+    assemble(kernel.ptx, tmp_path)
+
+
+@pytest.mark.parametrize("mode", [Forward, Reverse], ids=["forward", "reverse"])
+def test_the_warp_habits_derivative_kernels_assemble(mode, tmp_path):
+    from adjit.compiler.derivative import Derivative
+    n = 3
+    y, m = np.ones((n, 3), np.float32), np.ones((n, 4, 4), np.float32)
+    q, grid = np.ones((n, 4), np.float32), np.zeros((2, 2), np.float32)
+    anns = [Duplicated(y, np.ones_like(y)), Duplicated(m, np.ones_like(m)),
+            Duplicated(q, np.ones_like(q)), Duplicated(grid, np.ones_like(grid)),
+            Const(np.float32(0.5))]
+    d = Derivative(warp_habits, mode, anns, HABITS, (n,), None)
+    _, program = d.host_program("t", "sm_90")
+    assert program.kernels
+    for k in program.kernels:
+        assert ".entry" in k.ptx and ".extern" not in k.ptx and "__nv_" not in k.ptx, k.entry
+        assemble(k.ptx, tmp_path)

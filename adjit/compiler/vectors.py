@@ -34,7 +34,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from . import builtin_calls as B
 from .builtin_calls import register_builtin, lookup
-from ..lang.builtins import namespace
+from ..lang.builtins import UNARY_MATH, namespace
 from ..lang.structs import struct_type
 from ..core.errors import UserError
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type, f32,
@@ -413,6 +413,13 @@ def diag(v) -> Vec:
     n = v.type.size
     return make("mat", (n, n), [v.items[i] if i == j else zero(v.items[0])
                                 for i in range(n) for j in range(n)])
+
+
+def get_diag(m) -> Vec:
+    """The diagonal of a square matrix, a vector (Warp's get_diag)."""
+    m = _mat_arg(m, "get_diag", square=True)
+    rows = _rows(m)
+    return make("vec", (len(rows),), [rows[i][i] for i in range(len(rows))])
 
 
 def identity(n, dtype=None) -> Vec:
@@ -925,7 +932,7 @@ VECTOR_BUILTINS = {
     "vector": _variadic(vector, "vector"),
     "quat_to_axis_angle": _fixed(quat_to_axis_angle, 1, "quat_to_axis_angle"),
     "quat_slerp": _fixed(quat_slerp, 3, "quat_slerp"), "lerp": _fixed(lerp, 3, "lerp"),
-    "ddot": _fixed(ddot, 2, "ddot"),
+    "ddot": _fixed(ddot, 2, "ddot"), "get_diag": _fixed(get_diag, 1, "get_diag"),
     "transform_point": _fixed(transform_point, 2, "transform_point"),
     "transform_vector": _fixed(transform_vector, 2, "transform_vector"),
 }
@@ -946,6 +953,61 @@ def _on_vectors(name: str, vector_fn, n: int) -> None:
     register_builtin([namespace[name]], handler)
 
 
+# The element-wise functions apply to each component of a vector, matrix or quaternion
+# (`abs(v)`, `adjit.min(a, b)`, `np.sin(v)`, `adjit.where(c, a, b)`: Warp's and NumPy's
+# meaning); max/min of one vector are its largest/smallest component (Warp's max(v)).
+_COMPONENTWISE = (*UNARY_MATH, "floor", "ceil", "abs", "pow", "atan2", "hypot", "copysign",
+                  "maximum", "minimum", "degrees", "radians", "clip", "where", "max", "min")
+_NUMPY_NAMES = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
+                "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "pow": "power"}
+
+
+def _over_components(name: str, obj, pairwise):
+    """`obj`'s handler, taking vectors too: component by component through `pairwise` (the
+    adjit builtin's handler, on scalars), or, for max/min of one vector, over its
+    components; anything else as before."""
+    before = lookup(obj)
+    reduction_only = obj in (getattr(np, "max"), getattr(np, "min"), getattr(np, "amax", None),
+                             getattr(np, "amin", None))
+
+    def handler(gen, args, kwargs):
+        vecs = [a for a in args if isinstance(a, Vec)]
+        if not vecs:
+            return before(gen, args, kwargs)
+        if name in ("max", "min") and len(args) == 1 and not kwargs:
+            return pairwise(gen, list(vecs[0].items), {})
+        if reduction_only:
+            raise UserError(f"np.{name}(v, axis) of {S.describe(vecs[0])}: a vector has no "
+                            f"axes (adjit.{name}(a, b) is the component-wise {name})")
+        for v in vecs[1:]:
+            _same_shape(name, vecs[0], v)
+        t = vecs[0].type
+        kind = t.kind if all(v.type.kind == t.kind for v in vecs) else "vec"
+        items = [pairwise(gen, [a.items[k] if isinstance(a, Vec) else a for a in args], kwargs)
+                 for k in range(t.size)]
+        return make(kind, t.shape, items)
+    return handler
+
+
+def _register_componentwise() -> None:
+    import builtins as py
+    import math
+    for name in _COMPONENTWISE:
+        pairwise = lookup(namespace[name])
+        objs = [namespace[name], getattr(math, name, None), getattr(np, name, None),
+                getattr(np, _NUMPY_NAMES.get(name, name), None),
+                *([getattr(py, name)] if name in ("abs", "max", "min") else []),
+                *([np.absolute] if name == "abs" else []),
+                *([getattr(np, "a" + name, None)] if name in ("max", "min") else [])]
+        seen = []
+        for obj in objs:
+            if obj is None or any(obj is o for o in seen) or lookup(obj) is None:
+                continue
+            seen.append(obj)
+            register_builtin([obj], _over_components(name, obj, pairwise))
+
+
+_register_componentwise()
 _on_vectors("dot", dot, 2)
 _on_vectors("transpose", transpose, 1)
 

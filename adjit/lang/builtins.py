@@ -167,6 +167,7 @@ DOCS = {
     "mul": "mul(a, b): matrix-matrix, matrix-vector or quaternion product, or scaling by a "
            "scalar (Warp's mul)",
     "diag": "diag(v): the diagonal matrix of a vector",
+    "get_diag": "get_diag(m): the diagonal of a square matrix, a vector",
     "identity": "identity(n, dtype=f32): the n-by-n identity matrix",
     "trace": "trace(m): the sum of a matrix's diagonal",
     "skew": "skew(v): the cross-product matrix of a 3-vector (skew(a) @ b == cross(a, b))",
@@ -341,7 +342,7 @@ def _identity(n, dtype=np.float32):
 VECTOR_FUNCTIONS = {
     "cross": np.cross, "length": _length, "length_sq": lambda v: np.dot(v, v),
     "normalize": _normalize, "outer": np.outer, "determinant": np.linalg.det,
-    "inverse": _inverse, "mul": _mul, "diag": np.diag, "identity": _identity,
+    "inverse": _inverse, "mul": _mul, "diag": np.diag, "get_diag": np.diag, "identity": _identity,
     "trace": np.trace, "skew": _skew, "cw_mul": np.multiply, "cw_div": np.divide,
     "quat_from_axis_angle": _quat_from_axis_angle, "quat_rotate": _quat_rotate,
     "quat_rotate_inv": lambda q, v: _quat_rotate(_quat_inverse(q), v),

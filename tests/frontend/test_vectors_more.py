@@ -352,6 +352,39 @@ def test_the_new_builtins_from_python():
     assert angle == pytest.approx(0.5)
 
 
+# ---- element-wise functions of vectors --------------------------------------------------
+@adjit.jit
+def _componentwise(v: adjit.vec3d, w: adjit.vec3d, m: adjit.mat22d, q: adjit.quatd):
+    a = abs(v) + adjit.sin(v) + np.exp(w * 0.5) + adjit.sqrt(adjit.cw_mul(w, w) + adjit.vec3d(1.0))
+    b = adjit.min(v, w) + np.maximum(v, w) + adjit.clip(v, -0.5, 0.5)
+    c = adjit.where(v.x > 0.0, v, w) + adjit.pow(abs(w), 1.5)
+    d = adjit.get_diag(adjit.tanh(m))
+    r = adjit.abs(q)
+    return a, b, c, d, r, max(v) + adjit.min(w) + np.max(q)
+
+
+def _componentwise_np(v, w, m, q):
+    a = abs(v) + np.sin(v) + np.exp(w * 0.5) + np.sqrt(w * w + 1)
+    b = np.minimum(v, w) + np.maximum(v, w) + np.clip(v, -0.5, 0.5)
+    c = np.where(v[0] > 0, v, w) + np.abs(w) ** 1.5
+    return a, b, c, np.diag(np.tanh(m)), abs(q), v.max() + w.min() + q.max()
+
+
+def test_elementwise_functions_apply_to_each_component():
+    v, w, m, q = (rng.standard_normal(3), rng.standard_normal(3), rng.standard_normal((2, 2)),
+                  rng.standard_normal(4))
+    for got, want in zip(_componentwise(v, w, m, q), _componentwise_np(v, w, m, q)):
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+
+    @adjit.jit
+    def loss(v: adjit.vec3d, w: adjit.vec3d, m: adjit.mat22d, q: adjit.quatd):
+        a, b, c, d, r, s = _componentwise(v, w, m, q)
+        return adjit.dot(a, b) + adjit.dot(c, c) + adjit.dot(d, d) + adjit.dot(r, q) + s
+
+    assert adjit.check_grad(loss, v, w, m, q) < 1e-6
+
+
 # ---- Warp's builtins against JAX --------------------------------------------------------------
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
@@ -503,6 +536,12 @@ def test_errors_name_the_problem_and_the_line():
 
     msg = _error(runtime_slice, np.zeros(3), 2)
     assert "constant bounds" in msg and "v[0:k]" in msg
+
+    @adjit.jit
+    def np_max_axis(v: adjit.vec3d):
+        return np.max(v, 0)
+
+    assert "a vector has no axes" in _error(np_max_axis, np.zeros(3))
 
     @adjit.jit
     def empty_slice(v: adjit.vec3d):

@@ -315,6 +315,14 @@ def test_atomic_add_with_separate_indices(n):
     i = np.arange(n)
     want = w[i % 2, 1] + 2 * w[0, i % 3] - 2 * xs * w[1, 0] + wf[1, i % 2, 0] - wf[0, 0, 1]
     np.testing.assert_allclose(dxs, want, rtol=1e-13, atol=1e-14)
+    # forward mode: the outputs' tangents along a direction of xs
+    t = rng.standard_normal(n)
+    dgrid, dforces = np.zeros((2, 3)), np.zeros((2, 2, 2))
+    adjit.autodiff(Forward, _splat, Duplicated(np.zeros((2, 3)), dgrid),
+                   Duplicated(np.zeros((2, 2, 2)), dforces), Duplicated(xs, t), ndrange=n)
+    h = 1e-6
+    for d, p, m in zip((dgrid, dforces), _splat_np(xs + h * t), _splat_np(xs - h * t)):
+        np.testing.assert_allclose(d, (p - m) / (2 * h), rtol=1e-7, atol=1e-8)
 
 
 # ---- lerp of scalars and arrays, and the builtins from Python -------------------------------

@@ -80,6 +80,29 @@ Array = _types.Array
  quatd) = (*[vec(n, t) for t in (f32, f64) for n in (2, 3, 4)],
            *[mat(n, n, t) for t in (f32, f64) for n in (2, 3, 4)],
            VecType("quat", (4,), f32), VecType("quat", (4,), f64))
+#: Warp's rigid transform, a position ``p`` (a vec3) and a rotation ``q`` (a quat) in 7 floats
+#: (``transform`` f32, ``transformd`` f64): ``adjit.transform(p, q)``, ``t.p``, ``t.q``,
+#: ``adjit.transform_point(t, x)``, ``transform_vector``, ``transform_multiply`` (also
+#: ``t1 * t2``), ``transform_inverse``, ``transform_identity``. From Python, a NumPy array of 7.
+#:
+#: Example:
+#:     ::
+#:
+#:         import numpy as np
+#:         import adjit
+#:
+#:         @adjit.jit
+#:         def moved(t: adjit.transformd, x: adjit.vec3d):
+#:             back = adjit.transform_inverse(t) * t          # the identity
+#:             return adjit.transform_point(t, x), adjit.transform_point(back, x), t.p
+#:
+#:         q = adjit.quat_from_axis_angle(np.array([0.0, 0.0, 1.0]), np.pi / 2)
+#:         t = adjit.transformd(np.array([1.0, 0.0, 0.0]), q)   # turn 90 degrees about z, then shift
+#:         x = np.array([1.0, 0.0, 0.0])
+#:         p, same, shift = moved(t, x)
+#:         print(p.round(12), same, shift)   # [1. 1. 0.] [1. 0. 0.] [1. 0. 0.]
+#:         assert np.allclose(p, [1.0, 1.0, 0.0]) and np.allclose(same, x)
+transform, transformd = VecType("transform", (7,), f32), VecType("transform", (7,), f64)
 from .lang import modes as _modes
 from .lang.modes import Active, BatchDuplicated, Const, Duplicated, DuplicatedNoNeed
 
@@ -249,7 +272,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
            "InternalCompilerError", "Array", "struct", "zeros_like_struct", "VecType", "VecArrayType", "vec", "mat",
            "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "mat22", "mat33", "mat44",
-           "mat22d", "mat33d", "mat44d", "quat", "quatd",
+           "mat22d", "mat33d", "mat44d", "quat", "quatd", "transform", "transformd",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",
            "reset_peak_memory", "release_cached_memory", "wait_for_builds", "Active", "BatchDuplicated", "Const", "Duplicated",
            "DuplicatedNoNeed", "Forward",

@@ -432,7 +432,7 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
                                        f"fields: {', '.join(base.fields)})")
             return base.fields[attr]
         if isinstance(base, Vec):
-            return base.items[V.axis(base, attr)]
+            return V.attribute(base, attr)
         if isinstance(base, VecArray):
             if attr == "shape":     # (Warp's: the shape of the array of vectors)
                 return Shape(A.dims(base.array)[:base.type.ndim - len(base.vec.shape)])

@@ -119,10 +119,10 @@ def _regrouping(layout: list, tuple_result: bool):
 
 def _vec_type(code: str) -> VecType:
     """The VecType that type_code spelled `code` ('v3f32', 'm33f64', 'q4f32')."""
-    match = re.fullmatch(r"([vmq])(\d+)(f32|f64)", code)
+    match = re.fullmatch(r"([vmqt])(\d+)(f32|f64)", code)
     if match is None:
         raise ValueError(f"{code!r} is not a vector type code")
-    kind = {"v": "vec", "m": "mat", "q": "quat"}[match.group(1)]
+    kind = {"v": "vec", "m": "mat", "q": "quat", "t": "transform"}[match.group(1)]
     return VecType(kind, tuple(int(c) for c in match.group(2)),
                    parse_type(match.group(3)))
 

@@ -85,9 +85,16 @@ def construct(t: VecType, args: list, kwargs: dict) -> Vec:
     n = t.size
     if not args:
         items = [Literal(0.0)] * n
-        if t.kind == "quat":
-            items[3] = Literal(1.0)
+        if t.kind in ("quat", "transform"):
+            items[-1] = Literal(1.0)       # the identity rotation
         return of_type(t, items)
+    if t.kind == "transform" and len(args) == 2:
+        p, q = args
+        if not (isinstance(p, Vec) and p.type.kind == "vec" and p.type.size == 3
+                and isinstance(q, Vec) and q.type.kind == "quat"):
+            raise UserError(f"{t!r}(p, q) takes a vec3 and a quat, got {S.describe(p)} and "
+                            f"{S.describe(q)}")
+        return of_type(t, [*p.items, *q.items])
     if len(args) == 1 and isinstance(args[0], Vec):
         v = args[0]
         if v.type.shape != t.shape:
@@ -247,6 +254,10 @@ def with_item(v: Vec, sub, value) -> Vec:
 
 def axis_index(t: VecType, name: str) -> int:
     """The component `.x .y .z .w` names in a value of type `t`, or UserError."""
+    if t.kind == "transform":
+        raise UserError(f"a {t!r} value has no attribute .{name} (its parts: .p, a vec3, and "
+                        ".q, a quat; they are read-only: make a new one, "
+                        "adjit.transform(p, t.q))")
     if t.kind == "mat" or name not in _AXES or _AXES[name] >= t.size:
         have = (", ".join(f".{a}" for a in list(_AXES)[:t.size])
                 if t.kind != "mat" else "none (index a matrix: m[i, j])")
@@ -257,6 +268,13 @@ def axis_index(t: VecType, name: str) -> int:
 def axis(v: Vec, name: str) -> int:
     """The component `.x .y .z .w` names, or UserError."""
     return axis_index(v.type, name)
+
+
+def attribute(v: Vec, name: str) -> Scalar | Vec:
+    """`v.x` (a component), or a transform's `t.p` (its position) and `t.q` (its rotation)."""
+    if v.type.kind == "transform" and name in ("p", "q"):
+        return transform_get_translation(v) if name == "p" else transform_get_rotation(v)
+    return v.items[axis(v, name)]
 
 
 # ---- arithmetic -----------------------------------------------------------------------
@@ -502,6 +520,8 @@ def mul(a, b):
     ka, kb = a.type.kind, b.type.kind
     if ka == "quat" and kb == "quat":
         return _quat_mul(a, b)
+    if ka == "transform" and kb == "transform":
+        return transform_multiply(a, b)
     if ka == "mat" and kb == "mat":
         n, k = a.type.shape
         k2, m = b.type.shape
@@ -665,7 +685,12 @@ def ddot(a, b) -> Scalar:
 
 
 def _transform(name: str, m, p, w: bool) -> Vec:
-    m = _mat_arg(m, name)
+    if isinstance(m, Vec) and m.type.kind == "transform":
+        p = _vec_arg(p, name, ("vec",), 3)
+        r = quat_rotate(transform_get_rotation(m), p)
+        return binary("+", r, transform_get_translation(m)) if w else r
+    if not (isinstance(m, Vec) and m.type.kind == "mat"):
+        raise UserError(f"{name}() takes a transform or a 4x4 matrix, got {S.describe(m)}")
     p = _vec_arg(p, name, ("vec",), 3)
     if m.type.shape != (4, 4):
         raise UserError(f"{name}() takes a 4x4 matrix (a mat44), got {S.describe(m)}")
@@ -674,14 +699,52 @@ def _transform(name: str, m, p, w: bool) -> Vec:
                                    + ([rows[i][3]] if w else [])) for i in range(3)])
 
 
+def _xform_arg(t, name: str) -> Vec:
+    if not (isinstance(t, Vec) and t.type.kind == "transform"):
+        raise UserError(f"{name}() takes a transform, got {S.describe(t)}")
+    return t
+
+
+def transform_get_translation(t) -> Vec:
+    t = _xform_arg(t, "transform_get_translation")
+    return make("vec", (3,), t.items[:3], t.type.dtype)
+
+
+def transform_get_rotation(t) -> Vec:
+    t = _xform_arg(t, "transform_get_rotation")
+    return make("quat", (4,), t.items[3:], t.type.dtype)
+
+
+def _xform(p: Vec, q: Vec) -> Vec:
+    return make("transform", (7,), [*p.items, *q.items])
+
+
+def transform_multiply(a, b) -> Vec:
+    """Warp's: a after b, (quat_rotate(a.q, b.p) + a.p, a.q * b.q)."""
+    a, b = _xform_arg(a, "transform_multiply"), _xform_arg(b, "transform_multiply")
+    qa = transform_get_rotation(a)
+    return _xform(binary("+", quat_rotate(qa, transform_get_translation(b)),
+                         transform_get_translation(a)),
+                  _quat_mul(qa, transform_get_rotation(b)))
+
+
+def transform_inverse(t) -> Vec:
+    """Warp's: (-quat_rotate(q^-1, p), q^-1) for a unit rotation q."""
+    t = _xform_arg(t, "transform_inverse")
+    qi = quat_inverse(transform_get_rotation(t))
+    return _xform(negate(quat_rotate(qi, transform_get_translation(t))), qi)
+
+
 def transform_point(m, p) -> Vec:
-    """Warp's transform_point of a mat44: m applied to (p, 1), its first three components
-    (no division by the fourth: an affine transform)."""
+    """Warp's transform_point: of a transform, quat_rotate(t.q, p) + t.p; of a mat44, m
+    applied to (p, 1), its first three components (no division by the fourth: an affine
+    transform)."""
     return _transform("transform_point", m, p, True)
 
 
 def transform_vector(m, v) -> Vec:
-    """Warp's transform_vector of a mat44: m applied to (v, 0) (no translation)."""
+    """Warp's transform_vector: of a transform, quat_rotate(t.q, v); of a mat44, m applied
+    to (v, 0) (no translation)."""
     return _transform("transform_vector", m, v, False)
 
 
@@ -904,6 +967,15 @@ def _identity(gen, args, kwargs):
     return identity(n, dtype)
 
 
+def _transform_identity(gen, args, kwargs):
+    dtype = kwargs.pop("dtype", args[0] if args else None)
+    if kwargs or len(args) > 1:
+        raise UserError("transform_identity(dtype=adjit.f32) takes a dtype")
+    t = f32 if dtype is None else as_scalar_type(dtype.obj if isinstance(dtype, PyObj)
+                                                  else dtype)
+    return make("transform", (7,), [Literal(float(k == 6)) for k in range(7)], t)
+
+
 def _variadic(fn, name: str):
     def handler(gen, args, kwargs):
         if kwargs:
@@ -935,6 +1007,12 @@ VECTOR_BUILTINS = {
     "ddot": _fixed(ddot, 2, "ddot"), "get_diag": _fixed(get_diag, 1, "get_diag"),
     "transform_point": _fixed(transform_point, 2, "transform_point"),
     "transform_vector": _fixed(transform_vector, 2, "transform_vector"),
+    "transform_get_translation": _fixed(transform_get_translation, 1,
+                                        "transform_get_translation"),
+    "transform_get_rotation": _fixed(transform_get_rotation, 1, "transform_get_rotation"),
+    "transform_multiply": _fixed(transform_multiply, 2, "transform_multiply"),
+    "transform_inverse": _fixed(transform_inverse, 1, "transform_inverse"),
+    "transform_identity": _transform_identity,
 }
 for _name, _handler in VECTOR_BUILTINS.items():
     register_builtin([namespace[_name]], _handler)

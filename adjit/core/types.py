@@ -198,8 +198,8 @@ class VecType:
             print(adjit.vec3.kind, adjit.vec3.shape, adjit.mat33d.shape, adjit.quat.dtype)
             print(adjit.vec3(1, 2, 3))   # [1. 2. 3.], float32
     """
-    kind: str                # "vec", "mat" or "quat"
-    shape: tuple[int, ...]   # (n,) for vec and quat, (n, m) for mat
+    kind: str                # "vec", "mat", "quat" or "transform"
+    shape: tuple[int, ...]   # (n,) for vec and quat, (n, m) for mat, (7,) for transform (p, q)
     dtype: ScalarType
 
     def __post_init__(self):
@@ -217,8 +217,8 @@ class VecType:
 
     def __repr__(self) -> str:
         suffix = {"f32": "", "f64": "d"}.get(self.dtype.name)
-        if self.kind == "quat" and suffix is not None:
-            return f"adjit.quat{suffix}"
+        if self.kind in ("quat", "transform") and suffix is not None:
+            return f"adjit.{self.kind}{suffix}"
         if (suffix is not None and all(2 <= d <= 4 for d in self.shape)
                 and (self.kind == "vec" or self.shape[0] == self.shape[1])):
             return f"adjit.{self.kind}{''.join(map(str, self.shape))}{suffix}"
@@ -230,8 +230,10 @@ class VecType:
     # components in row-major order.
     def __call__(self, *args):
         out = np.zeros(self.shape, self.dtype.np_dtype)
-        if self.kind == "quat" and not args:
-            out[3] = 1      # the identity rotation, as Warp's quat()
+        if self.kind in ("quat", "transform") and not args:
+            out[-1] = 1     # the identity rotation, as Warp's quat() and transform()
+        elif self.kind == "transform" and len(args) == 2:     # Warp's transform(p, q)
+            out[:3], out[3:] = np.reshape(args[0], 3), np.reshape(args[1], 4)
         elif len(args) == 1 and np.ndim(args[0]) == 0:
             out[...] = args[0]
         elif len(args) == 1:

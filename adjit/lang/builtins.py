@@ -188,10 +188,16 @@ DOCS = {
                   "q1, the shorter way (spherical linear interpolation)",
     "lerp": "lerp(a, b, t): a * (1 - t) + b * t, of scalars, vectors, matrices or quaternions",
     "ddot": "ddot(a, b): the double dot product of two matrices, sum of a[i, j] * b[i, j]",
-    "transform_point": "transform_point(m, p): the 4x4 matrix m applied to the point p, "
-                       "(m @ (p, 1))[:3]",
-    "transform_vector": "transform_vector(m, v): the 4x4 matrix m applied to the direction "
-                        "v, (m @ (v, 0))[:3]",
+    "transform_point": "transform_point(t, p): the transform t (or a 4x4 matrix) applied "
+                       "to the point p: quat_rotate(t.q, p) + t.p, (m @ (p, 1))[:3]",
+    "transform_vector": "transform_vector(t, v): the transform t (or a 4x4 matrix) applied "
+                        "to the direction v: quat_rotate(t.q, v), (m @ (v, 0))[:3]",
+    "transform_get_translation": "transform_get_translation(t): a transform's position, t.p",
+    "transform_get_rotation": "transform_get_rotation(t): a transform's rotation, t.q",
+    "transform_multiply": "transform_multiply(a, b): the transform a after b (also a * b)",
+    "transform_inverse": "transform_inverse(t): the inverse of a transform (of a unit "
+                         "rotation)",
+    "transform_identity": "transform_identity(dtype=f32): the identity transform",
 }
 
 
@@ -283,6 +289,8 @@ def _mul(a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
     if np.ndim(a) == 1 and np.ndim(b) == 1:
+        if len(a) == len(b) == 7:
+            return _transform_multiply(a, b)   # two transforms
         if len(a) == len(b) == 4:
             return _quat_mul(a, b)   # the only mul of two 1-D values Warp has
         raise TypeError("mul() of two vectors: use dot() or cw_mul()")
@@ -327,7 +335,20 @@ def _quat_slerp(q0, q1, t):
 
 def _transform(m, p, w):
     m, p = np.asarray(m), np.asarray(p)
+    if m.shape == (7,):     # a transform (p, q)
+        return _quat_rotate(m[3:], p) + (m[:3] if w else 0)
     return m[:3, :3] @ p + (m[:3, 3] if w else 0)
+
+
+def _transform_multiply(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.concatenate([_quat_rotate(a[3:], b[:3]) + a[:3], _quat_mul(a[3:], b[3:])])
+
+
+def _transform_inverse(t):
+    t = np.asarray(t)
+    qi = _quat_inverse(t[3:])
+    return np.concatenate([-_quat_rotate(qi, t[:3]), qi])
 
 
 def _skew(v):
@@ -354,6 +375,11 @@ VECTOR_FUNCTIONS = {
     "ddot": lambda a, b: np.sum(np.multiply(a, b)),
     "transform_point": lambda m, p: _transform(m, p, True),
     "transform_vector": lambda m, v: _transform(m, v, False),
+    "transform_get_translation": lambda t: np.array(t)[:3],
+    "transform_get_rotation": lambda t: np.array(t)[3:],
+    "transform_multiply": _transform_multiply, "transform_inverse": _transform_inverse,
+    "transform_identity": lambda dtype=np.float32: np.array(
+        [0, 0, 0, 0, 0, 0, 1], getattr(dtype, "np_dtype", dtype)),
 }
 for _name, _impl in VECTOR_FUNCTIONS.items():
     namespace[_name] = Builtin(_name, _impl)

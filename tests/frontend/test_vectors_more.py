@@ -609,3 +609,147 @@ def test_errors_name_the_problem_and_the_line():
         adjit.atomic_add(g, 0, 1.0)
 
     assert "with 1 indices" in _error(atomic_too_few, np.zeros((2, 2)), ndrange=1)
+
+
+# ---- Warp's transform: (p, q) in 7 floats ---------------------------------------------------
+def _matrix_of(t):
+    """The 4x4 matrix of transform t, written independently of adjit's formulas."""
+    x, y, z, w = t[3:]
+    r = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                  [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                  [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+    m = np.eye(4)
+    m[:3, :3], m[:3, 3] = r, t[:3]
+    return m
+
+
+def _random_transform(dt=np.float64):
+    return np.concatenate([rng.standard_normal(3), _unit()]).astype(dt)
+
+
+@adjit.jit
+def _transforms(a: adjit.transformd, b: adjit.transformd, x: adjit.vec3d):
+    ab = a * b
+    made = adjit.transformd(a.p + x, adjit.transform_get_rotation(b))
+    inv = adjit.transform_inverse(a)
+    return (adjit.transform_point(a, x), adjit.transform_vector(a, x), ab,
+            adjit.transform_multiply(inv, a), made, adjit.transform_get_translation(b),
+            b.q, adjit.transform_identity(adjit.f64), len(a) + a[6] * 0.0)
+
+
+def test_transforms_against_their_matrices():
+    a, b, x = _random_transform(), _random_transform(), rng.standard_normal(3)
+    point, vector, ab, identity, made, bp, bq, ident, size = _transforms(a, b, x)
+    ma = _matrix_of(a)
+    np.testing.assert_allclose(point, (ma @ [*x, 1.0])[:3], rtol=1e-13)
+    np.testing.assert_allclose(vector, ma[:3, :3] @ x, rtol=1e-13)
+    assert ab.shape == (7,) and ab.dtype == np.float64
+    np.testing.assert_allclose(_matrix_of(ab), ma @ _matrix_of(b), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(identity, [0, 0, 0, 0, 0, 0, 1], atol=1e-15)
+    np.testing.assert_allclose(made, np.concatenate([a[:3] + x, b[3:]]), rtol=1e-15)
+    np.testing.assert_array_equal(bp, b[:3])
+    np.testing.assert_array_equal(bq, b[3:])
+    np.testing.assert_array_equal(ident, adjit.transform_identity(np.float64))
+    assert size == 7
+    # the NumPy side agrees
+    np.testing.assert_allclose(adjit.transform_point(a, x), point, rtol=1e-14)
+    np.testing.assert_allclose(adjit.mul(a, b), ab, rtol=1e-14)
+    np.testing.assert_allclose(_matrix_of(adjit.transform_inverse(a)), np.linalg.inv(ma),
+                               rtol=1e-12, atol=1e-13)
+    t = adjit.transform(np.array([1.0, 2.0, 3.0]), adjit.quat())
+    assert t.dtype == np.float32 and list(t) == [1, 2, 3, 0, 0, 0, 1]
+    assert list(adjit.transformd()) == [0, 0, 0, 0, 0, 0, 1]
+
+    @adjit.jit
+    def loss(a: adjit.transformd, b: adjit.transformd, x: adjit.vec3d):
+        point, vector, ab, identity, made, bp, bq, ident, size = _transforms(a, b, x)
+        return (adjit.dot(point, vector) + adjit.dot(ab[:], (ab * 0.5 + made)[:]) + adjit.dot(bq, bq)
+                + adjit.length(bp) + identity[2])
+
+    assert adjit.check_grad(loss, a, b, x) < 1e-6
+
+
+@adjit.kernel
+def _place(xf: Array[adjit.transform, 1], x: Array[adjit.vec3, 1], out: Array[adjit.vec3, 1]):
+    i = adjit.index()
+    t = xf[i]
+    out[i] = adjit.transform_point(t, x[i]) + adjit.transform_vector(t, x[i]) * 0.5
+    xf[i] = t * adjit.transform(adjit.vec3(0.0, 0.0, 1.0), adjit.quat())
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_arrays_of_transforms_in_a_kernel(n):
+    xf = np.array([_random_transform(np.float32) for _ in range(n)], np.float32).reshape(n, 7)
+    x = rng.standard_normal((n, 3)).astype(np.float32)
+    out, before = np.zeros_like(x), xf.copy()
+    _place(xf, x, out, ndrange=n)
+    assert out.dtype == np.float32
+    for i in range(n):
+        m = _matrix_of(before[i].astype(np.float64))
+        np.testing.assert_allclose(out[i], (m @ [*x[i], 1])[:3] + 0.5 * m[:3, :3] @ x[i],
+                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_matrix_of(xf[i].astype(np.float64)),
+                                   m @ _matrix_of(np.array([0, 0, 1.0, 0, 0, 0, 1])),
+                                   rtol=1e-5, atol=1e-5)
+
+
+@adjit.kernel
+def _xf_points(xf: Array[adjit.transformd, 1], x: Array[adjit.vec3d, 1],
+               out: Array[adjit.vec3d, 1]):
+    i = adjit.index()
+    out[i] = adjit.transform_point(adjit.transform_inverse(xf[i]) * xf[i] * xf[i], x[i])
+
+
+def test_transforms_in_a_kernel_differentiate():
+    n = 3
+    xf = np.array([_random_transform() for _ in range(n)])
+    x, w = rng.standard_normal((n, 3)), rng.standard_normal((n, 3))
+
+    def ref(xf, x):
+        # (NumPy's builtins; off unit rotations transform_inverse is not the inverse)
+        return np.array([adjit.transform_point(adjit.mul(adjit.mul(adjit.transform_inverse(t),
+                                                                   t), t), p)
+                         for t, p in zip(xf, x)])
+
+    dxf, dx = np.zeros_like(xf), np.zeros_like(x)
+    adjit.autodiff(Reverse, _xf_points, Duplicated(xf, dxf), Duplicated(x, dx),
+                   Duplicated(np.zeros((n, 3)), w.copy()), ndrange=n)
+    loss = lambda xf, x: np.sum(ref(xf, x) * w)                       # noqa: E731
+    np.testing.assert_allclose(dxf, _fd(loss, [xf, x], 0), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(dx, _fd(loss, [xf, x], 1), rtol=1e-7, atol=1e-8)
+    txf, tx, out, dout = (rng.standard_normal((n, 7)), rng.standard_normal((n, 3)),
+                          np.zeros((n, 3)), np.zeros((n, 3)))
+    adjit.autodiff(Forward, _xf_points, Duplicated(xf, txf), Duplicated(x, tx),
+                   Duplicated(out, dout), ndrange=n)
+    h = 1e-6
+    np.testing.assert_allclose(out, ref(xf, x), rtol=1e-12)
+    np.testing.assert_allclose(dout, (ref(xf + h * txf, x + h * tx) - ref(xf - h * txf, x - h * tx))
+                               / (2 * h), rtol=1e-6, atol=1e-7)
+
+
+def test_transform_errors():
+    @adjit.jit
+    def component(t: adjit.transformd):
+        return t.x
+
+    assert "its parts: .p, a vec3, and .q, a quat" in _error(component, np.zeros(7))
+
+    @adjit.jit
+    def write_part(t: adjit.transformd):
+        t.p = adjit.vec3d(1.0, 2.0, 3.0)
+        return t
+
+    msg = _error(write_part, np.zeros(7))
+    assert "make a new one" in msg and "t.p = adjit.vec3d" in msg
+
+    @adjit.jit
+    def wrong_parts(q: adjit.quatd):
+        return adjit.transformd(q, q)
+
+    assert "takes a vec3 and a quat" in _error(wrong_parts, np.zeros(4))
+
+    @adjit.jit
+    def not_a_transform(q: adjit.quatd):
+        return adjit.transform_inverse(q)
+
+    assert "transform_inverse() takes a transform" in _error(not_a_transform, np.zeros(4))

@@ -58,10 +58,11 @@ def test_the_spring_force_derivative_kernels_assemble(mode, tmp_path):
 
 # ---- what Warp users write (issue 33): component writes through elements, slices, a vector
 # conditional expression, Warp's atomic_add(grid, i, j, v), quat_slerp / quat_to_axis_angle,
-# transform_point, lerp
+# transform_point, lerp, transforms
 @adjit.kernel
 def warp_habits(y: adjit.Array[adjit.vec3, 1], m: adjit.Array[adjit.mat44, 1],
-                q: adjit.Array[adjit.quat, 1], grid: adjit.Array[F32, 2], t: F32):
+                q: adjit.Array[adjit.quat, 1], grid: adjit.Array[F32, 2], t: F32,
+                xf: adjit.Array[adjit.transform, 1]):
     i = adjit.index()
     p = y[i]
     y[i].x = p.y * 2.0
@@ -74,9 +75,11 @@ def warp_habits(y: adjit.Array[adjit.vec3, 1], m: adjit.Array[adjit.mat44, 1],
     q[i].w = adjit.transform_point(m[i], axis).x + adjit.transform_vector(m[i], p).y
     adjit.atomic_add(grid, i % 2, 0, angle)
     adjit.atomic_sub(grid, 0, 1, p.z)
+    xf[i] = adjit.transform_inverse(xf[i]) * adjit.transform(p, q[i])
+    y[i] = adjit.transform_point(xf[i], y[i]) + xf[i].p
 
 
-HABITS = [V1, ArrayType(F32, 3), V1, ArrayType(F32, 2), F32]
+HABITS = [V1, ArrayType(F32, 3), V1, ArrayType(F32, 2), F32, V1]
 
 
 def test_the_warp_habits_kernel_assembles(tmp_path):
@@ -93,7 +96,7 @@ def test_the_warp_habits_derivative_kernels_assemble(mode, tmp_path):
     q, grid = np.ones((n, 4), np.float32), np.zeros((2, 2), np.float32)
     anns = [Duplicated(y, np.ones_like(y)), Duplicated(m, np.ones_like(m)),
             Duplicated(q, np.ones_like(q)), Duplicated(grid, np.ones_like(grid)),
-            Const(np.float32(0.5))]
+            Const(np.float32(0.5)), Duplicated(np.ones((n, 7), np.float32), np.ones((n, 7), np.float32))]
     d = Derivative(warp_habits, mode, anns, HABITS, (n,), None)
     _, program = d.host_program("t", "sm_90")
     assert program.kernels

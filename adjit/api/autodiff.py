@@ -449,6 +449,11 @@ class _SplitHalf:
             if type(a) is not k:
                 raise TypeError(f"argument {a!r} does not match the thunk's activity "
                                 f"{k.__name__}")
+        if has_tree(args, True):
+            raise TypeError(f"autodiff_thunk of {self.f.__name__}: split mode takes scalars, "
+                            "arrays and structs, not pytrees (tuples, lists, dicts, "
+                            "NamedTuples): autodiff, grad, value_and_grad, jvp and vjp take "
+                            "them; or pass the tree's leaves as arguments")
         anns, types, values, nd, wgs = _prepare(self.f, args, self.ndrange,
                                                 self.workgroupsize, True)
         d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)

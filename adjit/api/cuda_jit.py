@@ -23,6 +23,7 @@ from .cuda_launch import device_value
 from ..lang.functions import Lowered, debug_enabled, specialise
 from .gpu_target import chip
 from .guard import compiling
+from ..lang import pytrees
 
 if TYPE_CHECKING:
     from ..lang.modes import Annotation, Mode
@@ -36,6 +37,10 @@ def call(fn: Function, args: Sequence[Any]) -> Any:
     if program is None:              # compile_only(): compiled and stored, nothing run
         return None
     result = program.function(ENTRY)(*values)
+    tree = program.program.meta.get("tree")
+    if tree is not None:                    # a tree result: its leaves regrouped
+        leaves = result if isinstance(result, tuple) else () if result is None else (result,)
+        return pytrees.unflatten(pytrees.from_record(tree), leaves)
     if program.program.meta["tuple_result"] and not isinstance(result, tuple):
         return (result,)                    # `return (x,)` stays a tuple
     return result

@@ -34,6 +34,7 @@ from ..lang.functions import Function, Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
 from ..lang.modes import BatchDuplicated, Mode, activity_key
+from ..lang import pytrees
 from ..lang.source import code_sites, compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -355,8 +356,11 @@ def compile_host_call(fn: Function, types: list, debug: bool,
     from ..compiler.unit import function_unit, host_program as compile_program
     unit, results, is_tuple = function_unit(fn, types, debug, ENTRY)
     adj_text = str(unit.module)
-    llvm_ir, program = compile_program(unit, fn.__name__, {ENTRY: (types, results)},
-                                       {"tuple_result": is_tuple}, target)
+    meta = {"tuple_result": is_tuple}
+    if unit.entry_tree is not None:     # a tree result's structure (lang/pytrees.py)
+        meta["tree"] = pytrees.to_record(unit.entry_tree)
+    llvm_ir, program = compile_program(unit, fn.__name__, {ENTRY: (types, results)}, meta,
+                                       target)
     return adj_text, llvm_ir, program
 
 

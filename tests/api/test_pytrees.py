@@ -323,6 +323,11 @@ def test_refusals_name_the_problem():
     with pytest.raises(TypeError, match="jacfwd, jacrev, hessian and derivatives of "
                                         "derivatives take scalars and arrays"):
         adjit.jacfwd(layer_loss)(Layer(np.ones(2), np.ones(2)), np.ones(2))
+    fwd, _ = adjit.autodiff_thunk(adjit.ReverseSplitWithPrimal, layer_loss, Duplicated, Const)
+    with pytest.raises(TypeError, match="split mode takes scalars, arrays and structs, not "
+                                        "pytrees"):
+        fwd(Duplicated(Layer(np.ones(2), np.ones(2)), Layer(np.zeros(2), np.zeros(2))),
+            Const(np.ones(2)))
     with pytest.raises(TypeError, match="keys that are strings or ints"):
         layer_loss({(1, 2): np.ones(2)}, np.ones(2))
 

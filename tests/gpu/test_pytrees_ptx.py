@@ -81,3 +81,24 @@ def test_it_runs_on_the_cpu_as_numpy_says():
     np.testing.assert_allclose(s.v, v, rtol=1e-6)
     np.testing.assert_allclose(s.x, x + (v + coeffs["drag"] * v * v) * np.float32(dt),
                                rtol=1e-6)
+
+
+@adjit.jit
+def advance(state, coeffs):
+    return State(x=state.x + state.v * coeffs["dt"], v=state.v * 2.0), {"n": state.x.shape[0]}
+
+
+def test_a_host_program_takes_and_returns_trees(monkeypatch, tmp_path):
+    """@adjit.jit(device="cuda") with trees in and out (host code on the CPU behind the fake
+    driver: no GPU needed): the result comes back with its structure."""
+    import shutil
+    if shutil.which("cc") is None:
+        pytest.skip("building host programs needs a C compiler (cc)")
+    from fake_driver import install
+    monkeypatch.setenv("ADJIT_CACHE_DIR", str(tmp_path / "cache"))
+    install(monkeypatch, {})
+    s = State(np.arange(3.0), np.ones(3))
+    state, info = advance(s, {"dt": 0.5}, device="cuda")
+    assert type(state) is State and list(info) == ["n"] and info["n"] == 3
+    np.testing.assert_array_equal(state.x, np.arange(3.0) + 0.5)
+    np.testing.assert_array_equal(state.v, np.full(3, 2.0))

@@ -420,15 +420,75 @@ def _diff_end(v, x, axis: int):
     return out
 
 
+# ---- eye / identity --------------------------------------------------------------------------
+
+def _eye(gen, args, kwargs):
+    """np.eye(N, M=None, k=0, dtype=float), lazily: element (i, j) is 1 where j - i == k. A
+    constant shape and diagonal, as NumPy's (an identity matrix is mostly made once, so a
+    run-time size buys little)."""
+    kwargs = dict(kwargs)
+    names = ("N", "M", "k", "dtype")
+    got = dict(zip(names, args))
+    if len(args) > len(names):
+        raise UserError("eye(N, M=None, k=0, dtype=float) takes at most 4 arguments")
+    for k in names:
+        if k in kwargs:
+            if k in got:
+                raise UserError(f"eye() got {k!r} both by position and by keyword")
+            got[k] = kwargs.pop(k)
+    _no_more(kwargs, "eye")
+    return _diagonal_ones(got, "eye")
+
+
+def _np_identity(gen, args, kwargs):
+    """np.identity(n, dtype=float): np.eye(n)."""
+    kwargs = dict(kwargs)
+    if len(args) > 2:
+        raise UserError("identity(n, dtype=float) takes at most 2 arguments")
+    got = dict(zip(("N", "dtype"), args))
+    for k in ("n", "dtype"):
+        if k in kwargs:
+            got["N" if k == "n" else k] = kwargs.pop(k)
+    _no_more(kwargs, "identity")
+    return _diagonal_ones(got, "identity")
+
+
+def _diagonal_ones(got: dict, name: str) -> ArrayExpr:
+    if "N" not in got:
+        raise UserError(f"{name}() needs the number of rows")
+    n = _const_int(got["N"], f"{name}(): the number of rows")
+    m_arg = got.get("M")
+    m = n if m_arg is None or isinstance(m_arg, PyObj) and m_arg.obj is None else (
+        _const_int(m_arg, f"{name}(): M"))
+    k = _const_int(got.get("k", Literal(0)), f"{name}(): k")
+    if n < 0 or m < 0:
+        raise UserError(f"negative dimensions are not allowed: {name}() of shape ({n}, {m})")
+    _, dtype = creation_args(f"{name}(N, dtype=None)", [], {"dtype": got.get("dtype")}, 0)
+    dtype = dtype or f64
+
+    def at(ids: list) -> Scalar:
+        i, j = ids
+        on = arith.cmpi(arith.CmpIPredicate.eq, arith.subi(j, i), A.idx(k))
+        return S.cast(Scalar(on, bool_), dtype)
+
+    def element(flat: ir.Value) -> Scalar:
+        cols = A.idx(max(m, 1))
+        return at([arith.divui(flat, cols), arith.remui(flat, cols)])
+
+    return ArrayExpr(dtype, [A.idx(n), A.idx(m)], element, at=at, reads=())
+
+
 HANDLERS = {"prod": reduction_handler("prod"), "argmax": _arg_extremum("max"),
             "argmin": _arg_extremum("min"), "linspace": _linspace,
             "concatenate": _concatenate, "stack": _stack, "reshape": _reshape,
-            "ravel": _ravel, "diff": _diff}
+            "ravel": _ravel, "diff": _diff, "eye": _eye}
 METHODS = {"reshape": _reshape, "ravel": _ravel, "flatten": _flatten,
            "prod": HANDLERS["prod"], "argmax": HANDLERS["argmax"],
            "argmin": HANDLERS["argmin"]}
 for _name, _h in HANDLERS.items():
     register_builtin([namespace[_name], getattr(np, _name)], _h)
 # (np.product was NumPy's older spelling of prod; np.row_stack etc. are not compiled)
+# (adjit.identity is the vector types' identity matrix, Warp's; NumPy's is np.identity)
+register_builtin([np.identity], _np_identity)
 if hasattr(np, "concat"):
     register_builtin([np.concat], _concatenate)

@@ -84,7 +84,7 @@ ARRAY_FUNCTIONS = ("sum", "dot", "zeros", "ones", "empty", "zeros_like", "ones_l
 NUMPY_ARRAY_FUNCTIONS = ("prod", "argmax", "argmin", "linspace", "concatenate", "stack",
                          "reshape", "ravel", "take", "take_along_axis", "sort", "argsort",
                          "diff", "pad", "roll", "swapaxes", "moveaxis", "cumsum", "cumprod",
-                         "var", "std", "logaddexp", "logaddexp2")
+                         "var", "std", "logaddexp", "logaddexp2", "eye")
 
 # What each builtin is, as the API reference's table shows it (reference_table): the call's
 # spelling, then its meaning. Every entry of `namespace` has one (Builtin reads it).
@@ -137,6 +137,7 @@ DOCS = {
     "argmax": "argmax(a): the flat index of the largest element (NumPy's)",
     "argmin": "argmin(a): the flat index of the smallest element (NumPy's)",
     "linspace": "linspace(start, stop, num): num evenly spaced values (NumPy's)",
+    "eye": "eye(N, M=None, k=0, dtype=f64): ones on diagonal k, zeros elsewhere (NumPy's)",
     "concatenate": "concatenate(arrays, axis=0): NumPy's concatenate",
     "stack": "stack(arrays, axis=0): NumPy's stack",
     "reshape": "reshape(a, shape): NumPy's reshape",

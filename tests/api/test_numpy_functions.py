@@ -185,3 +185,31 @@ def test_prod_derivative_with_zeros():
     for x in (np.array([2.0, 0.0, 3.0]), np.array([0.0, 0.0, 3.0]), np.array([1.5, 2.0])):
         want = np.array([np.prod(np.delete(x, k)) for k in range(x.size)])
         np.testing.assert_allclose(adjit.grad(p)(x), want, rtol=1e-14)
+
+
+@adjit.jit
+def identities(x):
+    return (np.eye(3), np.eye(2, 4, 1, dtype=np.float32), np.eye(4, k=-2, dtype=np.int32),
+            np.identity(3, np.int64), np.eye(0), np.eye(1), np.eye(3, 0),
+            np.sum(np.eye(3, k=1) * x))
+
+
+def test_eye_and_identity():
+    x = RNG.standard_normal((3, 3))
+    got = identities(x)
+    want = (np.eye(3), np.eye(2, 4, 1, dtype=np.float32), np.eye(4, k=-2, dtype=np.int32),
+            np.identity(3, np.int64), np.eye(0), np.eye(1), np.eye(3, 0),
+            np.sum(np.eye(3, k=1) * x))
+    for g, w in zip(got, want, strict=True):
+        _check(g, w)
+    # the derivative through a constant mask: the mask itself
+    grad = adjit.grad(lambda x: identities(x)[-1])(x)
+    np.testing.assert_array_equal(grad, np.eye(3, k=1))
+
+
+def test_eye_refuses_run_time_sizes():
+    @adjit.jit
+    def sized(n):
+        return np.eye(n)
+    with pytest.raises(adjit.CompilationError, match="eye\\(\\): the number of rows must be a constant"):
+        sized(3)

@@ -854,6 +854,10 @@ def call_jvp(gen: "CodeGenerator", args: list, kwargs: dict, grad=None):
         raise UserError(f"{name}(f, primals, tangents) takes a function and two tuples of "
                         "the same length")
     f, primals, tangents = args[0].obj, args[1], args[2]
+    if grad is not None and isinstance(f, (Function, Kernel)):
+        variant, flat = T.variant_call(f, list(primals), "hvp()")
+        if variant is not f:
+            return _tree_hvp(gen, variant, flat, tangents, width, grad)
     anns = [_tangent_annotation(p, t, width, f"{name}(): tangent {k}")
             for k, (p, t) in enumerate(zip(primals, tangents))]
     if grad is not None:
@@ -861,6 +865,25 @@ def call_jvp(gen: "CodeGenerator", args: list, kwargs: dict, grad=None):
         return derivative_call(gen.unit, g, Forward, anns, "hvp")[0]
     tangent, primal = derivative_call(gen.unit, f, ForwardWithPrimal, anns, "jvp")
     return primal, tangent
+
+
+def _tree_hvp(gen: "CodeGenerator", variant, flat: list, tangents: tuple,
+              width: int | None, grad):
+    """hvp with trees among the primals: that of f's variant for their structures along
+    the tangents' leaves (each a tree of its primal's structure), the products regrouped
+    as trees of those structures."""
+    if width is not None:
+        raise UserError("hvp(..., width=) of trees inside compiled code: pass the trees' "
+                        "leaves as arguments, or call hvp once per direction")
+    layout = variant.tree_layout
+    flat_t = []
+    for k, (tree, t) in enumerate(zip(layout, tangents)):
+        flat_t.extend([t] if tree is None else _tree_like(tree, t, f"hvp(): tangent {k}"))
+    out = call_jvp(gen, [PyObj(variant), tuple(flat), tuple(flat_t)], {}, grad)
+    out = out if len(flat) > 1 else (out,)
+    parts = tuple(pytrees.regroup(layout, out, k, list_type=T.ListValue)
+                  for k in range(len(layout)))
+    return parts if len(parts) > 1 else parts[0]
 
 
 def _width_argument(kwargs: dict, name: str) -> int | None:

@@ -103,7 +103,8 @@ def derivatives_in_code(p, x, t):
     dp, dx = pullback(2.0)
     dW, db = adjit.zeros_like(p.W), adjit.zeros_like(p.b)
     adjit.autodiff(Reverse, layer_loss, Duplicated(p, Layer(W=dW, b=db)), x)
-    return value, tangent, dp, dx, Layer(dW, db)
+    hp, hx = adjit.hvp(layer_loss, (p, x), (Layer(W=t, b=t), adjit.zeros_like(x)))
+    return value, tangent, dp, dx, Layer(dW, db), hp, hx
 
 
 def _params(rng, dtype=np.float64, d_in=3, hidden=4):
@@ -338,7 +339,7 @@ def test_derivatives_of_trees_inside_compiled_code():
     x = np.array([0.5, -1.0, 2.0])
     p = Layer(np.array([1.0, 2.0, 3.0]), np.array([0.1, 0.2, 0.3]))
     t = np.array([1.0, 0.0, -1.0])
-    value, tangent, dp, dx, shadow = derivatives_in_code(p, x, t)
+    value, tangent, dp, dx, shadow, hp, hx = derivatives_in_code(p, x, t)
     jf = lambda p, x: ((p.W * x + p.b) ** 2).sum()          # noqa: E731
     jvalue, jtangent = jax.jvp(jf, (p, x), (Layer(t, t), np.zeros(3)))
     assert (value, tangent) == pytest.approx((float(jvalue), float(jtangent)), rel=1e-14)
@@ -347,6 +348,11 @@ def test_derivatives_of_trees_inside_compiled_code():
     np.testing.assert_allclose(dp.W, 2 * np.asarray(jdp.W), rtol=1e-14)
     np.testing.assert_allclose(dx, 2 * np.asarray(jdx), rtol=1e-14)
     np.testing.assert_allclose(shadow.b, np.asarray(jdp.b), rtol=1e-14)
+    jh = jax.jvp(jax.grad(jf, argnums=(0, 1)), (p, x), (Layer(t, t), np.zeros(3)))[1]
+    assert type(hp) is Layer
+    np.testing.assert_allclose(hp.W, np.asarray(jh[0].W), rtol=1e-12)
+    np.testing.assert_allclose(hp.b, np.asarray(jh[0].b), rtol=1e-12)
+    np.testing.assert_allclose(hx, np.asarray(jh[1]), rtol=1e-12)
 
 
 def test_an_sgd_step_of_a_dict_mlp_matches_jax_in_float32():

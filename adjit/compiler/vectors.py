@@ -1019,16 +1019,18 @@ for _name, _handler in VECTOR_BUILTINS.items():
 
 
 def _on_vectors(name: str, vector_fn, n: int) -> None:
-    """`adjit.dot` and `adjit.transpose` keep their array meaning (NumPy's) and take
-    vectors and matrices too (Warp's)."""
-    arrays = lookup(namespace[name])
+    """`adjit.dot` and `adjit.transpose`, and NumPy's `np.dot` and `np.transpose`, keep
+    their array meaning (NumPy's) and take vectors and matrices too (Warp's; np.transpose
+    of a matrix had returned it unchanged)."""
+    for obj in (namespace[name], getattr(np, name)):
+        arrays = lookup(obj)
 
-    def handler(gen, args, kwargs):
-        if any(isinstance(a, Vec) for a in args):
-            return _fixed(vector_fn, n, name)(gen, args, kwargs)
-        return arrays(gen, args, kwargs)
+        def handler(gen, args, kwargs, arrays=arrays):
+            if any(isinstance(a, Vec) for a in args):
+                return _fixed(vector_fn, n, name)(gen, args, kwargs)
+            return arrays(gen, args, kwargs)
 
-    register_builtin([namespace[name]], handler)
+        register_builtin([obj], handler)
 
 
 # The element-wise functions apply to each component of a vector, matrix or quaternion

@@ -1,4 +1,5 @@
-"""NumPy's array functions of issue 33 in @jit code: pad, roll, diff, cumsum/cumprod,
+"""NumPy's array functions of issue 33 in @jit code: pad, roll, diff (its values:
+test_numpy_functions.py), cumsum/cumprod,
 var/std, logaddexp/logaddexp2, transpose(x, axes)/swapaxes/moveaxis, np.array/np.asarray of
 computed values. Values and dtypes against NumPy (size-0 and size-1 dimensions, float32,
 ints and bools), derivatives against JAX in float64 (reverse, forward and forward over
@@ -131,24 +132,6 @@ def test_var_std_are_numpys(shape, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         _all_same(statistics(x), want, rtol=1e-12)
-
-
-def differences_reference(x):
-    return (np.diff(x), np.diff(x, axis=0), np.diff(x, n=2), np.diff(x, 3, 0),
-            np.diff(x, prepend=0), np.diff(x, axis=0, append=x[-1:] * 2), np.diff(x, n=0))
-
-
-@adjit.jit
-def differences(x):
-    return (np.diff(x), np.diff(x, axis=0), np.diff(x, n=2), np.diff(x, 3, 0),
-            np.diff(x, prepend=0), np.diff(x, axis=0, append=x[-1:] * 2), np.diff(x, n=0))
-
-
-@pytest.mark.parametrize("shape", [(4, 5), (1, 1), (2, 3), (4, 0)])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.bool_])
-def test_diff_is_numpys(shape, dtype):
-    x = (RNG.standard_normal(shape) * 10).astype(dtype)
-    _all_same(differences(x), differences_reference(x))
 
 
 @adjit.jit
@@ -328,6 +311,19 @@ def test_logaddexp_derivatives_are_stable():
     np.testing.assert_allclose(gy, np.asarray(want[1]), rtol=1e-13)
     _, tangent = adjit.jvp(log_sum_loss, (x, y), (np.ones(6), np.zeros(6)))
     assert tangent == pytest.approx(gx.sum(), rel=1e-13)
+
+
+@adjit.jit
+def matrix_transposes(a: float):
+    m = adjit.mat22(1.0, 2.0, 3.0, a)
+    t = np.transpose(m)
+    return t[0, 1], t[1, 0], np.dot(adjit.vec2(1.0, a), adjit.vec2(a, 1.0))
+
+
+def test_numpys_transpose_and_dot_of_adjit_matrices_and_vectors():
+    """np.transpose of a matrix value is its transpose (it had come back unchanged), np.dot
+    of two vectors their dot product, as adjit.transpose and adjit.dot."""
+    assert matrix_transposes(4.0) == (3.0, 2.0, 8.0)
 
 
 # ---- kernels ---------------------------------------------------------------------------------

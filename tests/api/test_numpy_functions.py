@@ -1,6 +1,7 @@
 """NumPy's array functions in compiled code (issue 15, item 3): prod, argmax/argmin,
-linspace, concatenate, stack, reshape/ravel/flatten, against NumPy (values, shapes, dtypes)
-and their derivatives against central differences."""
+linspace, concatenate, stack, reshape/ravel/flatten, and diff (issue 33: architecture.md's
+worked example of a new NumPy function), against NumPy (values, shapes, dtypes) and their
+derivatives against central differences (and JAX's, diff's)."""
 import numpy as np
 import pytest
 
@@ -213,3 +214,42 @@ def test_eye_refuses_run_time_sizes():
         return np.eye(n)
     with pytest.raises(adjit.CompilationError, match="eye\\(\\): the number of rows must be a constant"):
         sized(3)
+
+
+def differences_reference(x):
+    return (np.diff(x), np.diff(x, axis=0), np.diff(x, n=2), np.diff(x, 3, 0),
+            np.diff(x, prepend=0), np.diff(x, axis=0, append=x[-1:] * 2), np.diff(x, n=0))
+
+
+@adjit.jit
+def differences(x):
+    return (np.diff(x), np.diff(x, axis=0), np.diff(x, n=2), np.diff(x, 3, 0),
+            np.diff(x, prepend=0), np.diff(x, axis=0, append=x[-1:] * 2), np.diff(x, n=0))
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (1, 1), (2, 3), (4, 0)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32, np.bool_])
+def test_diff_is_numpys(shape, dtype):
+    x = (RNG.standard_normal(shape) * 10).astype(dtype)
+    for got, want in zip(differences(x), differences_reference(x)):
+        _check(got, want)
+
+
+@adjit.jit
+def diff_loss(x):
+    return np.sum(np.sin(np.diff(x, axis=0)) * np.diff(x, n=2, axis=0, prepend=0.5))
+
+
+def test_diff_derivatives_against_jax_and_central_differences():
+    import jax
+    import jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+    x = RNG.standard_normal((3, 4))
+    f = lambda x: jnp.sum(jnp.sin(jnp.diff(x, axis=0)) * jnp.diff(x, n=2, axis=0, prepend=0.5))  # noqa: E731
+    g = adjit.grad(diff_loss)(x)
+    np.testing.assert_allclose(g, np.asarray(jax.grad(f)(x)), rtol=1e-13)
+    flat = _central(lambda v: float(f(v.reshape(3, 4))), x.ravel()).reshape(3, 4)
+    np.testing.assert_allclose(g, flat, rtol=1e-6, atol=1e-8)
+    t = RNG.standard_normal((3, 4))
+    _, tangent = adjit.jvp(diff_loss, (x,), (t,))
+    assert tangent == pytest.approx(float(np.sum(g * t)), rel=1e-12)

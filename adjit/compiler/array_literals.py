@@ -1,7 +1,7 @@
 """np.array(obj, dtype=None) and np.asarray(obj, dtype=None) in compiled code, of what a
 function computes: a (nested) list or tuple of scalars (`np.array([a, b, c])`,
 `np.array([[a, b], [c, d]])`), of arrays of one shape (a stack of them), or an array (a
-copy; np.asarray's is the array itself). Its dtype is NumPy's: the promotion of the items'
+copy; np.asarray's is the array itself); and x.astype(dtype), a copy in dtype. Its dtype is NumPy's: the promotion of the items'
 types, where a Python number counts as NumPy's default type (np.array([x_f32, 1.0]) is
 float64, as NumPy's: no weak scalars in a list), or dtype=. A new array, whose items are
 stored into it; the derivative flows through those stores."""
@@ -116,5 +116,25 @@ def _handler(name: str, copy: bool):
     return handler
 
 
+def _astype(gen, args, kwargs):
+    """x.astype(dtype): a new array of x's values in dtype (NumPy's casts: a float to an
+    int truncates toward zero)."""
+    kwargs = dict(kwargs)
+    for k in ("order", "casting", "subok", "copy"):
+        if k in kwargs:
+            raise UserError(f"x.astype(): {k}= is not supported in adjit")
+    x, rest = args[0], list(args[1:])
+    if len(rest) != 1 and "dtype" not in kwargs:
+        raise UserError("x.astype(dtype) takes a dtype")
+    _, dtype = creation_args("astype(dtype)", rest[:0], {"dtype": rest[0] if rest else
+                                                          kwargs.pop("dtype")}, 0)
+    if kwargs:
+        raise UserError(f"x.astype() has no argument {sorted(kwargs)[0]!r} in adjit")
+    if dtype is None:
+        raise UserError("x.astype(dtype): dtype must be a type such as np.float32")
+    return build(gen, x, dtype, True)
+
+
 register_builtin([np.array], _handler("np.array", True))
 register_builtin([np.asarray], _handler("np.asarray", False))
+METHODS = {"astype": _astype}

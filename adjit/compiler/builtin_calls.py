@@ -531,6 +531,11 @@ def numpy_typed(handler: Handler) -> Handler:
     array f64, as in NumPy 2 (adjit.sin and math.sin keep a Python float weak, as JAX and
     the math module do)."""
     def typed(gen, args, kwargs):
+        if "out" in kwargs:    # (a ufunc's or a reduction's out=: the one refusal for all)
+            if not (isinstance(kwargs["out"], PyObj) and kwargs["out"].obj is None):
+                raise UserError("out= is not supported in adjit: assign the result instead, "
+                                "y[...] = np.<function>(...)")
+            kwargs = {k: v for k, v in kwargs.items() if k != "out"}
         out = handler(gen, args, kwargs)
         if isinstance(out, Literal) and not isinstance(out.value, py.bool):
             return S.as_scalar(out, S.literal_type(out.value).strong)

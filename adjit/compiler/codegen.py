@@ -38,7 +38,8 @@ from . import numpy_calls as NP  # (registers NumPy's array functions)
 from . import fancy_indexing  # noqa: F401 (registers np.take, take_along_axis, np.add.at)
 from . import sorting as SORT  # (registers np.sort, np.argsort)
 from . import array_layout, scans, statistics  # (they register theirs, methods too)
-from . import array_literals, log_sum_exp  # noqa: F401 (register np.array, logaddexp)
+from . import array_literals  # (registers np.array, np.asarray and x.astype)
+from . import arithmetic_ufuncs, log_sum_exp  # noqa: F401 (np.add, np.square, logaddexp...)
 from . import scalar_ops as S
 from . import vectors as V
 from ..core.errors import CompilationError, UserError, located
@@ -571,7 +572,7 @@ def _python(v):
 
 # NumPy's array methods with handlers of their own (the rest are builtins': x.sum(), ...)
 _METHODS = {**NP.METHODS, **SORT.METHODS, **array_layout.METHODS, **scans.METHODS,
-            **statistics.METHODS}
+            **statistics.METHODS, **array_literals.METHODS}
 
 
 class _Method:

@@ -1,5 +1,6 @@
 """NumPy's array functions of issue 33 in @jit code: pad, roll, diff (its values:
-test_numpy_functions.py), cumsum/cumprod,
+test_numpy_functions.py), the arithmetic ufuncs by name (np.add, np.square, ...) and
+x.astype, cumsum/cumprod,
 var/std, logaddexp/logaddexp2, transpose(x, axes)/swapaxes/moveaxis, np.array/np.asarray of
 computed values. Values and dtypes against NumPy (size-0 and size-1 dimensions, float32,
 ints and bools), derivatives against JAX in float64 (reverse, forward and forward over
@@ -187,6 +188,58 @@ def stacked_sizes(v, w):
 def test_np_array_checks_the_shapes_of_its_arrays():
     with pytest.raises(ValueError, match="one shape"):
         stacked_sizes(np.ones(2), np.ones(3))
+
+
+def ufuncs_reference(x, k, b, s):
+    return (np.add(x, k), np.subtract(x, 1), np.multiply(k, k), np.divide(k, 2),
+            np.true_divide(x, k), np.floor_divide(x, 0.7), np.remainder(k, 3), np.mod(x, -0.6),
+            np.negative(k), np.positive(x), np.square(x), np.square(k), np.sign(x), np.sign(k),
+            np.reciprocal(x), np.add(b, b), np.multiply(b, b), x.astype(np.float32),
+            x.astype(np.int32), k.astype(np.float64), np.add(s, 1.0), b.astype(np.int64),
+            np.divide(b, True))
+
+
+@adjit.jit
+def ufuncs(x, k, b, s: float):
+    return (np.add(x, k), np.subtract(x, 1), np.multiply(k, k), np.divide(k, 2),
+            np.true_divide(x, k), np.floor_divide(x, 0.7), np.remainder(k, 3), np.mod(x, -0.6),
+            np.negative(k), np.positive(x), np.square(x), np.square(k), np.sign(x), np.sign(k),
+            np.reciprocal(x), np.add(b, b), np.multiply(b, b), x.astype(np.float32),
+            x.astype(np.int32), k.astype(np.float64), np.add(s, 1.0), b.astype(np.int64),
+            np.divide(b, True))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_arithmetic_ufuncs_by_name_are_numpys(dtype):
+    """np.add of bools is `or`, np.multiply `and` (not Python's int sums); a Python float
+    beside an np.add is typed (np.float64), as NumPy's results are."""
+    x = np.array([-1.5, 0.0, 2.25, np.nan, -0.0, 7.0], dtype)
+    k = np.array([-3, 0, 2, 5, 1, -7], np.int32)
+    b = np.array([True, False, True, False, True, True])
+    with np.errstate(all="ignore"):
+        want = ufuncs_reference(x, k, b, 0.5)
+        got = ufuncs(x, k, b, 0.5)
+    for j, (g, w) in enumerate(zip(got, want)):
+        assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype, j
+        np.testing.assert_allclose(g, w, rtol=1e-6, equal_nan=True, err_msg=str(j))
+
+
+@adjit.jit
+def ufunc_loss(x):
+    y = x.astype(np.float64)
+    return np.sum(np.square(np.subtract(y, 1.0)) * np.reciprocal(np.add(y, 3.0))
+                  + np.multiply(np.sign(y), np.divide(y, 2.0)) - np.negative(y))
+
+
+def test_arithmetic_ufunc_derivatives_against_jax():
+    x = RNG.uniform(-2.0, 2.0, 7)
+    f = lambda y: jnp.sum(jnp.square(y - 1.0) / (y + 3.0) + jnp.sign(y) * y / 2.0 + y)  # noqa: E731
+    assert ufunc_loss(x) == pytest.approx(float(f(x)), rel=1e-14)
+    np.testing.assert_allclose(adjit.grad(ufunc_loss)(x), np.asarray(jax.grad(f)(x)),
+                               rtol=1e-14)
+    t = RNG.standard_normal(7)
+    _, tangent = adjit.jvp(ufunc_loss, (x,), (t,))
+    assert tangent == pytest.approx(float(jax.jvp(f, (x,), (t,))[1]), rel=1e-13)
 
 
 # ---- derivatives ----------------------------------------------------------------------------
@@ -377,11 +430,23 @@ def negative_width(x):
     return np.pad(x, -1)
 
 
+@adjit.jit
+def into(x):
+    return np.add(x, x, out=x)
+
+
+@adjit.jit
+def bool_difference(x):
+    return np.subtract(x > 0, x < 0)
+
+
 @pytest.mark.parametrize("f,message", [
     (bad_mode, "mode 'median' is not supported"),
     (bad_axes, r"axes \(0, 0\) are not a permutation"),
     (negative_width, "negative values"),
-    (ragged, "inhomogeneous shape")])
+    (ragged, "inhomogeneous shape"),
+    (into, r"out= is not supported in adjit: assign the result"),
+    (bool_difference, "of two booleans is not supported")])
 def test_refusals_name_the_problem_and_the_line(f, message):
     with pytest.raises(adjit.CompilationError, match=message) as e:
         f(1.0) if f is ragged else f(np.ones((2, 2)))

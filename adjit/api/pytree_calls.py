@@ -55,10 +55,10 @@ def route(f, args: Sequence) -> Route | None:
     return Route(variant, list(flat), variant.tree_layout, pytrees.spans(variant.tree_layout))
 
 
-def like(tree: pytrees.TreeDef, x, what: str) -> list:
+def like(tree: pytrees.TreeDef, x, what: str, name: str = "") -> list:
     """The leaves of `x` (a shadow, tangent or cotangent), checked to be of structure
-    `tree` (TypeError naming the path where it is not)."""
-    pytrees.check_like(tree, x, what, "")
+    `tree` (TypeError naming the path where it is not, from the argument's `name`)."""
+    pytrees.check_like(tree, x, what, name)
     return [v for _, v in pytrees.leaves(tree, x)]
 
 
@@ -113,7 +113,8 @@ def annotations(f, args: Sequence, mode: Mode) -> tuple | None:
             if not isinstance(a.dval, tuple):
                 raise TypeError(f"{what}: BatchDuplicated(tree, (t1, ..., tN)) takes a tuple "
                                 "of trees of the argument's structure")
-            lanes = [like(tree, d, f"{what}: tangent {j}") for j, d in enumerate(a.dval)]
+            lanes = [like(tree, d, f"{what}: tangent {j}", names[k])
+                     for j, d in enumerate(a.dval)]
             for j, (p, x) in enumerate(zip(paths, leaves)):
                 if not _is_float(x):
                     out.append(Const(x))
@@ -123,7 +124,7 @@ def annotations(f, args: Sequence, mode: Mode) -> tuple | None:
                 else:
                     out.append(BatchDuplicated(x, tuple(lane[j] for lane in lanes)))
         elif isinstance(a, Duplicated):
-            shadow = like(tree, a.dval, f"{what}: the shadow")
+            shadow = like(tree, a.dval, f"{what}: the shadow", names[k])
             parents = _parents(tree, a.dval)
             for j, (p, x, d) in enumerate(zip(paths, leaves, shadow)):
                 if not _is_float(x):

@@ -204,11 +204,12 @@ def _tree_derivative(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation
             if not isinstance(a.dval, tuple):
                 raise UserError(f"{what}: BatchDuplicated(tree, (t1, ..., tN)) takes a tuple "
                                 "of trees")
-            lanes = [_tree_like(tree, d, f"{what}: tangent {j}") for j, d in enumerate(a.dval)]
+            lanes = [_tree_like(tree, d, f"{what}: tangent {j}", f.struct_params[k])
+                     for j, d in enumerate(a.dval)]
             out.extend(BatchDuplicated(x, tuple(lane[i] for lane in lanes))
                        if _float_leaf(x) else Const(x) for i, x in enumerate(leaves))
         elif isinstance(a, Duplicated):
-            shadow = _tree_like(tree, a.dval, f"{what}: the shadow")
+            shadow = _tree_like(tree, a.dval, f"{what}: the shadow", f.struct_params[k])
             for p, x, d in zip(paths, leaves, shadow):
                 if not _float_leaf(x):
                     out.append(Const(x))
@@ -240,11 +241,11 @@ def _float_leaf(x) -> bool:
     return t.is_float if isinstance(t, ScalarType) else True
 
 
-def _tree_like(tree: pytrees.TreeDef, x, what: str) -> list:
+def _tree_like(tree: pytrees.TreeDef, x, what: str, name: str = "") -> list:
     """The leaves of code value `x` (a shadow or tangent), which must be of structure
-    `tree` (UserError naming the path where it is not)."""
+    `tree` (UserError naming the path where it is not, from the argument's `name`)."""
     try:
-        pytrees.check_like(tree, x, what, "", lists_are_tuples=True)
+        pytrees.check_like(tree, x, what, name, lists_are_tuples=True)
     except TypeError as e:
         raise UserError(str(e)) from None
     return T.leaves(tree, x)

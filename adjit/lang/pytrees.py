@@ -200,11 +200,12 @@ def flat_positions(layout: Sequence, nums: Sequence[int]) -> tuple[int, ...]:
 
 
 def check_like(tree: TreeDef, x, what: str, path: str,
-               lists_are_tuples: bool = False) -> None:
+               lists_are_tuples: bool = False, root: str | None = None) -> None:
     """TypeError naming the path where `x` is not of structure `tree` (a shadow, a tangent,
-    a cotangent given for a tree argument). `lists_are_tuples`: compiled code's (a list
-    display there is a tuple)."""
-    where = f"{what} at {path}" if path else what
+    a cotangent given for a tree argument); `path` starts at the argument's name (`root`).
+    `lists_are_tuples`: compiled code's (a list display there is a tuple)."""
+    root = path if root is None else root
+    where = f"{what} at {path}" if path != root else what
     if tree.kind == "leaf":
         if is_tree(x):
             raise TypeError(f"{where} is a {type(x).__name__} where the argument has a leaf")
@@ -227,7 +228,7 @@ def check_like(tree: TreeDef, x, what: str, path: str,
         raise TypeError(f"{where} has {len(x)} items where the argument has "
                         f"{len(tree.children)}")
     for c, (k, v) in zip(tree.children, child_items(tree.kind, tree.node, x)):
-        check_like(c, v, what, path + _key_text(tree.kind, k), lists_are_tuples)
+        check_like(c, v, what, path + _key_text(tree.kind, k), lists_are_tuples, root)
 
 
 def _a(x) -> str:

@@ -295,6 +295,8 @@ def test_autodiff_takes_duplicated_const_and_active_trees():
     ({"W1": 0, "b1": 0, "W2": 0}, r"keys \['W1', 'b1', 'W2'\].*missing \['b2'\]"),
     ({"W1": 0, "b1": 0, "b2": 0, "W2": 0}, "in another order"),
     ((0, 0, 0, 0), "is a tuple where the argument has a dict"),
+    ({"W1": 0, "b1": (0,), "W2": 0, "b2": 0},
+     r"the shadow at params\['b1'\] is a tuple where the argument has a leaf"),
 ])
 def test_a_shadow_of_another_structure_is_named(shadow, message):
     params = _params(np.random.default_rng(2))

@@ -97,6 +97,35 @@ def test_a_range_loop_indexing_a_tuple_unrolls():
                                rtol=1e-14)
 
 
+@adjit.jit
+def layers(params, x):
+    """A loop over a pytree argument (a list of (W, b) pairs), and by index."""
+    for W, b in params[:1]:
+        x = np.tanh(x @ W + b)
+    for k in range(1, len(params)):
+        W, b = params[k]
+        x = np.tanh(x @ W + b)
+    return np.sum(x * x)
+
+
+def layers_jax(params, x):
+    for W, b in params:
+        x = jnp.tanh(x @ W + b)
+    return jnp.sum(x * x)
+
+
+def test_a_loop_over_the_layers_of_a_pytree_argument():
+    rng = np.random.default_rng(5)
+    params = [(rng.standard_normal((3, 4)), rng.standard_normal(4)),
+              (rng.standard_normal((4, 2)), rng.standard_normal(2))]
+    x = rng.standard_normal((5, 3))
+    assert layers(params, x) == pytest.approx(float(layers_jax(params, x)), rel=1e-13)
+    got, want = adjit.grad(layers)(params, x), jax.grad(layers_jax)(params, x)
+    for (gw, gb), (jw, jb) in zip(got, want):
+        np.testing.assert_allclose(gw, jw, rtol=1e-12)
+        np.testing.assert_allclose(gb, jb, rtol=1e-12)
+
+
 def test_a_loop_over_a_tuple_of_functions_unrolls():
     assert staged(3.0) == 3 * (2 * 3.0 + 1.0) ** 2
     assert adjit.grad(staged)(3.0) == pytest.approx(3 * 4 * (2 * 3.0 + 1.0))

@@ -26,7 +26,7 @@ from ..core.errors import UserError
 from ..core.types import ArrayType, ScalarType, bool_, index, promote
 from ..lang.checkpointing import Checkpointed
 from . import vectors as V
-from .static_loops import indexes_a_sequence, static_items
+from .static_loops import MAX_UNROLL, indexes_a_sequence, static_items
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape, Vec
 
 BRK, CONT, RET = "%brk", "%cont", "%ret"
@@ -275,6 +275,11 @@ class ControlFlow:
             checkpoint, it = it, it.range
         items = static_items(self, it, node.iter) if checkpoint is None else None
         if items is not None:
+            if len(items) > MAX_UNROLL:
+                raise self.error(node.iter, f"a loop over a sequence known while compiling is "
+                                            f"unrolled, at most {MAX_UNROLL} items; this one "
+                                            f"has {len(items)}: pass the values as an array "
+                                            "and loop over range(...)")
             self._unroll(node, items)
             return
         if isinstance(it, RangeValue) and checkpoint is None:

@@ -45,9 +45,10 @@ def _item(gen, obj, node: ast.AST):
     return gen._from_python(obj, "an item of the sequence", node)
 
 
-# The most iterations a range loop indexing a sequence known while compiling is unrolled to
-# (its body compiled once per iteration); past it the index is a runtime value, refused.
-MAX_INDEXED_UNROLL = 256
+# The most iterations a loop over (or indexing) a sequence known while compiling is unrolled
+# to: its body is compiled once per iteration. Past it, a loop over the sequence is refused
+# and a range loop indexing one has a runtime index, which the sequence refuses.
+MAX_UNROLL = 256
 
 
 def indexes_a_sequence(gen, node: ast.For, it) -> tuple | None:
@@ -69,7 +70,7 @@ def indexes_a_sequence(gen, node: ast.For, it) -> tuple | None:
                 continue               # (a name the body binds first, say)
             steps = range(*(b.value for b in bounds))
             if (isinstance(seq, tuple) or isinstance(seq, PyObj)
-                    and isinstance(seq.obj, (tuple, list))) and len(steps) <= MAX_INDEXED_UNROLL:
+                    and isinstance(seq.obj, (tuple, list))) and len(steps) <= MAX_UNROLL:
                 return tuple(Literal(k) for k in steps)
     return None
 

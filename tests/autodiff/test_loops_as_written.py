@@ -293,6 +293,20 @@ def test_an_unrolled_loop_breaks_continues_and_returns_as_python(jumping, fn):
         assert g == pytest.approx(fd, rel=1e-7, abs=1e-9)
 
 
+MANY = tuple(float(k) for k in range(300))
+
+
+def test_a_long_sequence_is_not_unrolled():
+    @adjit.jit
+    def long_sum(x):
+        for c in MANY:
+            x = x + c
+        return x
+
+    with pytest.raises(adjit.CompilationError, match="at most 256 items; this one has 300"):
+        long_sum(1.0)
+
+
 def test_zip_of_an_array_is_refused_clearly():
     @adjit.jit
     def zipped(x):

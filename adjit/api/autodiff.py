@@ -969,6 +969,8 @@ def vjp(f, *primals):
         raise TypeError(f"vjp of {f.__name__}: the function must return one float scalar or "
                         f"float array, got {_describe(value)}")
 
+    split: list = []     # (the reverse half, the tape) of a float result, once made
+
     def pullback(cotangent):
         ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
                    convert=False)
@@ -989,8 +991,12 @@ def vjp(f, *primals):
         elif isinstance(value, np.ndarray):
             grads = inner_product_grads(f, anns, ct)
         else:
-            fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
-            tape, _, _ = fwd(*anns)
+            # The augmented primal runs at the first call only: its tape serves every
+            # cotangent (a tape serves several reverse calls), as JAX's residuals do.
+            if not split:
+                fwd, rev = autodiff_thunk(ReverseSplitWithPrimal, f, *[type(a) for a in anns])
+                split.extend((rev, fwd(*anns)[0]))
+            rev, tape = split
             grads = rev(*anns, ct, tape)
         return tuple(shadows[k] if k in shadows else grads[k] for k in range(len(primals)))
 

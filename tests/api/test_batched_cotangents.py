@@ -148,3 +148,29 @@ def test_inside_compiled_code_a_batch_is_refused_with_the_way_out():
 
     with pytest.raises(adjit.CompilationError, match="make one call per cotangent"):
         batched_inside(np.ones(3), np.zeros(3), np.zeros(3))
+
+
+@adjit.jit
+def writes_then_reads(x, y):
+    for i in range(x.shape[0]):
+        y[i] = np.sin(x[i]) * y[i]
+    x[0] = x[0] * 3.0
+    return np.sum(y * y * x)
+
+
+def writes_then_reads_jax(x, y):
+    y = jnp.sin(x) * y
+    return jnp.sum(y * y * x.at[0].multiply(3.0))
+
+
+def test_a_vjp_pullback_records_its_tape_once_and_serves_every_cotangent():
+    """A float result's pullback runs the augmented primal at its first call only; later
+    cotangents reuse the tape (the function writes its arguments: the tape holds what the
+    reverse sweep reads of them)."""
+    x0, y0 = np.linspace(0.1, 1.0, 4), np.linspace(1.0, 2.0, 4)
+    _, pullback = adjit.vjp(writes_then_reads, x0.copy(), y0.copy())
+    want = jax.grad(writes_then_reads_jax, argnums=(0, 1))(x0, y0)
+    for ct in (1.0, -2.5, 1.0):
+        gx, gy = pullback(ct)
+        np.testing.assert_allclose(gx, ct * np.asarray(want[0]), rtol=1e-13)
+        np.testing.assert_allclose(gy, ct * np.asarray(want[1]), rtol=1e-13)

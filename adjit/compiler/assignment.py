@@ -13,12 +13,12 @@ from . import lazy as L
 from . import scalar_ops as S
 from ..core.types import ScalarType
 from .lazy_names import named_items
-from .values import Array, ArrayExpr, Literal, Scalar, Shape, Vec
+from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec
 
 
 class Assignment:
     """A mixin of `CodeGenerator`: it uses the generator's `vars`, `visit`, `error`,
-    `force_lazy`, `bind_lazy`, the vector names' and the subscripts' methods."""
+    `force_lazy`, `bind_lazy`, the vector and struct names' and the subscripts' methods."""
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.visit(node.value)
@@ -93,12 +93,19 @@ class Assignment:
             raise self.error(node, "augmented assignment must target a name or an element")
 
     def assign(self, target: ast.expr, value) -> None:
+        if isinstance(target, ast.Name):
+            self.struct_params_unwritten.discard(target.id)
         if isinstance(target, ast.Name) and isinstance(value, Vec):
             self._bind_vector(target.id, value)
             return
         if isinstance(target, ast.Name) and target.id in self.vec_names:
             self._unbind_vector(target.id)
-        if self._assign_vector_item(target, value):
+        if isinstance(target, ast.Name) and isinstance(value, StructValue):
+            self._bind_struct(target.id, value)
+            return
+        if isinstance(target, ast.Name) and target.id in self.struct_names:
+            self._unbind_struct(target.id)
+        if self._assign_struct_field(target, value) or self._assign_vector_item(target, value):
             return
         if isinstance(target, ast.Name):
             if isinstance(value, ArrayExpr):

@@ -48,7 +48,7 @@ from ..dialects.mlir_types import mlir_type
 from ..lang.source import Name, SourceInfo, resolve_name
 from ..core.types import ArrayType, ScalarType, VecType, as_scalar_type
 from ..lang import pytrees
-from ..lang.structs import StructType, flatten_params
+from ..lang.structs import StructType, flatten_params, struct_type
 from . import trees as T
 from .values import (Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape,
                      StructValue, Vec, VecArray)
@@ -59,11 +59,13 @@ from .lazy_names import LazyNames
 from .operators import Operators
 from .returns import Returns
 from .subscripts import Subscripts
+from . import struct_values as SV
+from .struct_names import StructNames
 from .vector_names import VectorNames
 
 
-class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, Returns,
-                    ControlFlow, ast.NodeVisitor):
+class CodeGenerator(Assignment, LazyNames, VectorNames, StructNames, Subscripts, Operators,
+                    Returns, ControlFlow, ast.NodeVisitor):
     """Compiles one Python function, specialised to argument types, into a func.func.
 
     kind: "kernel" (runs per work item over an `ndim`-D ndrange, returns nothing), "func"
@@ -86,8 +88,15 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
         # Variables holding a vector: name -> its type; its components are the variables
         # `name[0]`, `name[1]`, ... (vectors.py: control flow merges and carries them).
         self.vec_names: dict[str, VecType] = {}
-        # Per result of the Python function, its VecType or None (the IR's results are
-        # the scalars of each vector: vectors.regroup gathers them at a call).
+        # Variables holding a struct: name -> its StructType; its fields are the variables
+        # `name.field` (struct_names.py), a vector field's its components.
+        self.struct_names: dict[str, StructType] = {}
+        # The struct parameters whose fields are read-only (struct_names._check_writable)
+        # until the name is rebound.
+        self.struct_params_unwritten: set[str] = set()
+        # Per result of the Python function, its VecType, StructType or None (the IR's
+        # results are the scalars of each vector and the leaves of each struct:
+        # struct_values.regroup gathers them at a call).
         self.result_layout: list | None = None
         # The structure of a tree result (lang/pytrees.py), whose leaves are the results
         self.result_tree = None
@@ -283,7 +292,11 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
         for name, tree in zip(params, self.trees or [None] * len(params)):
             v = (leaf[name] if tree is None else
                  T.rebuild(tree, [leaf[p] for p in pytrees.paths(tree, name)]))
-            if isinstance(v, Vec):
+            if isinstance(v, StructValue):
+                # (into self.vars, one variable per field: struct_names.py)
+                out.update({n: self.vars[n] for n in self._bind_struct(name, v)})
+                self.struct_params_unwritten.add(name)
+            elif isinstance(v, Vec):
                 self._bind_vector(name, v)   # (into self.vars, with its components)
                 out.update({f"{name}[{k}]": x for k, x in enumerate(v.items)})
             else:
@@ -328,6 +341,10 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             return self.vars[name]
         if name in self.vec_names:
             v = self._vector_in(name, node)
+            if v is not None:
+                return v
+        if name in self.struct_names:
+            v = self._struct_in(name, node)
             if v is not None:
                 return v
         if name in self._one_branch:
@@ -431,6 +448,9 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
             if attr not in base.fields:
                 raise self.error(node, f"struct {base.type.name} has no field {attr!r} (its "
                                        f"fields: {', '.join(base.fields)})")
+            if base.fields[attr] is SV.UNSET:
+                raise self.error(node, f"field {attr!r} of this {base.type.name} is not set: "
+                                       f"assign it first ({ast.unparse(node)} = ...)")
             return base.fields[attr]
         if isinstance(base, Vec):
             return V.attribute(base, attr)
@@ -507,6 +527,9 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, Subscripts, Operators, R
                 raise self.error(node, str(e)) from None
         if isinstance(obj, VecType):
             return V.construct(obj, args, kwargs)
+        st = struct_type(obj) if isinstance(obj, type) else None
+        if st is not None:      # `Particle(pos, vel, mass=1.0)`: struct_values.py
+            return SV.construct(st, args, kwargs)
         if isinstance(obj, ScalarType):
             if len(args) != 1 or kwargs:
                 raise self.error(node, f"{obj!r}(x) takes one argument")

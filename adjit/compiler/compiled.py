@@ -16,6 +16,7 @@ from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..core.kernel import bound_fact
 from ..core.types import VecType, parse_type, type_code
 from ..lang import pytrees
+from ..lang.structs import StructType, class_name, class_named, from_leaf_values, leaves
 
 if TYPE_CHECKING:
     from ..lang.functions import Function, Kernel
@@ -39,7 +40,7 @@ class Compiled:
                      "results": [type_code(t) for t in result_types], "tuple": tuple_result,
                      "written": sorted(written)}
         if vectors and any(vectors):
-            self.meta["vectors"] = [type_code(v) if v is not None else None for v in vectors]
+            self.meta["vectors"] = [_layout_code(v) for v in vectors]
         if tree is not None:
             self.meta["tree"] = pytrees.to_record(tree)
         call = module.function(entry, arg_types, result_types, written, target.__name__,
@@ -82,7 +83,7 @@ class Compiled:
     @classmethod
     def from_meta(cls, module: CompiledModule, meta: dict, target: Function | Kernel,
                   adj_text: str) -> Compiled:
-        vectors = [_vec_type(c) if c is not None else None for c in meta.get("vectors", ())]
+        vectors = [_layout_type(c) for c in meta.get("vectors", ())]
         tree = pytrees.from_record(meta["tree"]) if "tree" in meta else None
         return cls(module, meta["entry"], [parse_type(c) for c in meta["args"]],
                    [parse_type(c) for c in meta["results"]], bool(meta["tuple"]),
@@ -105,16 +106,44 @@ def _register_again(target_ref, dispatcher) -> None:
 
 def _regrouping(layout: list, tuple_result: bool):
     """A function from an entry's flat results to the function's: each vector's components
-    (VecType in `layout`, one entry per result of the Python function) as one array."""
+    (VecType in `layout`, one entry per result of the Python function) as one array, each
+    struct's leaves (StructType) as an instance of its class, scalar fields NumPy scalars."""
     import numpy as np
+
+    def vector(v, flat):
+        return np.array([next(flat) for _ in range(v.size)], v.dtype.np_dtype).reshape(v.shape)
+
+    def struct(st, flat):
+        values = (vector(t, flat) if isinstance(t, VecType) else next(flat)
+                  for _, t, _ in leaves(st, ""))
+        return from_leaf_values(st, values)
 
     def regroup(out):
         flat = iter(out if isinstance(out, tuple) else (out,))
-        items = [next(flat) if v is None else
-                 np.array([next(flat) for _ in range(v.size)], v.dtype.np_dtype).reshape(v.shape)
-                 for v in layout]
+        items = [next(flat) if v is None else struct(v, flat) if isinstance(v, StructType)
+                 else vector(v, flat) for v in layout]
         return tuple(items) if tuple_result or len(items) != 1 else items[0]
     return regroup
+
+
+def _layout_code(t) -> str | None:
+    """How a compiled function's record spells a result's layout: a vector's type code, a
+    struct's class name (structs.class_name), None for any other result."""
+    if isinstance(t, StructType):
+        return "struct:" + class_name(t.cls)
+    return type_code(t) if t is not None else None
+
+
+def _layout_type(code: str | None):
+    if code is None:
+        return None
+    if code.startswith("struct:"):
+        try:
+            return class_named(code[len("struct:"):])
+        except KeyError:
+            raise ValueError(f"the struct class {code[7:]} is not defined in this process"
+                             ) from None
+    return _vec_type(code)
 
 
 def _vec_type(code: str) -> VecType:

@@ -41,6 +41,18 @@ def _assigned_names(stmts: Sequence[ast.stmt]) -> set[str]:
     return names
 
 
+def _path(node: ast.AST) -> str | None:
+    """`p.inner.x` as its variable's name, "p.inner.x" (a vector's or struct's variables are
+    named so: struct_names.py), None for a target of another form."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
 def jumps_in(stmts: Sequence[ast.stmt], loop_level: bool) -> set[str]:
     """Which of break/continue/return can leave `stmts` (break/continue only if they belong
     to the enclosing loop, i.e. are not inside a nested loop)."""
@@ -356,14 +368,31 @@ class ControlFlow:
         if RET in extra:   # returned values leave the loop with the return flag
             extra |= {n for n in self.vars if n.startswith("%rv")}
         assigned = _assigned_names(body) | extra
-        # A vector variable is its components `v[0]`, `v[1]`... (vectors.py): carried when
-        # the body rebinds it or assigns into it (`v[k] = s`, `v.x = s`).
-        stored = {n.value.id for s in body for n in ast.walk(s)
-                  if isinstance(n, (ast.Subscript, ast.Attribute)) and
-                  isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+        # A vector variable is its components `v[0]`, `v[1]`..., a struct variable its
+        # fields `p.mass`, `p.pos[0]`... (vector_names.py, struct_names.py): carried when the
+        # body rebinds the variable, or assigns into it (`v[k] = s`, `v.x = s`) or a field
+        # of it (`p.mass = m`, `p.pos.x = s`).
+        owners, fields = set(), set()
+        for s in body:
+            for n in ast.walk(s):
+                if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx,
+                                                                                ast.Store):
+                    owner = _path(n.value)
+                    if owner is not None:
+                        owners.add(owner)             # its components `owner[k]`
+                        if isinstance(n, ast.Attribute):
+                            fields.add(f"{owner}.{n.attr}")
+
+        def carried(n: str) -> bool:
+            if n in assigned:
+                return True
+            cut = min((k for k in (n.find("["), n.find(".")) if k > 0), default=-1)
+            if cut < 0:
+                return False
+            return (n[:cut] in assigned or any(n.startswith(f"{o}[") for o in owners)
+                    or any(n == f or n.startswith((f"{f}.", f"{f}[")) for f in fields))
         names = sorted(n for n in self.vars
-                       if (n in assigned or "[" in n and n[:n.index("[")] in assigned | stored)
-                       and not isinstance(self.vars[n], PyObj))
+                       if carried(n) and not isinstance(self.vars[n], PyObj))
         for n in names:
             if isinstance(self.vars[n], ArrayExpr):
                 self.vars[n] = A.materialize(self.vars[n])

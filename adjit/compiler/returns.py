@@ -13,8 +13,10 @@ from . import arrays as A
 from . import scalar_ops as S
 from ..core.types import ArrayType, ScalarType, promote
 from .control_flow import RET, computed
+from . import struct_values as SV
 from . import trees as T
-from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Shape, Vec
+from ..core.errors import UserError
+from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Shape, StructValue, Vec, VecArray
 
 
 class Returns:
@@ -53,9 +55,21 @@ class Returns:
                                    f"{getattr(self, 'result_tree', None) or 'no tree'}")
         self.result_tree = tree
         items = self.returned_items(v, node)
-        # A vector result is its scalars (vectors.regroup gathers them at a call).
-        self.result_layout = [x.type if isinstance(x, Vec) else None for x in items]
-        items = [y for x in items for y in (x.items if isinstance(x, Vec) else [x])]
+        # A vector result is its scalars, a struct result its leaf fields' values (a vector
+        # field's scalars too): struct_values.regroup gathers them at a call.
+        self.result_layout = [x.type if isinstance(x, (Vec, StructValue)) else None
+                              for x in items]
+        leaves = []
+        for x in items:
+            if isinstance(x, StructValue):
+                try:
+                    leaves.extend(SV.leaf_values(x, f"the returned {x.type.name}"))
+                except UserError as e:
+                    raise self.error(node, str(e)) from None
+            else:
+                leaves.append(x)
+        items = [y for x in leaves for y in (x.items if isinstance(x, Vec) else
+                                             [x.array] if isinstance(x, VecArray) else [x])]
         out = []
         memo: dict[int, Array] = {}   # (`return r, r` of a lazy r: one array, as in NumPy)
         for item in items:
@@ -68,7 +82,8 @@ class Returns:
                 item = S.as_scalar(item)
             if not isinstance(item, (Scalar, Array)):
                 raise self.error(node, f"cannot return {S.describe(item)}: compiled code "
-                                       "returns scalars, arrays, vectors and tuples of them")
+                                       "returns scalars, arrays, vectors, structs and tuples "
+                                       "of them")
             # (a rule's tape may hold arrays: rules.py; returned_items checked the rest)
             if isinstance(item, Array) and self.kind not in ("jit", "rule"):
                 raise self.error(node, "device functions return scalars only")

@@ -19,7 +19,8 @@ from .codegen import CodeGenerator
 from ..passes.ndrange_bounds import annotate as annotate_ndrange_bounds
 from .compiled import Compiled
 from ..core.errors import UserError
-from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, i64
+from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type, i64
+from . import struct_values as SV
 from . import trees as T
 from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
@@ -66,8 +67,9 @@ class CompileUnit:
         # what must run on the module before it is lowered (the autodiff pass, when the code
         # calls derivatives), each once
         self.before_lowering: list[Callable[[CompileUnit], None]] = []
-        # symbol -> per result of the Python function, its VecType or None, for functions
-        # that return vectors (whose IR results are their scalars: compiler/vectors.py)
+        # symbol -> per result of the Python function, its VecType, StructType or None, for
+        # functions that return vectors or structs (whose IR results are their scalars and
+        # leaves: compiler/struct_values.py)
         self.vector_results: dict[str, list] = {}
         # symbol -> the TreeDef of the result of functions that return a tree (a dict, a
         # NamedTuple, nested tuples: compiler/trees.py), whose IR results are its leaves
@@ -263,13 +265,13 @@ def kernel_to_gpu(k: "Kernel", types: list, ndim: int, debug: bool, chip: str) -
 
 
 def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
-    """A call of `fn` from compiled code."""
-    if kwargs:
-        raise UserError(f"{fn.__name__}() called with keyword arguments; adjit passes "
-                        "arguments by position")
+    """A call of `fn` from compiled code (keyword arguments and defaults bound as Python
+    binds them: `_bound`)."""
     if fn.kind == "jit" and gen.kind != "jit":
         raise UserError(f"{fn.__name__} is an @adjit.jit function: kernels and device "
                         "functions call @adjit.func functions only")
+    if kwargs or len(args) < len(fn.struct_params):
+        args = _bound(fn, args, kwargs)
     fn, args = T.variant_call(fn, args, f"{fn.__name__}()")
     args = _struct_fields(fn, args, f"{fn.__name__}()")
     if len(args) != len(fn.params):
@@ -288,11 +290,35 @@ def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
     if not results and tree is None:
         return None
     layout = gen.unit.vector_results.get(symbol)
-    if layout is not None:     # vector results: their scalars gathered
-        outs = V.regroup(outs, layout)
+    if layout is not None:     # vector and struct results: their scalars gathered
+        outs = SV.regroup(outs, layout)
     if tree is not None:       # a tree result: its leaves gathered (trees.py)
         return T.rebuild(tree, outs)
     return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
+
+
+def _bound(fn: Function, args: list, kwargs: dict) -> list:
+    """The arguments of a call of `fn` by position: keyword ones in their places, defaults
+    filled in (a number or bool as a Python constant, weakly typed as in a Python call)."""
+    from ..lang.functions import bind_arguments
+    try:
+        bound = list(bind_arguments(fn, tuple(args), kwargs))
+    except TypeError as e:
+        raise UserError(str(e)) from None
+    for k in range(len(args), len(bound)):
+        p = fn.struct_params[k]
+        if p in kwargs:
+            continue
+        a = bound[k]
+        if isinstance(a, (bool, int, float)):
+            bound[k] = Literal(a)
+        elif hasattr(a, "dtype"):        # (a NumPy scalar: typed)
+            bound[k] = S.as_scalar(Literal(a.item()), as_scalar_type(a.dtype))
+        else:
+            raise UserError(f"{fn.__name__}(): the default {a!r} of parameter {p!r} cannot be "
+                            "passed in compiled code (it passes numbers, arrays, vectors and "
+                            "structs): give the argument")
+    return bound
 
 
 def launch_kernel(gen: CodeGenerator, k: Kernel, args: list, kwargs: dict) -> None:
@@ -340,7 +366,6 @@ callables.register_type(Kernel, launch_kernel)
 def _struct_fields(target, args: list, what: str) -> list:
     """The arguments of a call in compiled code with each struct argument replaced by its
     leaf fields' values, as `target`'s parameters are (structs.py)."""
-    from ..lang.structs import leaves
     if target.struct_layout is None:
         return args
     if len(args) != len(target.struct_layout):
@@ -353,11 +378,7 @@ def _struct_fields(target, args: list, what: str) -> list:
         if not (isinstance(a, StructValue) and a.type is st):
             raise UserError(f"{what}: argument {p!r} must be a {st.name} struct, got "
                             f"{S.describe(a)}")
-        for _, _, path in leaves(st, ""):
-            v = a
-            for n in path:
-                v = v.fields[n]
-            out.append(v)
+        out.extend(SV.leaf_values(a, f"{what}: argument {p!r}"))
     return out
 
 

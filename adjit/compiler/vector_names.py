@@ -10,12 +10,12 @@ import ast
 
 from . import vectors as V
 from ..core.types import VecType
-from .values import Literal, StructValue, Vec, VecArray
+from .values import Literal, Vec, VecArray
 
 
 class VectorNames:
     """A mixin of `CodeGenerator`: it uses the generator's `vars`, `vec_names`,
-    `_one_branch`, `visit`, `error` and `_lookup`."""
+    `_one_branch`, `visit`, `error`, `_lookup` and the struct names' `_struct_path`."""
 
     def _bind_vector(self, name: str, v: Vec) -> None:
         """`name = v`: one variable per component (vectors.py), so that ifs and loops merge
@@ -55,10 +55,6 @@ class VectorNames:
         (`y[i].x = s`, `y[i][k] = s`, `y[i][r, c] = s`, `y[i][r][c] = s`: only those
         components are written); `v[k] = s`, `m[i, j] = s`, `m[i][j] = s`, `v.x = s` into a
         vector variable (rebinding its components). False for any other target."""
-        if isinstance(target, ast.Attribute) and self._struct_field(target):
-            raise self.error(target, f"cannot assign to {ast.unparse(target)}: a struct's "
-                                     "fields are read-only in compiled code (an array field "
-                                     f"is written through: {ast.unparse(target)}[i] = ...)")
         place = self._vector_place(target)
         if place is None:
             return False
@@ -73,11 +69,14 @@ class VectorNames:
             else:
                 V.store_component(self, root, sub, self._components(path[1:], root.vec), value)
             return True
-        if not isinstance(root_node, ast.Name):      # a struct's vector field
-            raise self.error(target, f"cannot assign to {ast.unparse(target)}: a struct's "
-                                     "fields are read-only in compiled code")
+        name = root_node.id if isinstance(root_node, ast.Name) else self._struct_path(
+            root_node)
+        if not isinstance(root_node, ast.Name):
+            # a struct variable's vector field (`p.pos.x = s`): its variable rebound
+            # (struct_names.py), unless the struct is an argument
+            self._check_writable(target)
         new = V.with_item(root, tuple(self._components(path, root.type)), value)
-        self._bind_vector(root_node.id, new)
+        self._bind_vector(name, new)
         return True
 
     def _vector_place(self, target: ast.expr):
@@ -124,9 +123,4 @@ class VectorNames:
     def _struct_field(self, node: ast.AST) -> bool:
         """Whether `node` is a field of a struct variable (`s.pos`, `s.inner.x`): read
         without emitting anything."""
-        if not isinstance(node, ast.Attribute):
-            return False
-        root = node.value
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        return isinstance(root, ast.Name) and isinstance(self.vars.get(root.id), StructValue)
+        return self._struct_path(node) is not None

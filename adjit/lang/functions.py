@@ -113,6 +113,59 @@ def annotations_of(pyfn: Callable, source: SourceInfo | None = None) -> list:
     return out
 
 
+# What a default parameter value may be: a constant the same in every call (a mutable or
+# array default would be one object shared by all calls, which compiled code cannot see
+# change).
+_CONSTANTS = (bool, int, float, type(None))
+
+
+def _constant(v) -> bool:
+    if isinstance(v, tuple):
+        return all(_constant(x) for x in v)
+    return isinstance(v, _CONSTANTS) or isinstance(v, np.generic) and not isinstance(
+        v, np.ndarray) and v.dtype.kind in "biuf"
+
+
+def defaults_of(pyfn: Callable, source: SourceInfo) -> dict:
+    """A function's default parameter values, by parameter name; a CompilationError at the
+    parameter for one that is no constant (ints, floats, bools, None, tuples of those)."""
+    out = {}
+    for p in inspect.signature(pyfn).parameters.values():
+        if p.default is inspect.Parameter.empty:
+            continue
+        if not _constant(p.default):
+            node = next((a for a in source.tree.args.args if a.arg == p.name), None)
+            raise source.error(node, f"{pyfn.__qualname__}: parameter {p.name!r} has the "
+                                     f"default {type(p.default).__name__}: a default of a "
+                                     "compiled function is a constant (an int, float, bool, "
+                                     "None or a tuple of those); pass arrays as arguments")
+        out[p.name] = p.default
+    return out
+
+
+def bind_arguments(target, args: tuple, kwargs: dict) -> tuple:
+    """A call's arguments by position, keyword ones in their places and the defaults filled
+    in (over the Python parameters, `target.struct_params`); TypeError as Python gives it."""
+    params = target.struct_params
+    if len(args) > len(params):
+        raise TypeError(f"{target.__name__}() takes {len(params)} arguments "
+                        f"({', '.join(params)}), got {len(args)}")
+    out = list(args)
+    for p in params[len(args):]:
+        if p in kwargs:
+            out.append(kwargs[p])
+        elif p in target.defaults:
+            out.append(target.defaults[p])
+        else:
+            raise TypeError(f"{target.__name__}() missing the argument {p!r}")
+    for k in kwargs:
+        if k not in params:
+            raise TypeError(f"{target.__name__}() got an unexpected keyword argument {k!r}")
+        if params.index(k) < len(args):
+            raise TypeError(f"{target.__name__}() got multiple values for argument {k!r}")
+    return tuple(out)
+
+
 def specialise(name: str, params: list[str], anns: list, args: Sequence,
                device: str = "cpu") -> tuple[list, list]:
     """Argument types and converted argument values, checked against annotations."""
@@ -291,6 +344,8 @@ class _Decorated:
         # A variant's tree structures, per Python parameter (TreeDef or None); None: not a
         # variant (with_trees)
         self.tree_layout = None
+        # Default parameter values (`def f(x, scale=2.0)`), by Python parameter name
+        self.defaults = defaults_of(pyfn, self.source)
         # A struct parameter is its fields (structs.py): `params` and `annotations` are
         # theirs, `struct_params` the Python parameters and `struct_layout` each one's
         # StructType or None (None throughout: no struct parameter).
@@ -444,7 +499,9 @@ class Function(_Decorated):
         """Runs the function; with device="cuda" its kernel launches run on the GPU
         (cuda_jit.py). `__call__` (native_dispatch.function_call) comes here for what the
         native dispatcher does not take."""
-        device = _keywords(self.__name__, kwargs, {"device": None})["device"]
+        device = kwargs.pop("device", None)
+        if kwargs or self.defaults and len(args) < len(self.struct_params):
+            args = bind_arguments(self, args, kwargs)
         # Trees among the arguments go to their leaves' variant: looked for after the fast
         # path (whose signatures hold no trees), or before a struct's fields replace it.
         tree_call = self._tree_call(args) if self.struct_layout is not None else None
@@ -459,7 +516,7 @@ class Function(_Decorated):
             tree_call = self._tree_call(args)
         if tree_call is not None:
             variant, flat = tree_call
-            return variant(*flat, **kwargs)
+            return variant(*flat, device=device)
         if self._device(device) == "cuda":
             return routes().run_on_gpu(self, args)
         types, values = specialise(self.__name__, self.params, self.annotations, args)
@@ -472,7 +529,9 @@ class Function(_Decorated):
             self._fast[signature] = (key, compiled)
         return result
 
-    def lower(self, *args, device: str | None = None) -> Lowered:
+    def lower(self, *args, device: str | None = None, **kwargs) -> Lowered:
+        if kwargs or self.defaults and len(args) < len(self.struct_params):
+            args = bind_arguments(self, args, kwargs)
         tree_call = self._tree_call(args)
         if tree_call is not None:
             variant, flat = tree_call
@@ -576,7 +635,7 @@ class Kernel(_Decorated):
             tree_call = self._tree_call(args)
         if tree_call is not None:
             variant, flat = tree_call
-            return variant(*flat, **kwargs)
+            return variant(*flat, device=device)
         if self._check_device(device) == "cuda":
             return routes().launch_on_gpu(self, args, nd, wgs)
         types, values = specialise(self.__name__, self.params, self.annotations, args)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..core.errors import CompilationError
+from .structs import StructType, layout_text
 
 
 @dataclass
@@ -232,6 +233,10 @@ def _feed_value(value: Any, digest: Any, seen: set[int], fed: dict[int, int],
         _feed(value, digest, seen)
     elif isinstance(value, types.ModuleType):
         put(f"module:{value.__name__}")       # the attributes read are fed by name
+    elif isinstance(value, type) and isinstance(getattr(value, "__adjit_struct__", None),
+                                                StructType):
+        # (a struct class the code constructs: its fields and defaults are compiled in)
+        put(layout_text(value.__adjit_struct__))
     elif isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
         put(f"{type(value).__name__}:{getattr(value, '__module__', None)}."
             f"{getattr(value, '__qualname__', None)}")

@@ -35,10 +35,11 @@ from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scala
 @dataclass(frozen=True, eq=False)
 class StructType:
     """The type of an `@adjit.struct` class: its fields, in declaration order, each a
-    ScalarType, VecType, ArrayType, VecArrayType or StructType. One per class (compared by
-    identity)."""
+    ScalarType, VecType, ArrayType, VecArrayType or StructType, and the class-level
+    defaults, (name, value) pairs. One per class (compared by identity)."""
     cls: type
     fields: tuple[tuple[str, Any], ...]
+    defaults: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
@@ -184,11 +185,13 @@ def struct(cls: type) -> type:
     if not anns:
         raise TypeError(f"@adjit.struct {cls.__qualname__} has no fields (annotate them: "
                         "`mass: adjit.f32`)")
-    st = StructType(cls, tuple((n, _field_type(cls, n, a)) for n, a in anns.items()))
-    # Class-level defaults (`mass: float = 1.0`) are the instances' defaults.
+    # Class-level defaults (`mass: float = 1.0`) are the instances' defaults (and those of
+    # a construction in compiled code: compiler/struct_values.py).
     defaults = {n: getattr(cls, n) for n in anns if n in cls.__dict__}
     for n in defaults:
         delattr(cls, n)
+    st = StructType(cls, tuple((n, _field_type(cls, n, a)) for n, a in anns.items()),
+                    tuple(defaults.items()))
 
     def __init__(self, **kwargs):
         for n, t in st.fields:
@@ -215,15 +218,61 @@ def struct(cls: type) -> type:
 
     cls.__init__, cls.__setattr__, cls.__repr__ = __init__, __setattr__, __repr__
     cls.__adjit_struct__ = st
+    _CLASSES[class_name(cls)] = cls
     return cls
+
+
+# Struct classes by `class_name`: a compiled function that returns a struct records its
+# class's name with the compiled code (compiler/compiled.py), whose new process finds the
+# class here (defined again when the user's module is imported).
+_CLASSES: dict[str, type] = {}
+
+
+def class_name(cls: type) -> str:
+    """The name a compiled result's record gives a struct class."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def class_named(name: str) -> StructType:
+    """The StructType of the struct class `class_name` gave `name` (KeyError if no such
+    class was defined in this process)."""
+    return _CLASSES[name].__adjit_struct__
+
+
+def from_leaf_values(st: StructType, values):
+    """A new `st` struct whose leaf fields are `values` (an iterator, in `leaves` order; a
+    scalar field's value converted to its NumPy scalar type): a compiled function's struct
+    result as Python gets it."""
+    out = object.__new__(st.cls)
+    for n, t in st.fields:
+        if isinstance(t, StructType):
+            v = from_leaf_values(t, values)
+        else:
+            v = next(values)
+            if isinstance(t, ScalarType):
+                v = t.np_dtype.type(v)
+        object.__setattr__(out, n, v)
+    return out
 
 
 def layout_text(st: StructType) -> str:
     """The layout as text, for the disk cache's fingerprint (source.py): code compiled for
     one layout reads its fields by position."""
+    defaults = dict(st.defaults)
     return f"struct {st.name}(" + ", ".join(
         f"{n}: {layout_text(t) if isinstance(t, StructType) else repr(t)}"
+        + (f" = {_default_text(defaults[n])}" if n in defaults else "")
         for n, t in st.fields) + ")"
+
+
+def _default_text(v) -> str:
+    """A class-level default as text that is the same in every process (a construction in
+    compiled code uses it)."""
+    if isinstance(v, np.ndarray):
+        return f"{v.dtype.str}{v.tolist()!r}"
+    if isinstance(v, (bool, int, float, np.generic)):
+        return repr(v.item() if isinstance(v, np.generic) else v)
+    return type(v).__name__
 
 
 # ---- the flat view ------------------------------------------------------------------------

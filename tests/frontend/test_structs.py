@@ -162,8 +162,8 @@ def test_compile_errors_name_the_line():
     @adjit.kernel
     def writes_scalar(p: Pair):
         p.b = 1.0
-    with pytest.raises(adjit.CompilationError, match=r"cannot assign to p\.b: a struct's "
-                                                     "fields are read-only"):
+    with pytest.raises(adjit.CompilationError, match=r"cannot assign to p\.b: the fields of "
+                                                     "a struct argument are read-only"):
         writes_scalar(Pair(a=np.zeros(2)), ndrange=2)
 
     @adjit.func

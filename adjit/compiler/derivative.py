@@ -114,6 +114,35 @@ def inner_product(unit: CompileUnit, fn_symbol: str, types: list,
     return name, [result.dtype]
 
 
+def results_inner_product(unit: CompileUnit, fn_symbol: str, types: list,
+                          results: list) -> tuple[str, list]:
+    """A function `s(args..., ct_1, ..., ct_m) = sum_k r_k * ct_k` over the float scalar
+    results r_k of `fn` (a struct's or vector's leaves) and its result type: reverse mode of
+    it with the ct_k Const gives the vjp of `fn` for that cotangent, as `inner_product`
+    does for an array result."""
+    from .scalar_ops import binary, cast
+    from .values import Scalar
+    floats = [t for t in results if t.is_float]
+    acc_t = floats[0]
+    for t in floats[1:]:
+        acc_t = t if t.bits > acc_t.bits else acc_t
+    name = f"__adjit_inner_results_{fn_symbol}"
+    with ir.InsertionPoint(unit.module.body):
+        fn = func.FuncOp(name, ([mlir_type(t) for t in types] + [mlir_type(t) for t in floats],
+                                [mlir_type(acc_t)]), visibility="private")
+        block = fn.add_entry_block()
+        with ir.InsertionPoint(block):
+            args, cts = block.arguments[:len(types)], block.arguments[len(types):]
+            ys = func.CallOp([mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(fn_symbol),
+                             list(args)).results
+            total = None
+            for y, t, ct in zip([y for y, t in zip(ys, results) if t.is_float], floats, cts):
+                term = cast(binary("*", Scalar(y, t), Scalar(ct, t)), acc_t)
+                total = term if total is None else binary("+", total, term)
+            func.ReturnOp([total.value])
+    return name, [acc_t]
+
+
 class Derivative(DerivativeEntries):
     """The derivative of one (function, mode, activities, types) specialisation: the
     module with its entry functions (`entries`: name -> (argument types, result types)),

@@ -31,8 +31,11 @@ from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
+from . import vectors as V
 from . import callables
 from . import trees as T
+from . import derivative_args as DA
+from . import struct_values as SV
 from .new_functions import new_function, operand, typed
 from .unit import CompileUnit, compiled
 from ..lang import pytrees
@@ -40,7 +43,7 @@ from ..lang.functions import Function, Kernel
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
                     ForwardWithPrimal, Reverse, ReverseWithPrimal, batch_width)
 from ..lang.modes import Mode
-from .values import Array, Literal, PyObj, Scalar
+from .values import Array, Literal, PyObj, Scalar, StructValue, Vec, VecArray
 
 if TYPE_CHECKING:
     from .codegen import CodeGenerator
@@ -93,12 +96,19 @@ def _run_pass(unit: CompileUnit) -> None:
 
 
 def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation],
-                    name: str) -> list:
+                    name: str, where: str = "jit") -> list:
     """Emits, at the insertion point, the call of `f`'s derivative in `mode` for the
-    annotated frontend values `anns`; returns the results as Python's autodiff does."""
+    annotated frontend values `anns`; returns the results as Python's autodiff does.
+    Struct and vector arguments are their leaves (derivative_args.py), struct and vector
+    results gathered again; `where`: the kind of the calling code (a fresh shadow of a
+    struct's array is made in @jit code only)."""
     trees = _tree_derivative(unit, f, mode, anns, name)
     if trees is not None:
         return trees
+    expanded = None
+    if DA.structured(anns):
+        expanded = DA.expand(anns, mode.reverse, where, name)
+        anns = expanded.anns
     try:
         width = 1 if mode.reverse else batch_width(anns, f"{name}()")
     except (TypeError, ValueError) as e:
@@ -134,7 +144,10 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         shadows.append(shadow)
         activity.append(act)
     types = [v.type for v in values]
-    symbol, results, _ = _define(unit, f, types)
+    declared = types if expanded is None else [values[t].type if isinstance(t, int) else t
+                                               for t in expanded.types]
+    symbol, results, _ = _define(unit, f, declared)
+    layout = unit.vector_results.get(symbol)     # (struct and vector results)
     if len(results) > 1 and mode.reverse:
         raise UserError(f"{name}(): reverse mode differentiates functions of one result; "
                         f"{f.__name__} returns {len(results)}")
@@ -155,6 +168,8 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         primal, adjoints = abi.split_results(
             [typed(r, t) for r, t in zip(call.results, outs)], len(results))
         grads = abi.per_argument(adjoints, PyObj(None))
+        if expanded is not None:
+            grads = expanded.gather(grads)
         if mode.with_primal:
             return [grads, primal[0] if primal else PyObj(None)]
         return [grads]
@@ -165,6 +180,10 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
     if any(isinstance(a, BatchDuplicated) for a in anns):
         # N per result, lane after lane: a result's tangent is an N-tuple
         tangents = abi.lanes(tangents)
+    elif layout is not None and len(tangents) == len(results):
+        tangents = SV.regroup(tangents, layout)
+    if layout is not None and len(primal) == len(results):
+        primal = SV.regroup(primal, layout)
     tangent = _one_or_tuple(tangents)
     return [tangent, _one_or_tuple(primal)] if mode.with_primal else [tangent]
 
@@ -338,7 +357,7 @@ def grad_call(unit: CompileUnit, g: GradOf, values: list, where: str):
         raise UserError(f"grad of {g.f.__name__} with respect to an array inside a kernel or "
                         "device function: the gradient is a new array, which only "
                         "@adjit.jit functions allocate")
-    grads, value = derivative_call(unit, g.f, ReverseWithPrimal, anns, g.__name__)
+    grads, value = derivative_call(unit, g.f, ReverseWithPrimal, anns, g.__name__, where)
     if isinstance(value, PyObj) or isinstance(value, Array):
         raise UserError(f"grad of {g.f.__name__}: the function must return a float scalar")
     nums = g.nums(len(values))
@@ -404,9 +423,16 @@ class _Pullback:
         # cotangents of a tree primal are a tree of its structure)
         self.layout = layout
         self.__name__ = f"the pullback of {getattr(f, '__name__', f)}"
+        # for a function returning structs or vectors: the layout of its results
+        # (struct_values.regroup) and its argument types as declared; `result` is then
+        # the list of its IR results' types
+        self.result_layout, self.declared = None, None
 
 
 def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> tuple:
+    if pb.result_layout is not None:
+        return _structured_pullback_call(unit, pb, cotangent, where)
+    cotangent = operand(cotangent, "the cotangent")
     if (isinstance(pb.result, ArrayType) != isinstance(cotangent, Array) or
             (isinstance(cotangent, Array) and
              cotangent.type.contiguous() != pb.result.contiguous())):
@@ -425,7 +451,8 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
             shadows[k] = A.alloc(v.type.dtype, A.dims(v))
             A.fill(shadows[k], Literal(0.0))
     anns = [Duplicated(v, shadows[k]) if k in shadows else
-            Active(v) if v.type.is_float else Const(v) for k, v in enumerate(values)]
+            Active(v) if isinstance(v, (StructValue, Vec)) or v.type.is_float else Const(v)
+            for k, v in enumerate(values)]
     if isinstance(pb.result, ArrayType):
         types = [v.type for v in values]
         key = _inner_product_of(unit, _define(unit, pb.f, types)[0], types, pb.result)
@@ -435,18 +462,78 @@ def _pullback_call(unit: CompileUnit, pb: _Pullback, cotangent, where: str) -> t
     else:
         grads = derivative_call(unit, pb.f, Reverse, anns, pb.__name__)[0]
         scale = S.cast(S.as_scalar(cotangent, pb.result), pb.result)
-    out = []
-    for k in range(len(values)):
-        g = shadows.get(k, grads[k])
-        if scale is not None and isinstance(g, Array):
-            g = A.materialize(A.elementwise(lambda a, b: S.binary("*", a, b), [g, scale]))
-        elif scale is not None and isinstance(g, Scalar):
-            g = S.binary("*", g, S.cast(scale, g.type))
-        out.append(g)
+    out = [_scaled(shadows.get(k, grads[k]), scale) for k in range(len(values))]
+    return _per_primal(pb, out)
+
+
+def _per_primal(pb: "_Pullback", out: list) -> tuple:
+    """The pullback's derivatives, one per primal: a tree primal's regrouped."""
     if pb.layout is not None:
         return tuple(pytrees.regroup(pb.layout, out, k, list_type=T.ListValue)
                      for k in range(len(pb.layout)))
     return tuple(out)
+
+
+def _scaled(g, scale):
+    """A derivative `g` times a scalar cotangent (each float leaf of a struct or vector)."""
+    if scale is None:
+        return g
+    if isinstance(g, Array) and g.type.dtype.is_float:
+        return A.materialize(A.elementwise(lambda a, b: S.binary("*", a, b), [g, scale]))
+    if isinstance(g, Scalar) and g.type.is_float:
+        return S.binary("*", g, S.cast(scale, g.type))
+    if isinstance(g, Vec):
+        return V.of_type(g.type, [_scaled(x, scale) for x in g.items])
+    if isinstance(g, StructValue):
+        return StructValue(g.type, {n: _scaled(x, scale) for n, x in g.fields.items()})
+    return g
+
+
+def _structured_pullback_call(unit: CompileUnit, pb: _Pullback, cotangent,
+                              where: str) -> tuple:
+    """The pullback of a function returning structs or vectors (several scalar results in
+    the IR): reverse mode of `s(args..., ct...) = sum_k r_k * ct_k` over its float results,
+    `ct` the cotangent's leaves (the result's type: a struct of the same class, a vector of
+    the same shape, a tuple of them for several results)."""
+    from .derivative import results_inner_product
+    given = cotangent if isinstance(cotangent, tuple) and len(pb.result_layout) > 1 else (cotangent,)
+    if len(given) != len(pb.result_layout):
+        raise UserError(f"{pb.__name__}: the cotangent must be shaped like the result, got "
+                        f"{S.describe(cotangent)}")
+    cts = []
+    for t, c in zip(pb.result_layout, given):
+        if t is None:
+            cts.append(c)
+        elif not (isinstance(c, (StructValue, Vec)) and c.type == t):
+            raise UserError(f"{pb.__name__}: the cotangent must be a {t!r} like the result, "
+                            f"got {S.describe(c)}")
+        else:
+            leaves = SV.leaf_values(c, "the cotangent") if isinstance(c, StructValue) else [c]
+            cts.extend(y for x in leaves for y in (x.items if isinstance(x, Vec) else [x]))
+    cts = [S.cast(S.as_scalar(operand(c, "the cotangent"), t), t)
+           for c, t in zip(cts, pb.result)]
+    symbol = _define(unit, pb.f, pb.declared)[0]
+    key = ("inner-results", symbol)
+    if key not in unit.compiled:
+        with ir.InsertionPoint(unit.module.body), ir.Location.unknown():
+            types = V.flat_types(pb.declared)
+            inner, inner_results = results_inner_product(unit, symbol, types, pb.result)
+        unit.compiled[key] = (inner, inner_results, False)
+    floats = [c for c, t in zip(cts, pb.result) if t.is_float]
+    anns = [Active(v) if isinstance(v, (StructValue, Vec)) or v.type.is_float
+            and not isinstance(v, Array) else Const(v) for v in pb.values]
+    shadows = {}
+    for k, v in enumerate(pb.values):
+        if isinstance(v, Array) and v.type.dtype.is_float:
+            if where != "jit":
+                raise UserError(f"{pb.__name__}: an array's cotangent is a new array, which "
+                                "only @adjit.jit functions make")
+            shadows[k] = A.alloc(v.type.dtype, A.dims(v))
+            A.fill(shadows[k], Literal(0.0))
+            anns[k] = Duplicated(v, shadows[k])
+    grads = derivative_call(unit, _InUnit(pb.f.__name__, key), Reverse,
+                            anns + [Const(c) for c in floats], pb.__name__, where)[0]
+    return _per_primal(pb, [shadows.get(k, grads[k]) for k in range(len(pb.values))])
 
 
 # ---- launches ---------------------------------------------------------------------------------
@@ -734,7 +821,7 @@ def call_pullback(gen: "CodeGenerator", pb: _Pullback, args: list, kwargs: dict)
     """A call of the pullback a `vjp` in compiled code returned."""
     if kwargs or len(args) != 1:
         raise UserError("a vjp's pullback takes one cotangent")
-    return _pullback_call(gen.unit, pb, operand(args[0], "the cotangent"), gen.kind)
+    return _pullback_call(gen.unit, pb, args[0], gen.kind)
 
 
 callables.register_type(_Pullback, call_pullback)
@@ -742,29 +829,51 @@ callables.register_type(_Pullback, call_pullback)
 
 def call_vjp(gen: "CodeGenerator", args: list, kwargs: dict):
     """`vjp(f, *primals)` in compiled code: f's value and its pullback (a compile-time
-    object, whose call compiles the reverse pass)."""
+    object, whose call compiles the reverse pass). Primals and results may be structs and
+    vectors (their leaves: derivative_args.py); the cotangent then has the result's type."""
     if kwargs or not args or not isinstance(args[0], PyObj):
         raise UserError("vjp(f, *primals) takes a function, then its arguments")
     f, primals = args[0].obj, list(args[1:])
-    layout = None
+    tree_layout = None
     if isinstance(f, (Function, Kernel)):
         f, primals = T.variant_call(f, primals, "vjp()")
-        layout = f.tree_layout
-    values = [operand(a, f"vjp(): primal {k}") for k, a in enumerate(primals)]
-    symbol, results, _ = _define(gen.unit, f, [v.type for v in values])
-    if len(results) != 1 or not _is_float(results[0]):
-        raise UserError(f"vjp of {f.__name__}: the function must return one float scalar "
-                        "or float array")
+        tree_layout = f.tree_layout
+    values = [_argument(a, f"vjp(): primal {k}") for k, a in enumerate(primals)]
+    flat = [y for v in values for x in (SV.leaf_values(v, "vjp(): a primal")
+                                        if isinstance(v, StructValue) else [v])
+            for y in (x.items if isinstance(x, Vec) else
+                      [x.array] if isinstance(x, VecArray) else [x])]
+    declared = [V.operand_type(x) for v in values
+                for x in (SV.leaf_values(v, "") if isinstance(v, StructValue) else [v])]
+    symbol, results, _ = _define(gen.unit, f, declared)
+    layout = gen.unit.vector_results.get(symbol)
+    if layout is not None:
+        if any(isinstance(t, ArrayType) for t in results) or not any(map(_is_float, results)):
+            raise UserError(f"vjp of {f.__name__}: a struct or vector result has float "
+                            "scalar fields (no arrays) for its cotangent to weigh")
+    elif len(results) != 1 or not _is_float(results[0]):
+        raise UserError(f"vjp of {f.__name__}: the function must return one float scalar, "
+                        "float array, vector or struct")
     # The pullback differentiates at the primals as given, before this call's writes
-    written = _written_values(gen.unit, symbol, values)
+    written = _written_values(gen.unit, symbol, flat)
+    if written and len(flat) != len(values):
+        raise UserError(f"vjp of {f.__name__}, which writes an array of its struct "
+                        "argument: pass the array as an argument of its own")
     if written and gen.kind != "jit":
         raise UserError(f"vjp of {f.__name__}, which writes its argument {written[0]}, "
                         "inside a kernel or device function: the pullback needs a copy "
                         "of it, a new array, which only @adjit.jit functions make")
     before = [A.copy(v) if k in written else v for k, v in enumerate(values)]
-    out = typed(func.CallOp([mlir_type(results[0])], ir.FlatSymbolRefAttr.get(symbol),
-                            [v.value for v in values]).results[0], results[0])
-    return out, PyObj(_Pullback(f, before, results[0], written, layout))
+    call = func.CallOp([mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(symbol),
+                       [x.value for x in flat])
+    outs = [typed(r, t) for r, t in zip(call.results, results)]
+    if layout is None:
+        return outs[0], PyObj(_Pullback(f, before, results[0], written, tree_layout))
+    outs = SV.regroup(outs, layout)
+    out = outs[0] if len(outs) == 1 else tuple(outs)
+    pb = _Pullback(f, before, results, written, tree_layout)
+    pb.result_layout, pb.declared = layout, declared
+    return out, PyObj(pb)
 
 
 def call_jacobian(gen: "CodeGenerator", jac, args: list, kwargs: dict):
@@ -783,7 +892,7 @@ def call_grad(gen: "CodeGenerator", g, args: list, kwargs: dict):
         variant, flat = T.variant_call(g.f, args, g.__name__)
         if variant is not g.f:
             return _tree_grad(gen, g, variant, args, flat)
-    return grad_call(gen.unit, g, [operand(a, f"{g.__name__}(): an argument")
+    return grad_call(gen.unit, g, [_argument(a, f"{g.__name__}(): an argument")
                                    for a in args], gen.kind)
 
 
@@ -807,7 +916,7 @@ def _tree_grad(gen: "CodeGenerator", g, variant, args: list, flat: list):
     nums = g.nums(len(args))
     flat_g = _FlatGrad(variant, pytrees.flat_positions(layout, nums), g.with_value,
                        g.__name__)
-    out = grad_call(gen.unit, flat_g, [operand(a, f"{g.__name__}(): an argument")
+    out = grad_call(gen.unit, flat_g, [_argument(a, f"{g.__name__}(): an argument")
                                        for a in flat], gen.kind)
     value, grads = out if g.with_value else (None, out)
     parts, at = [], 0
@@ -818,6 +927,12 @@ def _tree_grad(gen: "CodeGenerator", g, variant, args: list, flat: list):
         at += n
     result = parts[0] if isinstance(g.argnums, int) else tuple(parts)
     return (value, result) if g.with_value else result
+
+
+def _argument(v, what: str):
+    """A derivative's argument: a struct or vector as it is (derivative_args.py), else a
+    scalar or an array (`operand`)."""
+    return v if isinstance(v, (StructValue, Vec)) else operand(v, what)
 
 
 def call_autodiff_in_code(gen: "CodeGenerator", args: list, kwargs: dict):
@@ -840,7 +955,7 @@ def call_autodiff_in_code(gen: "CodeGenerator", args: list, kwargs: dict):
         return _launch_derivative(gen, f, mode, anns, ndrange)
     if ndrange is not None:
         raise UserError(f"autodiff(): ndrange= is for kernels; {f.__name__} is a function")
-    out = derivative_call(gen.unit, f, mode, anns, "autodiff")
+    out = derivative_call(gen.unit, f, mode, anns, "autodiff", gen.kind)
     return tuple(out) if len(out) > 1 else out[0]
 
 

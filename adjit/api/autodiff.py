@@ -20,6 +20,7 @@ from . import autodiff_checks
 from . import pytree_calls, service, transform_calls
 from .batched_reverse import batched_reverse
 from ..compiler import callables
+from ..compiler.compiled import float_leaves, regrouping
 from ..lang.functions import (Function, Kernel, ndrange_tuple, workgroup_tuple, debug_enabled, jit,
                         specialise)
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
@@ -186,9 +187,8 @@ def _prepare(f, args: Sequence, ndrange, workgroupsize, reverse: bool, device: s
         raise TypeError(f"autodiff differentiates @adjit.jit, @adjit.func or @adjit.kernel "
                         f"functions, got {f!r}")
     if f.struct_layout is not None and not flat:
-        raise TypeError(f"{f.__name__} takes a struct: autodiff, grad, value_and_grad, jvp, "
-                        "vjp and hvp differentiate it (Duplicated(s, ds)); autodiff_thunk "
-                        "does not")
+        raise TypeError(f"{f.__name__} takes a struct: its struct arguments are given as "
+                        "their fields here (structs.flatten_annotations)")
     anns = _annotate(args)
     if device == "cuda":
         if isinstance(f, Function) and f.kind != "jit":
@@ -410,9 +410,17 @@ def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device
         if isinstance(f, Kernel):
             return None
         tangent = None
+        batched = any(isinstance(a, BatchDuplicated) for a in anns)
+        if d.layout is not None and not batched:
+            # struct and vector results: their scalars gathered (an integer's tangent 0)
+            it = iter(tangents)
+            regroup = regrouping(d.layout, d.tuple_result)
+            tangent = regroup(tuple(next(it)[0] if t.is_float else t.np_dtype.type(0)
+                                    for t in d.results))
+            return (tangent, regroup(tuple(primal)) if primal else None) if (
+                mode.with_primal) else tangent
         if tangents:
             # with batched tangents (BatchDuplicated), N of them: a tuple
-            batched = any(isinstance(a, BatchDuplicated) for a in anns)
             tangent = tangents[0] if batched else tangents[0][0]
         return (tangent, primal[0] if primal else None) if mode.with_primal else tangent
     primal, grads = d.reverse(flat)
@@ -454,8 +462,16 @@ class _SplitHalf:
                             "arrays and structs, not pytrees (tuples, lists, dicts, "
                             "NamedTuples): autodiff, grad, value_and_grad, jvp and vjp take "
                             "them; or pass the tree's leaves as arguments")
+        finish = None
+        if self.f.struct_layout is not None:
+            # A struct argument is its fields' annotations, both halves alike
+            # (structs.flatten_annotations); the reverse half adds its float scalars'
+            # derivatives to the shadow struct (`finish`).
+            args, finish = flatten_annotations(self.f, args, True)
         anns, types, values, nd, wgs = _prepare(self.f, args, self.ndrange,
-                                                self.workgroupsize, True)
+                                                self.workgroupsize, True,
+                                                flat=finish is not None)
+        self._finish = finish
         d = _derivative(self.f, ReverseSplitWithPrimal, anns, types, nd, wgs)
         check_ndrange_bounds(d.ndrange_bounds, values, nd)
         flat = _flatten_args(ReverseSplitWithPrimal, anns, types, values)
@@ -484,7 +500,8 @@ class _SplitHalf:
         anns, types, d, flat, _ = self._setup(args)
         autodiff_checks.check_tape(tape.recording, d, self.f.__name__, types,
                                    [a.activity for a in anns], debug_enabled(), flat)
-        return d.split_reverse(flat, dret, tape.values)[:len(anns)]
+        grads = d.split_reverse(flat, dret, tape.values)[:len(anns)]
+        return grads if self._finish is None else self._finish(grads)
 
 
 def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None):
@@ -538,7 +555,14 @@ def autodiff_thunk(mode: Mode, f, *activities, ndrange=None, workgroupsize=None)
         if not (isinstance(k, type) and issubclass(k, Annotation)):
             raise TypeError(f"autodiff_thunk takes activity types (Const, Active, "
                             f"Duplicated, DuplicatedNoNeed), got {k!r}")
-    for p, k, ann in zip(f.params, kinds, f.annotations):
+    if f.struct_layout is not None:
+        for p, k, st in zip(f.struct_params, kinds, f.struct_layout):
+            if st is not None and k is Active:
+                raise TypeError(f"autodiff_thunk: argument {p!r} is a {st.name} struct marked "
+                                "Active: a struct is Duplicated(s, ds), ds a struct of the "
+                                "same type that receives its fields' derivatives")
+    for p, k, ann in ([] if f.struct_layout is not None else
+                      zip(f.params, kinds, f.annotations)):
         if k is Active and isinstance(ann, VecType):
             # autodiff takes Active(vec) by giving it a zero shadow it returns; a split
             # tape's halves have no such place, so the user passes the shadow.
@@ -964,23 +988,31 @@ def vjp(f, *primals):
               if isinstance(p, np.ndarray) and (written is None or k in written)}
     before = [p.copy() if k in copied else p for k, p in enumerate(primals)]
     value = f(*primals)
+    # A struct result (or several results with one: `return p, e`): its float leaves are
+    # the function's results, the cotangent of the same shape (compiler/derivative.py)
+    structured = any(struct_type(v) is not None for v in
+                     (value if isinstance(value, tuple) else (value,)))
     one_value = isinstance(value, np.ndarray) or np.isscalar(value)
-    if not (one_value and np.issubdtype(np.asarray(value).dtype, np.floating)):
-        raise TypeError(f"vjp of {f.__name__}: the function must return one float scalar or "
-                        f"float array, got {_describe(value)}")
+    if not structured and not (one_value and np.issubdtype(np.asarray(value).dtype,
+                                                             np.floating)):
+        raise TypeError(f"vjp of {f.__name__}: the function must return one float scalar, "
+                        f"float array or struct, got {_describe(value)}")
 
     split: list = []     # (the reverse half, the tape) of a float result, once made
 
     def pullback(cotangent):
-        ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
-                   convert=False)
+        if structured:
+            ct = _structured_cotangent(f, cotangent, value)
+        else:
+            ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
+                       convert=False)
         anns, shadows = _reverse_annotations(
             [p.copy() if k in copied else p for k, p in enumerate(before)], range(len(primals)))
         if getattr(f, "struct_layout", None) is not None:
             # A struct's cotangent is a struct of its class (Duplicated(s, ds)'s shadow),
             # made of the struct's leaf fields' (structs.flatten_annotations)
             flat, finish = flatten_annotations(f, anns, True)
-            if isinstance(value, np.ndarray):
+            if isinstance(value, np.ndarray) or structured:
                 grads = finish(inner_product_grads(f, flat, ct, flat=True))
             else:
                 grads = finish(_autodiff(Reverse, f, flat, None, None, "cpu"))
@@ -988,7 +1020,7 @@ def vjp(f, *primals):
                 for k, a in enumerate(anns):
                     if k in shadows:
                         _scale_in_place(shadows[k], ct)
-        elif isinstance(value, np.ndarray):
+        elif isinstance(value, np.ndarray) or structured:
             grads = inner_product_grads(f, anns, ct)
         else:
             # The augmented primal runs at the first call only: its tape serves every
@@ -1001,6 +1033,27 @@ def vjp(f, *primals):
         return tuple(shadows[k] if k in shadows else grads[k] for k in range(len(primals)))
 
     return value, pullback
+
+
+def _structured_cotangent(f, cotangent, value) -> list:
+    """The cotangent of a struct result (a struct of its class; a tuple of the results'
+    cotangents for several) as the float scalars the pullback's entries take."""
+    values = value if isinstance(value, tuple) else (value,)
+    given = cotangent if isinstance(value, tuple) else (cotangent,)
+    if not isinstance(given, tuple) or len(given) != len(values):
+        raise TypeError(f"vjp of {f.__name__}: the cotangent must be shaped like the result, "
+                        f"{_describe(value)}, got {_describe(cotangent)}")
+    out = []
+    for k, (v, c) in enumerate(zip(values, given)):
+        st = struct_type(v)
+        if st is not None and struct_type(c) is not st:
+            raise TypeError(f"vjp of {f.__name__}: the cotangent of a {st.name} result is a "
+                            f"{st.name} struct, got {_describe(c)}")
+        if st is None:
+            c = _like(f"vjp of {f.__name__}: the cotangent {k}", c, v, "the output",
+                      convert=True)
+        out.extend(float_leaves(c))
+    return out
 
 
 def _scale_in_place(d, c) -> None:
@@ -1037,9 +1090,12 @@ def inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
     anns, types, values, _, _ = _prepare(f, anns, None, None, True, flat=flat)
     d = _derivative(f, Reverse, anns, types, None, None, pullback=True)
     flat = _flatten_args(Reverse, anns, types, values)
-    _guard(f, anns, True, flat + [cotangent], d.written, (d.COMBINED,), 0,
-           (autodiff_checks.Slot("", "cotangent"),))
-    return d.reverse(flat + [cotangent])[1][:len(anns)]     # (not the cotangent's)
+    # (a struct's or vector's cotangent: its float scalars, one argument each)
+    cts = list(cotangent) if isinstance(cotangent, list) else (
+        float_leaves(cotangent) if d.cotangents > 1 or d.layout else [cotangent])
+    _guard(f, anns, True, flat + cts, d.written, (d.COMBINED,), 0,
+           tuple(autodiff_checks.Slot("", "cotangent") for _ in cts))
+    return d.reverse(flat + cts)[1][:len(anns)]     # (not the cotangents')
 
 
 def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:

@@ -14,9 +14,10 @@ from ..runtime import native_dispatch
 from ..runtime.compiled_module import CompiledModule
 from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..core.kernel import bound_fact
-from ..core.types import VecType, parse_type, type_code
+from ..core.types import ScalarType, VecType, parse_type, type_code
 from ..lang import pytrees
-from ..lang.structs import StructType, class_name, class_named, from_leaf_values, leaves
+from ..lang.structs import (StructType, class_name, class_named, field_at, from_leaf_values,
+                            leaves, struct_type)
 
 if TYPE_CHECKING:
     from ..lang.functions import Function, Kernel
@@ -49,7 +50,7 @@ class Compiled:
         if vectors and any(vectors):
             # The entry returns a vector's components one by one (the compiler's view of
             # it); Python gets a NumPy array of its shape, as outside compiled code.
-            regroup = _regrouping(vectors, tuple_result)
+            regroup = regrouping(vectors, tuple_result)
             self.call = lambda *args: regroup(call(*args))
             self.invoke = lambda values: regroup(call.invoke(values))
         elif tuple_result and len(result_types) == 1:   # `return (x,)` stays a tuple
@@ -104,7 +105,7 @@ def _register_again(target_ref, dispatcher) -> None:
     target._fast.clear()
 
 
-def _regrouping(layout: list, tuple_result: bool):
+def regrouping(layout: list, tuple_result: bool):
     """A function from an entry's flat results to the function's: each vector's components
     (VecType in `layout`, one entry per result of the Python function) as one array, each
     struct's leaves (StructType) as an instance of its class, scalar fields NumPy scalars."""
@@ -124,6 +125,23 @@ def _regrouping(layout: list, tuple_result: bool):
                  else vector(v, flat) for v in layout]
         return tuple(items) if tuple_result or len(items) != 1 else items[0]
     return regroup
+
+
+def float_leaves(value) -> list:
+    """The float scalars of a struct or vector value (a cotangent of a function returning
+    one), in the order of the compiled function's results (structs.leaves)."""
+    import numpy as np
+    st = struct_type(value)
+    if st is None:
+        arr = np.asarray(value)
+        return list(arr.ravel()) if arr.dtype.kind == "f" else []
+    out = []
+    for _, t, path in leaves(st, ""):
+        v = field_at(value, path)
+        if isinstance(t, VecType) or isinstance(t, ScalarType) and t.is_float:
+            out.extend(np.asarray(v, dtype=t.dtype.np_dtype if isinstance(t, VecType)
+                                  else t.np_dtype).ravel().tolist())
+    return out
 
 
 def _layout_code(t) -> str | None:
@@ -169,6 +187,9 @@ class LoadedDerivative(DerivativeEntries):
         self.tuple_result = bool(meta["tuple"])
         self.abi = DerivativeABI.from_record(meta["abi"])
         self.ndrange_bounds = tuple(bound_fact(b) for b in meta["ndrange_bounds"])
+        if meta.get("layout"):
+            self.layout = [_layout_type(c) for c in meta["layout"]]
+        self.cotangents = meta.get("cotangents", 1)
         self.adj_text = module.source
         self.calls = {e: module.function(e, ins, outs, self.written[e], f"{name} ({e})")
                       for e, (ins, outs) in self.entries.items()}
@@ -180,4 +201,6 @@ def derivative_meta(d) -> dict:
                         for e, (ins, outs) in d.entries.items()},
             "written": {e: sorted(w) for e, w in d.written.items()},
             "results": [type_code(t) for t in d.results], "tuple": bool(d.tuple_result),
-            "abi": d.abi.to_record(), "ndrange_bounds": [list(b) for b in d.ndrange_bounds]}
+            "abi": d.abi.to_record(), "ndrange_bounds": [list(b) for b in d.ndrange_bounds],
+            "layout": [_layout_code(t) for t in d.layout] if d.layout else None,
+            "cotangents": d.cotangents}

@@ -26,6 +26,7 @@ from ..dialects.mlir_types import mlir_type
 from ..lang.modes import Annotation, Mode, batch_width
 from ..passes.kernel_abi import ndrange_bounds
 from .unit import CompileUnit, function_type, host_program
+from .vectors import flat_types
 from ..core.errors import CompilationError
 from ..lang.functions import Function, Kernel, debug_enabled
 from .rule_compiler import FunctionRules
@@ -75,12 +76,24 @@ def _dtype(t):
     return t.dtype if isinstance(t, ArrayType) else t
 
 
-def _check_results(name: str, results: list, mode: Mode, pullback: bool) -> None:
-    """Forward mode takes one float scalar or array result (or none); reverse mode a scalar,
-    or an array through its inner product with a cotangent (`pullback`)."""
+def _check_results(name: str, results: list, mode: Mode, pullback: bool,
+                   layout: list | None = None) -> None:
+    """Forward mode takes one float scalar or array result (or none), or the scalars of
+    struct and vector results (`layout`: struct_values.regroup's); reverse mode a scalar,
+    or an array or struct and vector results through their inner product with a cotangent
+    (`pullback`)."""
+    if layout is not None and not any(isinstance(t, ArrayType) for t in results):
+        if mode.reverse and not pullback and len(results) > 1:
+            raise TypeError(f"{name}: reverse mode differentiates functions that return one "
+                            "float scalar; for a function returning a struct or vector, "
+                            "adjit.vjp gives the vector-Jacobian product")
+        if pullback and not any(t.is_float for t in results):
+            raise TypeError(f"{name}: a pullback needs a float result")
+        return
     if len(results) > 1:
         raise TypeError(f"{name}: autodiff differentiates functions that return one float "
-                        "scalar, one float array or nothing, not a tuple")
+                        "scalar, one float array, one struct or vector of scalars, or nothing, "
+                        "not a tuple")
     array = bool(results) and isinstance(results[0], ArrayType)
     if pullback and not (array and results[0].dtype.is_float):
         raise TypeError(f"{name}: a pullback of an array needs a function returning one float "
@@ -163,9 +176,18 @@ class Derivative(DerivativeEntries):
             # primal's index facts (adj.ndrange_bounds) guard it too (autodiff.py checks).
             self.ndrange_bounds = tuple(ndrange_bounds(unit.symbol(
                 unit.kernel(target, types, len(ndrange))))) if isinstance(target, Kernel) else ()
-            _check_results(target.__name__, results, mode, pullback)
+            # (struct and vector results: their scalars, gathered by this layout)
+            self.layout = unit.vector_results.get(fn_symbol)
+            _check_results(target.__name__, results, mode, pullback, self.layout)
             cotangent = results if pullback else []
-            if pullback:
+            if pullback and self.layout is not None:
+                cotangent = [t for t in results if t.is_float]
+                fn_symbol, results = results_inner_product(unit, fn_symbol,
+                                                           flat_types(types), results)
+                activity = activity + [Activity.CONST] * len(cotangent)
+                self.layout = None
+                self.cotangents = len(cotangent)
+            elif pullback:
                 fn_symbol, results = inner_product(unit, fn_symbol, types, results[0])
                 activity = activity + [Activity.CONST]
             self.results = results

@@ -180,8 +180,11 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
     if any(isinstance(a, BatchDuplicated) for a in anns):
         # N per result, lane after lane: a result's tangent is an N-tuple
         tangents = abi.lanes(tangents)
-    elif layout is not None and len(tangents) == len(results):
-        tangents = SV.regroup(tangents, layout)
+    elif layout is not None:
+        # (an integer leaf of a struct result has no tangent: zero)
+        it = iter(tangents)
+        tangents = SV.regroup([next(it) if _is_float(t) else S.as_scalar(Literal(0), t)
+                               for t in results], layout)
     if layout is not None and len(primal) == len(results):
         primal = SV.regroup(primal, layout)
     tangent = _one_or_tuple(tangents)

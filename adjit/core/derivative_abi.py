@@ -177,6 +177,12 @@ class DerivativeEntries:
     abi: DerivativeABI
     results: list
     calls: dict[str, Callable[..., Any]]
+    # per result of the Python function, its VecType, StructType or None where it returns
+    # structs or vectors (`results` are then their scalars; the API gathers them), else None
+    layout: list | None = None
+    # how many cotangent arguments a pullback's entries take after the arguments: one array
+    # (an array result), or a struct's or vector's float scalars
+    cotangents: int = 1
 
     def forward(self, args: Sequence) -> tuple[list, list[tuple]]:
         """Forward mode: (the primal results if `with_primal`, the tangents of each

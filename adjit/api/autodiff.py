@@ -327,6 +327,13 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     f = _declared(f, "autodiff")
+    given = len(args)
+    args = _with_defaults(f, args, Const)
+    if len(args) > given and mode.reverse:
+        # (parameters left to their defaults are Const: no derivative to return)
+        out = autodiff(mode, f, *args, ndrange=ndrange, workgroupsize=workgroupsize,
+                       device=device)
+        return (out[0][:given], out[1]) if mode.with_primal else out[:given]
     trees = pytree_calls.annotations(f, args, mode) if has_tree(args, True) else None
     if trees is not None:     # trees among the arguments: their leaves' variant
         variant, flat, finish = trees
@@ -581,6 +588,18 @@ def _argnums(argnums, n: int) -> tuple[int, ...]:
         if not -n <= k < n:
             raise ValueError(f"argnums {k} out of range for {n} arguments")
     return tuple(k % n for k in nums)
+
+
+def _with_defaults(f, args: Sequence, wrap: Callable = lambda v: v) -> tuple:
+    """`args` with the default values of the parameters after them (`def f(x, scale=2.0)`),
+    each `wrap`ped (an annotation: Const), for a function that has defaults; a derivative
+    is taken with respect to the arguments given."""
+    if not isinstance(f, Function) or not f.defaults or len(args) >= len(f.struct_params):
+        return tuple(args)
+    rest = [p for p in f.struct_params[len(args):]]
+    if not all(p in f.defaults for p in rest):
+        return tuple(args)       # (the call's own check names the missing argument)
+    return tuple(args) + tuple(wrap(f.defaults[p]) for p in rest)
 
 
 def _reverse_annotations(args: Sequence, nums: Sequence[int]) -> tuple[list, dict]:
@@ -971,7 +990,8 @@ def vjp(f, *primals):
             print(y, da, dx)   # [2. 4.] 3.0 [2. 2.]
     """
     f = _declared(f, "vjp")
-    primals = host_values(primals)
+    given = len(primals)
+    primals = host_values(_with_defaults(f, primals))
     trees = pytree_calls.route(f, primals)
     if trees is not None:
         # Trees among the primals: the pullback gives each a tree of its structure.
@@ -979,7 +999,7 @@ def vjp(f, *primals):
 
         def tree_pullback(cotangent):
             flat = flat_pullback(cotangent)
-            return tuple(trees.regroup(flat, k) for k in range(len(primals)))
+            return tuple(trees.regroup(flat, k) for k in range(given))
         return value, tree_pullback
     # The pullback differentiates at the primals as given: f may write its arrays (as this
     # call of it does), so it runs on fresh copies of those as they were.
@@ -1007,7 +1027,7 @@ def vjp(f, *primals):
             ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
                        convert=False)
         anns, shadows = _reverse_annotations(
-            [p.copy() if k in copied else p for k, p in enumerate(before)], range(len(primals)))
+            [p.copy() if k in copied else p for k, p in enumerate(before)], range(given))
         if getattr(f, "struct_layout", None) is not None:
             # A struct's cotangent is a struct of its class (Duplicated(s, ds)'s shadow),
             # made of the struct's leaf fields' (structs.flatten_annotations)
@@ -1030,7 +1050,7 @@ def vjp(f, *primals):
                 split.extend((rev, fwd(*anns)[0]))
             rev, tape = split
             grads = rev(*anns, ct, tape)
-        return tuple(shadows[k] if k in shadows else grads[k] for k in range(len(primals)))
+        return tuple(shadows[k] if k in shadows else grads[k] for k in range(given))
 
     return value, pullback
 

@@ -37,7 +37,7 @@ from . import trees as T
 from . import derivative_args as DA
 from . import struct_values as SV
 from .new_functions import new_function, operand, typed
-from .unit import CompileUnit, compiled
+from .unit import CompileUnit, bound_arguments, compiled
 from ..lang import pytrees
 from ..lang.functions import Function, Kernel
 from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated, Forward,
@@ -102,6 +102,11 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
     Struct and vector arguments are their leaves (derivative_args.py), struct and vector
     results gathered again; `where`: the kind of the calling code (a fresh shadow of a
     struct's array is made in @jit code only)."""
+    given = len(anns)
+    if isinstance(f, Function) and f.defaults and len(anns) < len(f.struct_params):
+        # parameters left to their defaults: Const (unit.bound_arguments' values for them)
+        full = bound_arguments(f, [a.val for a in anns], {})
+        anns = list(anns) + [Const(v) for v in full[given:]]
     trees = _tree_derivative(unit, f, mode, anns, name)
     if trees is not None:
         return trees
@@ -170,6 +175,7 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         grads = abi.per_argument(adjoints, PyObj(None))
         if expanded is not None:
             grads = expanded.gather(grads)
+        grads = grads[:given]
         if mode.with_primal:
             return [grads, primal[0] if primal else PyObj(None)]
         return [grads]

@@ -24,7 +24,7 @@ from . import struct_values as SV
 from . import trees as T
 from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
-from ..lang.functions import Function, Kernel
+from ..lang.functions import Function, Kernel, bind_arguments
 from . import callables
 from .linalg_calls import uses_lapack
 
@@ -271,7 +271,7 @@ def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
         raise UserError(f"{fn.__name__} is an @adjit.jit function: kernels and device "
                         "functions call @adjit.func functions only")
     if kwargs or len(args) < len(fn.struct_params):
-        args = _bound(fn, args, kwargs)
+        args = bound_arguments(fn, args, kwargs)
     fn, args = T.variant_call(fn, args, f"{fn.__name__}()")
     args = _struct_fields(fn, args, f"{fn.__name__}()")
     if len(args) != len(fn.params):
@@ -297,10 +297,9 @@ def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):
     return tuple(outs) if is_tuple or len(outs) > 1 else outs[0]
 
 
-def _bound(fn: Function, args: list, kwargs: dict) -> list:
+def bound_arguments(fn: Function, args: list, kwargs: dict) -> list:
     """The arguments of a call of `fn` by position: keyword ones in their places, defaults
     filled in (a number or bool as a Python constant, weakly typed as in a Python call)."""
-    from ..lang.functions import bind_arguments
     try:
         bound = list(bind_arguments(fn, tuple(args), kwargs))
     except TypeError as e:

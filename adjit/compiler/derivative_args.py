@@ -70,7 +70,7 @@ def expand(anns: Sequence[Annotation], reverse: bool, where: str, name: str) -> 
         tangents = None
         if isinstance(a, Duplicated):
             if reverse:
-                raise UserError(f"{what} is a Duplicated {S.describe(v)}: in reverse mode "
+                raise UserError(f"{what} is {S.describe(v)} marked Duplicated: in reverse mode "
                                 "inside compiled code its derivative is returned (grad, "
                                 "vjp, or autodiff with Active)")
             d = a.dval

@@ -160,7 +160,9 @@ def bind_arguments(target, args: tuple, kwargs: dict) -> tuple:
             raise TypeError(f"{target.__name__}() missing the argument {p!r}")
     for k in kwargs:
         if k not in params:
-            raise TypeError(f"{target.__name__}() got an unexpected keyword argument {k!r}")
+            takes = [f"{p}=" for p in params] + (["device="] if target.kind == "jit" else [])
+            raise TypeError(f"{target.__name__}() got an unexpected keyword argument {k!r} "
+                            f"(it takes {', '.join(takes)})")
         if params.index(k) < len(args):
             raise TypeError(f"{target.__name__}() got multiple values for argument {k!r}")
     return tuple(out)

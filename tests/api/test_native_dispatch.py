@@ -167,5 +167,5 @@ def test_keywords_a_call_does_not_take_are_named():
                                         r"'grid' \(it takes ndrange=, workgroupsize=, device=\)"):
         saxpy(np.float32(1.0), x, x.copy(), grid=16)
     with pytest.raises(TypeError, match=r"scaled_sum\(\) got an unexpected keyword argument "
-                                        r"'ndrange' \(it takes device=\)"):
+                                        r"'ndrange' \(it takes .*device=\)"):
         scaled_sum(np.ones(3), 2, ndrange=3)

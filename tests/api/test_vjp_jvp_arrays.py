@@ -305,9 +305,9 @@ def test_unsupported_results_refused():
     x = np.ones(3)
     with pytest.raises(TypeError, match="adjit.vjp"):
         autodiff(Reverse, sin_scale, Duplicated(x, np.zeros(3)), Const(1.0))
-    with pytest.raises(TypeError, match="one float scalar or float array"):
+    with pytest.raises(TypeError, match="one float scalar, float array or struct"):
         adjit.vjp(pair, x)
-    with pytest.raises(TypeError, match="one float scalar or float array"):
+    with pytest.raises(TypeError, match="one float scalar, float array or struct"):
         adjit.vjp(count, x)
     with pytest.raises(TypeError, match="not a tuple"):
         adjit.jvp(pair, (x,), (x,))

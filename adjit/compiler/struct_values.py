@@ -97,7 +97,7 @@ def convert(st: StructType, name: str, t, v):
         if isinstance(v, tuple) and len(v) == t.size:
             return V.of_type(t, list(v))
         if not (isinstance(v, Vec) and v.type.shape == t.shape and v.type.kind == t.kind):
-            raise UserError(f"{what}: needs a {t!r}, got {S.describe(v)}")
+            raise UserError(f"{what}: needs {t!r}, got {S.describe(v)}")
         return V.of_type(t, v.items)
     if isinstance(t, VecArrayType):
         if not (isinstance(v, VecArray) and v.vec == t.vec and

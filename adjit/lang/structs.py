@@ -134,7 +134,8 @@ def _converted(st: StructType, name: str, t, value):
 
 def struct(cls: type) -> type:
     """`@adjit.struct`: makes `cls`, whose annotated class attributes are its fields, a
-    struct. Instances take keyword arguments (`Particle(mass=2.0, x=xs)`); unset fields are
+    struct. Instances take the fields by position (declaration order) or keyword
+    (`Particle(mass=2.0, x=xs)`), in Python and in compiled code alike; unset fields are
     zero (scalars, vectors), a default struct (nested structs) or None (arrays, which must
     be set before the struct is passed). Assigning a field converts and checks the value;
     assigning a name that is no field is an AttributeError.
@@ -193,7 +194,15 @@ def struct(cls: type) -> type:
     st = StructType(cls, tuple((n, _field_type(cls, n, a)) for n, a in anns.items()),
                     tuple(defaults.items()))
 
-    def __init__(self, **kwargs):
+    def __init__(self, *args, **kwargs):
+        # (positional arguments are the fields in declaration order, as in compiled code)
+        if len(args) > len(st.fields):
+            raise TypeError(f"{st.name}() takes {len(st.fields)} fields, got {len(args)} "
+                            "positional arguments")
+        for (n, _), v in zip(st.fields, args):
+            if n in kwargs:
+                raise TypeError(f"{st.name}() got multiple values for field {n!r}")
+            kwargs[n] = v
         for n, t in st.fields:
             if n in kwargs:
                 setattr(self, n, kwargs.pop(n))

@@ -1,7 +1,9 @@
 """Structs on the GPU path, without a GPU: a kernel taking an @adjit.struct (array fields of
 vec3 written through, a scalar, a vector and a nested struct's fields read, a device
 function taking the struct) compiles to PTX that ptxas accepts for sm_90, and so do its
-forward and reverse derivative kernels for Duplicated(s, ds)."""
+forward and reverse derivative kernels for Duplicated(s, ds); and so does a kernel that
+makes a struct, changes a vector field's component, passes it to a device function that
+returns a new one and takes a gradient with respect to it, with its reverse kernels."""
 from __future__ import annotations
 
 import numpy as np
@@ -74,4 +76,43 @@ def test_its_derivative_kernels_assemble(mode, tmp_path):
     assert program.kernels
     for k in program.kernels:
         assert ".entry" in k.ptx and ".extern" not in k.ptx and "__nv_" not in k.ptx, k.entry
+        assemble(k.ptx, tmp_path)
+
+
+@adjit.func
+def drifted(w: Wind, dt: adjit.f32) -> Wind:
+    return Wind(w.strength * 0.5, w.direction + w.direction * dt)
+
+
+@adjit.func
+def push(w: Wind) -> adjit.f32:
+    return w.strength * adjit.dot(w.direction, w.direction)
+
+
+@adjit.kernel
+def makes_structs(xs: Array[adjit.f32, 1], out: Array[adjit.f32, 1]):
+    i = adjit.index()
+    w = Wind(strength=xs[i], direction=adjit.vec3(xs[i], 1.0, 0.0))
+    w.direction.z = 2.0 * xs[i]
+    w = drifted(w, 0.1)
+    g = adjit.grad(push)(w)
+    out[i] = push(w) + g.strength + g.direction[2]
+
+
+@pytest.mark.parametrize("mode", [None, Reverse], ids=["primal", "reverse"])
+def test_a_kernel_making_and_returning_structs_assembles(mode, tmp_path):
+    from adjit.core.types import ArrayType
+    types = [ArrayType(adjit.f32, 1), ArrayType(adjit.f32, 1)]
+    if mode is None:
+        kernels = [gpu_kernel(makes_structs, types, 1)]
+    else:
+        from adjit.compiler.derivative import Derivative
+        xs, out = np.ones(8, np.float32), np.zeros(8, np.float32)
+        anns = [Duplicated(xs, np.zeros_like(xs)), Duplicated(out, np.ones_like(out))]
+        _, program = Derivative(makes_structs, mode, anns, types, (8,), None).host_program(
+            "t", "sm_90")
+        kernels = program.kernels
+    assert kernels
+    for k in kernels:
+        assert ".extern" not in k.ptx and "__nv_" not in k.ptx
         assemble(k.ptx, tmp_path)

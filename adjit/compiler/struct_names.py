@@ -132,7 +132,7 @@ class StructNames:
         if isinstance(root, ast.Name) and root.id in self.struct_params_unwritten:
             raise self.error(target, f"cannot assign to {ast.unparse(target)}: the fields of a "
                                      "struct argument are read-only in compiled code (the "
-                                     "caller's struct would not change; an array field is "
-                                     f"written through, {ast.unparse(target)}[i] = ...; copy "
-                                     f"the struct to change it: q = {root.id}, then q."
+                                     "caller's struct would not change; an array field's "
+                                     "elements are written through; copy the struct to "
+                                     f"change it: q = {root.id}, then q."
                                      f"{ast.unparse(target).split('.', 1)[1]} = ...)")

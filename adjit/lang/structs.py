@@ -140,9 +140,12 @@ def struct(cls: type) -> type:
     be set before the struct is passed). Assigning a field converts and checks the value;
     assigning a name that is no field is an AttributeError.
 
-    Kernels and compiled functions take structs as arguments and read and write their
-    fields; derivatives take ``Duplicated(s, ds)`` with ``ds = adjit.zeros_like_struct(s)``
-    (the derivatives of its float fields are added into ``ds``).
+    Kernels and compiled functions take structs as arguments, read their fields and write
+    through their array fields, make structs (``Spring(k, x)``, by position or keyword)
+    and return them (to Python, an instance of the class); derivatives take
+    ``Duplicated(s, ds)`` with ``ds = adjit.zeros_like_struct(s)`` (the derivatives of its
+    float fields are added into ``ds``), and ``grad`` with respect to a struct returns a
+    struct of the same class, from Python and inside compiled code.
 
     Args:
         cls: a class whose annotated attributes (adjit types, ``float``, arrays, vectors,
@@ -175,6 +178,11 @@ def struct(cls: type) -> type:
             ds = adjit.zeros_like_struct(s)
             adjit.autodiff(adjit.Reverse, energy, adjit.Duplicated(s, ds))
             print(energy(s), ds.k, ds.x)   # 5.0 2.5 [2. 4.]
+
+            @adjit.jit
+            def stiffer(s: Spring):
+                return Spring(2.0 * s.k, s.x)    # made in compiled code, returned
+            print(stiffer(s).k, adjit.grad(energy)(s).k)   # 4.0 2.5
     """
     if not isinstance(cls, type):
         raise TypeError(f"@adjit.struct decorates a class, got {cls!r}")

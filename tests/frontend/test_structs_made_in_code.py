@@ -278,3 +278,40 @@ def test_refusals_name_the_struct_and_the_line(fn, arg, message):
     with pytest.raises(adjit.CompilationError, match=message) as e:
         fn(arg)
     assert "test_structs_made_in_code.py" in str(e.value)
+
+
+# ---- a new process: struct results from the disk cache, without MLIR -------------------
+STRUCT_PROGRAM = """
+import sys
+import adjit
+from adjit import f64, vec3d
+
+@adjit.struct
+class Body:
+    pos: vec3d
+    mass: f64
+    tag: int
+
+@adjit.jit
+def make(x: f64):
+    return Body(vec3d(x, 2.0 * x, 0.0), x * x, 3)
+
+b = make(1.5)
+value, pullback = adjit.vjp(make, 1.5)
+(g,) = pullback(Body(vec3d(1.0, 1.0, 1.0), 1.0, 0))
+_, t = adjit.jvp(make, (1.5,), (1.0,))
+print({"b": [type(b).__name__, b.pos.tolist(), float(b.mass), int(b.tag)], "g": float(g),
+       "t": [type(t).__name__, t.pos.tolist(), float(t.mass)], "mlir": "mlir.ir" in sys.modules})
+assert adjit.wait_for_builds(120)
+"""
+
+
+def test_struct_results_and_their_derivatives_load_from_the_disk_cache(tmp_path):
+    from test_transform_disk_cache import run
+    cache = tmp_path / "cache"
+    first = run(tmp_path, cache, program=STRUCT_PROGRAM)
+    assert first["b"] == ["Body", [1.5, 3.0, 0.0], 2.25, 3]
+    assert first["g"] == 1.0 + 2.0 + 2 * 1.5
+    assert first["t"] == ["Body", [1.0, 2.0, 0.0], 3.0]
+    again = run(tmp_path, cache, program=STRUCT_PROGRAM, block_mlir=True)
+    assert again == {**first, "mlir": False}

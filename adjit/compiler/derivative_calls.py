@@ -112,6 +112,13 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
         return trees
     expanded = None
     if DA.structured(anns):
+        if not isinstance(f, (Function, _InUnit)):
+            # (a gradient defined as a function of the unit takes its arguments as the
+            # Python function does; its struct's or vector's leaves would shift argnums)
+            raise UserError(f"{name}() of {getattr(f, '__name__', f)} with a struct or "
+                            "vector argument inside compiled code: second derivatives take "
+                            "scalars and arrays (pass the struct's fields or the vector's "
+                            "components as arguments)")
         expanded = DA.expand(anns, mode.reverse, where, name)
         anns = expanded.anns
     try:

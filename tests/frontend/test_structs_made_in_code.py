@@ -170,6 +170,20 @@ def _fd_energy(field, k=None, eps=1e-6):
     return (at(eps) - at(-eps)) / (2 * eps)
 
 
+@adjit.func
+def speed2(v: vec3d) -> f64:
+    return adjit.dot(v, v)
+
+
+@adjit.jit
+def vector_gradient(v: vec3d):
+    return adjit.grad(speed2)(v)
+
+
+def test_grad_of_a_vector_in_jit():
+    np.testing.assert_allclose(vector_gradient(B.vel), 2.0 * B.vel, rtol=1e-15)
+
+
 def test_value_and_grad_of_a_struct_in_jit():
     e, g = energy_and_gradient(B)
     assert e == pytest.approx(energy.pyfn(B), rel=1e-12)
@@ -265,6 +279,11 @@ def an_int_field_a_fraction(x: f64):
     return Body(tag=x)
 
 
+@adjit.jit
+def second_order(b: Body):
+    return adjit.grad(adjit.grad(energy))(b)
+
+
 @pytest.mark.parametrize("fn, arg, message", [
     (reads_an_unset_array, 1.0, r"field 'x' of this Cloud is not set: assign it first"),
     (gives_a_field_a_scalar, 1.0, r"Body\.pos \(adjit\.vec3d\): needs adjit\.vec3d, got a adjit\.f64"),
@@ -273,7 +292,10 @@ def an_int_field_a_fraction(x: f64):
     (writes_its_argument, B, r"cannot assign to b\.vel\.x: the fields of a struct argument "
                              r"are read-only"),
     (an_int_field_a_fraction, 1.0, r"Body\.tag \(adjit\.i64\): needs an integer"),
-], ids=["unset-array", "wrong-kind", "unknown-field", "argument-written", "int-field"])
+    (second_order, B, r"grad\(grad\(energy\)\)\(\) of grad\(energy\) with a struct or vector "
+                      r"argument inside compiled code: second derivatives take scalars"),
+], ids=["unset-array", "wrong-kind", "unknown-field", "argument-written", "int-field",
+        "second-order"])
 def test_refusals_name_the_struct_and_the_line(fn, arg, message):
     with pytest.raises(adjit.CompilationError, match=message) as e:
         fn(arg)

@@ -637,7 +637,7 @@ class Kernel(_Decorated):
             tree_call = self._tree_call(args)
         if tree_call is not None:
             variant, flat = tree_call
-            return variant(*flat, device=device)
+            return variant(*flat, **kwargs)
         if self._check_device(device) == "cuda":
             return routes().launch_on_gpu(self, args, nd, wgs)
         types, values = specialise(self.__name__, self.params, self.annotations, args)

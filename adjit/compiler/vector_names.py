@@ -64,8 +64,12 @@ class VectorNames:
                 raise self.error(target, f"cannot assign to {ast.unparse(target)}: index the "
                                          f"array of vectors first ({ast.unparse(root_node)}[i])")
             sub = self.visit(path[0].slice)
+            part = V.transform_part(root.vec, path[1:])
             if len(path) == 1:
                 V.store(self, root, sub, value)
+            elif part is not None:          # `xf[i].p = v`, `xf[i].q.w = s`
+                offset, t, rest = part
+                V.store_part(self, root, sub, offset, t, self._components(rest, t), value)
             else:
                 V.store_component(self, root, sub, self._components(path[1:], root.vec), value)
             return True
@@ -75,7 +79,16 @@ class VectorNames:
             # a struct variable's vector field (`p.pos.x = s`): its variable rebound
             # (struct_names.py), unless the struct is an argument
             self._check_writable(target)
-        new = V.with_item(root, tuple(self._components(path, root.type)), value)
+        part = V.transform_part(root.type, path)
+        if part is not None:                # `t.p = v`, `t.q.w = s`: the transform remade
+            attr = path[0].attr
+            old = V.attribute(root, attr)
+            rest = part[2]
+            new_part = (V.with_item(old, tuple(self._components(rest, old.type)), value)
+                        if rest else value)
+            new = V.with_part(root, attr, new_part)
+        else:
+            new = V.with_item(root, tuple(self._components(path, root.type)), value)
         self._bind_vector(name, new)
         return True
 

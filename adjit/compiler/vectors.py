@@ -18,6 +18,7 @@ name's vector type (see `CodeGenerator.assign` and `_lookup`).
 """
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import itertools
@@ -256,8 +257,7 @@ def axis_index(t: VecType, name: str) -> int:
     """The component `.x .y .z .w` names in a value of type `t`, or UserError."""
     if t.kind == "transform":
         raise UserError(f"a {t!r} value has no attribute .{name} (its parts: .p, a vec3, and "
-                        ".q, a quat; they are read-only: make a new one, "
-                        "adjit.transform(p, t.q))")
+                        ".q, a quat)")
     if t.kind == "mat" or name not in _AXES or _AXES[name] >= t.size:
         have = (", ".join(f".{a}" for a in list(_AXES)[:t.size])
                 if t.kind != "mat" else "none (index a matrix: m[i, j])")
@@ -717,6 +717,49 @@ def transform_get_rotation(t) -> Vec:
 
 def _xform(p: Vec, q: Vec) -> Vec:
     return make("transform", (7,), [*p.items, *q.items])
+
+
+_PARTS = {"p": (0, "vec", 3), "q": (3, "quat", 4)}
+
+
+def transform_part(t: VecType, path: list):
+    """For a write into `t.p...` or `t.q...` of a transform type `t` (`path` the target's
+    subscripts and attributes after the transform): (the part's first component, its type,
+    the rest of the path); None for any other path."""
+    if not (t.kind == "transform" and path and isinstance(path[0], ast.Attribute)
+            and path[0].attr in _PARTS):
+        return None
+    offset, kind, n = _PARTS[path[0].attr]
+    return offset, VecType(kind, (n,), t.dtype), path[1:]
+
+
+def with_part(t: Vec, name: str, value) -> Vec:
+    """Transform `t` with its part `name` ("p" or "q") replaced by `value`."""
+    offset, kind, n = _PARTS[name]
+    if not (isinstance(value, Vec) and value.type.kind == kind and value.type.size == n):
+        raise UserError(f"assigning {S.describe(value)} to .{name} of {S.describe(t)} (a "
+                        f"{'vec3' if name == 'p' else 'quat'})")
+    items = list(t.items)
+    items[offset:offset + n] = value.items
+    return of_type(t.type, items)
+
+
+def store_part(gen, va: VecArray, sub, offset: int, t: VecType, comps: list, value) -> None:
+    """`xf[i].p = v`, `xf[i].q = q`, `xf[i].p.x = s`, `xf[i].q[k] = s`: writes only those
+    components of a transform element (`t` the part's type)."""
+    if len(comps) > 1:
+        raise UserError(f"a {t!r} value takes one index, got {len(comps)}")
+    if not comps:
+        if not (isinstance(value, Vec) and value.type.kind == t.kind
+                and value.type.size == t.size):
+            raise UserError(f"assigning {S.describe(value)} to a {t!r} part of {va.vec!r}")
+        for k, x in enumerate(value.items):
+            store_component(gen, va, sub, [Literal(offset + k)], x)
+        return
+    c = _const_index(comps[0], t.size, f"a {t!r} value")
+    k = (Literal(offset + c) if c is not None else
+         S.binary("+", S.as_scalar(comps[0]), Literal(offset)))
+    store_component(gen, va, sub, [k], value)
 
 
 def transform_multiply(a, b) -> Vec:

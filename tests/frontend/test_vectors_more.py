@@ -700,6 +700,53 @@ def _xf_points(xf: Array[adjit.transformd, 1], x: Array[adjit.vec3d, 1],
     out[i] = adjit.transform_point(adjit.transform_inverse(xf[i]) * xf[i] * xf[i], x[i])
 
 
+@adjit.jit
+def _transform_parts(t: adjit.transformd, v: adjit.vec3d, k: int):
+    t.p = v * 2.0
+    t.p.x += 1.0
+    t.q = adjit.normalize(t.q)
+    t.q[k] = t.q[k] * 3.0
+    return t
+
+
+@adjit.kernel
+def _transform_parts_kernel(xf: Array[adjit.transformd, 1], x: Array[adjit.vec3d, 1],
+                            k: int):
+    i = adjit.index()
+    xf[i].p = x[i]
+    xf[i].p.z += 1.0
+    xf[i].q.w = 2.0
+    xf[i].q[k] = x[i].x
+    xf[i].q += adjit.quatd(1.0, 1.0, 1.0, 1.0)
+
+
+def test_writing_a_part_of_a_transform():
+    t, v = _random_transform(), rng.standard_normal(3)
+    want = t.copy()
+    want[:3] = 2 * v
+    want[0] += 1
+    want[3:] = t[3:] / np.linalg.norm(t[3:])
+    want[3 + 1] *= 3
+    np.testing.assert_allclose(_transform_parts(t, v, 1), want, rtol=1e-15)
+
+    @adjit.jit
+    def loss(t: adjit.transformd, v: adjit.vec3d):
+        r = _transform_parts(t, v, 2)
+        return adjit.dot(r[:], r[:])
+
+    assert adjit.check_grad(loss, t, v) < 1e-6
+    n = 3
+    xf, x = np.array([_random_transform() for _ in range(n)]), rng.standard_normal((n, 3))
+    want = xf.copy()
+    want[:, :3] = x
+    want[:, 2] += 1
+    want[:, 6] = 2
+    want[:, 3 + 0] = x[:, 0]
+    want[:, 3:] += 1
+    _transform_parts_kernel(xf, x, 0, ndrange=n)
+    np.testing.assert_allclose(xf, want, rtol=1e-15)
+
+
 def test_transforms_in_a_kernel_differentiate():
     n = 3
     xf = np.array([_random_transform() for _ in range(n)])
@@ -736,11 +783,11 @@ def test_transform_errors():
 
     @adjit.jit
     def write_part(t: adjit.transformd):
-        t.p = adjit.vec3d(1.0, 2.0, 3.0)
+        t.p = adjit.quatd()
         return t
 
     msg = _error(write_part, np.zeros(7))
-    assert "make a new one" in msg and "t.p = adjit.vec3d" in msg
+    assert "to .p of a adjit.transformd value (a vec3)" in msg and "t.p = adjit.quatd()" in msg
 
     @adjit.jit
     def wrong_parts(q: adjit.quatd):

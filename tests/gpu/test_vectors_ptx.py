@@ -77,6 +77,8 @@ def warp_habits(y: adjit.Array[adjit.vec3, 1], m: adjit.Array[adjit.mat44, 1],
     adjit.atomic_sub(grid, 0, 1, p.z)
     xf[i] = adjit.transform_inverse(xf[i]) * adjit.transform(p, q[i])
     y[i] = adjit.transform_point(xf[i], y[i]) + xf[i].p
+    xf[i].q.w += t
+    xf[i].p = p
 
 
 HABITS = [V1, ArrayType(F32, 3), V1, ArrayType(F32, 2), F32, V1]

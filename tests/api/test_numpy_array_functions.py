@@ -298,24 +298,51 @@ def test_loss_value_is_numpys():
     assert loss(X) == pytest.approx(loss_reference(np, X), rel=1e-13)
 
 
+_jax_loss = jax.jit(lambda x: loss_reference(jnp, x))
+
+
 def test_reverse_mode_against_jax_and_central_differences():
     g = adjit.grad(loss)(X)
-    want = np.asarray(jax.grad(lambda x: loss_reference(jnp, x))(X))
+    want = np.asarray(jax.grad(_jax_loss)(X))
     np.testing.assert_allclose(g, want, rtol=1e-11, atol=1e-12)
     np.testing.assert_allclose(g, _central(lambda x: loss_reference(np, x), X), rtol=1e-6,
                                atol=1e-7)
 
 
-def test_forward_and_second_order_against_jax():
+def test_forward_mode_against_jax():
     t = RNG.standard_normal(X.shape)
-    f = lambda x: loss_reference(jnp, x)    # noqa: E731
     value, tangent = adjit.jvp(loss, (X,), (t,))
-    want_value, want_tangent = jax.jvp(f, (X,), (t,))
+    want_value, want_tangent = jax.jvp(_jax_loss, (X,), (t,))
     assert value == pytest.approx(float(want_value), rel=1e-13)
     assert tangent == pytest.approx(float(want_tangent), rel=1e-11)
-    hv = adjit.hvp(loss, (X,), (t,))
-    want_hv = jax.jvp(jax.grad(f), (X,), (t,))[1]
-    np.testing.assert_allclose(hv, want_hv, rtol=1e-9, atol=1e-10)
+
+
+def curvature_reference(xp, x):
+    return (xp.sum(xp.cumprod(x, axis=1) * xp.pad(x, ((0, 0), (1, 0)), mode="reflect")[:, :4])
+            + xp.std(x) * xp.sum(xp.var(x, axis=0)) + xp.sum(xp.logaddexp(x, 2.0 * x[::-1]))
+            + xp.sum(xp.array([x[0, 0] * x[1, 1], xp.sum(x)]) ** 3)
+            + xp.sum(xp.roll(x, 1) * xp.diff(x, axis=0, append=x[:1])
+                      * xp.cumsum(x).reshape(3, 4)))
+
+
+@adjit.jit
+def curvature(x):
+    return (np.sum(np.cumprod(x, axis=1) * np.pad(x, ((0, 0), (1, 0)), mode="reflect")[:, :4])
+            + np.std(x) * np.sum(np.var(x, axis=0)) + np.sum(np.logaddexp(x, 2.0 * x[::-1]))
+            + np.sum(np.array([x[0, 0] * x[1, 1], np.sum(x)]) ** 3)
+            + np.sum(np.roll(x, 1) * np.diff(x, axis=0, append=x[:1])
+                     * np.cumsum(x).reshape(3, 4)))
+
+
+def test_second_order_against_jax():
+    """Forward over reverse (hvp) through cumprod, pad, std/var, logaddexp, np.array, roll,
+    diff and cumsum."""
+    t = RNG.standard_normal(X.shape)
+    f = jax.jit(lambda x: curvature_reference(jnp, x))
+    assert curvature(X) == pytest.approx(float(f(X)), rel=1e-13)
+    np.testing.assert_allclose(adjit.hvp(curvature, (X,), (t,)),
+                               np.asarray(jax.jvp(jax.grad(f), (X,), (t,))[1]), rtol=1e-10,
+                               atol=1e-11)
 
 
 @adjit.jit

@@ -1,8 +1,8 @@
 """NumPy's arithmetic ufuncs by name: np.add, np.subtract, np.multiply, np.divide /
 np.true_divide, np.floor_divide, np.remainder / np.mod, np.negative, np.positive,
 np.square, np.sign and np.reciprocal, element-wise (scalars, arrays, kernels) with NumPy's
-values and dtypes: those of the operators, except where NumPy's ufunc differs from
-Python's operator on bools (np.add of bools is `or`, np.multiply `and`; np.subtract,
+values and dtypes: those of the operators on arrays, on scalars too (np.add of two bools is
+`or`, np.multiply `and`, where Python's operators count; np.subtract,
 np.negative and np.positive refuse them, as NumPy raises TypeError, and np.square, whose
 NumPy result is an int8). Their derivatives are the operators'."""
 from __future__ import annotations

@@ -12,6 +12,7 @@ from . import arrays as A
 from . import scalar_ops as S
 from . import vectors as V
 from ..core.errors import UserError
+from ..core.types import bool_
 from .matmul import matmul
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Vec
 
@@ -36,6 +37,13 @@ class Operators:
             if not isinstance(v, (Scalar, Literal, Array, ArrayExpr)):
                 raise UserError(f"operator {op} on {S.describe(v)}")
         if isinstance(a, (Array, ArrayExpr)) or isinstance(b, (Array, ArrayExpr)):
+            if op in ("+", "-", "*") and all(_is_bool(v) for v in (a, b)):
+                # NumPy's bool arrays: + is `or`, * is `and` (Python's bools would count)
+                if op == "-":
+                    raise UserError("`-` of two booleans where one is an array is not "
+                                    "supported (NumPy raises TypeError): use `^` or "
+                                    "np.logical_xor")
+                op = "|" if op == "+" else "&"
             out = A.elementwise(lambda x, y: S.binary(op, x, y), [a, b])
             if isinstance(out, ArrayExpr):   # (0-d arrays alone give a scalar: no memory)
                 self.require_host(f"array arithmetic ({op})")
@@ -128,3 +136,9 @@ class Operators:
             return self.visit(node.body if cond.value else node.orelse)
         return self._choose(S.truth(cond).value, lambda: self.visit(node.body),
                             lambda: self.visit(node.orelse), node)
+
+
+def _is_bool(v) -> bool:
+    if isinstance(v, Literal):
+        return isinstance(v.value, bool)
+    return (v.type.dtype if isinstance(v, (Array, ArrayExpr)) else v.type) == bool_

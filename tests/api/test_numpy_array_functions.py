@@ -225,6 +225,19 @@ def test_arithmetic_ufuncs_by_name_are_numpys(dtype):
 
 
 @adjit.jit
+def bool_operators(b, k):
+    return b + b, b * b, b + True, b * 2, b + k, np.True_ + b
+
+
+def test_bool_array_operators_are_numpys():
+    """+ and * of bool arrays are `or` and `and` in NumPy (not counts, as Python's bools)."""
+    b, k = np.array([True, False, True]), np.array([1, 2, 3], np.int32)
+    for j, (g, w) in enumerate(zip(bool_operators(b, k),
+                                   (b + b, b * b, b + True, b * 2, b + k, np.True_ + b))):
+        assert g.dtype == w.dtype and np.array_equal(g, w), j
+
+
+@adjit.jit
 def ufunc_loss(x):
     y = x.astype(np.float64)
     return np.sum(np.square(np.subtract(y, 1.0)) * np.reciprocal(np.add(y, 3.0))
@@ -467,13 +480,19 @@ def bool_difference(x):
     return np.subtract(x > 0, x < 0)
 
 
+@adjit.jit
+def bool_minus(x):
+    return (x > 0) - (x < 0)
+
+
 @pytest.mark.parametrize("f,message", [
     (bad_mode, "mode 'median' is not supported"),
     (bad_axes, r"axes \(0, 0\) are not a permutation"),
     (negative_width, "negative values"),
     (ragged, "inhomogeneous shape"),
     (into, r"out= is not supported in adjit: assign the result"),
-    (bool_difference, "of two booleans is not supported")])
+    (bool_difference, "of two booleans is not supported"),
+    (bool_minus, "`-` of two booleans where one is an array is not supported")])
 def test_refusals_name_the_problem_and_the_line(f, message):
     with pytest.raises(adjit.CompilationError, match=message) as e:
         f(1.0) if f is ragged else f(np.ones((2, 2)))

@@ -327,20 +327,29 @@ def autodiff(mode: Mode, f, *args, ndrange=None, workgroupsize=None, device: str
         raise TypeError("autodiff takes Forward, ForwardWithPrimal, Reverse or "
                         "ReverseWithPrimal (split mode is autodiff_thunk)")
     f = _declared(f, "autodiff")
-    given = len(args)
-    args = _with_defaults(f, args, Const)
-    if len(args) > given and mode.reverse:
-        # (parameters left to their defaults are Const: no derivative to return)
-        out = autodiff(mode, f, *args, ndrange=ndrange, workgroupsize=workgroupsize,
-                       device=device)
-        return (out[0][:given], out[1]) if mode.with_primal else out[:given]
+    # (The checks of the rarer forms below run on every call, a gradient from Python
+    # included: each costs no Python call where it does not apply.)
+    if isinstance(f, Function) and f.defaults:
+        given = len(args)
+        args = _with_defaults(f, args, Const)
+        if len(args) > given and mode.reverse:
+            # (parameters left to their defaults are Const: no derivative to return)
+            out = autodiff(mode, f, *args, ndrange=ndrange, workgroupsize=workgroupsize,
+                           device=device)
+            return (out[0][:given], out[1]) if mode.with_primal else out[:given]
     trees = pytree_calls.annotations(f, args, mode) if has_tree(args, True) else None
     if trees is not None:     # trees among the arguments: their leaves' variant
         variant, flat, finish = trees
         return finish(autodiff(mode, variant, *flat, ndrange=ndrange,
                                workgroupsize=workgroupsize, device=device))
-    if (mode.reverse and isinstance(f, (Function, Kernel)) and f.struct_layout is None
-            and any(isinstance(a, BatchDuplicated) for a in args)):
+    return _autodiff_no_trees(mode, f, args, ndrange, workgroupsize, device)
+
+
+def _autodiff_no_trees(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device: str):
+    """autodiff of a declaration or transform `f` at arguments none of which is a tree, the
+    defaults filled in."""
+    if (mode.reverse and BatchDuplicated in map(type, args)
+            and isinstance(f, (Function, Kernel)) and f.struct_layout is None):
         # N cotangents at one point: one primal and tape, N reverse sweeps
         return batched_reverse(mode, f, args, autodiff_thunk, ndrange, workgroupsize, device)
     if isinstance(f, Transform):        # a derivative of a derivative: compiled
@@ -637,7 +646,10 @@ def _grad_call(f, argnums, args, with_value: bool):
         out = out[0] if isinstance(argnums, int) else tuple(out)
         return (value, out) if with_value else out
     anns, shadows = _reverse_annotations(args, nums)
-    grads, value = autodiff(ReverseWithPrimal, f, *anns)
+    if isinstance(f, Function) and f.defaults:
+        grads, value = autodiff(ReverseWithPrimal, f, *anns)
+    else:    # (no tree among the arguments, no default to fill in: a gradient's hot path)
+        grads, value = _autodiff_no_trees(ReverseWithPrimal, f, anns, None, None, "cpu")
     if value is None or not np.isscalar(value):
         raise TypeError(f"grad of {f.__name__}: the function must return a float scalar")
     out = tuple(shadows[k] if k in shadows else grads[k] for k in nums)

@@ -25,8 +25,8 @@ from . import scalar_ops as S
 from ..lang.builtins import PREDICATES, UNARY_MATH, namespace
 from ..core.errors import UserError
 from ..passes.ir_util import for_each_index
-from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f64, weak_f64,
-                          weak_i64)
+from ..core.types import (ArrayType, ScalarType, as_scalar_type, bool_, f32, f64, i32, i64,
+                          weak_f64, weak_i64)
 from .values import Array, ArrayExpr, Literal, PyObj, RangeValue, Scalar, Shape
 
 
@@ -153,6 +153,23 @@ def _scalar_cast(to: ScalarType, name: str):
 register_builtin([py.float], _scalar_cast(weak_f64, "float"))
 register_builtin([py.int], _scalar_cast(weak_i64, "int"))
 register_builtin([py.bool], _scalar_cast(bool_, "bool"))
+
+
+def _numpy_scalar(to: ScalarType, name: str):
+    """np.float32(x) and its kin: a NumPy scalar of that type (strong, not weak as Python's
+    float() is: `np.float32(0.1) * x` keeps x's float64 where x is one), or an array
+    converted element by element (NumPy's `np.float32(a)` is an array too)."""
+    def handler(gen, args, kwargs):
+        _expect(args, 1, name, kwargs)
+        a = args[0]
+        if isinstance(a, Literal):       # (a Python number: NumPy's conversion of it)
+            a = S.constant(a.value, S.literal_type(a.value).strong)
+        return lift(lambda x: S.cast(S.as_scalar(x), to), [a])
+    return handler
+
+
+for _t in (f32, f64, i32, i64, bool_):
+    register_builtin([_t.np_dtype.type], _numpy_scalar(_t, f"np.{_t.np_dtype.name}"))
 
 
 def _range(gen, args, kwargs):

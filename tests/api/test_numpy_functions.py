@@ -253,3 +253,26 @@ def test_diff_derivatives_against_jax_and_central_differences():
     t = RNG.standard_normal((3, 4))
     _, tangent = adjit.jvp(diff_loss, (x,), (t,))
     assert tangent == pytest.approx(float(np.sum(g * t)), rel=1e-12)
+
+
+@adjit.jit
+def numpy_scalars(x, s):
+    lr = np.float32(0.1)          # a strong float32, as NumPy's
+    return (np.float32(s) * x + lr, np.float64(s), np.int32(s), np.int64(-2.7),
+            np.bool_(s), np.float32(x * 2.0), lr * 1.0, np.float32(3) * 0.5)
+
+
+def _numpy_scalars_ref(x, s):
+    lr = np.float32(0.1)
+    return (np.float32(s) * x + lr, np.float64(s), np.int32(s), np.int64(-2.7),
+            np.bool_(s), np.float32(x * 2.0), lr * 1.0, np.float32(3) * 0.5)
+
+
+@pytest.mark.parametrize("s", [2.5, -1.0, 0.0])
+def test_numpy_scalar_types_convert(s):
+    x = np.array([1.0, -3.0, 0.5], np.float32)
+    for got, want in zip(numpy_scalars(x, s), _numpy_scalars_ref(x, s), strict=True):
+        _check(got, want)
+    # the derivative through a cast to float32 (of a float64 argument): its cast back
+    g = adjit.grad(lambda s, x: np.sum(np.float32(s) * x))(s, x.astype(np.float64))
+    assert g == pytest.approx(np.sum(x))

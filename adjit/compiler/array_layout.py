@@ -19,7 +19,7 @@ from ..dialects.mlir_types import mlir_type
 from ..lang.builtins import namespace
 from . import arrays as A
 from . import scalar_ops as S
-from .builtin_calls import numpy_typed, register_builtin
+from .builtin_calls import bind, numpy_typed, register_builtin
 from .lazy import consumed
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar
 
@@ -61,17 +61,8 @@ def _take(args: list, kwargs: dict, names: tuple[str, ...], name: str,
           required: int) -> list:
     """`name`'s arguments by position or keyword, in the order of `names` (None where not
     given); an unknown keyword, a repeated one or a missing required one is refused."""
-    kwargs = dict(kwargs)
-    if len(args) > len(names):
-        raise UserError(f"{name}() takes at most {len(names)} arguments, got {len(args)}")
-    out = list(args) + [None] * (len(names) - len(args))
-    for k, n in enumerate(names):
-        if n in kwargs:
-            if k < len(args):
-                raise UserError(f"{name}() got {n!r} both by position and by keyword")
-            out[k] = kwargs.pop(n)
-    if kwargs:
-        raise UserError(f"{name}() has no argument {sorted(kwargs)[0]!r} in adjit")
+    got = bind(name, names, args, kwargs)
+    out = [got.get(n) for n in names]
     for k in range(required):
         if out[k] is None:
             raise UserError(f"{name}() needs its argument {names[k]!r}")

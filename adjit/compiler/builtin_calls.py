@@ -363,6 +363,23 @@ def _shape_arg(gen, shape) -> list[ir.Value]:
     return [S.to_index(s) for s in sizes]
 
 
+def bind(name: str, names: tuple[str, ...], args: list, kwargs: dict) -> dict:
+    """NumPy function `name`'s arguments by parameter name (those given), from positions and
+    keywords as Python binds them: too many positions, one parameter given both ways or an
+    unknown keyword is a UserError naming it."""
+    if len(args) > len(names):
+        raise UserError(f"{name}() takes at most {len(names)} arguments, got {len(args)}")
+    got = dict(zip(names, args))
+    unknown = sorted(set(kwargs) - set(names))
+    if unknown:
+        raise UserError(f"{name}() has no argument {unknown[0]!r} in adjit")
+    for k, v in kwargs.items():
+        if k in got:
+            raise UserError(f"{name}() got {k!r} both by position and by keyword")
+        got[k] = v
+    return got
+
+
 def creation_args(signature: str, args: list, kwargs: dict, n: int, optional: int = 0):
     """The arguments of a NumPy creation function `adjit.<signature>`: `n` positional ones
     (and up to `optional` more), then the dtype, by position or by keyword. Returns

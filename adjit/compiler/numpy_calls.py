@@ -17,7 +17,7 @@ from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from . import arrays as A
 from . import scalar_ops as S
-from .builtin_calls import creation_args, reduction_handler, register_builtin, namespace
+from .builtin_calls import bind, creation_args, reduction_handler, register_builtin, namespace
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Shape, SliceValue
 
 
@@ -358,17 +358,7 @@ def _diff(gen, args, kwargs):
     as views and an element-wise difference (lazy: it fuses into what uses it); bools give
     a != b, as NumPy's. prepend/append (a number, or an array of a's number of dimensions)
     are joined to `a` along the axis first (concatenate)."""
-    kwargs = dict(kwargs)
-    names = ("a", "n", "axis", "prepend", "append")
-    if len(args) > len(names):
-        raise UserError("diff(a, n=1, axis=-1, prepend=, append=)")
-    got = dict(zip(names, args))
-    for k in names:
-        if k in kwargs:
-            if k in got:
-                raise UserError(f"diff() got {k!r} both by position and by keyword")
-            got[k] = kwargs.pop(k)
-    _no_more(kwargs, "diff")
+    got = bind("diff", ("a", "n", "axis", "prepend", "append"), args, kwargs)
     x = got.get("a")
     if not isinstance(x, (Array, ArrayExpr)):
         raise UserError(f"diff() takes an array, got {S.describe(x)}")
@@ -426,30 +416,14 @@ def _eye(gen, args, kwargs):
     """np.eye(N, M=None, k=0, dtype=float), lazily: element (i, j) is 1 where j - i == k. A
     constant shape and diagonal, as NumPy's (an identity matrix is mostly made once, so a
     run-time size buys little)."""
-    kwargs = dict(kwargs)
-    names = ("N", "M", "k", "dtype")
-    got = dict(zip(names, args))
-    if len(args) > len(names):
-        raise UserError("eye(N, M=None, k=0, dtype=float) takes at most 4 arguments")
-    for k in names:
-        if k in kwargs:
-            if k in got:
-                raise UserError(f"eye() got {k!r} both by position and by keyword")
-            got[k] = kwargs.pop(k)
-    _no_more(kwargs, "eye")
-    return _diagonal_ones(got, "eye")
+    return _diagonal_ones(bind("eye", ("N", "M", "k", "dtype"), args, kwargs), "eye")
 
 
 def _np_identity(gen, args, kwargs):
     """np.identity(n, dtype=float): np.eye(n)."""
-    kwargs = dict(kwargs)
-    if len(args) > 2:
-        raise UserError("identity(n, dtype=float) takes at most 2 arguments")
-    got = dict(zip(("N", "dtype"), args))
-    for k in ("n", "dtype"):
-        if k in kwargs:
-            got["N" if k == "n" else k] = kwargs.pop(k)
-    _no_more(kwargs, "identity")
+    got = bind("identity", ("n", "dtype"), args, kwargs)
+    if "n" in got:
+        got["N"] = got.pop("n")
     return _diagonal_ones(got, "identity")
 
 

@@ -17,7 +17,7 @@ from ..core.types import ScalarType
 from ..lang.builtins import namespace
 from . import arrays as A
 from . import scalar_ops as S
-from .builtin_calls import creation_args, numpy_typed, register_builtin
+from .builtin_calls import bind, creation_args, numpy_typed, register_builtin
 from .lazy import consumed
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar
 
@@ -74,17 +74,7 @@ def _scan_handler(op: str):
         kwargs = dict(kwargs)
         if "out" in kwargs:
             raise UserError(f"{name}(): out= is not supported in adjit (use the result)")
-        names = ("a", "axis", "dtype")
-        if len(args) > 3:
-            raise UserError(f"{name}(a, axis=None, dtype=None) takes at most 3 arguments")
-        got = dict(zip(names, args))
-        for k in names:
-            if k in kwargs:
-                if k in got:
-                    raise UserError(f"{name}() got {k!r} both by position and by keyword")
-                got[k] = kwargs.pop(k)
-        if kwargs:
-            raise UserError(f"{name}() has no argument {sorted(kwargs)[0]!r} in adjit")
+        got = bind(name, ("a", "axis", "dtype"), args, kwargs)
         if "a" not in got:
             raise UserError(f"{name}(a, axis=None, dtype=None) takes an array")
         gen.require_host(f"{name}() (a new array)")

@@ -14,7 +14,7 @@ from ..core.types import ScalarType, f64
 from ..lang.builtins import namespace
 from . import arrays as A
 from . import scalar_ops as S
-from .builtin_calls import creation_args, numpy_typed, register_builtin
+from .builtin_calls import bind, creation_args, numpy_typed, register_builtin
 from .values import Array, ArrayExpr, Literal, PyObj, Scalar
 
 
@@ -76,17 +76,7 @@ def _handler(name: str):
         for k in ("out", "where", "mean", "correction"):
             if k in kwargs:
                 raise UserError(f"{name}(): {k}= is not supported in adjit")
-        names = ("a", "axis", "dtype", "out", "ddof", "keepdims")
-        if len(args) > len(names):
-            raise UserError(f"{name}(a, axis=None, dtype=None, ddof=0, keepdims=False)")
-        got = dict(zip(names, args))
-        for k in names:
-            if k in kwargs:
-                if k in got:
-                    raise UserError(f"{name}() got {k!r} both by position and by keyword")
-                got[k] = kwargs.pop(k)
-        if kwargs:
-            raise UserError(f"{name}() has no argument {sorted(kwargs)[0]!r} in adjit")
+        got = bind(name, ("a", "axis", "dtype", "out", "ddof", "keepdims"), args, kwargs)
         if "a" not in got:
             raise UserError(f"{name}(a, axis=None, dtype=None, ddof=0, keepdims=False) "
                             "takes an array")

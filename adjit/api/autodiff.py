@@ -728,6 +728,8 @@ class Grad(Transform):
 
     def __call__(self, *args):
         if isinstance(self.f, Transform):   # a derivative of a derivative: compiled
+            if has_tree(args):
+                return _tree_grad_of_grad(self, host_values(args))
             return super().__call__(*args)
         return _grad_call(self.f, self.argnums, args, self.with_value)
 
@@ -1361,6 +1363,119 @@ class Jacobian(Transform):
     def __init__(self, f, argnums: int, reverse: bool = False, width: int = 1):
         super().__init__(f, "jacrev" if reverse else "jacfwd")
         self.argnums, self.reverse, self.width = argnums, reverse, width
+
+    def __call__(self, *args):
+        if has_tree(args):
+            return _tree_jacobian(self, host_values(args))
+        return super().__call__(*args)
+
+
+# ---- transforms of functions taking trees, from Python ----------------------------------------
+# A tree argument is its leaves to the compiled transforms: the call goes to f's variant for
+# the trees' structures (Function.with_trees), each derivative is taken with respect to one
+# leaf (a flat position), and the results are regrouped into trees of the arguments'
+# structures, as JAX gives them: the Jacobian with respect to a tree is a tree of the same
+# structure of out.shape + leaf.shape arrays; a Hessian, a tree of such trees.
+def _routed(t: Transform, args: Sequence) -> pytree_calls.Route:
+    """The Route of a call of transform `t`'s innermost function with `args`, whose trees
+    must be arguments of that function (TypeError otherwise)."""
+    inner = t
+    while isinstance(inner, Transform):
+        inner = inner.f
+    r = pytree_calls.route(inner, args)
+    if r is None:
+        pytree_calls.refuse(t.__name__, args)    # (a tree for a parameter taking none)
+        raise TypeError(f"{t.__name__}: the trees among the arguments are not {inner!r}'s")
+    return r
+
+
+def _one_leaf(t: Transform, r: pytree_calls.Route, k: int, what: str) -> int:
+    """The flat position of argument `k` of `t`, which must not be a tree (`what` it is)."""
+    if r.layout[k] is not None:
+        raise TypeError(f"{t.__name__}: argument {k} is a tree, and {what}: a derivative of "
+                        "a derivative is taken with respect to scalars and arrays, of "
+                        "functions whose inner derivative is a scalar or an array")
+    return r.spans[k][0]
+
+
+def _tree_jacobian(jac: Jacobian, args: Sequence):
+    """`jacfwd(f, k)(*args)` (or jacrev, or `hessian(f, k)`: jacfwd(grad(f, k), k)) with
+    trees among the arguments."""
+    r = _routed(jac, args)
+    n = len(r.layout)
+    (k,) = _argnums(jac.argnums, n)
+    if isinstance(jac.f, Grad) and not isinstance(jac.f.f, Transform):
+        g = jac.f
+        if g.with_value or not isinstance(g.argnums, int):
+            raise TypeError(f"{jac.__name__}: the Jacobian of a gradient with respect to one "
+                            "argument (argnums an int) is taken of functions taking trees")
+        (i,) = _argnums(g.argnums, n)
+        cache: dict = {}
+
+        def block(a: int, b: int):
+            """d/d leaf b of (d f / d leaf a): leaf a's shape + leaf b's."""
+            if i == k and (b, a) in cache:     # (symmetric: a transposed block)
+                h = cache[(b, a)]
+                nb = np.ndim(r.flat[b])
+                return np.transpose(h, tuple(range(nb, np.ndim(h))) + tuple(range(nb)))
+            cache[(a, b)] = jacfwd(grad(r.variant, a), b, jac.width)(*r.flat)
+            return cache[(a, b)]
+        rows = _leaf_positions(r, i)
+        cols = _leaf_positions(r, k)
+        grouped = {a: r.regroup(_padded(r, k, [block(a, b) for b in cols]), k) for a in rows}
+        return r.regroup(_padded(r, i, [grouped[a] for a in rows]), i)
+    if isinstance(jac.f, Transform):
+        _one_leaf(jac, r, k, "the Jacobian of this derivative is taken with respect to it")
+    inner = (r.variant if not isinstance(jac.f, Transform)
+             else _leaf_transform(jac.f, r))
+    parts = [_jacobian_of(inner, b, jac.reverse, jac.width)(*r.flat)
+             for b in _leaf_positions(r, k)]
+    return r.regroup(_padded(r, k, parts), k)
+
+
+def _leaf_positions(r: pytree_calls.Route, k: int) -> range:
+    start, count = r.spans[k]
+    return range(start, start + count)
+
+
+def _padded(r: pytree_calls.Route, k: int, parts: list) -> list:
+    """Argument `k`'s per-leaf `parts` at their flat positions (what Route.regroup reads)."""
+    return [None] * r.spans[k][0] + list(parts)
+
+
+def _leaf_transform(t, r: pytree_calls.Route):
+    """Transform chain `t` over the variant of Route `r`: each Grad's argnums the flat
+    positions of its arguments, which must not be trees (a gradient with respect to a tree
+    is a tree: what differentiates it again takes scalars and arrays)."""
+    if not isinstance(t, Transform):
+        return r.variant
+    inner = _leaf_transform(t.f, r)
+    if isinstance(t, Grad):
+        nums = t.nums(len(r.layout))
+        flat = tuple(_one_leaf(t, r, k, "the gradient is differentiated again")
+                     for k in nums)
+        return Grad(inner, flat[0] if isinstance(t.argnums, int) else flat, t.with_value)
+    return Jacobian(inner, _one_leaf(t, r, t.argnums, "the Jacobian is differentiated "
+                                     "again"), t.reverse, t.width)
+
+
+def _tree_grad_of_grad(g: Grad, args: Sequence):
+    """`grad(h)(*args)`, `h` a derivative (`grad(f, i)` of a scalar argument i), with trees
+    among the arguments: the gradient with respect to `g`'s arguments, a tree per tree."""
+    r = _routed(g, args)
+    inner = _leaf_transform(g.f, r)
+    nums = g.nums(len(r.layout))
+    flat_g = _one_of(inner, ("grad", r.flat_nums(nums), g.with_value),
+                     lambda: Grad(inner, r.flat_nums(nums), g.with_value))
+    got = Transform.__call__(flat_g, *r.flat)
+    value, flat = got if g.with_value else (None, got)
+    out, at = [], 0
+    for k in nums:
+        n = r.spans[k][1]
+        out.append(r.regroup(_padded(r, k, flat[at:at + n]), k))
+        at += n
+    out = out[0] if isinstance(g.argnums, int) else tuple(out)
+    return (value, out) if g.with_value else out
 
 
 def _jacobian_of(f, argnums: int, reverse: bool, width: int = 1) -> Jacobian:

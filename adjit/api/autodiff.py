@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
+from ..core.errors import CompilationError
 from ..runtime.device_array import DeviceArray
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
@@ -27,6 +28,7 @@ from ..lang.modes import (Active, Annotation, BatchDuplicated, Const, Duplicated
                     ForwardWithPrimal, Mode, Reverse, ReverseSplitWithPrimal, ReverseWithPrimal,
                     batch_width, derivative_abi)
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType
+from ..lang import pytrees
 from ..lang.pytrees import has_tree
 from ..lang.structs import (field_at, flatten_annotations, is_float_field, leaves, map_fields,
                       struct_leaf_values, struct_type, zeros_like as structs_zeros_like)
@@ -427,6 +429,10 @@ def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device
             return None
         tangent = None
         batched = any(isinstance(a, BatchDuplicated) for a in anns)
+        if d.result_tree is not None:
+            # a tree result (or several, `return a, b`): its leaves' tangents, a tree of its
+            # structure (N of them, batched); an integer leaf's is None, as it has none
+            return _tree_tangents(d, primal, tangents, batched, mode.with_primal)
         if d.layout is not None and not batched:
             # struct and vector results: their scalars gathered (an integer's tangent 0)
             it = iter(tangents)
@@ -444,6 +450,26 @@ def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device
     if mode.with_primal:
         return grads, (primal[0] if primal else None)
     return grads
+
+
+def _tree_tangents(d, primal: list, tangents: list, batched: bool, with_primal: bool):
+    """Forward mode's result for a function returning a tree (`d.result_tree`): the
+    tangent a tree of its structure (with batched tangents, an N-tuple of them), then the
+    primal, a tree too."""
+    lanes = iter(tangents)
+    per_leaf = [next(lanes) if _dtype_is_float(t) else None for t in d.results]
+    width = len(next((x for x in per_leaf if x is not None), (None,)))
+    trees = tuple(pytrees.unflatten(d.result_tree, [None if x is None else x[j]
+                                                    for x in per_leaf])
+                  for j in range(width))
+    tangent = trees if batched else trees[0]
+    if not with_primal:
+        return tangent
+    return tangent, (pytrees.unflatten(d.result_tree, primal) if primal else None)
+
+
+def _dtype_is_float(t) -> bool:
+    return (t.dtype if isinstance(t, ArrayType) else t).is_float
 
 
 def _guard(f, anns: list[Annotation], reverse: bool, flat: list, written: dict,
@@ -1027,8 +1053,11 @@ def vjp(f, *primals):
     structured = any(struct_type(v) is not None for v in
                      (value if isinstance(value, tuple) else (value,)))
     one_value = isinstance(value, np.ndarray) or np.isscalar(value)
-    if not structured and not (one_value and np.issubdtype(np.asarray(value).dtype,
-                                                             np.floating)):
+    # A tree result (a tuple, dict or NamedTuple of arrays and scalars): the cotangent a
+    # tree of its structure, through the inner product of all its float leaves
+    tree_out = not structured and pytrees.is_tree(value)
+    if not (structured or tree_out) and not (one_value and np.issubdtype(
+            np.asarray(value).dtype, np.floating)):
         raise TypeError(f"vjp of {f.__name__}: the function must return one float scalar, "
                         f"float array or struct, got {_describe(value)}")
 
@@ -1037,6 +1066,8 @@ def vjp(f, *primals):
     def pullback(cotangent):
         if structured:
             ct = _structured_cotangent(f, cotangent, value)
+        elif tree_out:
+            ct = _tree_cotangent(f, cotangent, value)
         else:
             ct = _like(f"vjp of {f.__name__}: the cotangent", cotangent, value, "the output",
                        convert=False)
@@ -1046,7 +1077,7 @@ def vjp(f, *primals):
             # A struct's cotangent is a struct of its class (Duplicated(s, ds)'s shadow),
             # made of the struct's leaf fields' (structs.flatten_annotations)
             flat, finish = flatten_annotations(f, anns, True)
-            if isinstance(value, np.ndarray) or structured:
+            if isinstance(value, np.ndarray) or structured or tree_out:
                 grads = finish(inner_product_grads(f, flat, ct, flat=True))
             else:
                 grads = finish(_autodiff(Reverse, f, flat, None, None, "cpu"))
@@ -1054,7 +1085,7 @@ def vjp(f, *primals):
                 for k, a in enumerate(anns):
                     if k in shadows:
                         _scale_in_place(shadows[k], ct)
-        elif isinstance(value, np.ndarray) or structured:
+        elif isinstance(value, np.ndarray) or structured or tree_out:
             grads = inner_product_grads(f, anns, ct)
         else:
             # The augmented primal runs at the first call only: its tape serves every
@@ -1087,6 +1118,20 @@ def _structured_cotangent(f, cotangent, value) -> list:
             c = _like(f"vjp of {f.__name__}: the cotangent {k}", c, v, "the output",
                       convert=True)
         out.extend(float_leaves(c))
+    return out
+
+
+def _tree_cotangent(f, cotangent, value) -> list:
+    """The cotangent of a tree result (a tree of its structure; an integer leaf's is not
+    read) as the float leaves' cotangents the pullback's entries take."""
+    tree = pytrees.python_structure(value)
+    pytrees.check_like(tree, cotangent, f"vjp of {f.__name__}: the cotangent", "result")
+    out = []
+    for (path, v), (_, c) in zip(pytrees.leaves(tree, value, "result"),
+                                 pytrees.leaves(tree, cotangent, "result")):
+        if np.issubdtype(np.asarray(v).dtype, np.floating):
+            out.append(_like(f"vjp of {f.__name__}: the cotangent at {path}", c, v,
+                             path, convert=True))
     return out
 
 
@@ -1367,7 +1412,13 @@ class Jacobian(Transform):
     def __call__(self, *args):
         if has_tree(args):
             return _tree_jacobian(self, host_values(args))
-        return super().__call__(*args)
+        try:
+            return super().__call__(*args)
+        except CompilationError:
+            # (looked at only where the compiled Jacobian refuses f: the call's cost stays)
+            if not _returns_tree(self.f, host_values(args)):
+                raise
+        return _jacobian_of_tree_result(self, host_values(args))
 
 
 # ---- transforms of functions taking trees, from Python ----------------------------------------
@@ -1404,6 +1455,8 @@ def _tree_jacobian(jac: Jacobian, args: Sequence):
     r = _routed(jac, args)
     n = len(r.layout)
     (k,) = _argnums(jac.argnums, n)
+    if not isinstance(jac.f, Transform) and _returns_tree(r.variant, r.flat):
+        return _jacobian_of_tree_result(jac, args)
     if isinstance(jac.f, Grad) and not isinstance(jac.f.f, Transform):
         g = jac.f
         if g.with_value or not isinstance(g.argnums, int):
@@ -1431,6 +1484,102 @@ def _tree_jacobian(jac: Jacobian, args: Sequence):
     parts = [_jacobian_of(inner, b, jac.reverse, jac.width)(*r.flat)
              for b in _leaf_positions(r, k)]
     return r.regroup(_padded(r, k, parts), k)
+
+
+def _returns_tree(f, args: Sequence) -> bool:
+    """Whether CPU function `f` called with `args` (no trees) returns a tree or several
+    results (its compiled specialisation's record says)."""
+    if not isinstance(f, Function) or f.struct_layout is not None or f.device != "cpu":
+        return False
+    types, _ = specialise(f.__name__, f.params, f.annotations, list(args))
+    meta = service.cpu(f, types)[1].meta
+    return "tree" in meta or (meta["tuple"] and len(meta["results"]) > 1)
+
+
+def _jacobian_of_tree_result(jac: Jacobian, args: Sequence):
+    """`jacfwd(f, k)(*args)` or `jacrev(f, k)(*args)` for `f` returning a tree (or several
+    results): JAX's tree of Jacobians, the result's structure outside and argument k's
+    inside (for a tree argument), each block out_leaf.shape + in_leaf.shape. By columns,
+    one jvp per element of argument k's float leaves; by rows, one pullback of one vjp per
+    element of the result's float leaves (each from Python)."""
+    f = jac.f
+    (k,) = _argnums(jac.argnums, len(args))
+    in_tree = pytrees.python_structure(args[k]) if pytrees.is_tree(args[k]) else None
+    in_leaves = ([v for _, v in pytrees.leaves(in_tree, args[k])] if in_tree is not None
+                 else [args[k]])
+    for p, v in zip(pytrees.paths(in_tree, f"argument {k}") if in_tree is not None
+                    else [f"argument {k}"], in_leaves):
+        if not np.issubdtype(np.asarray(v).dtype, np.floating):
+            raise TypeError(f"{jac.__name__}: {p} is not a float scalar or array; a Jacobian "
+                            "is taken with respect to floats")
+    zeros = [_zero_tangent(a) for a in args]
+    blocks: list[list] = []          # per result leaf, per argument leaf
+    if not jac.reverse:
+        value, columns = None, []    # per argument leaf, per element: the result's tangents
+        for j, x in enumerate(in_leaves):
+            cols = []
+            for e in range(np.size(x)):
+                d = [np.zeros_like(np.asarray(v)) for v in in_leaves]
+                d[j].flat[e] = 1.0
+                d = [t if isinstance(v, np.ndarray) else float(t)
+                     for t, v in zip(d, in_leaves)]
+                tangents = list(zeros)
+                tangents[k] = pytrees.unflatten(in_tree, d) if in_tree is not None else d[0]
+                value, t = jvp(f, args, tangents)
+                cols.append([np.asarray(c) if c is not None else None
+                             for _, c in pytrees.leaves(pytrees.python_structure(t), t)])
+            columns.append(cols)
+        if value is None:      # (size-0 arguments: the result's structure from a call)
+            value = f(*args)
+        out_tree = pytrees.python_structure(value)
+        out_leaves = [v for _, v in pytrees.leaves(out_tree, value)]
+        for i, y in enumerate(out_leaves):
+            row = []
+            for j, x in enumerate(in_leaves):
+                shape = np.shape(y) + np.shape(x)
+                row.append(_float_block(y, [c[i] for c in columns[j]], shape, axis=-1))
+            blocks.append(row)
+    else:
+        value, pullback = vjp(f, *args)
+        out_tree = pytrees.python_structure(value)
+        out_leaves = [v for _, v in pytrees.leaves(out_tree, value)]
+        zero_ct = [np.zeros_like(v) if isinstance(v, np.ndarray) else type(v)(0)
+                   for v in out_leaves]
+        for i, y in enumerate(out_leaves):
+            rows = []
+            if np.issubdtype(np.asarray(y).dtype, np.floating):
+                for e in range(np.size(y)):
+                    ct = list(zero_ct)
+                    ct[i] = np.zeros_like(y)
+                    ct[i].flat[e] = 1.0
+                    ct[i] = ct[i] if isinstance(y, np.ndarray) else type(y)(ct[i])
+                    g = pullback(pytrees.unflatten(out_tree, ct))[k]
+                    rows.append([np.asarray(v) for _, v in pytrees.leaves(in_tree, g)]
+                                if in_tree is not None else [np.asarray(g)])
+            blocks.append([_float_block(y, [r[j] for r in rows], np.shape(y) + np.shape(x),
+                                        axis=0)
+                           for j, x in enumerate(in_leaves)])
+    inner = [pytrees.unflatten(in_tree, row) if in_tree is not None else row[0]
+             for row in blocks]
+    return pytrees.unflatten(out_tree, inner)
+
+
+def _float_block(y, parts: list, shape: tuple, axis: int):
+    """One block of a tree result's Jacobian, from its columns (axis -1) or rows (axis 0):
+    None for an integer result leaf (it has no derivatives, as its tangent has none)."""
+    if not np.issubdtype(np.asarray(y).dtype, np.floating):
+        return None
+    if not parts:
+        return np.zeros(shape, np.asarray(y).dtype)
+    return np.stack(parts, axis=axis).reshape(shape).astype(np.asarray(y).dtype, copy=False)
+
+
+def _zero_tangent(a):
+    """A zero tangent for argument `a` (a tree of zeros for a tree)."""
+    if pytrees.is_tree(a):
+        tree = pytrees.python_structure(a)
+        return pytrees.unflatten(tree, [_zero_tangent(v) for _, v in pytrees.leaves(tree, a)])
+    return np.zeros_like(a) if isinstance(a, np.ndarray) else type(a)(0)
 
 
 def _leaf_positions(r: pytree_calls.Route, k: int) -> range:

@@ -64,6 +64,7 @@ class GpuDerivative(DerivativeEntries):
     abi: DerivativeABI
     written: dict[str, frozenset]
     ndrange_bounds: tuple[tuple, ...]
+    result_tree: Any = None
 
 
 def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation], types: list,
@@ -80,7 +81,8 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
                          [parse_type(c) for c in meta["results"]],
                          DerivativeABI.from_record(meta["abi"]),
                          {name: frozenset(w) for name, w in loaded.program.written.items()},
-                         tuple(bound_fact(b) for b in meta["ndrange_bounds"]))
+                         tuple(bound_fact(b) for b in meta["ndrange_bounds"]),
+                         pytrees.from_record(meta["tree"]) if meta.get("tree") else None)
 
 
 def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:

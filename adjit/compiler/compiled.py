@@ -190,6 +190,8 @@ class LoadedDerivative(DerivativeEntries):
         if meta.get("layout"):
             self.layout = [_layout_type(c) for c in meta["layout"]]
         self.cotangents = meta.get("cotangents", 1)
+        if meta.get("tree"):
+            self.result_tree = pytrees.from_record(meta["tree"])
         self.adj_text = module.source
         self.calls = {e: module.function(e, ins, outs, self.written[e], f"{name} ({e})")
                       for e, (ins, outs) in self.entries.items()}
@@ -203,4 +205,5 @@ def derivative_meta(d) -> dict:
             "results": [type_code(t) for t in d.results], "tuple": bool(d.tuple_result),
             "abi": d.abi.to_record(), "ndrange_bounds": [list(b) for b in d.ndrange_bounds],
             "layout": [_layout_code(t) for t in d.layout] if d.layout else None,
-            "cotangents": d.cotangents}
+            "cotangents": d.cotangents,
+            "tree": None if d.result_tree is None else pytrees.to_record(d.result_tree)}

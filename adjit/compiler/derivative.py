@@ -23,6 +23,7 @@ from ..core.activity import Activity
 from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
+from ..lang import pytrees
 from ..lang.modes import Annotation, Mode, batch_width
 from ..passes.kernel_abi import ndrange_bounds
 from .unit import CompileUnit, function_type, host_program
@@ -77,11 +78,21 @@ def _dtype(t):
 
 
 def _check_results(name: str, results: list, mode: Mode, pullback: bool,
-                   layout: list | None = None) -> None:
+                   layout: list | None = None, tree: bool = False) -> None:
     """Forward mode takes one float scalar or array result (or none), or the scalars of
-    struct and vector results (`layout`: struct_values.regroup's); reverse mode a scalar,
-    or an array or struct and vector results through their inner product with a cotangent
-    (`pullback`)."""
+    struct and vector results (`layout`: struct_values.regroup's), or the leaves of a tree
+    result (`tree`: a tuple, dict or NamedTuple of scalars and arrays); reverse mode a
+    scalar, or an array, struct and vector results or a tree through their inner product
+    with a cotangent (`pullback`)."""
+    if tree and layout is None:
+        if not any(_dtype(t).is_float for t in results):
+            raise TypeError(f"{name}: the tuple or tree it returns holds no float result to "
+                            "differentiate")
+        if mode.reverse and not pullback:
+            raise TypeError(f"{name}: reverse mode differentiates functions that return one "
+                            "float scalar; for a function returning a tuple or tree, "
+                            "adjit.vjp gives the vector-Jacobian product")
+        return
     if layout is not None and not any(isinstance(t, ArrayType) for t in results):
         if mode.reverse and not pullback and len(results) > 1:
             raise TypeError(f"{name}: reverse mode differentiates functions that return one "
@@ -129,16 +140,24 @@ def inner_product(unit: CompileUnit, fn_symbol: str, types: list,
 
 def results_inner_product(unit: CompileUnit, fn_symbol: str, types: list,
                           results: list) -> tuple[str, list]:
-    """A function `s(args..., ct_1, ..., ct_m) = sum_k r_k * ct_k` over the float scalar
-    results r_k of `fn` (a struct's or vector's leaves) and its result type: reverse mode of
-    it with the ct_k Const gives the vjp of `fn` for that cotangent, as `inner_product`
-    does for an array result."""
+    """A function `s(args..., ct_1, ..., ct_m) = sum_k <r_k, ct_k>` over the float results
+    r_k of `fn` (a struct's or vector's scalar leaves, a tree's scalars and arrays; an
+    array's term the sum of its elementwise product with its cotangent) and its result
+    type: reverse mode of it with the ct_k Const gives the vjp of `fn` for that cotangent,
+    as `inner_product` does for one array result."""
+    from .arrays import elementwise, reduce
     from .scalar_ops import binary, cast
-    from .values import Scalar
-    floats = [t for t in results if t.is_float]
-    acc_t = floats[0]
+    from .values import Array, Scalar
+    floats = [t for t in results if _dtype(t).is_float]
+    acc_t = _dtype(floats[0])
     for t in floats[1:]:
-        acc_t = t if t.bits > acc_t.bits else acc_t
+        acc_t = _dtype(t) if _dtype(t).bits > acc_t.bits else acc_t
+
+    def term(y, t, ct):
+        if isinstance(t, ArrayType):
+            product = elementwise(lambda a, b: binary("*", a, b), [Array(y, t), Array(ct, t)])
+            return cast(reduce("sum", product), acc_t)
+        return cast(binary("*", Scalar(y, t), Scalar(ct, t)), acc_t)
     name = f"__adjit_inner_results_{fn_symbol}"
     with ir.InsertionPoint(unit.module.body):
         fn = func.FuncOp(name, ([mlir_type(t) for t in types] + [mlir_type(t) for t in floats],
@@ -149,9 +168,10 @@ def results_inner_product(unit: CompileUnit, fn_symbol: str, types: list,
             ys = func.CallOp([mlir_type(t) for t in results], ir.FlatSymbolRefAttr.get(fn_symbol),
                              list(args)).results
             total = None
-            for y, t, ct in zip([y for y, t in zip(ys, results) if t.is_float], floats, cts):
-                term = cast(binary("*", Scalar(y, t), Scalar(ct, t)), acc_t)
-                total = term if total is None else binary("+", total, term)
+            for y, t, ct in zip([y for y, t in zip(ys, results) if _dtype(t).is_float],
+                                floats, cts):
+                part = term(y, t, ct)
+                total = part if total is None else binary("+", total, part)
             func.ReturnOp([total.value])
     return name, [acc_t]
 
@@ -178,21 +198,30 @@ class Derivative(DerivativeEntries):
                 unit.kernel(target, types, len(ndrange))))) if isinstance(target, Kernel) else ()
             # (struct and vector results: their scalars, gathered by this layout)
             self.layout = unit.vector_results.get(fn_symbol)
-            _check_results(target.__name__, results, mode, pullback, self.layout)
+            # (a tree result, or several results `return a, b`: its leaves, which the API
+            # gathers again; lang/pytrees.py)
+            self.result_tree = unit.tree_results.get(fn_symbol)
+            if (self.result_tree is None and self.tuple_result and len(results) > 1
+                    and self.layout is None):
+                self.result_tree = pytrees.TreeDef(
+                    "tuple", None, (pytrees.LEAF,) * len(results))
+            _check_results(target.__name__, results, mode, pullback, self.layout,
+                           self.result_tree is not None)
             cotangent = results if pullback else []
-            if pullback and self.layout is not None:
-                cotangent = [t for t in results if t.is_float]
+            if pullback and (self.layout is not None or self.result_tree is not None):
+                cotangent = [t for t in results if _dtype(t).is_float]
                 fn_symbol, results = results_inner_product(unit, fn_symbol,
                                                            flat_types(types), results)
                 activity = activity + [Activity.CONST] * len(cotangent)
-                self.layout = None
+                self.layout, self.result_tree = None, None
                 self.cotangents = len(cotangent)
             elif pullback:
                 fn_symbol, results = inner_product(unit, fn_symbol, types, results[0])
                 activity = activity + [Activity.CONST]
             self.results = results
             ret = Activity.ACTIVE if mode.reverse else Activity.DUP
-            ret = ret if results and _dtype(results[0]).is_float else Activity.CONST
+            ret = ret if results and _dtype(results[0]).is_float or (
+                self.result_tree is not None) else Activity.CONST
             if isinstance(target, Kernel):
                 activity = activity + [Activity.CONST] * len(ndrange)
             self.abi = DerivativeABI(mode.kind, tuple(activity), ret, mode.with_primal,
@@ -231,7 +260,8 @@ class Derivative(DerivativeEntries):
         from ..core.types import type_code
         meta = {"results": [type_code(t) for t in self.results],
                 "abi": self.abi.to_record(),
-                "ndrange_bounds": [list(b) for b in self.ndrange_bounds]}
+                "ndrange_bounds": [list(b) for b in self.ndrange_bounds],
+                "tree": None if self.result_tree is None else pytrees.to_record(self.result_tree)}
         with self.unit.ctx:
             # host_program analyses the entries as _written does (the same written sets).
             return host_program(self.unit, name, self.entries, meta, chip)

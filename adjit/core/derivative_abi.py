@@ -183,6 +183,9 @@ class DerivativeEntries:
     # how many cotangent arguments a pullback's entries take after the arguments: one array
     # (an array result), or a struct's or vector's float scalars
     cotangents: int = 1
+    # a tree result's structure (lang/pytrees.TreeDef; several results `return a, b`: a
+    # tuple of them): `results` are its leaves, which the API gathers again
+    result_tree: Any = None
 
     def forward(self, args: Sequence) -> tuple[list, list[tuple]]:
         """Forward mode: (the primal results if `with_primal`, the tangents of each

@@ -190,6 +190,19 @@ def derivative_call(unit: CompileUnit, f, mode: Mode, anns: Sequence[Annotation]
     call = func.CallOp([mlir_type(t) for t in outs], ir.FlatSymbolRefAttr.get(request), args)
     primal, tangents = abi.split_results(
         [typed(r, t) for r, t in zip(call.results, outs)], len(results))
+    tree = unit.tree_results.get(symbol)
+    if tree is not None:
+        # A tree result: the tangent a tree of its structure (N of them, batched), an
+        # integer leaf's None, as from Python
+        lanes = iter(abi.lanes(tangents))
+        per_leaf = [next(lanes) if _is_float(t) else None for t in results]
+        trees = tuple(pytrees.unflatten(tree, [PyObj(None) if x is None else x[j]
+                                               for x in per_leaf], list_type=T.ListValue)
+                      for j in range(width))
+        tangent = trees if any(isinstance(a, BatchDuplicated) for a in anns) else trees[0]
+        if not mode.with_primal:
+            return [tangent]
+        return [tangent, pytrees.unflatten(tree, primal, list_type=T.ListValue)]
     if any(isinstance(a, BatchDuplicated) for a in anns):
         # N per result, lane after lane: a result's tangent is an N-tuple
         tangents = abi.lanes(tangents)
@@ -896,8 +909,43 @@ def call_jacobian(gen: "CodeGenerator", jac, args: list, kwargs: dict):
     """A call of `adjit.jacfwd(f)`, `jacrev(f)` or `hessian(f)` in compiled code."""
     if kwargs:
         raise UserError(f"{jac.__name__}() takes its arguments by position")
+    if isinstance(jac.f, (Function, Kernel)):
+        variant, flat = T.variant_call(jac.f, args, jac.__name__)
+        if variant is not jac.f:
+            return _tree_jacobian(gen, jac, variant, flat)
+    elif any(T.is_container(a) for a in args):
+        raise UserError(f"{jac.__name__}: inside compiled code, hessian and Jacobians of "
+                        "derivatives take scalars and arrays, not trees; call it from Python "
+                        "(where it takes trees) or pass the tree's leaves as arguments")
     return jacobian_call(gen.unit, jac, [operand(a, f"{jac.__name__}(): an argument")
                                          for a in args], gen.kind)
+
+
+@dataclass
+class _FlatJacobian:
+    """The Jacobian of a variant (trees' leaves as parameters) with respect to one leaf."""
+    f: Any
+    argnums: int
+    reverse: bool
+    width: int
+    __name__: str
+
+
+def _tree_jacobian(gen: "CodeGenerator", jac, variant, flat: list):
+    """`jacfwd(f, k)(params, x)` (or jacrev) with trees among the arguments: one Jacobian of
+    f's variant per leaf of argument k, a tree of its structure for a tree argument (JAX's:
+    each block out.shape + leaf.shape)."""
+    layout = variant.tree_layout
+    k = jac.argnums
+    if not isinstance(k, int) or not -len(layout) <= k < len(layout):
+        raise UserError(f"{jac.__name__}: argnums must be one argument's position")
+    k %= len(layout)
+    start, n = pytrees.spans(layout)[k]
+    values = [operand(a, f"{jac.__name__}(): an argument") for a in flat]
+    parts = [jacobian_call(gen.unit, _FlatJacobian(variant, b, jac.reverse, jac.width,
+                                                   jac.__name__), values, gen.kind)
+             for b in range(start, start + n)]
+    return pytrees.regroup(layout, [None] * start + parts, k, list_type=T.ListValue)
 
 
 def call_grad(gen: "CodeGenerator", g, args: list, kwargs: dict):

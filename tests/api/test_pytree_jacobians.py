@@ -221,3 +221,39 @@ def test_the_jacobian_of_a_tree_result_is_a_tree_of_jacobians(which):
 def test_a_jacobian_of_an_integer_leaf_is_refused_by_name():
     with pytest.raises(TypeError, match=r"argument 1\['n'\] is not a float"):
         adjit.jacfwd(several, 1)(np.ones(2), {"s": 2.0, "w": np.ones(3), "n": 1})
+
+
+# ---- inside compiled code ----------------------------------------------------------------------
+@adjit.jit
+def jacobians_in_code(p, x):
+    J = adjit.jacfwd(predict)(p, x)
+    R = adjit.jacrev(predict)(p, x)
+    return J["W"], R["b"], adjit.jacrev(predict, 1)(p, x)
+
+
+@adjit.jit
+def jvp_of_a_tree_result_in_code(x, t):
+    value, tangent = adjit.jvp(several, (x, {"s": 2.0, "w": x}), (t, {"s": 0.0, "w": t}))
+    return value["b"][1], tangent["a"], tangent["b"][0], tangent["b"][1]
+
+
+@adjit.jit
+def hessian_of_a_tree_in_code(p, x):
+    return adjit.hessian(energy)(p, x)
+
+
+def test_jacobians_and_tree_results_inside_compiled_code():
+    jax = _jax()
+    p, x = _data(np.random.default_rng(4))
+    JW, Rb, Rx = jacobians_in_code(p, x)
+    np.testing.assert_allclose(JW, jax.jacfwd(_jpredict)(p, x)["W"], rtol=1e-13)
+    np.testing.assert_allclose(Rb, jax.jacrev(_jpredict)(p, x)["b"], rtol=1e-13)
+    np.testing.assert_allclose(Rx, jax.jacrev(_jpredict, 1)(p, x), rtol=1e-13)
+    v, t = np.array([1.0, 2.0, 0.5]), np.array([0.5, -1.0, 2.0])
+    got = jvp_of_a_tree_result_in_code(v, t)
+    jvalue, jtangent = jax.jvp(_jseveral, (v, {"s": 2.0, "w": v}), (t, {"s": 0.0, "w": t}))
+    for a, b in zip(got, (jvalue["b"][1], jtangent["a"], *jtangent["b"])):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-14)
+    with pytest.raises(adjit.CompilationError, match="hessian and Jacobians of derivatives "
+                                                     "take scalars and arrays, not trees"):
+        hessian_of_a_tree_in_code(dict(p, s=1.0), x)

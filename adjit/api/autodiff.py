@@ -895,7 +895,8 @@ def _describe(v) -> str:
 def jvp(f, primals: Sequence, tangents: Sequence, width: int | None = None):
     """JAX's jvp: ``(f(*primals), the tangent of the result along tangents)``, by forward mode.
 
-    The result may be a float scalar or a float array (then so is its tangent).
+    The result may be a float scalar or a float array (then so is its tangent), or a pytree
+    of them (then the tangent is a tree of its structure; an integer leaf's is None).
 
     Args:
         f: an ``@adjit.jit`` or ``@adjit.func`` function.
@@ -997,14 +998,16 @@ def _lanes(what: str, ts, width: int) -> list:
 def vjp(f, *primals):
     """JAX's vjp: ``(f(*primals), pullback)``, by reverse mode.
 
-    ``pullback(cotangent)``, the cotangent shaped like the result (a float scalar or array),
+    ``pullback(cotangent)``, the cotangent shaped like the result (a float scalar or array;
+    for a result that is a pytree, a tuple, dict or NamedTuple, a tree of its structure),
     returns a tuple of one cotangent per primal: arrays for array primals, floats for
     scalar primals, a tree of the same structure for a pytree primal (a dict's cotangent
-    is a dict, a NamedTuple's one of its class). ``f`` may write its array arguments: the pullback differentiates at the
-    primals as they were given.
+    is a dict, a NamedTuple's one of its class). ``f`` may write its array arguments: the
+    pullback differentiates at the primals as they were given.
 
     Args:
-        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar or array.
+        f: an ``@adjit.jit`` or ``@adjit.func`` function returning a float scalar or array,
+            or a pytree of them.
         *primals: its arguments.
 
     Returns:
@@ -1028,6 +1031,14 @@ def vjp(f, *primals):
             y, pullback = adjit.vjp(scaled, 2.0, np.array([1.0, 2.0]))
             da, dx = pullback(np.array([1.0, 1.0]))
             print(y, da, dx)   # [2. 4.] 3.0 [2. 2.]
+
+            @adjit.jit
+            def moments(x: Array[f64, 1]):
+                return {"sum": adjit.sum(x), "squares": x * x}   # a dict result
+
+            out, pullback = adjit.vjp(moments, np.array([1.0, 2.0]))
+            (dx,) = pullback({"sum": 1.0, "squares": np.array([1.0, 0.0])})
+            print(dx)          # [3. 1.]
     """
     f = _declared(f, "vjp")
     given = len(primals)
@@ -1644,10 +1655,14 @@ def jacfwd(f, argnums: int = 0, width: int = 1) -> Jacobian:
 
     Returns:
         A callable taking ``f``'s arguments and returning the Jacobian, of shape
-        ``result.shape + x.shape``.
+        ``result.shape + x.shape``. With respect to a pytree argument (a tuple, list, dict
+        or NamedTuple), a tree of its structure whose leaves are ``result.shape +
+        leaf.shape``; of a function returning a tree, a tree of the result's structure of
+        such Jacobians (JAX's).
 
     Raises:
         ValueError: a width below 1.
+        TypeError: a Jacobian with respect to an integer leaf of a tree.
 
     Example:
         ::
@@ -1661,6 +1676,14 @@ def jacfwd(f, argnums: int = 0, width: int = 1) -> Jacobian:
                 return x * x
 
             print(adjit.jacfwd(square, width=2)(np.array([1.0, 2.0, 3.0])))   # diag(2, 4, 6)
+
+            @adjit.jit
+            def affine(params, x):                # params: a dict (a pytree)
+                return params["W"] @ x + params["b"]
+
+            params = {"W": np.ones((2, 3)), "b": np.zeros(2)}
+            J = adjit.jacfwd(affine)(params, np.array([1.0, 2.0, 3.0]))
+            print(J["W"].shape, J["b"].shape)    # (2, 2, 3) (2, 2)
     """
     _check_width(width, "jacfwd")
     return _jacobian_of(f, argnums, False, width)
@@ -1675,7 +1698,8 @@ def jacrev(f, argnums: int = 0) -> Jacobian:
         argnums: the argument (an int) to differentiate with respect to.
 
     Returns:
-        A callable returning the Jacobian, of shape ``result.shape + x.shape``.
+        A callable returning the Jacobian, of shape ``result.shape + x.shape``; for pytree
+        arguments and results, trees of them as :func:`jacfwd` gives.
 
     Example:
         ::
@@ -1683,6 +1707,13 @@ def jacrev(f, argnums: int = 0) -> Jacobian:
             import numpy as np
             import adjit
             from adjit import Array, f64
+
+            @adjit.jit
+            def polar(r: f64, t: f64):
+                return {"x": r * np.cos(t), "y": r * np.sin(t)}   # a dict result
+
+            J = adjit.jacrev(polar, argnums=1)(2.0, 0.0)
+            print(J)                # {'x': array(0.), 'y': array(2.)}: d/dt of each
 
             @adjit.jit
             def cumulative(x: Array[f64, 1]) -> Array[f64, 1]:
@@ -1707,7 +1738,9 @@ def hessian(f, argnums: int = 0, width: int = 1) -> Callable:
         width: :func:`jacfwd`'s (tangents per forward pass).
 
     Returns:
-        A callable returning the Hessian, of shape ``x.shape + x.shape``.
+        A callable returning the Hessian, of shape ``x.shape + x.shape``; with respect to a
+        pytree argument, a tree of trees of its structure (JAX's): ``H["W"]["b"]`` of shape
+        ``W.shape + b.shape``.
 
     Example:
         ::
@@ -1721,6 +1754,13 @@ def hessian(f, argnums: int = 0, width: int = 1) -> Callable:
                 return x[0] * x[0] * x[1]
 
             print(adjit.hessian(f)(np.array([1.0, 2.0])))   # [[4. 2.] [2. 0.]]
+
+            @adjit.jit
+            def g(p):                            # p: a dict (a pytree)
+                return p["a"] * p["a"] * adjit.sum(p["v"])
+
+            H = adjit.hessian(g)({"a": 3.0, "v": np.ones(2)})
+            print(H["a"]["a"], H["a"]["v"])      # 4.0 [6. 6.]
     """
     f = _declared(f, "hessian")
     return jacfwd(grad(f, argnums), argnums, width)

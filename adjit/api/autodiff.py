@@ -720,7 +720,6 @@ class Transform:
 
     def __call__(self, *args):
         _refuse_structs(self.__name__, args)
-        pytree_calls.refuse(self.__name__, args)
         # (a torch tensor or JAX array: a NumPy view of it, as for any call; the result is
         # NumPy's, as grad's is)
         return transform_calls.call(self, host_values(args))
@@ -1446,8 +1445,11 @@ def _routed(t: Transform, args: Sequence) -> pytree_calls.Route:
         inner = inner.f
     r = pytree_calls.route(inner, args)
     if r is None:
-        pytree_calls.refuse(t.__name__, args)    # (a tree for a parameter taking none)
-        raise TypeError(f"{t.__name__}: the trees among the arguments are not {inner!r}'s")
+        k = next(k for k, a in enumerate(args) if pytrees.is_tree(a))
+        raise TypeError(f"{t.__name__}: argument {k} is a {type(args[k]).__name__} (a tree), "
+                        f"which {getattr(inner, '__name__', inner)} does not take as a tree "
+                        "(a vector or struct annotation there, or not its number of "
+                        "arguments)")
     return r
 
 

@@ -168,14 +168,3 @@ def _parents(tree: pytrees.TreeDef, x) -> list:
         else:
             out.extend(_parents(c, v))
     return out
-
-
-def refuse(what: str, args: Sequence) -> None:
-    """Compiled transforms (jacfwd, jacrev, hessian, derivatives of derivatives) take
-    scalars and arrays: a tree among their arguments is refused by name."""
-    for k, a in enumerate(args):
-        if pytrees.is_tree(a):
-            raise TypeError(f"{what}: argument {k} is a {type(a).__name__} (a tree); jacfwd, "
-                            "jacrev, hessian and derivatives of derivatives take scalars and "
-                            "arrays. Trees are taken by grad, value_and_grad, jvp, vjp and "
-                            "autodiff; or pass the tree's arrays as arguments")

@@ -115,3 +115,17 @@ def call(gen, obj, args: list, kwargs: dict):
     if entry is None or entry.handler is None:
         raise RuntimeError(f"{obj!r} has no compile handler")   # (a bug in adjit)
     return entry.handler(gen, args, kwargs)
+
+
+class Primitive:
+    """A function that exists only in compiled code: the bodies and rules adjit writes (of
+    matmul, of np.linalg) call it, and the registry holds what its call compiles to."""
+
+    def __init__(self, kind: str, name: str, compile_call: Handler):
+        self.kind = kind
+        self.__name__ = name
+        register(self, compile_call)
+
+    def __call__(self, *args):
+        raise RuntimeError(f"adjit's {self.kind} primitive {self.__name__} runs in compiled "
+                           "code only")

@@ -508,31 +508,24 @@ def _cholesky_adjoints(gen, args: list, kwargs: dict):
     return None
 
 
-class _Primitive:
-    """A function of this module that the operations' bodies and rules call in compiled
-    code (the registry of callables holds what a call compiles to)."""
-
-    def __init__(self, name: str, compile_call):
-        self.__name__ = name
-        callables.register(self, compile_call)
-
-    def __call__(self, *args):
-        raise RuntimeError(f"adjit's linalg primitive {self.__name__} runs in compiled code only")
+def _primitive(name: str, compile_call) -> callables.Primitive:
+    """A function the operations' bodies and rules call in compiled code."""
+    return callables.Primitive("linalg", name, compile_call)
 
 
-lu_solve = _Primitive("lu_solve", _lu_solve)
-lu_det = _Primitive("lu_det", _lu_det)
-potrf = _Primitive("potrf", _potrf)
-solve_tangents = _Primitive("solve_tangents", _solve_tangents)
-solve_taped = _Primitive("solve_taped", _solve_taped)
-solve_adjoints = _Primitive("solve_adjoints", _solve_adjoints)
-det_tangent = _Primitive("det_tangent", _det_tangent)
-svd_cofactors = _Primitive("svd_cofactors", lambda gen, args, kwargs: _svd_cofactors(gen, *args))
-det_taped = _Primitive("det_taped", _det_taped)
-det_adjoints = _Primitive("det_adjoints", _det_adjoints)
-cholesky_tangents = _Primitive("cholesky_tangents", _cholesky_tangents)
-cholesky_taped = _Primitive("cholesky_taped", _cholesky_taped)
-cholesky_adjoints = _Primitive("cholesky_adjoints", _cholesky_adjoints)
+lu_solve = _primitive("lu_solve", _lu_solve)
+lu_det = _primitive("lu_det", _lu_det)
+potrf = _primitive("potrf", _potrf)
+solve_tangents = _primitive("solve_tangents", _solve_tangents)
+solve_taped = _primitive("solve_taped", _solve_taped)
+solve_adjoints = _primitive("solve_adjoints", _solve_adjoints)
+det_tangent = _primitive("det_tangent", _det_tangent)
+svd_cofactors = _primitive("svd_cofactors", lambda gen, args, kwargs: _svd_cofactors(gen, *args))
+det_taped = _primitive("det_taped", _det_taped)
+det_adjoints = _primitive("det_adjoints", _det_adjoints)
+cholesky_tangents = _primitive("cholesky_tangents", _cholesky_tangents)
+cholesky_taped = _primitive("cholesky_taped", _cholesky_taped)
+cholesky_adjoints = _primitive("cholesky_adjoints", _cholesky_adjoints)
 
 
 @functools.cache

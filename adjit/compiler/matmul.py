@@ -301,22 +301,11 @@ def _adjoints(gen, args: list, kwargs: dict):
     return None
 
 
-class _Primitive:
-    """A function of this module that rules and matmul_into call in compiled code (the
-    registry of callables holds what a call compiles to)."""
-
-    def __init__(self, name: str, compile_call):
-        self.__name__ = name
-        callables.register(self, compile_call)
-
-    def __call__(self, *args):
-        raise RuntimeError(f"adjit's matmul primitive {self.__name__} runs in compiled code only")
-
-
-gemm = _Primitive("gemm", _gemm)
-tangents = _Primitive("tangents", _tangents)
-taped = _Primitive("taped", _taped)
-adjoints = _Primitive("adjoints", _adjoints)
+# (called by the rules and matmul_into)
+gemm = callables.Primitive("matmul", "gemm", _gemm)
+tangents = callables.Primitive("matmul", "tangents", _tangents)
+taped = callables.Primitive("matmul", "taped", _taped)
+adjoints = callables.Primitive("matmul", "adjoints", _adjoints)
 
 
 @functools.cache

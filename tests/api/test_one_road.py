@@ -45,12 +45,23 @@ def resid(x):
 def poly(x, y):
     return x * x * x * y + 2.0 * x * y * y
 
+@adjit.jit
+def fit(p, x):                     # p: a dict (a pytree)
+    return np.sum((p["w"] * x + p["b"]) ** 2)
+
+@adjit.jit
+def parts(x):                      # a tree result
+    return {"s": np.sin(x), "t": (x * x, np.cos(x))}
+
 x = np.linspace(-0.8, 1.3, 5)
 v = np.cos(np.arange(5.0))
 w = np.sin(np.arange(5.0) + 0.5)
+params = {"w": np.linspace(0.5, 1.0, 5), "b": np.ones(5)}
 
 def plain(value):
-    if isinstance(value, tuple):
+    if isinstance(value, dict):
+        return {k: plain(e) for k, e in value.items()}
+    if isinstance(value, (tuple, list)):
         return [plain(e) for e in value]
     return None if value is None else np.asarray(value).tolist()
 
@@ -77,6 +88,12 @@ CASES = {
         adjit.Forward, adjit.grad(energy), adjit.BatchDuplicated(x, (v,))),
     "reverse_of_grad": lambda: adjit.autodiff(adjit.ReverseWithPrimal, adjit.grad(poly, 0),
                                               adjit.Active(1.25), adjit.Const(-0.5)),
+    # pytrees: a dict argument's derivatives, a tree result's
+    "grad_tree": lambda: adjit.grad(fit)(params, x),
+    "jacrev_tree": lambda: adjit.jacrev(fit)(params, x),
+    "hessian_tree": lambda: adjit.hessian(fit)(params, x),
+    "jvp_tree_result": lambda: adjit.jvp(parts, (x,), (v,)),
+    "vjp_tree_result": lambda: adjit.vjp(parts, x)[1]({"s": v, "t": (w, v)}),
 }
 out, failed = {}, {}
 for name, case in CASES.items():
@@ -127,6 +144,16 @@ def test_every_transform_loads_from_the_disk_cache_in_a_new_process(tmp_path):
     assert out["grad_of_grad"] == pytest.approx(6 * 1.25 * -0.5, rel=1e-14)
     assert out["value_and_grad_of_grad"][1] == pytest.approx(3 * 1.25 ** 2 - 2.0, rel=1e-14)
     assert out["reverse_of_grad"][0] == [out["grad_of_grad"], None]
+    # the trees come back with their structure (from the disk record too: bit for bit above)
+    pw, pb = np.linspace(0.5, 1.0, 5), np.ones(5)
+    x, w = np.linspace(-0.8, 1.3, 5), np.sin(np.arange(5.0) + 0.5)
+    np.testing.assert_allclose(out["grad_tree"]["b"], 2 * (pw * x + pb), rtol=1e-14)
+    np.testing.assert_allclose(out["jacrev_tree"]["w"], out["grad_tree"]["w"], rtol=1e-14)
+    np.testing.assert_allclose(out["hessian_tree"]["b"]["b"], 2 * np.eye(5), rtol=1e-14)
+    assert set(out["jvp_tree_result"][1]) == {"s", "t"}
+    np.testing.assert_allclose(out["jvp_tree_result"][1]["s"], np.cos(x) * v, rtol=1e-14)
+    np.testing.assert_allclose(out["vjp_tree_result"][0], np.cos(x) * v + 2 * x * w
+                               - np.sin(x) * v, rtol=1e-12, atol=1e-15)
 
 
 @adjit.jit

@@ -320,12 +320,7 @@ class ControlFlow:
         item. `continue` skips the rest of an item's body; after a `break` or `return`
         (their flags, as in a runtime loop) the later items' bodies run under `if not
         flag`, so that a jump decided at run time is as in Python."""
-        jumps = jumps_in(node.body, True)
-        outer_brk = self.vars.pop(BRK, None)
-        if BRK in jumps:
-            self.vars[BRK] = Literal(False)
-        if RET in jumps and RET not in self.vars:
-            self.vars[RET] = Literal(False)
+        jumps, outer_brk = self._jump_flags(node.body)
         self._loop_depth += 1
         try:
             self._unroll_from(node, items, 0, jumps)
@@ -577,13 +572,20 @@ class ControlFlow:
             self.force_lazy()
             self._visit_while(node)
 
-    def _visit_while(self, node: ast.While) -> None:
-        jumps = jumps_in(node.body, True)
+    def _jump_flags(self, body: list) -> tuple[set, object]:
+        """The jumps a loop's `body` makes (break, return) and their flags, set up: the loop's
+        own break flag (the enclosing loop's put aside and returned, for the loop's end to
+        restore), and the function's return flag if none is set yet."""
+        jumps = jumps_in(body, True)
         outer_brk = self.vars.pop(BRK, None)
         if BRK in jumps:
             self.vars[BRK] = Literal(False)
         if RET in jumps and RET not in self.vars:
             self.vars[RET] = Literal(False)
+        return jumps, outer_brk
+
+    def _visit_while(self, node: ast.While) -> None:
+        jumps, outer_brk = self._jump_flags(node.body)
         extra = [f for f in (BRK, RET) if f in jumps]
         names = self._carried(node.body, extra=extra)
         checkpoint: list[Checkpointed] = []

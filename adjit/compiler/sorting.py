@@ -141,23 +141,22 @@ def _moved_back(e: ArrayExpr, axis: int, nd: int) -> ArrayExpr:
     return A.nd_expr(e.dtype, shape, lambda ids: A.element_at(e, [ids[d] for d in perm]), None)
 
 
-def _argsort(gen, args, kwargs):
+def _keys_and_axis(args, kwargs, name: str):
+    """`name(a, axis=-1, kind=None)`'s keys and axis (axis=None: the flattened keys)."""
     if not args:
-        raise UserError("argsort(a, axis=-1, kind=None)")
-    x = _keys(args[0], "argsort")
-    axis = _axis(list(args), kwargs, "argsort", x.type.ndim)
-    if axis is None:
-        x, axis = F.flat_view(x), 0
+        raise UserError(f"{name}(a, axis=-1, kind=None)")
+    x = _keys(args[0], name)
+    axis = _axis(list(args), kwargs, name, x.type.ndim)
+    return (F.flat_view(x), 0) if axis is None else (x, axis)
+
+
+def _argsort(gen, args, kwargs):
+    x, axis = _keys_and_axis(args, kwargs, "argsort")
     return argsort(gen, x, axis)
 
 
 def _sort(gen, args, kwargs):
-    if not args:
-        raise UserError("sort(a, axis=-1, kind=None)")
-    x = _keys(args[0], "sort")
-    axis = _axis(list(args), kwargs, "sort", x.type.ndim)
-    if axis is None:
-        x, axis = F.flat_view(x), 0
+    x, axis = _keys_and_axis(args, kwargs, "sort")
     return A.materialize(F.along_axis(gen, x, argsort(gen, x, axis), axis))
 
 

@@ -8,7 +8,7 @@ Importing adjit, decorating functions and launching kernels that the GPU kernel 
 need no MLIR: it is imported when something is compiled.
 """
 from .lang.builtins import namespace as _ns
-from .core.errors import CompilationError, InternalCompilerError
+from .core.errors import CacheTrustWarning, CompilationError, InternalCompilerError
 from .lang.functions import Function, Kernel, device_function as func, jit, kernel
 from .core import types as _types
 from .core.types import ArrayType, ScalarType, VecArrayType, VecType, mat, vec
@@ -269,7 +269,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
     return True if cache is None else cache.wait_for_builds(timeout)
 
 
-__all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError",
+__all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "CacheTrustWarning",
            "InternalCompilerError", "Array", "struct", "zeros_like_struct", "VecType", "VecArrayType", "vec", "mat",
            "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "mat22", "mat33", "mat44",
            "mat22d", "mat33d", "mat44d", "quat", "quatd", "transform", "transformd",

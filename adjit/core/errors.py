@@ -95,6 +95,29 @@ class UserError(Exception):
     into a CompilationError at the node being compiled."""
 
 
+class CacheTrustWarning(UserWarning):
+    """Warned once per process for a disk cache folder adjit will not use: a folder on the
+    way to it, or a file in it, that others could write (the warning names it, says why and
+    how to fix it: ``chmod go-w``, ``ADJIT_CACHE_SHARED=1`` for a group's cache, or another
+    ``ADJIT_CACHE_DIR``). The process then compiles without that cache. A category of its
+    own, so that it can be filtered or turned into an error.
+
+    Example:
+        ::
+
+            import warnings
+            import adjit
+
+            with warnings.catch_warnings():
+                # An untrusted cache as an error rather than a warning, in this block:
+                warnings.simplefilter("error", adjit.CacheTrustWarning)
+                try:
+                    warnings.warn("a cache folder", adjit.CacheTrustWarning)
+                except adjit.CacheTrustWarning as e:
+                    print("refused:", e)
+    """
+
+
 class InternalCompilerError(CompilationError):
     """A bug in adjit, met while compiling the user's code: an exception that no user error
     explains (from a helper of the code generator, a pass, or the MLIR bindings), at the

@@ -144,6 +144,7 @@ from .lang.stop_gradient import stop_gradient
 from .api.calls import ROUTES as _ROUTES
 from .lang.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
+from .runtime.profiling import Profile, profile
 
 # Declarations know no compiler: their calls go through these routes (api/calls.py).
 _install(_ROUTES)
@@ -279,4 +280,5 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "C
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
            "jvp", "value_and_grad",
-           "vjp", "rules", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray", "to_device", *sorted(_ns)]
+           "vjp", "rules", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray", "to_device",
+           "profile", "Profile", *sorted(_ns)]

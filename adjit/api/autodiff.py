@@ -15,8 +15,10 @@ import numpy as np
 
 from ..core.errors import CompilationError
 from ..runtime.device_array import DeviceArray
+from ..runtime import profiling
 from ..runtime.foreign import host_value, host_values
 from ..core.kernel import check_ndrange_bounds
+from ..core.threads import default_num_threads
 from . import autodiff_checks
 from . import pytree_calls, service, transform_calls
 from .batched_reverse import batched_reverse
@@ -424,7 +426,8 @@ def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device
     _guard(f, anns, mode.reverse, flat, d.written,
            (d.COMBINED,) if mode.reverse else (d.FORWARD,), len(nd or ()))
     if not mode.reverse:
-        primal, tangents = d.forward(flat)
+        primal, tangents = (d.forward(flat) if profiling.ACTIVE is None else _recorded(
+            f, "forward mode (primal and tangents, one call)", nd, d.forward, flat))
         if isinstance(f, Kernel):
             return None
         tangent = None
@@ -445,11 +448,34 @@ def _autodiff_flat(mode: Mode, f, args: Sequence, ndrange, workgroupsize, device
             # with batched tangents (BatchDuplicated), N of them: a tuple
             tangent = tangents[0] if batched else tangents[0][0]
         return (tangent, primal[0] if primal else None) if mode.with_primal else tangent
-    primal, grads = d.reverse(flat)
+    primal, grads = (d.reverse(flat) if profiling.ACTIVE is None else _recorded(
+        f, _COMBINED, nd, d.reverse, flat))
     grads = grads[:len(anns)]       # (not a kernel's extents)
     if mode.with_primal:
         return grads, (primal[0] if primal else None)
     return grads
+
+
+# The phases of a derivative call as the profiler names them (runtime/profiling.py). A
+# reverse call of autodiff, grad or value_and_grad runs the augmented forward pass and the
+# reverse sweep (with a checkpointed loop's recomputation) in one native call: the host sees
+# them as one; split mode (autodiff_thunk, and vjp's pullback of a scalar result) makes them
+# two calls, each recorded.
+_COMBINED = "reverse mode (augmented forward and reverse sweep, one call)"
+_AUGMENTED = "augmented forward"
+_REVERSE = "reverse sweep"
+_PULLBACK = "pullback (augmented forward and reverse sweep, one call)"
+
+
+def _recorded(f, what: str, nd, call: Callable, *args):
+    """`call(*args)`, recorded (a profile is open) as the derivative phase `what` of `f` (a
+    kernel's launch over ndrange `nd`)."""
+    extra = {} if not nd else {"ndrange": list(nd), "threads": default_num_threads()}
+    with profiling.span(f"{f.__name__}: {what}", "derivative", **extra) as s:
+        out = call(*args)
+        if what == _AUGMENTED:
+            s.args["tape_bytes"] = Tape(out[1]).nbytes
+    return out
 
 
 def _tree_tangents(d, primal: list, tangents: list, batched: bool, with_primal: bool):
@@ -522,10 +548,15 @@ class _SplitHalf:
                        (d.AUGMENTED,) if self.forward else (d.REVERSE,), len(nd or ()))
         return anns, types, d, flat, names
 
+    def _nd(self) -> tuple[int, ...] | None:
+        """A kernel's ndrange, for the profiler."""
+        return None if self.ndrange is None else ndrange_tuple(self.ndrange, self.f.__name__)
+
     def __call__(self, *args):
         if self.forward:
             anns, types, d, flat, names = self._setup(args)
-            primal, tape = d.split_forward(flat)
+            primal, tape = (d.split_forward(flat) if profiling.ACTIVE is None else _recorded(
+                self.f, _AUGMENTED, self._nd(), d.split_forward, flat))
             activity = tuple(a.activity for a in anns)
             recording = autodiff_checks.Recording(d, self.f.__name__, tuple(types), activity,
                                                   debug_enabled(), tuple(names),
@@ -542,7 +573,9 @@ class _SplitHalf:
         anns, types, d, flat, _ = self._setup(args)
         autodiff_checks.check_tape(tape.recording, d, self.f.__name__, types,
                                    [a.activity for a in anns], debug_enabled(), flat)
-        grads = d.split_reverse(flat, dret, tape.values)[:len(anns)]
+        grads = (d.split_reverse(flat, dret, tape.values) if profiling.ACTIVE is None
+                 else _recorded(self.f, _REVERSE, self._nd(), d.split_reverse, flat, dret,
+                                tape.values))[:len(anns)]
         return grads if self._finish is None else self._finish(grads)
 
 
@@ -1184,7 +1217,9 @@ def inner_product_grads(f, anns: list[Annotation], cotangent: np.ndarray,
         float_leaves(cotangent) if d.cotangents > 1 or d.layout else [cotangent])
     _guard(f, anns, True, flat + cts, d.written, (d.COMBINED,), 0,
            tuple(autodiff_checks.Slot("", "cotangent") for _ in cts))
-    return d.reverse(flat + cts)[1][:len(anns)]     # (not the cotangents')
+    out = (d.reverse(flat + cts) if profiling.ACTIVE is None
+           else _recorded(f, _PULLBACK, None, d.reverse, flat + cts))
+    return out[1][:len(anns)]     # (not the cotangents')
 
 
 def check_grad(f, *args, eps: float | None = None, seed: int = 0) -> float:

@@ -21,12 +21,13 @@ compiled in: source.fingerprint) and the compiler's. Two disks:
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 from ..core.types import type_code
-from ..runtime import source_index
+from ..runtime import profiling, source_index
 from ..runtime.compiled_module import from_source_key
 from ..runtime.source_index import relocated
 from ..compiler.compiled import Compiled, LoadedDerivative, derivative_meta
@@ -90,7 +91,19 @@ def _product(target: Function | Kernel, key: Key, memo: dict, disk: _CpuDisk | _
     found = memo.get(key)
     if found is not None and not disk.stores_memoised():
         return found
-    value = disk.find_or_compile(target, key, found, lambda: compiling(target, compile))
+    # (the profiler's and ADJIT_LOG=compile's account of it: runtime/profiling.py)
+    with profiling.compile_span(lambda: key.describe(target)) as span:
+        compiled = []
+
+        def compile_now() -> Any:
+            compiled.append(True)
+            if "adjit.compiler.unit" not in sys.modules:
+                # (the first compile of a process imports MLIR: a phase of its own)
+                with profiling.phase("importing MLIR and the compiler"):
+                    from ..compiler import unit  # noqa: F401
+            return compiling(target, compile)
+        value = disk.find_or_compile(target, key, found, compile_now)
+        span.note(disk_cache="miss" if compiled else "hit")
     if value is not None:
         memo[key] = value
     return value
@@ -116,15 +129,17 @@ class _CpuDisk:
         # The key leaves out where the code lives: the record says where its sources were,
         # and its checks are made to name the lines of `target`'s (source_index.relocated).
         sites = code_sites(declaration)
-        found = from_source_key(skey, sites=sites)
-        if found is not None:
-            try:
-                return self.from_record(target, *found)
-            except (KeyError, TypeError, ValueError):   # a record of another shape: compile
-                pass
+        with profiling.phase("disk cache"):
+            found = from_source_key(skey, sites=sites)
+            if found is not None:
+                try:
+                    return self.from_record(target, *found)
+                except (KeyError, TypeError, ValueError):   # a record of another shape
+                    pass
         built = compile()
-        source_index.record(skey, built.module.key, built.adj_text, self.meta_of(built),
-                            sites)
+        with profiling.phase("disk cache"):
+            source_index.record(skey, built.module.key, built.adj_text, self.meta_of(built),
+                                sites)
         return built
 
 

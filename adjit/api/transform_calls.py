@@ -9,13 +9,26 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from ..core.types import type_of_value
+from ..runtime import profiling
 from ..lang.modes import Annotation, BatchDuplicated, Const, Duplicated, Mode
 from . import service
 
 
 def call(g: Any, args: tuple) -> Any:
     """`g(*args)`, `args` NumPy arrays and scalars."""
-    return service.transform(g, tuple(type_of_value(a) for a in args)).call(*args)
+    entry = service.transform(g, tuple(type_of_value(a) for a in args))
+    if profiling.ACTIVE is None:
+        return entry.call(*args)
+    return _recorded(g.__name__, entry.call, args)
+
+
+def _recorded(name: str, call, args) -> Any:
+    """`call(*args)` recorded by the open profile: a transform compiled whole is one call,
+    all its passes (forward, reverse, several of each) inside it."""
+    with profiling.span(f"{name}: whole transform (one call)", "derivative") as s:
+        out = call(*args)
+        s.args["result_bytes"] = profiling.result_bytes(out)
+    return out
 
 
 def autodiff(mode: Mode, g: Any, args: Sequence) -> Any:
@@ -24,7 +37,8 @@ def autodiff(mode: Mode, g: Any, args: Sequence) -> Any:
     anns = [a if isinstance(a, Annotation) else Const(a) for a in args]
     entry = service.transform(g, tuple(type_of_value(a.val) for a in anns), mode, anns)
     flat = [x for a in anns for x in (a.val, *_shadows(a))]
-    got = entry.call(*flat)
+    got = (entry.call(*flat) if profiling.ACTIVE is None
+           else _recorded(f"autodiff({mode.name}, {g.__name__})", entry.call, flat))
     out = _rebuild(entry.meta["returns"], iter(got if isinstance(got, tuple) else (got,)))
     return tuple(out) if len(out) > 1 else out[0]
 

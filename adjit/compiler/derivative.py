@@ -24,6 +24,7 @@ from ..core.derivative_abi import DerivativeABI, DerivativeEntries
 from ..dialects import adj
 from ..dialects.mlir_types import mlir_type
 from ..lang import pytrees
+from ..runtime import profiling
 from ..lang.modes import Annotation, Mode, batch_width
 from ..passes.kernel_abi import ndrange_bounds
 from .unit import CompileUnit, function_type, host_program
@@ -42,7 +43,8 @@ def run_pass(unit: CompileUnit) -> None:
     from ..dialects.adj import AdjError
     from ..passes.autodiff import run_autodiff
     try:
-        run_autodiff(unit.module.operation, rule_provider=FunctionRules(unit))
+        with profiling.phase("autodiff pass"):
+            run_autodiff(unit.module.operation, rule_provider=FunctionRules(unit))
     except AdjError as e:
         raise CompilationError.at_location(f"cannot differentiate this: {e}",
                                            str(e.op.location)) from None
@@ -248,9 +250,11 @@ class Derivative(DerivativeEntries):
         from .engine import compile_module
         self.module = compile_module(self.unit.module)
         # `written` here too: an entry called directly refuses read-only arrays it writes.
-        self.calls = {name: self.module.function(name, ins, outs, self.written[name],
-                                                 f"{self.name} ({name})")
-                      for name, (ins, outs) in self.entries.items()}
+        # (An ExecutionEngine generates its code at the first lookup of an entry: here.)
+        with profiling.phase("LLVM"):
+            self.calls = {name: self.module.function(name, ins, outs, self.written[name],
+                                                     f"{self.name} ({name})")
+                          for name, (ins, outs) in self.entries.items()}
         return self
 
     def host_program(self, name: str, chip: str) -> tuple[str, HostProgram]:

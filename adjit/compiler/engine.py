@@ -25,7 +25,7 @@ from mlir.execution_engine import ExecutionEngine
 from ..dialects import shared_context
 from ..passes.lower_cpu import error_table
 from ..passes.pipeline import llvm_ir_text, lower_to_llvm
-from ..runtime import cpu_cache
+from ..runtime import cpu_cache, profiling
 from ..runtime.compiled_module import CompiledModule
 from ..runtime import lapack
 from ..runtime.extension import runtime_symbols
@@ -84,7 +84,9 @@ def _load(key: str, source: str, context: ir.Context, num_threads: int,
     # ADJIT_DUMP_IR asks to see the lowering happen.
     if folder is None or os.environ.get("ADJIT_DUMP_IR"):
         return None
-    entry = cpu_cache.load(folder, key)
+    with profiling.phase("disk cache"):
+        entry = cpu_cache.load(folder, key)
+    profiling.note(shared_object="miss" if entry is None else "hit")
     if entry is None:
         return None
     return CompiledModule(entry.address, entry, entry.errors, source, num_threads, opt_level,
@@ -93,8 +95,18 @@ def _load(key: str, source: str, context: ir.Context, num_threads: int,
 
 def _compile(key: str, source: str, context: ir.Context, opt_level: int,
              num_threads: int) -> CompiledModule:
-    module = ir.Module.parse(source, context)
-    lower_to_llvm(module, num_threads)
+    with profiling.phase("MLIR passes"):
+        module = ir.Module.parse(source, context)
+        lower_to_llvm(module, num_threads)
+    with profiling.phase("LLVM"):
+        return _to_machine_code(module, key, source, opt_level, num_threads)
+
+
+def _to_machine_code(module: ir.Module, key: str, source: str, opt_level: int,
+                     num_threads: int) -> CompiledModule:
+    """`module`, lowered to the LLVM dialect, as machine code: a shared object built now, or
+    an ExecutionEngine (with the shared object built in the background for the disk
+    cache)."""
     if os.environ.get("ADJIT_DUMP_IR"):
         print(f"// ----- adjit: LLVM dialect -----\n{module}")
     errors = error_table(module.operation)

@@ -19,6 +19,7 @@ from .codegen import CodeGenerator
 from ..passes.ndrange_bounds import annotate as annotate_ndrange_bounds
 from .compiled import Compiled
 from ..core.errors import UserError
+from ..runtime import profiling
 from ..core.types import ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type, i64
 from . import struct_values as SV
 from . import trees as T
@@ -82,7 +83,7 @@ class CompileUnit:
                 self.before_lowering.pop(0)(self)
 
     def add(self, gen: CodeGenerator) -> func.FuncOp:
-        with ir.InsertionPoint(self.module.body):
+        with ir.InsertionPoint(self.module.body), profiling.phase("frontend"):
             return gen.compile()
 
     def function(self, fn: "Function", arg_types: Sequence) -> tuple[str, list, bool]:
@@ -170,9 +171,11 @@ def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
     with unit.ctx, ir.Location.unknown():
         written = written_arguments(unit.module, entry)
         module = compile_module(unit.module)
-    return Compiled(module, entry, arg_types, result_types, tuple_result, written, target,
-                    adj_text, getattr(unit, "entry_vectors", None),
-                    getattr(unit, "entry_tree", None))
+    # (an ExecutionEngine generates its code at the first lookup of an entry: here)
+    with profiling.phase("LLVM"):
+        return Compiled(module, entry, arg_types, result_types, tuple_result, written,
+                        target, adj_text, getattr(unit, "entry_vectors", None),
+                        getattr(unit, "entry_tree", None))
 
 
 def function_unit(fn: "Function", types: list, debug: bool,
@@ -218,8 +221,10 @@ def host_program(unit: CompileUnit, name: str, entries: dict[str, tuple[list, li
                         "CPU, or use the matrix types' adjit.inverse and adjit.determinant "
                         "in kernels)")
     written = {entry: tuple(written_arguments(unit.module, entry)) for entry in entries}
-    llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
-    library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
+    with profiling.phase("MLIR passes"):      # (the kernels' PTX included)
+        llvm_ir, kernels, errors, hooks = compile_host(unit.module, chip)
+    with profiling.phase("LLVM"):
+        library = cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.portable_target())
     codes = {entry: ([type_code(t) for t in args], [type_code(t) for t in results])
              for entry, (args, results) in entries.items()}
     return llvm_ir, HostProgram(name=name, entries=codes, written=written, kernels=tuple(kernels),
@@ -261,7 +266,8 @@ def kernel_to_gpu(k: "Kernel", types: list, ndim: int, debug: bool, chip: str) -
     with unit.ctx:
         symbol = unit.kernel(k, types, ndim)
         unit.finish()
-        return kernel_to_ptx(unit.module, symbol, chip)
+        with profiling.phase("MLIR passes"):      # (to PTX)
+            return kernel_to_ptx(unit.module, symbol, chip)
 
 
 def call_function(gen: CodeGenerator, fn: Function, args: list, kwargs: dict):

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import operator
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from ..runtime import native_dispatch
+from ..runtime import native_dispatch, profiling
 from ..runtime.foreign import host_value
 from ..core.errors import CompilationError
+from ..core.threads import default_num_threads
 from .source import SourceInfo, parse_source
 from . import pytrees
 from .structs import StructType, flatten_args, flatten_params, struct_type
@@ -662,6 +664,45 @@ class Kernel(_Decorated):
             return routes().lower_on_gpu(self, args, len(nd))
         types, _ = specialise(self.__name__, self.params, self.annotations, args)
         return routes().lower(self, types, len(nd), wgs)
+
+
+def _profiled_function_call(self: Function, *args, **kwargs):
+    """`Function.__call__` while a profile is open (runtime/profiling.py): the Python path,
+    recorded as a "call"."""
+    if profiling.ACTIVE is None:     # (the last profile closed while this call was on its way)
+        return self._call_python(*args, **kwargs)
+    device = kwargs.get("device") or self.device
+    with profiling.span(self.__name__, "call", device=device,
+                        threads=default_num_threads() if device == "cpu" else None) as s:
+        out = self._call_python(*args, **kwargs)
+        s.args["result_bytes"] = profiling.result_bytes(out)
+    return out
+
+
+def _profiled_kernel_call(self: Kernel, *args, **kwargs):
+    """`Kernel.__call__` while a profile is open: the Python path, recorded as a "launch"
+    with its ndrange, work items, device and (on the CPU) the thread pool's threads."""
+    if profiling.ACTIVE is None:
+        return self._call_python(*args, **kwargs)
+    nd = kwargs.get("ndrange")
+    nd = list(nd) if isinstance(nd, (tuple, list)) else [nd]
+    device = kwargs.get("device", "cpu")
+    items = math.prod(nd) if all(isinstance(n, (int, np.integer)) for n in nd) else None
+    with profiling.span(self.__name__, "launch", ndrange=nd, work_items=items, device=device,
+                        threads=default_num_threads() if device == "cpu" else None):
+        return self._call_python(*args, **kwargs)
+
+
+def _route_calls(profiled: bool) -> None:
+    """While a profile is open, every call of a declaration takes the Python path, which
+    records it; when none is, the native dispatcher's methods are back, unchanged (so the
+    profiler off costs a call nothing)."""
+    Function.__call__ = (_profiled_function_call if profiled
+                         else native_dispatch.function_call)
+    Kernel.__call__ = _profiled_kernel_call if profiled else native_dispatch.kernel_call
+
+
+profiling.on_toggle(_route_calls)
 
 
 def kernel(pyfn: Callable) -> Kernel:

@@ -1,7 +1,9 @@
 """What a call costs beyond its loops (issue 30; docs/performance.md "Calls"), side by side:
 adjit `@jit` (natively dispatched), the same compiled code through adjit's Python call path
 (a copy of the function without a native dispatcher: what every `@jit` call returning an
-array took before), an adjit kernel into a preallocated array, NumPy, Numba (`@njit`) and
+array took before), with the profiler off (a copy called inside an `adjit.profile()` that has
+closed: the dispatch figure must not move) and on (calls inside one, each recorded), an adjit
+kernel into a preallocated array, NumPy, Numba (`@njit`) and
 JAX (`jit`, `block_until_ready`). Rows: calls on 16 floats (a scalar result, an array
 result, a gradient called from Python and from `@jit`), then `np.sqrt(x)` and `np.exp(x)` on
 larger float32 arrays. Each row's NumPy and adjit candidates run interleaved (the peers
@@ -17,6 +19,7 @@ tests/bench/test_bench_calls.py runs it at the small size.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -71,12 +74,25 @@ def loss_gradient(x):
 
 
 PEERS = ("Numba", "JAX")
+# Columns timed in a block of their own inside `adjit.profile()` (each call recorded, on the
+# Python path: runtime/profiling.py).
+PROFILED = ("@jit, profiler on",)
 
 
 def python_path(fn):
     """A copy of `fn` whose calls all take the Python path."""
     copy = adjit.jit(fn.pyfn)
     copy._native = None
+    return copy
+
+
+def profiled_before(fn):
+    """A copy of `fn` called once inside a profile, which has closed: its calls are natively
+    dispatched again, the "profiler off" column (the same code as "@jit", by construction:
+    a closed profile puts the dispatcher's methods back)."""
+    copy = adjit.jit(fn.pyfn)
+    with adjit.profile():
+        copy(np.zeros(16))
     return copy
 
 
@@ -105,6 +121,8 @@ def _rows(n_small: int, sizes: list[int], peers: dict) -> list[tuple[str, object
     x = rng.random(n_small)
     rows = [("16 floats: scalar result", lambda: x.sum(),
              {"@jit": lambda: total(x), "@jit, Python path": lambda f=python_path(total): f(x),
+              "@jit, profiler off": lambda f=profiled_before(total): f(x),
+              "@jit, profiler on": lambda: total(x),
               **{p: (lambda f=fns["total"]: f(x)) for p, fns in peers.items()}}),
             ("16 floats: array result", lambda: x * 2.0,
              {"@jit": lambda: doubled(x),
@@ -172,19 +190,20 @@ def main(argv: list[str]) -> int:
         # NumPy and adjit's columns interleaved (paired); each peer in a block of its own
         # after them: JAX's threads spin on after its call, which slowed whichever
         # parallel loop came next (an adjit call at 1 MiB: 27 -> 92 us).
-        paired = [c for c in candidates if c not in PEERS]
+        paired = [c for c in candidates if c not in PEERS + PROFILED]
         for _ in range(repeat):
             for column in paired:
                 call = candidates[column]
                 t = time.perf_counter()
                 call()
                 times[column].append(time.perf_counter() - t)
-        for column in [c for c in candidates if c in PEERS]:
+        for column in [c for c in candidates if c in PEERS + PROFILED]:
             call = candidates[column]
-            for _ in range(repeat):
-                t = time.perf_counter()
-                call()
-                times[column].append(time.perf_counter() - t)
+            with adjit.profile() if column in PROFILED else contextlib.nullcontext():
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    call()
+                    times[column].append(time.perf_counter() - t)
         medians = {c: statistics.median(v) * 1e6 for c, v in times.items()}
         base = medians["@jit"]
         cells = ", ".join(f"{c} {m:.2f} ({m / base:.2f}x)" for c, m in medians.items())

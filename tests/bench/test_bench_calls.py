@@ -16,6 +16,7 @@ def test_the_calls_benchmark_checks_and_runs(capsys):
                 "np.sqrt, 1024 float32", "np.exp, 1024 float32"):
         assert f"{row}: NumPy" in out
     assert "@jit, Python path" in out and "grad from Python" in out and "kernel" in out
+    assert "@jit, profiler off" in out and "@jit, profiler on" in out
 
 
 def test_a_wrong_result_is_reported_not_timed(capsys, monkeypatch):

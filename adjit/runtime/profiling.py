@@ -7,17 +7,21 @@ What records, and where:
   phases inside it with `phase(...)`: "frontend" (Python to adj IR: CompileUnit.add),
   "autodiff pass", "MLIR passes" (the lowering pipeline), "LLVM" (translation, the
   ExecutionEngine or the shared object's build), "disk cache" (records and shared objects
-  looked up and loaded). Each phase counts its own time (a callee's frontend nested in an
-  autodiff pass's rule is frontend's), and the compile's time in none of them is "other"
+  looked up, loaded and written), "importing MLIR and the compiler" (a process's first
+  compile). Each phase counts its own time (a callee's frontend nested in an autodiff
+  pass's rule is frontend's), and the compile's time in none of them is "other"
   (fingerprints, keys, memo and bookkeeping).
 - launches and calls from Python (lang/functions.py): while a profile is open, the
   declarations' `__call__` is the Python path wrapped in `span` (the native dispatcher's
-  class attribute is put back when the last profile closes, so that a call with no
-  profile open runs exactly the code it ran before: `on_toggle`).
-- derivatives (api/autodiff.py): each call of a compiled derivative's entry, by phase.
+  methods are put back when the last profile closes, so that a call with no profile open
+  runs exactly the code it ran before: `on_toggle`).
+- derivatives (api/autodiff.py, api/transform_calls.py): each call of a compiled
+  derivative's entry, named for its phase; the host sees one native call as one phase.
 
 `ACTIVE` is None when no profile is open, and the Python call paths test it
-(`if profiling.ACTIVE is not None:`), a global load; compiled code never does.
+(`if profiling.ACTIVE is not None:`), a global load; compiled code never does. A profile
+records the whole process (every thread) while it is open; profiles may nest or overlap,
+each getting every event made while it is open.
 """
 from __future__ import annotations
 
@@ -145,8 +149,10 @@ class span:
         _stack().append(self.frame)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         dur, own = _close(self.frame)
+        if exc_type is not None:
+            self.args["raised"] = exc_type.__name__
         in_use, recomputed = _memory_now()
         if in_use != self._memory[0]:
             self.args["bytes_in_use_change"] = in_use - self._memory[0]
@@ -359,7 +365,7 @@ class Profile:
         lines.append(f"wall time {wall / 1e6:.3f} ms; results: {len(results)} arrays, "
                      f"{sum(results)} bytes; tapes: {len(tapes)}, {sum(tapes)} bytes; "
                      f"adjit's bytes in use {self.memory_at_start} -> "
-                     f"{self.memory_at_end or memory._get().in_use.value}"
+                     f"{self.memory_at_end if self.end else memory._get().in_use.value}"
                      + (f"; checkpointed steps recomputed: {recomputed}" if recomputed
                         else ""))
         text = "\n".join(lines)
@@ -379,9 +385,9 @@ class Profile:
                            "dur": e.dur / 1e3, "args": e.args})
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Writes the trace (Chrome's JSON trace event format) to `path`: open it in
-        https://ui.perfetto.dev or chrome://tracing."""
+    def save(self, path: str) -> None:
+        """Writes the trace (Chrome's JSON trace event format) to `path` (a str or
+        os.PathLike): open it in https://ui.perfetto.dev or chrome://tracing."""
         with open(path, "w") as f:
             json.dump(self.trace(), f, default=str)
 

@@ -397,8 +397,9 @@ class _KeptFingerprint:
     signature: str
 
     def read(self) -> str | None:
-        try:
-            text = self.path.read_text()
+        from ..runtime.files import read_file
+        try:     # (refused when the folder or the file is not trusted: runtime/trust.py)
+            text = read_file(self.path).decode()
         except (OSError, UnicodeDecodeError):
             return None
         signature, _, value = text.partition(" ")
@@ -407,12 +408,11 @@ class _KeptFingerprint:
         return value if ok else None
 
     def write(self, value: str) -> None:
-        try:      # (written under another name and renamed: readers see all of it or none)
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-            temporary.write_text(f"{self.signature} {value}")
-            os.replace(temporary, self.path)
-        except OSError:    # a folder that cannot be written: made again next time
+        from ..runtime.files import cache_settings, write_atomic
+        try:      # (a new file renamed into place: readers see all of it or none)
+            cache_settings().make(self.path.parent)
+            write_atomic(self.path, f"{self.signature} {value}")
+        except (OSError, ValueError):  # a folder that cannot be written: made again next time
             pass
 
 

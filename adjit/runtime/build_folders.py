@@ -8,7 +8,9 @@ folders whose owning process is gone. A folder is left alone while its process l
 it changed in the last STALE_AFTER_S seconds: a pid seen from another pid namespace (a
 container sharing /tmp) may look dead while its build runs, and a build takes about a second.
 Folders named before the pid was in the name (`adjit-build-<random>`) count as orphans once
-they are that old.
+they are that old. Only this user's folders are removed, never through a link (a link under
+the prefix is not a folder; shutil.rmtree removes a tree without following links in it).
+Folders are made by tempfile.mkdtemp: mode 0700, a new random name.
 """
 from __future__ import annotations
 
@@ -66,10 +68,16 @@ def remove_stale(root: str | os.PathLike | None = None) -> list[Path]:
         try:
             if not entry.name.startswith(PREFIX) or not entry.is_dir(follow_symlinks=False):
                 continue
+            st = entry.stat(follow_symlinks=False)
+            # Only this user's folders: another user's build (a pid in another pid
+            # namespace) is theirs to clean up, and a folder planted under the prefix is
+            # not ours to touch.
+            if st.st_uid != os.geteuid():
+                continue
             pid = owner(entry.name)
             if pid is not None and _alive(pid):
                 continue
-            if now - entry.stat(follow_symlinks=False).st_mtime < STALE_AFTER_S:
+            if now - st.st_mtime < STALE_AFTER_S:
                 continue
         except OSError:   # gone meanwhile, or unreadable
             continue

@@ -7,6 +7,9 @@ Settings, read here and nowhere else:
   the GPU kernel cache `<root>/gpu`. Set but empty: no folder, the caches are off.
 - `ADJIT_DISK_CACHE`: `0` turns the caches off, `1` (or unset) on; anything else is refused.
 - `ADJIT_CACHE_MAX_MB`: the cap of each folder, a finite number >= 0 (0: no cap).
+- `ADJIT_CACHE_SHARED`: `1` for a cache kept for a group (its root and folders may be
+  writable by the root's group, and hold entries of the group's members), `0` (or unset): a
+  cache of this user's alone.
 Off means a process neither reuses nor keeps what it compiles. The GPU folder is also how
 kernels travel to a machine without MLIR, and that is not a cache: kernel_cache.find_or_compile
 says what still reads and writes it when the caches are off.
@@ -17,7 +20,17 @@ the metadata itself (`checksum`, over its canonical JSON without the checksum), 
 misfiled under another key, an edited metadata value or a changed code file reads as damaged
 (`DamagedEntry`, naming the file that is wrong), which the caches treat as a miss and rebuild.
 This guards against damage and misplaced files, not against someone who can write the folder
-(they can write a consistent entry of their own).
+(they can write a consistent entry of their own): trust does that. A cache folder is used
+only when runtime/trust.py's rule trusts it (the root and every folder up to `/` are this
+user's or root's and not writable by group or others; `ADJIT_CACHE_SHARED=1` allows the
+root's group), checked once per process per folder (`CacheSettings.problem`); an untrusted
+one is not read nor written, with one CacheTrustWarning naming the folder, why, and the fix.
+Folders adjit makes are mode 0700 (0770 shared), whatever the umask. Every file is read
+with O_NOFOLLOW and checked on the open file (a regular file, this user's or root's (or a
+member's, shared), not writable by others); every file is written under a new name made
+with O_EXCL|O_NOFOLLOW and renamed into place, so a link planted under an entry's name is
+replaced, never written through. Entries are loaded by path once checked: only those the
+folder's rule trusts can replace them meanwhile.
 """
 from __future__ import annotations
 
@@ -25,10 +38,12 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core.errors import CacheTrustWarning
+from . import trust
 
 # The disk caches' size cap: ADJIT_CACHE_MAX_MB megabytes per folder (cpu/, gpu/), 0 for none.
 DEFAULT_MAX_MB = 2048
@@ -40,15 +55,96 @@ class CacheSettings:
     root: Path | None       # None: ADJIT_CACHE_DIR is set but empty
     enabled: bool           # False: ADJIT_DISK_CACHE=0 or no root
     max_bytes: int          # 0: no cap
+    shared: bool = False    # ADJIT_CACHE_SHARED=1: a group's cache
 
     def folder(self, kind: str) -> Path | None:
-        """The cache folder of `kind` ("cpu", "gpu"), or None when the caches are off."""
-        return self.root / kind if self.enabled else None
+        """The cache folder of `kind` ("cpu", "gpu", "compiler"), or None when the caches
+        are off or it is not trusted (problem(): one CacheTrustWarning)."""
+        if not self.enabled:
+            return None
+        folder = self.root / kind
+        return folder if self.problem(folder) is None else None
 
     def kernel_folder(self) -> Path | None:
         """The GPU folder whether or not the caches are on (None without a root): where
-        kernels compiled for another machine go and where a machine without MLIR finds them."""
+        kernels compiled for another machine go and where a machine without MLIR finds them.
+        Trusted or not: read_entry and write_entry refuse an untrusted one, naming why."""
         return self.root / "gpu" if self.root is not None else None
+
+    def _root_of(self, folder: Path) -> str:
+        """The cache root `folder` is in: the settings' root, or (a folder of kernels named
+        explicitly elsewhere) the folder itself."""
+        path = os.path.abspath(folder)
+        if self.root is not None:
+            root = os.path.abspath(self.root)
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                return root
+        return path
+
+    def _verdict(self, folder: Path) -> tuple[trust.Problem | None, int | None]:
+        root = self._root_of(folder)
+        key = (root, os.path.abspath(folder), self.shared)
+        found = _verdicts.get(key)
+        if found is None:
+            problem = trust.folder_problem(key[1], root, self.shared)
+            group = (trust.sharing_group(root) if self.shared and problem is None
+                     and os.path.isdir(root) else None)
+            found = (problem, group)
+            if problem is not None or os.path.isdir(folder):  # a missing one: checked when made
+                _verdicts[key] = found
+        if found[0] is not None:
+            warn_untrusted(folder, found[0])
+        return found
+
+    def problem(self, folder: Path) -> trust.Problem | None:
+        """Why cache folder `folder` may not be used (trust.folder_problem, from its cache
+        root), None when it may; decided once per process per folder (a folder that does
+        not exist yet is checked when made), with one CacheTrustWarning for a problem."""
+        return self._verdict(folder)[0]
+
+    def group(self, folder: Path) -> int | None:
+        """The group sharing the cache `folder` is in (shared mode), else None."""
+        return self._verdict(folder)[1]
+
+    def make(self, folder: Path) -> None:
+        """Makes cache folder `folder` and its way from the root (trust.make_folders: 0700,
+        0770 shared); UntrustedFolder (warned once) when one is not trusted, OSError when
+        one cannot be made."""
+        root = self._root_of(folder)
+        found = trust.make_folders(folder, root, self.shared)
+        if found is not None:
+            _verdicts[(root, os.path.abspath(folder), self.shared)] = (found, None)
+            warn_untrusted(folder, found)
+            raise UntrustedFolder(found)
+
+
+# Each cache folder's trust verdict (problem, sharing group), by (root, folder, shared):
+# decided once per process (forget_trust: tests that change a folder's mode).
+_verdicts: dict[tuple[str, str, bool], tuple[trust.Problem | None, int | None]] = {}
+_warned_untrusted: set[tuple[str, str]] = set()
+
+
+def forget_trust() -> None:
+    """Forgets the verdicts on cache folders and the warnings given (for tests)."""
+    _verdicts.clear()
+    _warned_untrusted.clear()
+
+
+class UntrustedFolder(OSError):
+    """A cache folder that is not trusted (CacheSettings.make): nothing is written there."""
+
+    def __init__(self, problem: trust.Problem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def warn_untrusted(place: Path, found: trust.Problem, entry: bool = False) -> None:
+    """One CacheTrustWarning per problem per process: the cache folder `place` (or, with
+    `entry`, a file in it) is not used, why, and the fix."""
+    if (found.path, found.why) not in _warned_untrusted:
+        _warned_untrusted.add((found.path, found.why))
+        warnings.warn(trust.warning_text(str(place), found, entry), CacheTrustWarning,
+                      stacklevel=3)
 
 
 def cache_settings() -> CacheSettings:
@@ -57,10 +153,15 @@ def cache_settings() -> CacheSettings:
     switch = os.environ.get("ADJIT_DISK_CACHE", "")
     if switch not in ("", "0", "1"):
         raise ValueError(f"ADJIT_DISK_CACHE must be 0 (caches off) or 1 (on), got {switch!r}")
+    shared = os.environ.get("ADJIT_CACHE_SHARED", "")
+    if shared not in ("", "0", "1"):
+        raise ValueError("ADJIT_CACHE_SHARED must be 1 (a cache shared with its folder's "
+                         f"group) or 0 (this user's alone), got {shared!r}")
     text = os.environ.get("ADJIT_CACHE_DIR")
     root = (None if text == "" else Path(text).expanduser() if text is not None
             else Path.home() / ".cache" / "adjit")
-    return CacheSettings(root, switch != "0" and root is not None, max_cache_bytes())
+    return CacheSettings(root, switch != "0" and root is not None, max_cache_bytes(),
+                         shared == "1")
 
 
 def max_cache_bytes() -> int:
@@ -78,21 +179,34 @@ def max_cache_bytes() -> int:
     return int(megabytes * 2**20)
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Writes `path` through a temporary file in the same folder and a rename, so that a
-    concurrent reader sees the old file or the whole new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_atomic(path: Path, data: bytes | str, shared: bool | None = None) -> None:
+    """Writes `path` through a new file in the same folder and a rename (trust.write_file:
+    O_EXCL|O_NOFOLLOW, mode 0600, 0640 `shared` (default: ADJIT_CACHE_SHARED)), so that a
+    concurrent reader sees the old file or the whole new one, never a part, and a link
+    planted under the name is replaced, never written through."""
+    if shared is None:
+        shared = cache_settings().shared
+    trust.write_file(path, data.encode() if isinstance(data, str) else data, shared)
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of file `path` in a cache folder: refused (trust.UntrustedFile, an OSError)
+    when its folder or the file is not trusted (the file opened without following a link),
+    FileNotFoundError when there is none."""
+    settings = cache_settings()
+    found = settings.problem(path.parent)
+    if found is not None:
+        raise trust.UntrustedFile(found)
+    return trust.read_file(path, settings.group(path.parent))[0]
 
 
 class DamagedEntry(ValueError):
     """A cache entry that does not verify; the message names the file that is wrong."""
+
+
+class UntrustedEntry(DamagedEntry):
+    """A cache entry in a folder that is not trusted, or a file of it that is not (owned by
+    another user, writable by others, a link): never read, a miss."""
 
 
 _SEAL = ("key", "files", "checksum")
@@ -108,15 +222,17 @@ def write_entry(folder: Path, key: str, meta: dict, files: dict[str, bytes]) -> 
     `meta` (which holds its `format`) sealed with the key, the files' sizes and SHA-256 and
     its own checksum; each file atomically, the metadata last, so that a reader in any
     process sees a whole entry or none. Then evicts what is over the cap. OSError when the
-    folder cannot be written."""
+    folder cannot be written; UntrustedFolder (an OSError, warned once) when it, or a folder
+    on the way to it, is not trusted."""
     body = {**meta, "key": key,
             "files": {ext: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
                       for ext, data in files.items()}}
     body["checksum"] = _digest(body)
-    folder.mkdir(parents=True, exist_ok=True)
+    settings = cache_settings()
+    settings.make(folder)
     for ext, data in files.items():
-        write_atomic(folder / f"{key}.{ext}", data)
-    write_atomic(folder / f"{key}.json", json.dumps(body, indent=1).encode())
+        write_atomic(folder / f"{key}.{ext}", data, settings.shared)
+    write_atomic(folder / f"{key}.json", json.dumps(body, indent=1).encode(), settings.shared)
     evict(folder, keep=key)
 
 
@@ -125,10 +241,25 @@ def read_entry(folder: Path, key: str, format_version: int,
     """(the metadata of entry `key`, without its seal; its code files' bytes by extension),
     having checked all of it; None when there is no entry. DamagedEntry (naming the file that
     is wrong, `what` saying what kind of entry) when it does not verify, has another format
-    version, or cannot be read."""
+    version, or cannot be read; UntrustedEntry when it, or its folder, is not trusted
+    (runtime/trust.py: warned once), whose files are then never read."""
+    settings = cache_settings()
+    found = settings.problem(folder)
+    if found is not None:
+        raise UntrustedEntry(f"{what} {folder / key} not read: the folder is not trusted "
+                             f"({found})")
+    group = settings.group(folder)
+
+    def read(path: Path) -> bytes:
+        try:
+            return trust.read_file(path, group)[0]
+        except trust.UntrustedFile as e:
+            warn_untrusted(folder, e.problem, entry=True)
+            raise UntrustedEntry(f"{what} {path} not read: {e}") from e
+
     meta_path = folder / f"{key}.json"
     try:
-        raw = meta_path.read_bytes()
+        raw = read(meta_path)
     except FileNotFoundError:
         return None
     except OSError as e:
@@ -155,7 +286,7 @@ def read_entry(folder: Path, key: str, format_version: int,
     for ext, record in records.items():
         path = folder / f"{key}.{ext}"
         try:
-            data = path.read_bytes()
+            data = read(path)
         except OSError as e:
             raise DamagedEntry(f"damaged {what}: {path} cannot be read ({e})") from e
         if (not isinstance(record, dict) or len(data) != record.get("size")
@@ -172,8 +303,9 @@ _warned: set[Path] = set()
 
 def warn_unwritable(folder: Path, error: OSError) -> None:
     """One warning per folder per process: `folder` cannot hold cache entries (read-only,
-    not a folder, full), so what is compiled is used without being stored."""
-    if folder not in _warned:
+    not a folder, full), so what is compiled is used without being stored. (Nothing for an
+    UntrustedFolder: its own warning said why.)"""
+    if folder not in _warned and not isinstance(error, UntrustedFolder):
         _warned.add(folder)
         warnings.warn(f"adjit: the cache folder {folder} cannot be written ({error}); "
                       "compiled code is used without being stored", RuntimeWarning,
@@ -184,7 +316,7 @@ def mark_used(path: Path) -> None:
     """Records that the cache entry whose metadata file is `path` was just used: eviction
     removes the entries used longest ago first."""
     try:
-        os.utime(path)
+        os.utime(path, follow_symlinks=False)
     except OSError:     # read-only cache, or removed meanwhile: nothing to record
         pass
 
@@ -203,16 +335,18 @@ def evict(folder: Path, max_bytes: int | None = None, keep: str = "") -> list[st
     try:
         with os.scandir(folder) as listing:
             for f in listing:
-                if f.is_file() and not f.name.endswith(".tmp"):
+                if f.is_file(follow_symlinks=False) and not f.name.endswith(".tmp"):
                     entries.setdefault(f.name.split(".", 1)[0], []).append(f)
     except OSError:
         return []
-    sizes = {key: sum(f.stat().st_size for f in files) for key, files in entries.items()}
+    sizes = {key: sum(f.stat(follow_symlinks=False).st_size for f in files)
+             for key, files in entries.items()}
     total = sum(sizes.values())
     if total <= max_bytes:
         return []
     removed = []
-    for key in sorted(entries, key=lambda k: max(f.stat().st_mtime for f in entries[k])):
+    for key in sorted(entries, key=lambda k: max(f.stat(follow_symlinks=False).st_mtime
+                                                 for f in entries[k])):
         if total <= 0.8 * max_bytes:
             break
         if key == keep:

@@ -24,8 +24,8 @@ cache root nothing is followed: adjit makes those folders and files itself, and 
 there is refused.
 
 A path that does not exist yet has its existing folders checked: what adjit creates in a
-trusted folder is its own (make_folders creates folders mode 0700, 0770 shared, whatever
-the umask, and checks any it finds already made).
+trusted folder is its own (make_folders creates folders mode 0700, 2770 shared (setgid:
+their files are the group's), whatever the umask, and checks any it finds already made).
 
 MLIR-free; each check is a few lstat calls (microseconds), made once per process per cache
 folder by runtime/files.py.
@@ -40,7 +40,9 @@ import pwd
 import stat
 from dataclasses import dataclass
 
-FOLDER_MODE, SHARED_FOLDER_MODE = 0o700, 0o770
+# Shared: setgid, so that what is made in a folder is the folder's group's (the sharing
+# group's), which can then read it.
+FOLDER_MODE, SHARED_FOLDER_MODE = 0o700, 0o2770
 # Entries: readable by the group in shared mode, never writable but by their owner: an entry
 # is replaced by a rename, never rewritten in place.
 FILE_MODE, SHARED_FILE_MODE = 0o600, 0o640
@@ -112,7 +114,7 @@ def _owner_problem(path: str, st: os.stat_result, group: int | None) -> Problem 
     whom = "you" + (", root or a member of its group " + _group(group)
                     if group is not None else " or root")
     return Problem(path, f"is owned by {_user(st.st_uid)}, not by {whom}",
-                   "use a folder of your own")
+                   "use a folder of your own (for the cache: set ADJIT_CACHE_DIR to one)")
 
 
 def _mode_problem(path: str, st: os.stat_result, group: int | None) -> Problem | None:
@@ -220,13 +222,13 @@ def inside_problem(path: str, st: os.stat_result, group: int | None,
     folder or regular file (no link: adjit makes these itself), this user's, root's or
     (shared mode, `group` the sharing group, else None) a member's, not writable by others,
     nor by the group unless shared."""
-    kind_ok = stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)
-    if not kind_ok:
-        what = ("a symbolic link" if stat.S_ISLNK(st.st_mode)
-                else "not a folder" if folder else "not a regular file")
+    if stat.S_ISLNK(st.st_mode) or not (folder or stat.S_ISREG(st.st_mode)):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
         return Problem(path, f"is {what} (adjit makes its cache "
                        f"{'folders' if folder else 'files'} itself)",
                        f"remove {path}")
+    if folder and not stat.S_ISDIR(st.st_mode):
+        return None     # a file where a folder belongs: nothing can be read through it
     return _owner_problem(path, st, group) or _mode_problem(path, st, group)
 
 
@@ -244,7 +246,7 @@ def folder_problem(folder: str | os.PathLike, root: str | os.PathLike,
         current = os.path.join(current, name)
         try:
             st = os.lstat(current)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):    # nothing there to read
             return None
         if (found := inside_problem(current, st, group, folder=True)) is not None:
             return found
@@ -254,7 +256,7 @@ def folder_problem(folder: str | os.PathLike, root: str | os.PathLike,
 def make_folders(folder: str | os.PathLike, root: str | os.PathLike,
                  shared: bool = False) -> Problem | None:
     """Makes `folder` (at or below cache root `root`) and what is missing of the way to it,
-    each made folder mode 0700 (shared: 0770, and the root's group below it) whatever the
+    each made folder mode 0700 (shared: 2770, and the root's group below it) whatever the
     umask; a folder found already made is checked instead, never changed. The Problem of the
     first untrusted one, None when all are trusted. OSError when a folder cannot be made."""
     root, folder = os.path.abspath(root), os.path.abspath(folder)
@@ -276,13 +278,13 @@ def make_folders(folder: str | os.PathLike, root: str | os.PathLike,
             os.mkdir(path, mode)
         except FileExistsError:     # made meanwhile by another process: checked below
             continue
-        os.chmod(path, mode)        # the umask may have taken bits off (0770 -> 0750)
         if shared and inside and path != root:
             try:
                 os.chown(path, -1, sharing_group(root))
             except OSError as e:
                 if e.errno not in (errno.EPERM, errno.EACCES):
                     raise
+        os.chmod(path, mode)        # the umask may have taken bits off (0770 -> 0750)
     return folder_problem(folder, root, shared)
 
 
@@ -349,8 +351,15 @@ def write_file(path: str | os.PathLike, data: bytes, shared: bool = False) -> No
         raise
 
 
-def warning_text(place: str, found: Problem) -> str:
-    """The warning that a disk cache `place` (a folder) is not used: which path, why, the fix."""
+def warning_text(place: str, found: Problem, entry: bool = False) -> str:
+    """The warning that the disk cache folder `place` is not used (with `entry`: that a
+    file in it is not loaded, and is compiled again): which path, why, and the fix."""
+    other = ("" if "ADJIT_CACHE_DIR" in found.fix
+             else "; or set ADJIT_CACHE_DIR to a folder of your own")
+    if entry:
+        return (f"adjit: not loading {found.path} from the disk cache {place}: it "
+                f"{found.why}, so it may not be code you compiled; it is compiled again. "
+                f"Fix: {found.fix}{other}")
     return (f"adjit: not using the disk cache {place}: {found}, so others could make this "
-            f"process run code of theirs; compiled code is used without the disk cache. "
-            f"Fix: {found.fix}; or set ADJIT_CACHE_DIR to a folder of your own")
+            "process run code of theirs; compiled code is used without the disk cache. "
+            f"Fix: {found.fix}{other}")

@@ -43,7 +43,7 @@ def runtime_only_package(dest: Path) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "__init__.py").write_text("")
     for name in ("cuda.py", "cuda_driver.py", "device_array.py", "kernel_cache.py", "files.py",
-                 "abi.py"):
+                 "abi.py", "trust.py"):
         shutil.copy(RUNTIME / name, pkg / name)
     return dest
 
@@ -178,7 +178,7 @@ def make_read_only(folder: Path, monkeypatch) -> None:
     what the file system says to a read-only mount."""
     folder.chmod(0o555)
     if os.geteuid() == 0:
-        def refuse(path, data):
+        def refuse(path, data, shared=None):
             raise OSError(errno.EROFS, "Read-only file system", str(path))
         monkeypatch.setattr(files, "write_atomic", refuse)
 

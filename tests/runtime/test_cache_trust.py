@@ -539,3 +539,24 @@ def test_a_second_users_entries_in_a_shared_cache_are_never_loaded(planted_cache
     (kept,) = (cache / "compiler").iterdir()
     assert not kept.is_symlink() and kept.stat().st_uid == os.geteuid()
     assert so.stat().st_uid == os.geteuid() and so.read_bytes() != (tmp / "evil.so").read_bytes()
+
+
+def test_build_folder_clean_up_touches_only_this_users_folders(tmp_path, foreign):
+    """runtime/build_folders.py removes dead processes' build folders: only this user's,
+    never through a link."""
+    from adjit.runtime import build_folders
+    old = 0.0          # (the epoch: long dead)
+    dead = 2**22 + 12345     # above any pid_max: no such process
+    theirs = tmp_path / f"{build_folders.PREFIX}{dead}-theirs"
+    theirs.mkdir()
+    (theirs / "module.ll").write_text("another user's build")
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep").write_text("kept")
+    link = tmp_path / f"{build_folders.PREFIX}{dead}-link"
+    link.symlink_to(target)
+    foreign(theirs)
+    for path in (theirs, target):
+        os.utime(path, (old, old))
+    assert build_folders.remove_stale(tmp_path) == []
+    assert (theirs / "module.ll").exists() and (target / "keep").exists() and link.is_symlink()

@@ -400,7 +400,7 @@ class _KeptFingerprint:
         from ..runtime.files import read_file
         try:     # (refused when the folder or the file is not trusted: runtime/trust.py)
             text = read_file(self.path).decode()
-        except (OSError, UnicodeDecodeError):
+        except (OSError, ValueError):     # (UnicodeDecodeError, a setting not valid)
             return None
         signature, _, value = text.partition(" ")
         ok = (signature == self.signature and len(value) == 64

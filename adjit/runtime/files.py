@@ -82,11 +82,11 @@ class CacheSettings:
         return path
 
     def _verdict(self, folder: Path) -> tuple[trust.Problem | None, int | None]:
-        root = self._root_of(folder)
-        key = (root, os.path.abspath(folder), self.shared)
+        key = (str(self.root), str(folder), self.shared)     # (no path arithmetic on a hit)
         found = _verdicts.get(key)
         if found is None:
-            problem = trust.folder_problem(key[1], root, self.shared)
+            root = self._root_of(folder)
+            problem = trust.folder_problem(folder, root, self.shared)
             group = (trust.sharing_group(root) if self.shared and problem is None
                      and os.path.isdir(root) else None)
             found = (problem, group)
@@ -110,15 +110,14 @@ class CacheSettings:
         """Makes cache folder `folder` and its way from the root (trust.make_folders: 0700,
         0770 shared); UntrustedFolder (warned once) when one is not trusted, OSError when
         one cannot be made."""
-        root = self._root_of(folder)
-        found = trust.make_folders(folder, root, self.shared)
+        found = trust.make_folders(folder, self._root_of(folder), self.shared)
         if found is not None:
-            _verdicts[(root, os.path.abspath(folder), self.shared)] = (found, None)
+            _verdicts[(str(self.root), str(folder), self.shared)] = (found, None)
             warn_untrusted(folder, found)
             raise UntrustedFolder(found)
 
 
-# Each cache folder's trust verdict (problem, sharing group), by (root, folder, shared):
+# Each cache folder's trust verdict (problem, sharing group), by (root setting, folder, shared):
 # decided once per process (forget_trust: tests that change a folder's mode).
 _verdicts: dict[tuple[str, str, bool], tuple[trust.Problem | None, int | None]] = {}
 _warned_untrusted: set[tuple[str, str]] = set()

@@ -25,7 +25,7 @@ only when runtime/trust.py's rule trusts it (the root and every folder up to `/`
 user's or root's and not writable by group or others; `ADJIT_CACHE_SHARED=1` allows the
 root's group), checked once per process per folder (`CacheSettings.problem`); an untrusted
 one is not read nor written, with one CacheTrustWarning naming the folder, why, and the fix.
-Folders adjit makes are mode 0700 (0770 shared), whatever the umask. Every file is read
+Folders adjit makes are mode 0700 (2770 shared), whatever the umask. Every file is read
 with O_NOFOLLOW and checked on the open file (a regular file, this user's or root's (or a
 member's, shared), not writable by others); every file is written under a new name made
 with O_EXCL|O_NOFOLLOW and renamed into place, so a link planted under an entry's name is
@@ -93,8 +93,14 @@ class CacheSettings:
             if problem is not None or os.path.isdir(folder):  # a missing one: checked when made
                 _verdicts[key] = found
         if found[0] is not None:
-            warn_untrusted(folder, found[0])
+            warn_untrusted(self._place(folder, found[0]), found[0])
         return found
+
+    def _place(self, folder: Path, found: trust.Problem) -> Path:
+        """What a warning says is not used: `folder`, or the whole cache when the problem
+        is its root or above."""
+        root = self._root_of(folder)
+        return folder if found.path.startswith(root.rstrip("/") + "/") else Path(root)
 
     def problem(self, folder: Path) -> trust.Problem | None:
         """Why cache folder `folder` may not be used (trust.folder_problem, from its cache
@@ -108,12 +114,12 @@ class CacheSettings:
 
     def make(self, folder: Path) -> None:
         """Makes cache folder `folder` and its way from the root (trust.make_folders: 0700,
-        0770 shared); UntrustedFolder (warned once) when one is not trusted, OSError when
+        2770 shared); UntrustedFolder (warned once) when one is not trusted, OSError when
         one cannot be made."""
         found = trust.make_folders(folder, self._root_of(folder), self.shared)
         if found is not None:
             _verdicts[(str(self.root), str(folder), self.shared)] = (found, None)
-            warn_untrusted(folder, found)
+            warn_untrusted(self._place(folder, found), found)
             raise UntrustedFolder(found)
 
 

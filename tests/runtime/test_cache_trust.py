@@ -1,10 +1,10 @@
 """The trust rule of runtime/trust.py: who may own and write the folders on the way to code
 adjit loads, and the files it reads and writes there (issue 35, item 2).
 
-Another user's files: as root (CI) the test chowns them to `nobody`; elsewhere it makes this
-user look like someone else (os.geteuid patched), so that its own files are "another
-user's". Shared mode's group membership needs root to chown, as do the second-user
-tests below (CI runs as root)."""
+Another user's files: as root (CI) the tests chown them to `nobody`; elsewhere the rule is
+shown another owner in the status of the paths named. Shared mode's group membership and the
+second-user tests below need root (to chown, to setuid): CI runs as root. As another user,
+those two are skipped, saying so, and the rest run (checked as `nobody`)."""
 from __future__ import annotations
 
 import hashlib
@@ -32,13 +32,24 @@ STRANGER_GROUP = 4242
 
 @pytest.fixture
 def foreign(monkeypatch):
-    """Makes a path another user's: chowned to nobody as root, else this process plays
-    another user."""
+    """Makes a path another user's: chowned to nobody as root; elsewhere the rule is shown
+    the path's status with another owner (its folders, this user's, stay this user's)."""
+    paths: set[str] = set()
+    check = trust._owner_problem
+
+    def owner_problem(path, st, group):
+        if path in paths:
+            fields = list(st[:10])
+            fields[4] = os.getuid() + 1          # st_uid
+            st = os.stat_result(fields)
+        return check(path, st, group)
+
     def make(path: Path) -> None:
         if IS_ROOT:
             os.lchown(path, NOBODY, -1)
         else:
-            monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
+            paths.add(str(path))
+            monkeypatch.setattr(trust, "_owner_problem", owner_problem)
     return make
 
 
@@ -541,7 +552,7 @@ def test_a_second_users_entries_in_a_shared_cache_are_never_loaded(planted_cache
     assert so.stat().st_uid == os.geteuid() and so.read_bytes() != (tmp / "evil.so").read_bytes()
 
 
-def test_build_folder_clean_up_touches_only_this_users_folders(tmp_path, foreign):
+def test_build_folder_clean_up_touches_only_this_users_folders(tmp_path, monkeypatch):
     """runtime/build_folders.py removes dead processes' build folders: only this user's,
     never through a link."""
     from adjit.runtime import build_folders
@@ -555,7 +566,10 @@ def test_build_folder_clean_up_touches_only_this_users_folders(tmp_path, foreign
     (target / "keep").write_text("kept")
     link = tmp_path / f"{build_folders.PREFIX}{dead}-link"
     link.symlink_to(target)
-    foreign(theirs)
+    if IS_ROOT:
+        os.chown(theirs, NOBODY, -1)
+    else:     # (this user's folders become another's: the clean-up compares uids)
+        monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)
     for path in (theirs, target):
         os.utime(path, (old, old))
     assert build_folders.remove_stale(tmp_path) == []

@@ -137,7 +137,7 @@ Forward, ForwardWithPrimal, Reverse, ReverseWithPrimal, ReverseSplitWithPrimal =
     _modes.ReverseSplitWithPrimal)
 from .api.autodiff import (Tape, autodiff, autodiff_thunk, check_grad, grad, hessian,
                                 hvp, jacfwd, jacrev, jvp, value_and_grad, vjp)
-from .lang import rules
+from .lang import debug, rules
 from .lang.checkpointing import checkpointed
 from .lang.fixed_point import fixed_point
 from .lang.stop_gradient import stop_gradient
@@ -280,5 +280,5 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "C
            "ForwardWithPrimal", "Reverse", "ReverseSplitWithPrimal", "ReverseWithPrimal",
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
            "jvp", "value_and_grad",
-           "vjp", "rules", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray", "to_device",
-           "profile", "Profile", *sorted(_ns)]
+           "vjp", "rules", "debug", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray",
+           "to_device", "profile", "Profile", *sorted(_ns)]

@@ -39,6 +39,7 @@ from . import fancy_indexing  # noqa: F401 (registers np.take, take_along_axis, 
 from . import sorting as SORT  # (registers np.sort, np.argsort)
 from . import array_layout, scans, statistics  # (they register theirs, methods too)
 from . import array_literals  # (registers np.array, np.asarray and x.astype)
+from . import printing  # (registers print and adjit.debug.print_adjoint)
 from . import arithmetic_ufuncs, log_sum_exp  # noqa: F401 (np.add, np.square, logaddexp...)
 from . import scalar_ops as S
 from . import vectors as V
@@ -332,6 +333,9 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, StructNames, Subscripts,
         if isinstance(node.value, str):
             return PyObj(node.value)
         raise self.error(node, f"unsupported constant {node.value!r}")
+
+    def visit_JoinedStr(self, node: ast.JoinedStr):
+        return printing.fstring(self, node)     # (print takes it: printing.py)
 
     def visit_Name(self, node: ast.Name):
         return self._lookup(node.id, node)

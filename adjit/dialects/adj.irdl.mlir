@@ -58,6 +58,19 @@ irdl.dialect @adj {
     %message = irdl.base "#builtin.string"
     irdl.attributes {"error" = %error, "message" = %message}
   }
+  // Prints to the standard output (C's printf on the CPU, flushed after each; vprintf on a
+  // GPU). `format` is a printf format whose conversions read the operands in order; each
+  // operand is a 64-bit word, since an IRDL variadic holds one type per op, and `kinds`
+  // says what each word is, one letter per operand: "i" an integer (%lld, %llu, %llx...),
+  // "f" a double's bits (%f, %e, %g...), "b" a boolean (0 or 1) read by a %s as False or True.
+  // An effect with no derivative (passes/op_facts.py): derivatives print in their primal.
+  irdl.operation @print {
+    %word = irdl.is i64
+    irdl.operands(args: variadic %word)
+    %format = irdl.base "#builtin.string"
+    %kinds = irdl.base "#builtin.string"
+    irdl.attributes {"format" = %format, "kinds" = %kinds}
+  }
   // Differentiation request, a declaration: the autodiff pass replaces it with generated
   // functions named after `sym_name`. Attributes: `fn` (symbol of the differentiated
   // function), `mode` ("forward" | "reverse"), `activity` (array of strings, one per

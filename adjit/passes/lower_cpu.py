@@ -7,7 +7,8 @@ chunked_launch.py); `--adj-parallel-for` (parallel_for.py, in the LLVM pipeline)
 that loop to adjit's thread pool (runtime/native/parallel.cpp).
 Launches block on the CPU, so `adj.sync` has nothing to wait for and is dropped.
 `adj.check` becomes a store of the check's number into the call's error cell, which the
-runtime reads after each call (a trap would kill the Python process).
+runtime reads after each call (a trap would kill the Python process). `adj.print` becomes a
+printf (lower_print.py).
 
 The error cell is per call, not a module global: a module with checks (a non-empty
 `adj.error_table`) gives every function it defines one more, last, parameter, a
@@ -30,6 +31,7 @@ from ..core.threads import default_num_threads
 from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
                              lower_summing_launch)
 from .ir_util import symbol_table
+from .lower_print import lower_prints
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .registry import AdjPass
 from .summation import expand_item_sums
@@ -206,6 +208,7 @@ def _lower_cpu(module: ir.Operation, threads: int) -> None:
     for op in ops_named(module, "adj.sync"):
         op.erase()
     lower_checks_per_call(module)
+    lower_prints(module)
 
 
 @dataclasses.dataclass

@@ -22,6 +22,8 @@ the gpu.module, as the CPU does per call). The launcher passes each launch a cel
 kernel and raises. A module global cell, as before, was shared by every launch of the
 kernel: concurrent launches from several threads took each other's errors, or lost them.
 
+`adj.print` becomes a call of CUDA's vprintf (lower_print.py).
+
 Math is expanded first (math_approx): `convert-gpu-to-nvvm` would turn it into libdevice
 calls that PTX cannot resolve. `memref.atomic_rmw` lowers to `atomicrmw acq_rel`, which
 NVPTX fences on both sides; atomic_add needs no ordering (CUDA's atomicAdd is relaxed), so
@@ -43,6 +45,7 @@ from ..dialects.adj import AUTODIFF, KERNEL_ATTR, NDIM_ATTR, AdjError
 from .ir_util import symbol_table
 from .kernel_abi import expose_work_item, is_kernel, kernel_ndim, launched, ndrange_bounds
 from .lower_cpu import add_cell_parameter, error_table, lower_checks_per_call, pass_cell
+from .lower_print import lower_prints
 from .math_approx import expand_math
 from .pipeline import gpu_binary_passes, gpu_pipeline, widen_bool_memrefs
 from .registry import AdjPass, PassError, run_pipeline
@@ -192,6 +195,7 @@ def _outline(kernel: ir.Operation, name: str, symbols: dict[str, ir.Operation]) 
                 gpu.ReturnOp([])
     widen_bool_memrefs(module.operation)
     _lower_checks(module.operation, entry.operation)
+    lower_prints(module.operation, gpu=True)
     expand_math(module.operation)
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
     for op in ops_named(module.operation, "arith.addf", "arith.subf", "arith.mulf"):

@@ -81,6 +81,8 @@ FACTS: dict[str, OpFacts] = {
     "adj.launch": OpFacts(calls=True, effects=True, mirrors=True, shared_adds=True),
     "adj.sync": OpFacts(effects=True),
     "adj.check": OpFacts(effects=True),
+    # (no derivative: printing happens where the primal runs, once)
+    "adj.print": OpFacts(effects=True),
     # work items
     "adj.index": OpFacts(pure=True),
     "adj.global_id": OpFacts(pure=True),

@@ -69,7 +69,7 @@ def widen_bool_memrefs(module: ir.Operation) -> None:
                     arg.set_type(_widened(arg.type))
         for result in op.results:
             result.set_type(_widened(result.type))
-        if "function_type" in op.attributes:      # func.func, and gpu.func on the GPU
+        if op.name in ("func.func", "gpu.func"):   # (not printf's llvm.func: lower_print.py)
             ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
             op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
                 [_widened(t) for t in ftype.inputs], [_widened(t) for t in ftype.results]))

@@ -53,6 +53,11 @@ def fit(p, x):                     # p: a dict (a pytree)
 def parts(x):                      # a tree result
     return {"s": np.sin(x), "t": (x * x, np.cos(x))}
 
+@adjit.jit
+def shout(x):                      # prints: from the cache too (C's printf, flushed)
+    print("shout", x)
+    return 3.0 * adjit.debug.print_adjoint(x, label="at x") ** 2
+
 x = np.linspace(-0.8, 1.3, 5)
 v = np.cos(np.arange(5.0))
 w = np.sin(np.arange(5.0) + 0.5)
@@ -94,6 +99,7 @@ CASES = {
     "hessian_tree": lambda: adjit.hessian(fit)(params, x),
     "jvp_tree_result": lambda: adjit.jvp(parts, (x,), (v,)),
     "vjp_tree_result": lambda: adjit.vjp(parts, x)[1]({"s": v, "t": (w, v)}),
+    "grad_printing": lambda: adjit.grad(shout)(1.5),
 }
 out, failed = {}, {}
 for name, case in CASES.items():
@@ -114,7 +120,8 @@ def run(tmp_path: Path, cache: Path, block_mlir: bool = False) -> dict:
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             cwd=tmp_path, env=env, timeout=600)
     assert result.returncode == 0, result.stderr
-    return eval(result.stdout.strip().splitlines()[-1])
+    *printed, last = result.stdout.strip().splitlines()
+    return {**eval(last), "printed": printed}
 
 
 def test_every_transform_loads_from_the_disk_cache_in_a_new_process(tmp_path):
@@ -128,6 +135,8 @@ def test_every_transform_loads_from_the_disk_cache_in_a_new_process(tmp_path):
     assert not again["mlir"]
     for name, value in first["out"].items():
         assert again["out"][name] == value, name          # the same numbers, bit for bit
+    # what compiled code prints, printed by the loaded code too
+    assert first["printed"] == again["printed"] == ["shout 1.5", "at x adjoint: 9"]
 
     out = first["out"]
     hessian = np.array(out["hessian"])

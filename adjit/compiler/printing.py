@@ -113,8 +113,7 @@ def _conversion(spec: str, value_kind: str) -> tuple[str, str]:
 class _Printer:
     """One print call's pieces, gathered into adj.print ops."""
 
-    def __init__(self, gen):
-        self.gen = gen
+    def __init__(self):
         self.format: list[str] = []
         self.words: list[ir.Value] = []
         self.kinds: list[str] = []
@@ -231,7 +230,7 @@ class _Printer:
         self.text("]")
 
 
-def _constant_text(v, what: str) -> str:
+def _constant_text(v, what: str) -> str | None:
     if isinstance(v, PyObj) and v.obj is None:
         return None
     if isinstance(v, PyObj) and isinstance(v.obj, str):
@@ -253,7 +252,7 @@ def _print(gen, args: list, kwargs: dict) -> PyObj:
                         "flushes after every print anyway)")
     sep = _constant_text(kwargs.get("sep", PyObj(None)), "sep")
     end = _constant_text(kwargs.get("end", PyObj(None)), "end")
-    out = _Printer(gen)
+    out = _Printer()
     for k, a in enumerate(args):
         if k:
             out.text(" " if sep is None else sep)

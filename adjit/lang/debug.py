@@ -36,13 +36,39 @@ printed element by element, so two work items printing arrays may interleave.
 ``vjp``, ``value_and_grad``) the augmented forward pass prints and the reverse sweep does
 not, so a grad prints once what the function prints; in forward mode (``jvp``, ``autodiff``
 Forward) the primal prints once, also for a batch of tangents. A transform that runs several
-passes prints once per pass: ``jacfwd`` once per column block, ``jacrev`` once per output
-element, ``hessian`` per pass of its inner and outer transforms. To see derivative values,
+passes prints once per pass: ``jacfwd`` per block of columns, ``jacrev`` per output element
+(each may run the function once more for its result's shape), ``hessian`` per pass of its
+inner and outer transforms. Code that reverse mode runs again prints again: the steps of an
+``adjit.checkpointed`` loop that the reverse sweep recomputes from its snapshots, and the
+step of ``adjit.fixed_point``, which its adjoint iterations run. To see derivative values,
 use :func:`print_adjoint`.
+
+Example:
+    ::
+
+        import numpy as np
+        import adjit
+
+        @adjit.kernel
+        def scale(x, y, a: float):
+            i = adjit.index()
+            y[i] = a * x[i]
+            print(f"item {i}: {x[i]:.2f} -> {y[i]:.2f}")   # three lines, in any order
+
+        @adjit.jit
+        def norm(v):
+            print("norm of", v, "with", v.shape[0], "elements")   # norm of [0 1 2] with 3 elements
+            return np.sqrt(np.sum(v * v))
+
+        y = np.zeros(3)
+        scale(np.arange(3.0), y, 2.0, ndrange=3)
+        print(y, norm(np.arange(3.0)))   # [0. 2. 4.] 2.236...
 """
 from __future__ import annotations
 
 import functools
+
+__all__ = ["print_adjoint"]
 
 
 def print_adjoint(x, label: str = ""):

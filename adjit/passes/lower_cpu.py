@@ -205,10 +205,14 @@ def _lower_cpu(module: ir.Operation, threads: int) -> None:
         lower_launch_to_parallel(launch, symbols)
     for kernel in (op for op in symbols.values() if is_kernel(op)):
         expose_work_item(kernel)
-    for op in ops_named(module, "adj.sync"):
-        op.erase()
+    prints = []
+    for op in ops_named(module, "adj.sync", "adj.print"):
+        if op.name == "adj.sync":
+            op.erase()
+        else:
+            prints.append(op)
     lower_checks_per_call(module)
-    lower_prints(module)
+    lower_prints(module, prints)
 
 
 @dataclasses.dataclass

@@ -195,11 +195,15 @@ def _outline(kernel: ir.Operation, name: str, symbols: dict[str, ir.Operation]) 
                 gpu.ReturnOp([])
     widen_bool_memrefs(module.operation)
     _lower_checks(module.operation, entry.operation)
-    lower_prints(module.operation, gpu=True)
     expand_math(module.operation)
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
-    for op in ops_named(module.operation, "arith.addf", "arith.subf", "arith.mulf"):
-        op.attributes["fastmath"] = contract
+    prints = []
+    for op in ops_named(module.operation, "arith.addf", "arith.subf", "arith.mulf", "adj.print"):
+        if op.name == "adj.print":
+            prints.append(op)
+        else:
+            op.attributes["fastmath"] = contract
+    lower_prints(module.operation, prints, gpu=True)
 
 
 def _lower_checks(module: ir.Operation, entry: ir.Operation) -> None:

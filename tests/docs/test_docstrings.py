@@ -24,7 +24,8 @@ import adjit
 import adjit.mpi
 from adjit.lang import builtins
 
-MODULES = {"adjit": adjit, "adjit.rules": adjit.rules, "adjit.torch": adjit.torch,
+MODULES = {"adjit": adjit, "adjit.rules": adjit.rules, "adjit.debug": adjit.debug,
+           "adjit.torch": adjit.torch,
            "adjit.jax": adjit.jax, "adjit.mpi": adjit.mpi}
 
 
@@ -150,10 +151,11 @@ def test_the_reference_pages_list_every_public_name():
     (automodule), the builtins' table is the builtins module's docstring."""
     pages = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api")
     text = open(os.path.join(pages, "adjit.md")).read()
-    unlisted = [n for n in adjit.__all__ if n not in builtins.namespace and n != "rules"
+    unlisted = [n for n in adjit.__all__
+                if n not in builtins.namespace and n not in ("rules", "debug")
                 and not re.search(rf"(:: adjit\.{n}\b|^ *(\.\. py:data:: )?{n}$)", text, re.M)]
     assert not unlisted, f"docs/api/adjit.md does not list {unlisted}"
     assert ".. automodule:: adjit.lang.builtins" in text
-    for m in ("rules", "torch", "jax", "mpi"):
+    for m in ("rules", "debug", "torch", "jax", "mpi"):
         page = open(os.path.join(pages, f"{m}.md")).read()
         assert f".. automodule:: adjit.{m}\n" in page and hasattr(MODULES[f"adjit.{m}"], "__all__")

@@ -56,3 +56,25 @@ def test_its_derivative_kernels_assemble(mode, tmp_path):
         # every kernel prints: the primal's lines, or (reverse) print_adjoint's
         assert _calls_vprintf(k.ptx), k.entry
         assemble(k.ptx, tmp_path)
+
+
+@adjit.kernel
+def scale(x, a: float):
+    i = adjit.index()
+    print("item", i, x[i])
+    x[i] = a * x[i]
+
+
+@adjit.jit
+def host(x, a: float):
+    print("host", a, x.shape[0])
+    scale(x, a, ndrange=x.shape[0])
+    return x
+
+
+def test_a_device_cuda_function_prints_with_printf_on_the_host_and_vprintf_in_kernels():
+    lowered = host.lower(np.ones(4, np.float32), 2.0, device="cuda")
+    llvm, ptx = lowered.llvm(), lowered.ptx()
+    assert "@printf(ptr @adj_print_str" in llvm and "@fflush(ptr null)" in llvm
+    assert "vprintf" not in llvm
+    assert _calls_vprintf(ptx)

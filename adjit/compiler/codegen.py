@@ -335,7 +335,7 @@ class CodeGenerator(Assignment, LazyNames, VectorNames, StructNames, Subscripts,
         raise self.error(node, f"unsupported constant {node.value!r}")
 
     def visit_JoinedStr(self, node: ast.JoinedStr):
-        return printing.fstring(self, node)     # (print takes it: printing.py)
+        return printing.fstring(self, node, self._stmt)     # (print takes it: printing.py)
 
     def visit_Name(self, node: ast.Name):
         return self._lookup(node.id, node)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import arith, scf
@@ -29,29 +28,20 @@ from ..lang.debug import adjoint_printer, print_adjoint
 from . import arrays as A
 from . import callables
 from . import scalar_ops as S
-from .values import Array, ArrayExpr, Literal, PyObj, Scalar, Vec
+from .values import Array, ArrayExpr, Field, FString, Literal, PyObj, Scalar, Vec
 
 # NumPy's threshold: an array of more elements prints its first and last 3 (np.set_printoptions)
 SUMMARY_THRESHOLD = 1000
 _EDGE = 3
 
 
-@dataclass
-class FString:
-    """An f-string while compiling: its parts, each text or a `Field`. Only print takes it."""
-    parts: list
-
-
-@dataclass
-class Field:
-    """A replacement field `{value!conversion:spec}`."""
-    value: object
-    spec: str
-    conversion: int        # ast.FormattedValue's: -1 none, ord('s'), ord('r'), ord('a')
-
-
-def fstring(gen, node: ast.JoinedStr) -> FString:
-    """The f-string `node`, its fields' values compiled; its specs must be constants."""
+def fstring(gen, node: ast.JoinedStr, stmt: ast.stmt | None) -> FString:
+    """The f-string `node`, an argument of the call that is statement `stmt` (print's), its
+    fields' values compiled; its specs must be constants."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if not (isinstance(call, ast.Call) and any(a is node for a in call.args)):
+        raise gen.error(node, "an f-string (JoinedStr) is supported in compiled code only as "
+                        "an argument of print(): compiled code has no strings")
     parts: list = []
     for part in node.values:
         if isinstance(part, ast.Constant):

@@ -70,7 +70,9 @@ def describe(v) -> str:
         return f"a {v.type!r} value"
     if isinstance(v, Literal):
         return f"the constant {v.value!r}"
-    from .values import PyObj, StructValue
+    from .values import FString, PyObj, StructValue
+    if isinstance(v, FString):
+        return "an f-string (only print() takes one: compiled code has no strings)"
     if isinstance(v, StructValue):
         return f"a {v.type.name} struct"
     if isinstance(v, PyObj):

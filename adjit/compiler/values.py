@@ -96,6 +96,21 @@ class PyObj:
 
 
 @dataclass
+class FString:
+    """An f-string, an argument of print (compiler/printing.py): its parts, each text or a
+    `Field`."""
+    parts: list
+
+
+@dataclass
+class Field:
+    """An f-string's replacement field `{value!conversion:spec}`."""
+    value: object
+    spec: str
+    conversion: int        # ast.FormattedValue's: -1 none, ord('s'), ord('r'), ord('a')
+
+
+@dataclass
 class Vec:
     """A small vector, matrix or quaternion (compiler/vectors.py): its components, each a
     Scalar of `type.dtype`, in row-major order. Compiled code holds them as separate

@@ -140,15 +140,6 @@ def test_call_to_an_unknown_library_function():
     expect_compile_error(lambda: f(X), "numpy-call", "fft")
 
 
-def test_print_is_not_compiled():
-    @adjit.func
-    def f(a):
-        print(a)  # print-call
-        return a
-
-    expect_compile_error(lambda: f(1.0), "print-call", "print")
-
-
 def test_undefined_name():
     @adjit.func
     def f(a):

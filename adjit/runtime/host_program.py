@@ -47,7 +47,7 @@ import numpy as np
 from ..core.symbols import (ALLOC_SYMBOL, CHECKPOINT_SYMBOLS, COPY_SYMBOL, FREE_SYMBOL,
                             GEMM_SYMBOLS, HOOK_PREFIX, HOST_ALLOC_SYMBOL, LAUNCH_SYMBOL)
 from ..core.types import ArrayType, parse_type
-from . import cuda, cuda_driver
+from . import cuda, cuda_driver, profiling
 from .abi import check_error, make_caller
 from .device_array import DeviceArray, array_identity
 from .files import DamagedEntry, read_entry, write_entry
@@ -251,8 +251,14 @@ class LoadedProgram:
         interrupt = getattr(self._local, "interrupt", None)
         if self._pending() or (interrupt is not None and interrupt.hit):
             return
+        kernel = self.program.kernels[slot]
         try:
-            cuda.launch_words(self.program.kernels[slot], words, nwords, items, block)
+            if profiling.ACTIVE is None:
+                cuda.launch_words(kernel, words, nwords, items, block)
+            else:        # (each of the program's launches, for the open profile)
+                with profiling.span(kernel.name, "launch", work_items=items, block=block,
+                                    device="cuda", program=self.program.name):
+                    cuda.launch_words(kernel, words, nwords, items, block)
         except BaseException as e:     # noqa: BLE001
             self._pending().append(e)
 

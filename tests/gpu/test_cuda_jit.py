@@ -271,3 +271,19 @@ def test_launch_words_do_not_grow_the_stack_in_loops(fake):
     scale_often(x, 50, device="cuda")
     np.testing.assert_array_equal(x, np.arange(4.0))
     assert len(fake.launches) == 50
+
+
+def test_a_profile_sees_the_launches_of_a_host_program(fake):
+    """adjit.profile() (runtime/profiling.py): a device="cuda" function's call, and each
+    launch its host program makes (through the host's launch hook), device "cuda"."""
+    u0 = np.ones((8, 8), np.float32)
+    simulate(u0, 3, np.float32(0.1), device="cuda")          # (compiled before)
+    with adjit.profile() as p:
+        simulate(u0, 3, np.float32(0.1), device="cuda")
+    (call,) = [e for e in p.events if e.kind == "call"]
+    launches = [e for e in p.events if e.kind == "launch"]
+    assert call.name == "simulate" and call.args["device"] == "cuda"
+    assert len(launches) == 3 and all(e.args["device"] == "cuda" and e.args["work_items"] == 64
+                                      for e in launches)
+    assert all(call.start <= e.start and e.start + e.dur <= call.start + call.dur
+               for e in launches)

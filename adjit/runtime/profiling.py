@@ -263,13 +263,20 @@ class phase:
                                threading.get_ident(), {}))
 
 
+class Table(str):
+    """A profile's summary (Profile.table): text, shown as itself at an interactive prompt."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 class Profile:
     """What ``with adjit.profile() as p:`` recorded: every compile (with its phases and
     whether the disk cache had it), every launch and call from Python, every call of a
     compiled derivative, in every thread, from the ``with`` to its end.
 
     ``p.events`` holds them (`Event`: name, kind, start and duration in ns, thread, args);
-    ``p.table()`` prints a summary by total time, ``p.save(path)`` writes a Chrome/Perfetto
+    ``p.table()`` is a summary by total time, ``p.save(path)`` writes a Chrome/Perfetto
     trace. Profiles may nest or overlap (each records what happens while it is open).
     While one is open, calls take the Python path (~10 us a call, not the native ~0.4 us);
     with none open, nothing is recorded and calls cost what they did.
@@ -343,8 +350,8 @@ class Profile:
 
     def table(self, file=None) -> str:
         """A summary, one row per name and kind (name, kind, count, total, self, mean, % of
-        the profile's wall time), by total time; then the memory. Returns its text, and
-        prints it to `file` too when given.
+        the profile's wall time), by total time, then the memory: its text (a str that an
+        interactive prompt shows as the table), printed to `file` too when given.
 
         An event's total includes the events nested in it (a launch's includes the compile
         its first call made; a compile's, its phases); self leaves them out."""
@@ -368,7 +375,7 @@ class Profile:
                      f"{self.memory_at_end if self.end else memory._get().in_use.value}"
                      + (f"; checkpointed steps recomputed: {recomputed}" if recomputed
                         else ""))
-        text = "\n".join(lines)
+        text = Table("\n".join(lines))
         if file is not None:
             print(text, file=file)
         return text
@@ -416,6 +423,7 @@ def profile() -> Profile:
             print(g)                                   # [0. 2. 4.]
             kinds = {e.kind for e in p.events}
             assert "derivative" in kinds
-            print(p.table().splitlines()[0])
+            header = p.table().splitlines()[0]
+            assert header.split()[:3] == ["name", "kind", "count"]
     """
     return Profile()

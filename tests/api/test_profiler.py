@@ -29,6 +29,14 @@ def tripled(x):
     return x * 3.0
 
 
+@adjit.jit
+def relaxed(x, steps: int):
+    s = x
+    for _ in adjit.checkpointed(range(steps), snapshots=2):
+        s = 0.9 * s + 0.1 * adjit.sin(s)
+    return s
+
+
 N, STEPS = 8, 50
 
 
@@ -204,3 +212,17 @@ def test_a_bad_adjit_log_is_refused_naming_it(monkeypatch):
         energy(np.ones(2))
     monkeypatch.setenv("ADJIT_LOG", " compile , ")
     assert profiling.log_categories() == {"compile"}
+
+
+def test_a_checkpointed_loop_s_recomputation_is_counted_per_derivative_call():
+    before = adjit.memory_stats()["checkpoint_steps_recomputed"]
+    with adjit.profile() as p:
+        g = adjit.grad(relaxed)(0.5, 20)
+    recomputed = adjit.memory_stats()["checkpoint_steps_recomputed"] - before
+    s, ds = 0.5, 1.0                       # the derivative, step by step
+    for _ in range(20):
+        s, ds = 0.9 * s + 0.1 * np.sin(s), ds * (0.9 + 0.1 * np.cos(s))
+    assert g == pytest.approx(ds, rel=1e-12)
+    (call,) = [e for e in p.events if e.kind == "derivative"]
+    assert recomputed > 0 and call.args["checkpoint_steps_recomputed"] == recomputed
+    assert p.table().splitlines()[-1].endswith(f"checkpointed steps recomputed: {recomputed}")

@@ -125,7 +125,8 @@ class _CpuDisk:
         if named is None:      # nothing to key it on (a transform of no adjit function)
             return compile()
         declaration, chain = named
-        skey = source_index.key(key.text(declaration, chain))
+        with profiling.phase("keys and fingerprints"):   # (a process's first: ~10-40 ms)
+            skey = source_index.key(key.text(declaration, chain))
         # The key leaves out where the code lives: the record says where its sources were,
         # and its checks are made to name the lines of `target`'s (source_index.relocated).
         sites = code_sites(declaration)
@@ -167,8 +168,10 @@ class _GpuDisk:
 
     def find_or_compile(self, target, key: Key, memoised, compile: Callable[[], Any]) -> Any:
         from ..runtime import kernel_cache
-        keys = {part: kernel_cache.cache_key(key.text(target, part), target.__name__, key.chip)
-                for part in self.parts}
+        with profiling.phase("keys and fingerprints"):
+            keys = {part: kernel_cache.cache_key(key.text(target, part), target.__name__,
+                                                 key.chip)
+                    for part in self.parts}
         sites = tuple(code_sites(target))
         # Where it is read from and written to, with the caches on or off: find_or_compile's rule.
         stored, folder = kernel_cache.find_or_compile(

@@ -7,10 +7,11 @@ What records, and where:
   phases inside it with `phase(...)`: "frontend" (Python to adj IR: CompileUnit.add),
   "autodiff pass", "MLIR passes" (the lowering pipeline), "LLVM" (translation, the
   ExecutionEngine or the shared object's build), "disk cache" (records and shared objects
-  looked up, loaded and written), "importing MLIR and the compiler" (a process's first
-  compile). Each phase counts its own time (a callee's frontend nested in an autodiff
-  pass's rule is frontend's), and the compile's time in none of them is "other"
-  (fingerprints, keys, memo and bookkeeping).
+  looked up, loaded and written), "keys and fingerprints" (the disk key: hashes of the
+  sources; a process's first reads the compiler's), "importing MLIR and the compiler" (a
+  process's first compile). Each phase counts its own time (a callee's frontend nested in
+  an autodiff pass's rule is frontend's), and the compile's time in none of them is
+  "other" (the compiler's bookkeeping: units, entries, IR printed for the keys).
 - launches and calls from Python (lang/functions.py): while a profile is open, the
   declarations' `__call__` is the Python path wrapped in `span` (the native dispatcher's
   methods are put back when the last profile closes, so that a call with no profile open

@@ -145,6 +145,7 @@ from .api.calls import ROUTES as _ROUTES
 from .lang.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
 from .runtime.profiling import Profile, profile
+from .api.export import ArtifactError, export, load
 
 # Declarations know no compiler: their calls go through these routes (api/calls.py).
 _install(_ROUTES)
@@ -281,4 +282,4 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "C
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
            "jvp", "value_and_grad",
            "vjp", "rules", "debug", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray",
-           "to_device", "profile", "Profile", *sorted(_ns)]
+           "to_device", "profile", "Profile", "export", "load", "ArtifactError", *sorted(_ns)]

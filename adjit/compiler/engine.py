@@ -266,3 +266,15 @@ def _word_at(text: str, start: int, joined: str) -> bool:
     """Whether the match at `start` in `text` follows no letter, digit or character of
     `joined` (`joined` "_": a regular expression's \\b)."""
     return start == 0 or not (text[start - 1].isalnum() or text[start - 1] in joined)
+
+
+def shared_object(source: str, num_threads: int) -> tuple[bytes, list[tuple[str, str]]]:
+    """The adj-level module `source` built now as a shared object for this CPU at O3, as the
+    disk cache builds it (so it computes what a cache hit computes), with its error table:
+    what adjit.export puts in an artifact. RuntimeError when a build tool is missing."""
+    module = ir.Module.parse(source, shared_context())
+    lower_to_llvm(module, num_threads)
+    errors = error_table(module.operation)
+    from mlir._mlir_libs._mlirDialectsLLVM import translate_module_to_llvmir
+    llvm_ir = str(translate_module_to_llvmir(module.operation))
+    return cpu_cache.build_shared_object(llvm_ir, 3, cpu_cache.host_target()), errors

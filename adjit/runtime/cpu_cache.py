@@ -148,6 +148,36 @@ def light_environment() -> tuple[str, ...]:
     return (str(FORMAT_VERSION), _cpu_identity(), *_wheel_versions(), _lowering_sources())
 
 
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as /proc/cpuinfo lists them (x86's `flags`, Arm's
+    `Features`); empty where it cannot be read."""
+    for line in _cpu_identity().splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+# LLVM's names of CPU features whose /proc/cpuinfo flag is spelled otherwise (the rest differ
+# at most by "." for "_": sse4.2, sse4_2).
+_CPUINFO_NAMES = {"lzcnt": "abm", "sahf": "lahf_lm", "bmi": "bmi1", "rdrnd": "rdrand",
+                  "prfchw": "3dnowprefetch", "avx512vpopcntdq": "avx512_vpopcntdq",
+                  "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16",
+                  "avx512vbmi2": "avx512_vbmi2", "avx512bitalg": "avx512_bitalg",
+                  "avx512fp16": "avx512_fp16"}
+
+
+def code_cpu_flags() -> list[str]:
+    """The /proc/cpuinfo flags of the features code built here for this CPU
+    (build_shared_object with host_target) may use: LLVM's enabled features, by the names
+    this machine's /proc/cpuinfo gives them (those it does not list are not checkable
+    elsewhere either, and are left out)."""
+    have = cpu_flags()
+    enabled = (f[1:] for f in host_target()[2].split(",") if f.startswith("+"))
+    return sorted({n for f in enabled
+                   for n in [_CPUINFO_NAMES.get(f, f.replace(".", "_"))] if n in have})
+
+
 def _cpu_identity() -> str:
     import platform
     lines = []

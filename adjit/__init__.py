@@ -8,7 +8,8 @@ Importing adjit, decorating functions and launching kernels that the GPU kernel 
 need no MLIR: it is imported when something is compiled.
 """
 from .lang.builtins import namespace as _ns
-from .core.errors import CacheTrustWarning, CompilationError, InternalCompilerError
+from .core.errors import (ArtifactError, CacheTrustWarning, CompilationError,
+                          InternalCompilerError)
 from .lang.functions import Function, Kernel, device_function as func, jit, kernel
 from .core import types as _types
 from .core.types import ArrayType, ScalarType, VecArrayType, VecType, mat, vec
@@ -145,7 +146,7 @@ from .api.calls import ROUTES as _ROUTES
 from .lang.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
 from .runtime.profiling import Profile, profile
-from .api.export import ArtifactError, export, load
+from .api.export import export, load
 
 # Declarations know no compiler: their calls go through these routes (api/calls.py).
 _install(_ROUTES)

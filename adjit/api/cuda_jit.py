@@ -28,14 +28,21 @@ from ..lang import pytrees
 if TYPE_CHECKING:
     from ..lang.modes import Annotation, Mode
     from ..lang.functions import Function, Kernel
+    from ..runtime.host_program import LoadedProgram
 
 
 def call(fn: Function, args: Sequence[Any]) -> Any:
     """`fn(*args, device="cuda")`."""
-    types, values = _specialise(fn, args)
+    types, values = specialise_host(fn, args)
     program = service.host_program(fn, types)
     if program is None:              # compile_only(): compiled and stored, nothing run
         return None
+    return run(program, values)
+
+
+def run(program: LoadedProgram, values: Sequence[Any]) -> Any:
+    """A function's host program called with argument `values` (specialise_host's): its
+    result, a tree or tuple as the function returns it."""
     result = program.function(ENTRY)(*values)
     tree = program.program.meta.get("tree")
     if tree is not None:                    # a tree result: its leaves regrouped
@@ -48,7 +55,7 @@ def call(fn: Function, args: Sequence[Any]) -> Any:
 
 def lower(fn: Function, args: Sequence[Any]) -> Lowered:
     """`fn.lower(*args, device="cuda")`: compiled here and now, cache or not."""
-    types, _ = _specialise(fn, args)
+    types, _ = specialise_host(fn, args)
     adj_text, llvm_ir, program = compiling(fn, lambda: service.compile_host_call(
         fn, types, debug_enabled(), chip()))
     ptx = "\n".join(k.ptx for k in program.kernels)
@@ -85,6 +92,8 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
                          pytrees.from_record(meta["tree"]) if meta.get("tree") else None)
 
 
-def _specialise(fn: Function, args: Sequence[Any]) -> tuple[list, list]:
+def specialise_host(fn: Function, args: Sequence[Any]) -> tuple[list, list]:
+    """Argument types and values of `fn(*args, device="cuda")` (GPU arrays as DeviceArrays
+    viewing them)."""
     return specialise(fn.__name__, fn.params, fn.annotations, [device_value(a) for a in args],
                       device="cuda")

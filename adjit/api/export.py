@@ -12,7 +12,13 @@ What is exported, by the manifest's `kind`:
 - "grad": `adjit.grad(f)`/`value_and_grad(f, argnums)` of a declaration: its reverse
   derivative (service.derivative), called as autodiff._grad_call calls it;
 - "transform": a transform compiled whole (a Jacobian, a Hessian, a derivative of a
-  derivative: service.transform).
+  derivative: service.transform);
+- "gpu-kernel": a kernel's launch with device="cuda": its PTX and launch signature
+  (service.gpu_kernels), launched by runtime/cuda.py as cuda_launch launches it;
+- "host-program": a `device="cuda"` @jit function's call (service.host_program), run by
+  cuda_jit.run.
+GPU code is compiled for the chip gpu_target.chip names, on a machine without a GPU if need
+be; loading it needs no GPU, a call does (runtime/cuda.py says so when there is none).
 Tree arguments of a declaration go to its variant (Function.with_trees): the manifest keeps
 each tree parameter's structure, which a loaded call flattens the same way.
 """
@@ -20,27 +26,32 @@ from __future__ import annotations
 
 import os
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..core.types import parse_type, type_code, type_of_value
 from ..compiler.compiled import Compiled, LoadedDerivative, derivative_meta
 from ..lang import pytrees
-from ..lang.functions import Function, Kernel, ndrange_tuple, specialise
+from ..core.kernel import GpuKernel
+from ..lang.functions import Function, Kernel, ndrange_tuple, specialise, workgroup_tuple
 from ..lang.modes import ReverseWithPrimal
 from ..lang.pytrees import has_tree
 from ..runtime import artifact, cpu_cache
-from ..runtime.artifact import ArtifactError
+from ..core.errors import ArtifactError
 from ..runtime.compiled_module import CompiledModule
 from ..runtime.foreign import host_values
 from . import service
 from .autodiff import Grad, Transform, _flatten_args, _prepare, _reverse_annotations
 
-__all__ = ["export", "load", "ArtifactError"]
+if TYPE_CHECKING:
+    from ..runtime.host_program import LoadedProgram
 
-_SO, _ADJ = "module.so", "module.adj"
+__all__ = ["export", "load", "Exported"]
+
+_SO, _ADJ, _PTX = "module.so", "module.adj", "kernel.ptx"
 
 
-def export(fn, *example_args, path: str | os.PathLike, ndrange=None) -> None:
+def export(fn, *example_args, path: str | os.PathLike, ndrange=None,
+           device: str = "cpu") -> None:
     """Compiles ``fn`` for the types of ``example_args`` and writes the compiled code, with
     what calling it needs, to one file at ``path``, which :func:`adjit.load` makes callable
     in another process, without MLIR and without compiling.
@@ -59,6 +70,9 @@ def export(fn, *example_args, path: str | os.PathLike, ndrange=None) -> None:
         *example_args: arguments of the call to export (their values are not kept).
         path: the file to write (replaced if it exists).
         ndrange: a kernel's launch range (its rank is what is exported).
+        device: ``"cuda"`` exports a kernel's launch on the GPU: its PTX, compiled for the
+            chip ``ADJIT_CUDA_CHIP`` names (default sm_90) without a GPU here; the loaded
+            kernel launches through the CUDA driver of the machine that calls it.
 
     Raises:
         TypeError: ``fn`` is not something adjit compiles, or the arguments are not what it
@@ -84,11 +98,21 @@ def export(fn, *example_args, path: str | os.PathLike, ndrange=None) -> None:
             print(g)                          # what it is and the types it takes
             assert np.array_equal(g(w, x), adjit.grad(loss)(w, x))
     """
-    if (isinstance(fn, (Function, Kernel)) and fn.kind != "kernel"
-            and getattr(fn, "device", "cpu") != "cpu"):
-        raise TypeError(f"adjit.export: {fn.__name__} runs on device={fn.device!r}; export "
-                        "exports CPU code (device='cuda' code is deployed through the GPU "
-                        "kernel cache, docs/tutorials/gpu.md: compile_only)")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"adjit.export: device must be 'cpu' or 'cuda', got {device!r}")
+    if isinstance(fn, Function) and fn.kind == "jit" and fn.device == "cuda":
+        device = "cuda"              # (@adjit.jit(device="cuda"): its calls are on the GPU)
+    if device == "cuda":
+        if isinstance(fn, Kernel):
+            manifest, ptx = _export_gpu_launch(fn, example_args, ndrange)
+            artifact.write(path, manifest, {_PTX: ptx.encode()})
+        elif isinstance(fn, Function) and fn.kind == "jit" and ndrange is None:
+            manifest, library = _export_host_program(fn, example_args)
+            artifact.write(path, manifest, {_SO: library})
+        else:
+            raise TypeError(f"adjit.export(..., device='cuda') exports kernel launches and "
+                            f"@adjit.jit functions; got {_name(fn)}")
+        return
     if isinstance(fn, Kernel):
         manifest, module = _export_call(fn, example_args, ndrange)
     elif ndrange is not None:
@@ -138,6 +162,44 @@ def _export_call(f: Function | Kernel, args: Sequence, ndrange) -> tuple[dict, C
                 "types": [type_code(t) for t in types], "ndim": ndim, "trees": trees,
                 "call": compiled.meta}
     return manifest, compiled.module
+
+
+def _export_gpu_launch(k: Kernel, args: Sequence, ndrange) -> tuple[dict, str]:
+    """A kernel's launch with device="cuda": its GpuKernel (service.gpu_kernels: compiled
+    for the chip that gpu_target.chip names, no GPU needed) and launch signature."""
+    from .cuda_launch import gpu_kernel, specialise_cuda
+    _refuse_structs(k)
+    if k._tree_call(tuple(args)) is not None:
+        raise TypeError(f"adjit.export of kernel {k.__name__} for device='cuda': export "
+                        "takes its scalar and array arguments (trees are not exported here)")
+    ndim = len(ndrange_tuple(ndrange, k.__name__))
+    types, _ = specialise_cuda(k, args)
+    record = gpu_kernel(k, types, ndim).to_dict()
+    ptx = record.pop("ptx")
+    manifest = {"kind": "gpu-kernel", "name": k.__name__, "declaration": "kernel",
+                "params": list(k.params), "leaf_params": list(k.params),
+                "types": [type_code(t) for t in types], "ndim": ndim, "trees": None,
+                "call": record, "cpu": None}
+    return manifest, ptx
+
+
+def _export_host_program(fn: Function, args: Sequence) -> tuple[dict, bytes]:
+    """A @jit function's call with device="cuda": its host program (service.host_program:
+    the host code built for cpu_cache.portable_target, its kernels' PTX)."""
+    from ..runtime import host_program
+    from .cuda_jit import specialise_host
+    _refuse_structs(fn)
+    if fn._tree_call(tuple(args)) is not None:
+        raise TypeError(f"adjit.export of {fn.__name__} for device='cuda': export takes its "
+                        "scalar and array arguments (trees are not exported here)")
+    types, _ = specialise_host(fn, args)
+    program = service.host_program(fn, types).program
+    manifest = {"kind": "host-program", "name": fn.__name__, "declaration": "jit",
+                "params": list(fn.params), "leaf_params": list(fn.params),
+                "types": [type_code(t) for t in types], "ndim": None, "trees": None,
+                "call": host_program.to_record(program),
+                "cpu": artifact.cpu_needs(portable=True)}
+    return manifest, program.library
 
 
 def _export_grad(g: Grad, args: Sequence) -> tuple[dict, CompiledModule]:
@@ -224,6 +286,22 @@ def load(path: str | os.PathLike) -> Exported:
                 print(e)                      # names the argument and the exported type
     """
     manifest, members = artifact.read(path)
+    if manifest.get("kind") == "gpu-kernel":
+        try:
+            kernel = GpuKernel.from_dict({**manifest["call"], "ptx": members[_PTX].decode()})
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"adjit.load: {path} is not an artifact this adjit can call "
+                                f"({type(e).__name__}: {e})") from None
+        return Exported(os.fspath(path), manifest, kernel)
+    if manifest.get("kind") == "host-program":
+        from ..runtime.host_program import LoadedProgram, from_record
+        try:
+            program = from_record(manifest["call"], members[_SO])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"adjit.load: {path} is not an artifact this adjit can call "
+                                f"({type(e).__name__}: {e})") from None
+        with artifact.extracted(program.library) as so:
+            return Exported(os.fspath(path), manifest, LoadedProgram(program, so))
     try:
         so, source = members[_SO], members[_ADJ].decode()
         errors = tuple((str(k), str(m)) for k, m in manifest["errors"])
@@ -247,7 +325,8 @@ class Exported:
     """What :func:`adjit.load` returns: the exported function, callable with arguments of
     the exported types. ``name``, ``params`` and ``types`` say what it is."""
 
-    def __init__(self, path: str, manifest: dict, module: CompiledModule):
+    def __init__(self, path: str, manifest: dict,
+                 module: CompiledModule | GpuKernel | LoadedProgram):
         self.path, self.name = path, manifest["name"]
         self.kind, self.declaration = manifest["kind"], manifest["declaration"]
         self.params = list(manifest["params"])
@@ -257,7 +336,11 @@ class Exported:
         self._trees = ([None if r is None else pytrees.from_record(r)
                         for r in manifest["trees"]] if manifest["trees"] else None)
         target = SimpleNamespace(__name__=self.name, params=self._leaf_params)
-        if self.kind == "grad":
+        if self.kind == "gpu-kernel":
+            self._kernel = module
+        elif self.kind == "host-program":
+            self._program = module
+        elif self.kind == "grad":
             self._derivative = LoadedDerivative(module, manifest["call"], self.name)
             self._grad = manifest["grad"]
         else:
@@ -274,10 +357,15 @@ class Exported:
             shown.append(f"{p}: {parts[0]}" if tree is None else
                          f"{p}: tree of {n} leaves ({', '.join(parts)})")
         over = f", ndrange= of rank {self.ndim}" if self.ndim is not None else ""
+        if self.kind == "gpu-kernel":
+            over += f"; on the GPU, {self._kernel.chip}"
+        elif self.kind == "host-program":
+            chips = sorted({k.chip for k in self._program.program.kernels})
+            over += f"; device='cuda', kernels for {', '.join(chips) or 'no chip'}"
         return (f"<adjit.load {self.declaration} {self.name}({', '.join(shown)}{over}) "
                 f"from {self.path!r}>")
 
-    def _values(self, args: tuple) -> list:
+    def _values(self, args: tuple, device: str = "cpu") -> list:
         """The arguments, checked against (and, for scalars, converted to) the exported
         types; TypeError naming the first that does not match."""
         if len(args) != len(self.params):
@@ -300,9 +388,14 @@ class Exported:
                                     ("" if got is None else f" of structure {got}"))
                 flat.extend(leaf for _, leaf in pytrees.leaves(tree, a))
             args = tuple(flat)
+        if device == "cuda":
+            from .cuda_launch import device_value
+            args = tuple(device_value(a) for a in args)
+        else:
+            args = tuple(host_values(args))
         try:
-            types, values = specialise(self.name, self._leaf_params, self.types,
-                                       host_values(args))
+            types, values = specialise(self.name, self._leaf_params, self.types, args,
+                                       device)
         except (TypeError, ValueError, OverflowError) as e:
             raise TypeError(f"{e} (it was exported for ({self._signature()}) and cannot "
                             "compile another specialisation: export it again for these "
@@ -318,17 +411,29 @@ class Exported:
     def _signature(self) -> str:
         return ", ".join(f"{p}: {_shown(t)}" for p, t in zip(self._leaf_params, self.types))
 
-    def __call__(self, *args, ndrange=None) -> Any:
-        values = self._values(args)
+    def __call__(self, *args, ndrange=None, workgroupsize=None) -> Any:
+        on_gpu = self.kind in ("gpu-kernel", "host-program")
+        values = self._values(args, "cuda" if on_gpu else "cpu")
         if self.ndim is not None:
             nd = ndrange_tuple(ndrange, self.name)
             if len(nd) != self.ndim:
                 raise TypeError(f"kernel {self.name} (exported) was exported for a "
                                 f"{self.ndim}-D ndrange, got {ndrange!r}")
-            self._compiled.call(*values, *nd)
+            if on_gpu:      # (a GPU kernel reads its block size at run time: cuda_launch.py)
+                from ..runtime import cuda
+                cuda.launch(self._kernel, values, nd,
+                            workgroup_tuple(workgroupsize, len(nd), self.name))
+            elif workgroupsize is not None:
+                raise TypeError(f"kernel {self.name} (exported) runs on the CPU, which takes "
+                                "no workgroupsize=")
+            else:
+                self._compiled.call(*values, *nd)
             return None
         if ndrange is not None:
             raise TypeError(f"{self.name} (exported) is not a kernel: ndrange= is for kernels")
+        if self.kind == "host-program":
+            from .cuda_jit import run
+            return run(self._program, values)
         if self.kind != "grad":
             return self._compiled.call(*values)
         # As autodiff._grad_call: zero shadows for arrays at argnums, scalars Active.

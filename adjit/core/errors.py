@@ -118,6 +118,29 @@ class CacheTrustWarning(UserWarning):
     """
 
 
+class ArtifactError(ValueError):
+    """A file that :func:`adjit.load` refuses: one it cannot trust (others could write it
+    or a folder on the way to it), not an artifact of :func:`adjit.export`, of another
+    format or adjit version, damaged (a member or the manifest not matching its SHA-256),
+    or holding code for a CPU with features this one lacks. The message names the file and
+    the problem, and how to fix it.
+
+    Example:
+        ::
+
+            import os, tempfile
+            import adjit
+
+            path = os.path.join(tempfile.mkdtemp(), "not-an-artifact.adjit")
+            with open(path, "w") as f:
+                f.write("hello")
+            try:
+                adjit.load(path)
+            except adjit.ArtifactError as e:
+                print(e)          # ... is not an artifact of adjit.export ...
+    """
+
+
 class InternalCompilerError(CompilationError):
     """A bug in adjit, met while compiling the user's code: an exception that no user error
     explains (from a helper of the code generator, a pass, or the MLIR bindings), at the

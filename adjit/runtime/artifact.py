@@ -8,7 +8,7 @@ needs (its architecture and the /proc/cpuinfo flags of the features LLVM was all
 use), the size and SHA-256 of every other member, and `checksum`, the SHA-256 of its own
 canonical JSON (sorted keys, no whitespace) without it.
 
-`read` refuses, with an ArtifactError naming the problem, in this order: a file that cannot
+`read` refuses, with an adjit.ArtifactError naming the problem, in this order: a file that cannot
 be trusted (runtime/trust.py: owned by another user, or writable by others, or in a folder
 that is), one that is not such an archive, another format version or adjit version, a
 damaged manifest or member, a CPU without a feature the code needs. An artifact is code: the
@@ -16,6 +16,7 @@ checksums guard against damage, not against whoever wrote it.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import io
@@ -27,16 +28,13 @@ import tempfile
 import zipfile
 from functools import cache
 from pathlib import Path
+from typing import Iterator
 
-from . import cpu_cache
-from .trust import why_untrusted
+from ..core.errors import ArtifactError
+from . import cpu_cache, trust
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-
-
-class ArtifactError(ValueError):
-    """An artifact that adjit.load refuses; the message names the file and the problem."""
 
 
 def _digest(body: dict) -> str:
@@ -53,10 +51,12 @@ def adjit_version() -> str:
         return "unknown"
 
 
-def cpu_needs() -> dict:
-    """What code built here for this CPU needs of the CPU that runs it."""
+def cpu_needs(portable: bool = False) -> dict:
+    """What code built here needs of the CPU that runs it: built for this CPU, or with
+    `portable` for cpu_cache.portable_target (host programs of device="cuda" code)."""
     return {"machine": platform.machine(), "system": platform.system(),
-            "triple": cpu_cache.host_target()[0], "flags": cpu_cache.code_cpu_flags()}
+            "triple": cpu_cache.host_target()[0],
+            "flags": cpu_cache.portable_cpu_flags() if portable else cpu_cache.code_cpu_flags()}
 
 
 def write(path: str | os.PathLike, manifest: dict, members: dict[str, bytes]) -> None:
@@ -91,12 +91,19 @@ def read(path: str | os.PathLike) -> tuple[dict, dict[str, bytes]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"adjit.load: no artifact at {path}")
-    reason = why_untrusted(path)
-    if reason is not None:
-        raise ArtifactError(f"adjit.load refuses {path}: {reason}. An artifact is code that "
-                            "this process would run: load only files you trust")
+    # The rule of the disk caches (runtime/trust.py), on the file and the folders to it;
+    # then the file is read as opened, checked again on the open file.
     try:
-        with zipfile.ZipFile(path) as z:
+        found = trust.problem(path)
+        data = None if found is not None else trust.read_file(os.path.realpath(path))[0]
+    except trust.UntrustedFile as e:
+        found = e.problem
+    if found is not None:
+        raise ArtifactError(f"adjit.load refuses {path}: {found}, so others could make this "
+                            f"process run code of theirs. Fix: {found.fix}. An artifact is "
+                            "code: load only files you trust")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
             files = {name: z.read(name) for name in z.namelist()}
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise ArtifactError(f"adjit.load: {path} is not an artifact of adjit.export "
@@ -129,7 +136,8 @@ def read(path: str | os.PathLike) -> tuple[dict, dict[str, bytes]]:
             raise ArtifactError(f"adjit.load: {path} is damaged: the member {name} does not "
                                 "match its checksum")
         members[name] = data
-    _check_cpu(path, body.get("cpu", {}))
+    if body.get("cpu") is not None:     # (None: GPU code, which the driver compiles)
+        _check_cpu(path, body["cpu"])
     return body, members
 
 
@@ -146,17 +154,24 @@ def _check_cpu(path: Path, needs: dict) -> None:
                             "this machine's CPU (or an older one)")
 
 
-def load_library(data: bytes, what: str) -> ctypes.CDLL:
-    """The shared object `data`, loaded from a private folder (mkdtemp: this user's alone),
-    removed once loaded (the loaded code stays mapped for the process)."""
+@contextlib.contextmanager
+def extracted(data: bytes) -> Iterator[Path]:
+    """The path of a shared object holding `data`, in a private folder (mkdtemp: mode 0700,
+    this user's alone) removed after the block: a library loaded from it stays mapped."""
     folder = tempfile.mkdtemp(prefix="adjit-load-")
     try:
         so = Path(folder) / "module.so"
         so.write_bytes(data)
+        yield so
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def load_library(data: bytes, what: str) -> ctypes.CDLL:
+    """The shared object `data` loaded (from a private folder: `extracted`)."""
+    with extracted(data) as so:
         try:
             return ctypes.CDLL(str(so), mode=ctypes.RTLD_LOCAL)
         except OSError as e:
             raise ArtifactError(f"adjit.load: the code of {what} cannot be loaded here: "
                                 f"{e}") from None
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

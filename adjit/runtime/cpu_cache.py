@@ -440,6 +440,16 @@ def portable_target() -> tuple[str, str, str]:
     return triple, "x86-64-v3" if triple.startswith("x86_64") else "generic", ""
 
 
+# What x86-64-v3 (portable_target) assumes of a CPU, by /proc/cpuinfo's names.
+_X86_64_V3_FLAGS = ("avx", "avx2", "bmi1", "bmi2", "cx16", "f16c", "fma", "abm", "lahf_lm",
+                    "movbe", "popcnt", "sse4_1", "sse4_2", "ssse3", "xsave")
+
+
+def portable_cpu_flags() -> list[str]:
+    """The /proc/cpuinfo flags of the features code built for portable_target may use."""
+    return list(_X86_64_V3_FLAGS) if portable_target()[1] == "x86-64-v3" else []
+
+
 def build_shared_object(llvm_ir: str, opt_level: int, target: tuple[str, str, str]) -> bytes:
     """The shared object of `llvm_ir` for `target`, built now; RuntimeError when `cc` or the
     LLVM tools are missing or a build step fails."""

@@ -86,12 +86,35 @@ def store(directory: str | os.PathLike, key: str, program: HostProgram) -> Path:
     sealed by files.write_entry: key, format, the .so's hash, its own checksum, which covers
     the kernels' PTX it holds); returns the shared object's path. OSError if the folder
     cannot be written."""
-    meta = {"format": FORMAT_VERSION, "name": program.name, "entries": program.entries,
-            "written": program.written,
+    write_entry(Path(directory), key, {"format": FORMAT_VERSION, **to_record(program)},
+                {"so": program.library})
+    return Path(directory) / f"{key}.so"
+
+
+def to_record(program: HostProgram) -> dict:
+    """`program` as JSON but its shared object (the kernels' PTX included), as the kernel
+    cache's entries and adjit.export's artifacts keep it; from_record reads it back."""
+    return {"name": program.name, "entries": program.entries, "written": program.written,
             "kernels": [k.to_dict() for k in program.kernels], "errors": program.errors,
             "hooks": program.hooks, "meta": program.meta}
-    write_entry(Path(directory), key, meta, {"so": program.library})
-    return Path(directory) / f"{key}.so"
+
+
+def from_record(meta: dict, library: bytes) -> HostProgram:
+    """The program `to_record` wrote, with its shared object `library`; KeyError, TypeError
+    or ValueError for a record of another shape."""
+    program = HostProgram(
+        name=meta["name"],
+        entries={str(name): (tuple(args), tuple(results))
+                 for name, (args, results) in meta["entries"].items()},
+        written={str(name): tuple(int(k) for k in indices)
+                 for name, indices in meta["written"].items()},
+        kernels=tuple(GpuKernel.from_dict(k) for k in meta["kernels"]),
+        errors=tuple((str(e), str(m)) for e, m in meta["errors"]),
+        hooks=tuple(meta["hooks"]), library=library, meta=dict(meta["meta"]))
+    for args, results in program.entries.values():
+        for code in (*args, *results):
+            parse_type(code)
+    return program
 
 
 def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | None:
@@ -107,18 +130,7 @@ def load(directory: str | os.PathLike, key: str) -> tuple[HostProgram, Path] | N
         return None
     meta, files = found
     try:
-        program = HostProgram(
-            name=meta["name"],
-            entries={str(name): (tuple(args), tuple(results))
-                     for name, (args, results) in meta["entries"].items()},
-            written={str(name): tuple(int(k) for k in indices)
-                     for name, indices in meta["written"].items()},
-            kernels=tuple(GpuKernel.from_dict(k) for k in meta["kernels"]),
-            errors=tuple((str(e), str(m)) for e, m in meta["errors"]),
-            hooks=tuple(meta["hooks"]), library=files["so"], meta=dict(meta["meta"]))
-        for args, results in program.entries.values():
-            for code in (*args, *results):
-                parse_type(code)
+        program = from_record(meta, files["so"])
     except (KeyError, TypeError, ValueError) as e:
         raise KernelCacheError(f"damaged host program cache entry {meta_path}: {e}") from e
     return program, meta_path.with_suffix(".so")

@@ -318,6 +318,8 @@ def load(path: str | os.PathLike) -> Exported:
 
 
 def _shown(t) -> str:
+    if getattr(t, "weak", False):     # a Python scalar's type (NEP 50's weak type)
+        return "float" if t.is_float else "int"
     return repr(t).replace("adjit.", "")
 
 
@@ -362,7 +364,8 @@ class Exported:
         elif self.kind == "host-program":
             chips = sorted({k.chip for k in self._program.program.kernels})
             over += f"; device='cuda', kernels for {', '.join(chips) or 'no chip'}"
-        return (f"<adjit.load {self.declaration} {self.name}({', '.join(shown)}{over}) "
+        what = "" if self.kind in ("grad", "transform") else f"{self.declaration} "
+        return (f"<adjit.load {what}{self.name}({', '.join(shown)}{over}) "
                 f"from {self.path!r}>")
 
     def _values(self, args: tuple, device: str = "cpu") -> list:

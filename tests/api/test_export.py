@@ -70,6 +70,9 @@ def exported(tmp_path_factory) -> dict[str, Path]:
         adjit.export(fn, *example, path=out[name])
     out["kernel"] = folder / "kernel.adjit"
     adjit.export(saxpy, 2.0, X, np.zeros(7), ndrange=7, path=out["kernel"])
+    out["cuda_kernel"] = folder / "cuda_kernel.adjit"         # PTX: no GPU needed to export
+    adjit.export(saxpy, 2.0, X, np.zeros(7), ndrange=7, device="cuda",
+                 path=out["cuda_kernel"])
     return out
 
 
@@ -179,6 +182,11 @@ def test_what_is_not_an_artifact_is_refused(tmp_path):
         adjit.load(tmp_path / "none.adjit")
     with pytest.raises(TypeError, match="exports @adjit.jit"):
         adjit.export(lambda x: x, 1.0, path=tmp_path / "y.adjit")
+    with pytest.raises(TypeError, match="ndrange= is for kernels; loss is not one"):
+        adjit.export(loss, W, X, 1.5, ndrange=7, path=tmp_path / "y.adjit")
+    with pytest.raises(TypeError, match="device='cuda'.* got smooth"):
+        adjit.export(smooth, 0.5, device="cuda", path=tmp_path / "y.adjit")
+    assert not (tmp_path / "y.adjit").exists()
 
 
 def test_files_others_can_write_are_refused(exported, tmp_path):
@@ -216,6 +224,7 @@ out["hessian"] = adjit.load(paths["hessian"])(W, X, 1.5).tolist()
 y = np.zeros(7)
 adjit.load(paths["kernel"])(2.0, X, y, ndrange=7)
 out["kernel"] = y.tolist()
+out["cuda_kernel"] = repr(adjit.load(paths["cuda_kernel"]))    # loaded; a call needs a GPU
 print({"mlir": "mlir.ir" in sys.modules, "out": out})
 """
 
@@ -232,6 +241,7 @@ def test_a_process_without_mlir_runs_exported_gradients(exported, tmp_path):
     assert result.returncode == 0, result.stderr
     got = eval(result.stdout.strip().splitlines()[-1])
     assert got["mlir"] is False
+    assert "saxpy" in got["out"].pop("cuda_kernel")
     value, (dw, ds) = adjit.value_and_grad(loss, argnums=(0, 2))(W, X, 1.5)
     y = np.zeros(7)
     saxpy(2.0, X, y, ndrange=7)

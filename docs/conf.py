@@ -46,7 +46,7 @@ nitpicky = True
 # Names that docstrings mention in prose and types that are not adjit's (NumPy's, the
 # standard library's) have no page here to link to.
 nitpick_ignore_regex = [
-    ("py:class", r"(numpy|np|torch|jax|mpi4py|collections|typing|types|enum)\..*"),
+    ("py:class", r"(numpy|np|torch|jax|mpi4py|collections|typing|types|enum|os)\..*"),
     ("py:class", r"(optional|callable|array|array_like|ndarray|function|sequence|.*of.*)"),
 ]
 

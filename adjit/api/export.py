@@ -324,8 +324,10 @@ def _shown(t) -> str:
 
 
 class Exported:
-    """What :func:`adjit.load` returns: the exported function, callable with arguments of
-    the exported types. ``name``, ``params`` and ``types`` say what it is."""
+    """What :func:`adjit.load` returns: the exported function, called with arguments of the
+    exported types (a kernel's with ``ndrange=`` of the exported rank, and on the GPU
+    ``workgroupsize=``). ``name``, ``params`` and ``types`` say what it is; its repr says it
+    all."""
 
     def __init__(self, path: str, manifest: dict,
                  module: CompiledModule | GpuKernel | LoadedProgram):

@@ -28,7 +28,7 @@ import os
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..core.types import parse_type, type_code, type_of_value
+from ..core.types import ArrayType, ScalarType, parse_type, type_code, type_of_value
 from ..compiler.compiled import Compiled, LoadedDerivative, derivative_meta
 from ..lang import pytrees
 from ..core.kernel import GpuKernel
@@ -58,8 +58,8 @@ def export(fn, *example_args, path: str | os.PathLike, ndrange=None,
 
     The example arguments' types (dtypes, ranks, scalar kinds, tree structures) are the
     specialisation exported, as JAX's export takes them: the loaded callable takes arguments
-    of those types only. The code is built for this machine's CPU (its features): load it
-    on a machine with the same CPU or a newer one of its family.
+    of those types only. The code is built for this machine's CPU: it loads on machines
+    whose CPU has the features it uses (the same CPU, or a newer one of its family).
 
     Args:
         fn: an ``@adjit.jit`` or ``@adjit.func`` function; an ``@adjit.kernel`` (give
@@ -70,13 +70,15 @@ def export(fn, *example_args, path: str | os.PathLike, ndrange=None,
         *example_args: arguments of the call to export (their values are not kept).
         path: the file to write (replaced if it exists).
         ndrange: a kernel's launch range (its rank is what is exported).
-        device: ``"cuda"`` exports a kernel's launch on the GPU: its PTX, compiled for the
-            chip ``ADJIT_CUDA_CHIP`` names (default sm_90) without a GPU here; the loaded
-            kernel launches through the CUDA driver of the machine that calls it.
+        device: ``"cuda"`` exports a kernel's launch on the GPU (its PTX) or an
+            ``@adjit.jit`` function's call with ``device="cuda"`` (its host program; an
+            ``@adjit.jit(device="cuda")`` function is exported so anyway), compiled for the
+            chip ``ADJIT_CUDA_CHIP`` names (default sm_90), no GPU needed here; the loaded
+            function launches through the CUDA driver of the machine that calls it.
 
     Raises:
         TypeError: ``fn`` is not something adjit compiles, or the arguments are not what it
-            takes (struct arguments, and ``device="cuda"`` code, are not exported).
+            takes (struct arguments are not exported: pass their fields).
         RuntimeError: the C compiler or LLVM tools that build the shared object are missing.
 
     Example:
@@ -137,6 +139,20 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", repr(fn))
 
 
+def _manifest(kind: str, name: str, declaration: str, params: Sequence[str],
+              types: Sequence, call: dict, *, ndim: int | None = None, trees=None,
+              leaf_params: Sequence[str] | None = None, **more) -> dict:
+    """What an artifact says of the function it holds (Exported reads it): `kind` (the
+    module docstring's), its name, what declared it, its Python parameters, the exported
+    argument types (of `leaf_params`, the parameters of the variant taking tree
+    arguments' leaves, where `trees` gives each parameter's tree structure record or None),
+    a kernel's ndrange rank `ndim`, and `call`, the record that calling it needs."""
+    return {"kind": kind, "name": name, "declaration": declaration, "params": list(params),
+            "leaf_params": list(params if leaf_params is None else leaf_params),
+            "types": [type_code(t) for t in types], "ndim": ndim, "trees": trees,
+            "call": call, **more}
+
+
 def _refuse_structs(f: Function | Kernel) -> None:
     if f.struct_layout is not None:
         raise TypeError(f"adjit.export: {f.__name__} takes a struct; export takes scalars, "
@@ -157,11 +173,8 @@ def _export_call(f: Function | Kernel, args: Sequence, ndrange) -> tuple[dict, C
         ndim = len(ndrange_tuple(ndrange, f.__name__))
     types, _ = specialise(f.__name__, target.params, target.annotations, host_values(args))
     _, compiled = service.cpu(target, types, ndim, None)
-    manifest = {"kind": "call", "name": f.__name__, "declaration": f.kind,
-                "params": list(f.struct_params), "leaf_params": list(target.params),
-                "types": [type_code(t) for t in types], "ndim": ndim, "trees": trees,
-                "call": compiled.meta}
-    return manifest, compiled.module
+    return (_manifest("call", f.__name__, f.kind, f.struct_params, types, compiled.meta,
+                      ndim=ndim, trees=trees, leaf_params=target.params), compiled.module)
 
 
 def _export_gpu_launch(k: Kernel, args: Sequence, ndrange) -> tuple[dict, str]:
@@ -176,11 +189,9 @@ def _export_gpu_launch(k: Kernel, args: Sequence, ndrange) -> tuple[dict, str]:
     types, _ = specialise_cuda(k, args)
     record = gpu_kernel(k, types, ndim).to_dict()
     ptx = record.pop("ptx")
-    manifest = {"kind": "gpu-kernel", "name": k.__name__, "declaration": "kernel",
-                "params": list(k.params), "leaf_params": list(k.params),
-                "types": [type_code(t) for t in types], "ndim": ndim, "trees": None,
-                "call": record, "cpu": None}
-    return manifest, ptx
+    # (no CPU needs: the driver compiles the PTX for the GPU it runs on)
+    return _manifest("gpu-kernel", k.__name__, "kernel", k.params, types, record, ndim=ndim,
+                     cpu=None), ptx
 
 
 def _export_host_program(fn: Function, args: Sequence) -> tuple[dict, bytes]:
@@ -194,12 +205,9 @@ def _export_host_program(fn: Function, args: Sequence) -> tuple[dict, bytes]:
                         "scalar and array arguments (trees are not exported here)")
     types, _ = specialise_host(fn, args)
     program = service.host_program(fn, types).program
-    manifest = {"kind": "host-program", "name": fn.__name__, "declaration": "jit",
-                "params": list(fn.params), "leaf_params": list(fn.params),
-                "types": [type_code(t) for t in types], "ndim": None, "trees": None,
-                "call": host_program.to_record(program),
-                "cpu": artifact.cpu_needs(portable=True)}
-    return manifest, program.library
+    return _manifest("host-program", fn.__name__, "jit", fn.params, types,
+                     host_program.to_record(program),
+                     cpu=artifact.cpu_needs(portable=True)), program.library
 
 
 def _export_grad(g: Grad, args: Sequence) -> tuple[dict, CompiledModule]:
@@ -215,15 +223,12 @@ def _export_grad(g: Grad, args: Sequence) -> tuple[dict, CompiledModule]:
     anns, _ = _reverse_annotations(args, nums)
     anns, types, _, _, _ = _prepare(f, anns, None, None, True, "cpu", flat=True)
     d = service.derivative(f, ReverseWithPrimal, anns, types, None, None)
-    if len(d.results) != 1 or not d.results[0].is_float:
+    if len(d.results) != 1 or not (isinstance(d.results[0], ScalarType) and
+                                   d.results[0].is_float):
         raise TypeError(f"grad of {f.__name__}: the function must return a float scalar")
-    manifest = {"kind": "grad", "name": g.__name__, "declaration": f.kind,
-                "params": list(f.params), "leaf_params": list(f.params),
-                "types": [type_code(t) for t in types], "ndim": None, "trees": None,
-                "call": derivative_meta(d),
-                "grad": {"argnums": list(nums), "single": isinstance(g.argnums, int),
-                         "with_value": g.with_value}}
-    return manifest, d.module
+    return _manifest("grad", g.__name__, f.kind, f.params, types, derivative_meta(d),
+                     grad={"argnums": list(nums), "single": isinstance(g.argnums, int),
+                           "with_value": g.with_value}), d.module
 
 
 def _export_transform(g: Transform, args: Sequence) -> tuple[dict, CompiledModule]:
@@ -234,11 +239,8 @@ def _export_transform(g: Transform, args: Sequence) -> tuple[dict, CompiledModul
                         "a derivative is exported for scalar and array arguments")
     types = tuple(type_of_value(a) for a in args)
     compiled = service.transform(g, types)
-    manifest = {"kind": "transform", "name": g.__name__, "declaration": "transform",
-                "params": list(g.params), "leaf_params": list(g.params),
-                "types": [type_code(t) for t in types], "ndim": None, "trees": None,
-                "call": compiled.meta}
-    return manifest, compiled.module
+    return (_manifest("transform", g.__name__, "transform", g.params, types, compiled.meta),
+            compiled.module)
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -315,6 +317,20 @@ def load(path: str | os.PathLike) -> Exported:
             raise
         raise ArtifactError(f"adjit.load: {path} is not an artifact this adjit can call "
                             f"({type(e).__name__}: {e})") from None
+
+
+def _why(want, got) -> str:
+    """What differs between two array types of one dtype and rank, in words."""
+    if not (isinstance(want, ArrayType) and isinstance(got, ArrayType) and
+            (want.dtype, want.ndim) == (got.dtype, got.ndim)):
+        return ""
+    if want.units != got.units:
+        return (f": the dimensions of size 1 differ ({list(want.units) or 'none'} exported, "
+                f"{list(got.units) or 'none'} given), and NumPy broadcasts a dimension of "
+                "size 1, so each is a specialisation of its own")
+    if got.strided and not want.strided:
+        return ": a strided view (pass np.ascontiguousarray of it)"
+    return ""
 
 
 def _shown(t) -> str:
@@ -408,9 +424,10 @@ class Exported:
         for p, want, got in zip(self._leaf_params, self.types, types):
             if got != want:
                 raise TypeError(f"{self.name}() (exported): argument {p!r} must be "
-                                f"{_shown(want)}, got {_shown(got)} (it was exported for "
-                                f"({self._signature()}) and cannot compile another "
-                                "specialisation: export it again for these arguments)")
+                                f"{_shown(want)}, got {_shown(got)}{_why(want, got)} (it was "
+                                f"exported for ({self._signature()}) and cannot compile "
+                                "another specialisation: export it again for these "
+                                "arguments)")
         return values
 
     def _signature(self) -> str:

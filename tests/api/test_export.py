@@ -44,6 +44,11 @@ def smooth(t: f64) -> f64:
     return t * t * (3.0 - 2.0 * t)
 
 
+@adjit.jit
+def norm32(x: Array[adjit.f32, 1]) -> adjit.f32:
+    return np.sqrt(np.sum(x * x) + 1.0)
+
+
 W = np.linspace(0.0, 1.0, 7)
 X = np.linspace(1.0, 2.0, 7)
 TREE = {"a": 2.0, "b": np.arange(7.0)}
@@ -57,6 +62,8 @@ CASES = {
                        (W[::-1].copy(), X, 0.5)),
     "hessian": (adjit.hessian(loss), (W, X, 1.5), (W[::-1].copy(), X, 0.5)),
     "tree": (affine, (TREE, X), ({"a": -1.0, "b": np.ones(7)}, X[::-1].copy())),
+    "float32": (adjit.value_and_grad(norm32), (X.astype(np.float32),),
+                (W.astype(np.float32),)),
 }
 
 
@@ -91,8 +98,20 @@ def test_a_loaded_function_computes_the_original_bit_for_bit(exported, name):
     fn, _, args = CASES[name]
     loaded = adjit.load(exported[name])
     assert same(loaded(*args), fn(*args))
-    assert getattr(fn, "__name__") in repr(loaded) and "Array[f64, 1]" in repr(
-        loaded) or name == "func"
+    shown = repr(loaded)
+    assert fn.__name__ in shown and ("(t: f64)" if name == "func" else ": Array[f") in shown
+
+
+def test_sizes_0_and_1(exported):
+    """Size 0 is any size; a dimension of size 1 is a specialisation of its own (NumPy
+    broadcasts it): refused where the example had another size."""
+    w, x = np.zeros(0), np.zeros(0)
+    for name in ("jit", "grad", "value_and_grad"):
+        fn = CASES[name][0]
+        assert same(adjit.load(exported[name])(w, x, 0.5), fn(w, x, 0.5))
+    with pytest.raises(TypeError, match=r"the dimensions of size 1 differ \(none exported, "
+                                        r"\[0\] given\)"):
+        adjit.load(exported["grad"])(np.ones(1), np.ones(1), 0.5)
 
 
 def test_a_loaded_kernel_takes_its_ndrange_at_each_call(exported):

@@ -404,6 +404,12 @@ def define_grad(unit: CompileUnit, g: GradOf, types: list) -> tuple[str, list, b
 
         def body(values):
             out = grad_call(unit, g, values, "jit" if _allocates(types) else "func")
+            if isinstance(out, tuple) and any(isinstance(x, tuple) for x in out):
+                # value_and_grad with a tuple of argnums returns (value, (grads...)): a
+                # defined function's results are flat, so the nesting would be lost.
+                raise UserError(f"{g.__name__} returns (value, (gradients"
+                                "...)): differentiating it again needs one result; take "
+                                f"grad({g.f.__name__}, argnums=...) instead, or one argnum")
             is_tuple.append(isinstance(out, tuple))
             return list(out) if is_tuple[0] else [out]
 

@@ -312,6 +312,15 @@ def test_derivative_calls_refuse_what_makes_no_sense():
     with pytest.raises(adjit.CompilationError, match="returns an array"):
         gradient_of_an_array_function(X)
 
+    def product(x, y):
+        return x * x * y
+
+    # value_and_grad over a tuple of argnums returns (value, (gx, gy)); differentiating it
+    # again was an internal error (a nested tuple reached the defined function's return).
+    nested = adjit.grad(adjit.value_and_grad(product, argnums=(0, 1)))
+    with pytest.raises(adjit.CompilationError, match=r"returns \(value, \(gradients"):
+        nested(2.0, 3.0)
+
 
 @adjit.kernel
 def stencil(u, v, k):

@@ -7,9 +7,13 @@
 Importing adjit, decorating functions and launching kernels that the GPU kernel cache holds
 need no MLIR: it is imported when something is compiled.
 """
+# A misspelt ADJIT_* variable would leave its setting at the default unseen: one warning each,
+# first (a valid setting that fails the import later still gets its typo's warning).
+from .core.environment import warn_unknown as _warn_unknown
+_warn_unknown()
 from .lang.builtins import namespace as _ns
 from .core.errors import (ArtifactError, CacheTrustWarning, CompilationError,
-                          InternalCompilerError)
+                          EnvironmentValueError, InternalCompilerError)
 from .lang.functions import Function, Kernel, device_function as func, jit, kernel
 from .core import types as _types
 from .core.types import ArrayType, ScalarType, VecArrayType, VecType, mat, vec
@@ -273,7 +277,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
 
 
 __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "CacheTrustWarning",
-           "InternalCompilerError", "Array", "struct", "zeros_like_struct", "VecType", "VecArrayType", "vec", "mat",
+           "EnvironmentValueError", "InternalCompilerError", "Array", "struct", "zeros_like_struct", "VecType", "VecArrayType", "vec", "mat",
            "vec2", "vec3", "vec4", "vec2d", "vec3d", "vec4d", "mat22", "mat33", "mat44",
            "mat22d", "mat33d", "mat44d", "quat", "quatd", "transform", "transformd",
            "ArrayType", "ScalarType", "f32", "f64", "i32", "i64", "bool_", "memory_stats",

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from typing import Iterator
+
+from ..core.environment import default, read
 
 # A compiling machine has no GPU to ask for its architecture: PTX for sm_90 runs on Hopper
 # and, JIT-compiled by the driver, on later GPUs.
-DEFAULT_CHIP = "sm_90"
+DEFAULT_CHIP = default("ADJIT_CUDA_CHIP")
 
 _compile_only = contextvars.ContextVar("adjit_cuda_compile_only", default=False)
 
@@ -35,4 +36,4 @@ def is_compile_only() -> bool:
 
 def chip() -> str:
     """The GPU architecture kernels compile for: ADJIT_CUDA_CHIP, or sm_90."""
-    return os.environ.get("ADJIT_CUDA_CHIP", DEFAULT_CHIP)
+    return read("ADJIT_CUDA_CHIP")

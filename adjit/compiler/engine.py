@@ -29,7 +29,9 @@ from ..runtime import cpu_cache, profiling
 from ..runtime.compiled_module import CompiledModule
 from ..runtime import lapack
 from ..runtime.extension import runtime_symbols
+from ..core.environment import read
 from ..core.threads import default_num_threads
+from . import ir_dump
 from .engine_lookup import lookup
 
 _log = logging.getLogger("adjit.cache")
@@ -82,7 +84,7 @@ def _load(key: str, source: str, context: ir.Context, num_threads: int,
           opt_level: int) -> CompiledModule | None:
     folder = cpu_cache.directory()
     # ADJIT_DUMP_IR asks to see the lowering happen.
-    if folder is None or os.environ.get("ADJIT_DUMP_IR"):
+    if folder is None or ir_dump.wanted():
         return None
     with profiling.phase("disk cache"):
         entry = cpu_cache.load(folder, key)
@@ -107,8 +109,7 @@ def _to_machine_code(module: ir.Module, key: str, source: str, opt_level: int,
     """`module`, lowered to the LLVM dialect, as machine code: a shared object built now, or
     an ExecutionEngine (with the shared object built in the background for the disk
     cache)."""
-    if os.environ.get("ADJIT_DUMP_IR"):
-        print(f"// ----- adjit: LLVM dialect -----\n{module}")
+    ir_dump.dump("LLVM dialect", str(module))
     errors = error_table(module.operation)
     folder = cpu_cache.directory()
     build_now = _vectorizable_math(source) and cpu_cache.can_store()
@@ -147,19 +148,13 @@ def _to_machine_code(module: ir.Module, key: str, source: str, opt_level: int,
 def compile_tier() -> int:
     """The LLVM level of the first tier (ADJIT_COMPILE_TIER: 0, 1, 2 or 3; 3, the default,
     compiles at O3 at once, without tiers; FIRST_TIER, 0, is the level to ask for tiers
-    with). ValueError naming the setting for another value.
+    with). EnvironmentValueError naming the setting for another value.
 
     Tiers are opt-in because the swap happens between calls: a first call that runs long (a
     simulation of many steps) ran all of it at O0, 3-7x slower on stencils, and a program
     timing its first second of calls timed O0 code (W3 of bench_forward: 22 ms against 3.6
     at O3), against 40-150 ms saved on the first call."""
-    value = os.environ.get("ADJIT_COMPILE_TIER", "").strip()
-    if not value:
-        return 3
-    if value not in ("0", "1", "2", "3"):
-        raise ValueError(f"ADJIT_COMPILE_TIER must be 0, 1, 2 or 3 (the LLVM level of a "
-                         f"first compile; 3: O3 at once, no tiers), got {value!r}")
-    return int(value)
+    return read("ADJIT_COMPILE_TIER")
 
 
 # O0. Measured (CPU time of the calling thread, a saxpy kernel's module): the ExecutionEngine

@@ -6,7 +6,6 @@ calls or launches, then an entry function that Python calls through the runtime.
 """
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from mlir import ir
@@ -27,6 +26,7 @@ from . import vectors as V
 from .values import Array, ArrayExpr, Literal, Scalar, Shape, StructValue, Vec, VecArray
 from ..lang.functions import Function, Kernel, bind_arguments
 from . import callables
+from . import ir_dump
 from .linalg_calls import uses_lapack
 
 if TYPE_CHECKING:
@@ -166,8 +166,7 @@ def compiled(unit: CompileUnit, entry: str, arg_types: list, result_types: list,
     from .engine import compile_module
     unit.finish()
     adj_text = str(unit.module)
-    if os.environ.get("ADJIT_DUMP_IR"):
-        print(f"// ----- adjit: {entry} (adj) -----\n{adj_text}")
+    ir_dump.dump(f"{entry} (adj)", adj_text)
     with unit.ctx, ir.Location.unknown():
         written = written_arguments(unit.module, entry)
         module = compile_module(unit.module)

@@ -141,6 +141,43 @@ class ArtifactError(ValueError):
     """
 
 
+class EnvironmentValueError(ValueError):
+    """An ``ADJIT_*`` environment variable set to a value adjit does not accept. The message
+    names the variable, its value and what it accepts (``.name``, ``.value`` and
+    ``.accepted`` are kept for tools). Raised where the value is read (most at the first
+    compile, ``ADJIT_NUM_THREADS`` at import), instead of a default taken silently; a
+    ``ValueError``. Every variable: docs/tutorials/errors.md.
+
+    Example:
+        ::
+
+            import os
+            import adjit
+
+            os.environ["ADJIT_COMPILE_TIER"] = "fast"
+
+            @adjit.jit
+            def f(x: adjit.f64) -> adjit.f64:
+                return 2.0 * x
+
+            try:
+                f(1.0)
+            except adjit.EnvironmentValueError as e:
+                print(e)        # ADJIT_COMPILE_TIER must be 0, 1, 2 or 3 (...), got 'fast'
+                print(e.name, e.value)
+            finally:
+                del os.environ["ADJIT_COMPILE_TIER"]
+    """
+
+    def __init__(self, name: str, value: str, accepted: str, reason: str = ""):
+        self.name, self.value, self.accepted, self.reason = name, value, accepted, reason
+        super().__init__(f"{name} must be {accepted}, got {value!r}"
+                         + (f" ({reason})" if reason else ""))
+
+    def __reduce__(self):
+        return (type(self), (self.name, self.value, self.accepted, self.reason))
+
+
 class InternalCompilerError(CompilationError):
     """A bug in adjit, met while compiling the user's code: an exception that no user error
     explains (from a helper of the code generator, a pass, or the MLIR bindings), at the
@@ -234,7 +271,10 @@ def located(e: Exception, where: CompilationError, checks_as_they_are: bool = Fa
     message at `where`, or, with `checks_as_they_are`, itself (the TypeError the API
     promises for an argument it refuses); else an InternalCompilerError chaining it. Raise
     the result."""
-    if isinstance(e, (CompilationError, *_ENVIRONMENT)) or _is_adj_error(e):
+    # (An environment value is not the code's fault: it reaches the user as itself, not at
+    # the line being compiled.)
+    if (isinstance(e, (CompilationError, EnvironmentValueError, *_ENVIRONMENT))
+            or _is_adj_error(e)):
         return e
     if interrupted(e):
         out: BaseException = KeyboardInterrupt()

@@ -19,6 +19,8 @@ import math
 import os
 from pathlib import Path
 
+from .environment import read
+
 CGROUP_ROOT = "/sys/fs/cgroup"
 PROC_CGROUP = "/proc/self/cgroup"
 
@@ -31,16 +33,7 @@ LOCAL_PROCESS_HINTS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOC
 
 
 def _env_threads(environ=None) -> int | None:
-    env = (os.environ if environ is None else environ).get("ADJIT_NUM_THREADS")
-    if not env:
-        return None
-    try:
-        n = int(env)
-    except ValueError:
-        raise ValueError(f"ADJIT_NUM_THREADS must be a positive integer, got {env!r}") from None
-    if n < 1:
-        raise ValueError(f"ADJIT_NUM_THREADS must be a positive integer, got {env!r}")
-    return n
+    return read("ADJIT_NUM_THREADS", environ)
 
 
 def _read(path: Path) -> str | None:

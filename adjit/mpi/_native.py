@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import sys
+
+from ..core.environment import default, read
 
 # The order of mpi.cpp's `Api` struct and `Constant` enum.
 _FUNCTIONS = ("Isend", "Irecv", "Test", "Iallreduce", "Ireduce", "Ibcast", "Iprobe", "Recv",
@@ -47,6 +48,10 @@ def library() -> ctypes.CDLL:
 def start():
     """Binds MPI into the native runtime (once); returns mpi4py's MPI module and the failure
     channel (a duplicate of COMM_WORLD that only failure notices travel on)."""
+    global ABORT_GRACE_S
+    # The settings first: a value that is not valid is refused before MPI is touched.
+    timeout, check = _timeout_setting(), read("ADJIT_MPI_CHECK")
+    ABORT_GRACE_S = read("ADJIT_MPI_ABORT_GRACE")
     try:
         from mpi4py import MPI
     except ImportError as e:
@@ -72,11 +77,11 @@ def start():
     lib = library()
     if lib.adj_mpi_bind(functions, len(_FUNCTIONS), constants, len(values)) != 0:
         raise RuntimeError("adjit.mpi: the native extension is out of date (reinstall adjit)")
-    lib.adj_mpi_set_timeout(_timeout_setting())
+    lib.adj_mpi_set_timeout(timeout)
     # The ranks' agreement on each collective operation (mpi.cpp's `agree`: one small
     # allreduce before each, a global synchronisation a halo exchange otherwise lacks):
     # ADJIT_MPI_CHECK=0 skips it, for runs whose program is known to be consistent.
-    lib.adj_mpi_set_check(os.environ.get("ADJIT_MPI_CHECK", "1").strip() != "0")
+    lib.adj_mpi_set_check(check)
     _install_excepthook()
     return MPI, fail_comm
 
@@ -84,21 +89,11 @@ def start():
 # How long an operation waits for the other ranks before it fails (every rank then raises):
 # a rank that ended (sys.exit, a crash) or never reaches the operation would otherwise leave
 # the others waiting forever. ADJIT_MPI_TIMEOUT overrides it; 0 waits forever.
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S = default("ADJIT_MPI_TIMEOUT")
 
 
 def _timeout_setting() -> float:
-    text = os.environ.get("ADJIT_MPI_TIMEOUT", "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"ADJIT_MPI_TIMEOUT={text!r}: expected a number of seconds (0: wait "
-                         "forever)")
-    return seconds
+    return read("ADJIT_MPI_TIMEOUT")
 
 
 def timeout() -> float:
@@ -126,8 +121,9 @@ def fail(why: str) -> None:
 
 
 # How long a rank whose Python code raised waits, after telling the others, before it ends
-# the job (MPI_Abort): time for them to raise and print their own errors.
-ABORT_GRACE_S = float(os.environ.get("ADJIT_MPI_ABORT_GRACE", "1.0"))
+# the job (MPI_Abort): time for them to raise and print their own errors. Read when MPI
+# starts (`start`), with the other settings, so that a bad value is refused there.
+ABORT_GRACE_S = default("ADJIT_MPI_ABORT_GRACE")
 
 
 def _install_excepthook() -> None:

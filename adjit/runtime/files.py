@@ -2,7 +2,7 @@
 how an entry is written, checked and evicted. Shared by the CPU cache (cpu_cache.py), the GPU
 kernel cache (kernel_cache.py) and host programs (host_program.py); MLIR-free.
 
-Settings, read here and nowhere else:
+Settings, read here (through core/environment.py, which checks them) and nowhere else:
 - `ADJIT_CACHE_DIR`: the root folder (unset: `~/.cache/adjit`); the CPU cache is `<root>/cpu`,
   the GPU kernel cache `<root>/gpu`. Set but empty: no folder, the caches are off.
 - `ADJIT_DISK_CACHE`: `0` turns the caches off, `1` (or unset) on; anything else is refused.
@@ -36,17 +36,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.environment import read
 from ..core.errors import CacheTrustWarning
 from . import trust
-
-# The disk caches' size cap: ADJIT_CACHE_MAX_MB megabytes per folder (cpu/, gpu/), 0 for none.
-DEFAULT_MAX_MB = 2048
 
 
 @dataclass(frozen=True)
@@ -154,34 +151,16 @@ def warn_untrusted(place: Path, found: trust.Problem, entry: bool = False) -> No
 
 def cache_settings() -> CacheSettings:
     """ADJIT_CACHE_DIR, ADJIT_DISK_CACHE and ADJIT_CACHE_MAX_MB, read now (tests change them);
-    ValueError naming the setting and its value when one is not valid."""
-    switch = os.environ.get("ADJIT_DISK_CACHE", "")
-    if switch not in ("", "0", "1"):
-        raise ValueError(f"ADJIT_DISK_CACHE must be 0 (caches off) or 1 (on), got {switch!r}")
-    shared = os.environ.get("ADJIT_CACHE_SHARED", "")
-    if shared not in ("", "0", "1"):
-        raise ValueError("ADJIT_CACHE_SHARED must be 1 (a cache shared with its folder's "
-                         f"group) or 0 (this user's alone), got {shared!r}")
-    text = os.environ.get("ADJIT_CACHE_DIR")
-    root = (None if text == "" else Path(text).expanduser() if text is not None
-            else Path.home() / ".cache" / "adjit")
-    return CacheSettings(root, switch != "0" and root is not None, max_cache_bytes(),
-                         shared == "1")
+    EnvironmentValueError naming the setting and its value when one is not valid."""
+    root = read("ADJIT_CACHE_DIR")
+    return CacheSettings(root, read("ADJIT_DISK_CACHE") and root is not None,
+                         max_cache_bytes(), read("ADJIT_CACHE_SHARED"))
 
 
 def max_cache_bytes() -> int:
-    """ADJIT_CACHE_MAX_MB in bytes (DEFAULT_MAX_MB without it; 0: no cap)."""
-    text = os.environ.get("ADJIT_CACHE_MAX_MB", "").strip()
-    try:
-        megabytes = float(text) if text else DEFAULT_MAX_MB
-    except ValueError:
-        megabytes = math.nan
-    # "inf" is refused rather than read as no cap: 0 already says that, and NaN or a
-    # negative cap is a typo, not a choice.
-    if not math.isfinite(megabytes) or megabytes < 0:
-        raise ValueError("ADJIT_CACHE_MAX_MB must be a finite number of megabytes >= 0 "
-                         f"(0: no cap), got {text!r}")
-    return int(megabytes * 2**20)
+    """ADJIT_CACHE_MAX_MB in bytes, the cap of each cache folder (cpu/, gpu/; 2048 MB without
+    it; 0: no cap)."""
+    return int(read("ADJIT_CACHE_MAX_MB") * 2**20)
 
 
 def write_atomic(path: Path, data: bytes | str, shared: bool | None = None) -> None:

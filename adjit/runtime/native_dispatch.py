@@ -5,11 +5,11 @@ The Python path is the reference: the native path only ever takes calls that pat
 the same way, and returns MISS for any other."""
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 import numpy as np
 
+from ..core.environment import read
 from ..core.types import SCALARS, ArrayType, ScalarType
 
 from .extension import _native as _dispatch
@@ -22,14 +22,23 @@ kernel_call, function_call = _dispatch.kernel_call, _dispatch.function_call
 
 
 def _debug_enabled_python() -> bool:
-    return os.environ.get("ADJIT_DEBUG", "") not in ("", "0")
+    return read("ADJIT_DEBUG")
 
 
-# Whether ADJIT_DEBUG is on (set, not "" or "0"), read at every call so that a change at run
-# time holds from the next call: natively from the C environment, which os.environ's changes
-# write through (putenv), as the dispatcher reads it (~0.05 us; os.environ.get ~0.6 us a
-# call); an extension built before has no such function.
-debug_enabled = getattr(_dispatch, "debug_enabled", _debug_enabled_python)
+# Whether ADJIT_DEBUG is set to other than "" or "0", read natively from the C environment,
+# which os.environ's changes write through (putenv), as the dispatcher reads it (~0.05 us;
+# os.environ.get ~0.6 us a call); an extension built before has no such function.
+_debug_set = getattr(_dispatch, "debug_enabled", _debug_enabled_python)
+
+
+def debug_enabled() -> bool:
+    """Whether ADJIT_DEBUG is on, read at every call of the Python path so that a change at
+    run time holds from the next call. Unset (the usual case) costs the native read alone;
+    a value that is set is read and checked (core/environment.py: "maybe" is refused by name
+    here, before anything is compiled or keyed with it). The native fast path never comes
+    here: it compares the text with the one its specialisation was compiled under, and a
+    different text is a miss, which comes here."""
+    return _debug_set() and read("ADJIT_DEBUG")
 
 
 def _result_kind(t: ScalarType) -> int | None:

@@ -111,7 +111,7 @@ def test_a_bad_timeout_setting_is_refused(monkeypatch):
     from adjit.mpi import _native
     for bad in ("soon", "-1", "inf", "nan"):
         monkeypatch.setenv("ADJIT_MPI_TIMEOUT", bad)
-        with pytest.raises(ValueError, match="ADJIT_MPI_TIMEOUT=.*expected a number of seconds"):
+        with pytest.raises(ValueError, match="ADJIT_MPI_TIMEOUT must be a finite number of s"):
             _native._timeout_setting()
     monkeypatch.delenv("ADJIT_MPI_TIMEOUT")
     assert _native._timeout_setting() == _native.DEFAULT_TIMEOUT_S == 300.0

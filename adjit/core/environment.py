@@ -36,6 +36,7 @@ from .errors import EnvironmentValueError
 
 PREFIX = "ADJIT_"
 
+
 class Refused(ValueError):
     """A parser's refusal with a reason worth adding to the message ("no such folder"); any
     other ValueError (int("abc")'s) says no more than what is accepted."""
@@ -156,6 +157,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              _PERFORMANCE, takes_empty=True, pure=False),
     Variable("ADJIT_DISK_CACHE", _switch, SWITCH, True, "`1`",
              "`0`: no disk cache (nothing reused or kept)", _PERFORMANCE),
+    Variable("ADJIT_CACHE_SHARED", _switch, SWITCH, False, "`0`",
+             "`1`: a cache kept for a group: its folders may be writable by the cache root's "
+             "group, its entries owned by the group's members", "security.md"),
     Variable("ADJIT_CACHE_MAX_MB", _finite_at_least_zero,
              "a finite number of megabytes >= 0 (0: no cap)", 2048.0, "`2048`",
              "each cache folder's cap in MB; `0`: no cap", _PERFORMANCE),

@@ -125,6 +125,19 @@ def _home_cache() -> Path:
     return Path.home() / ".cache" / "adjit"
 
 
+# ADJIT_LOG's categories: "compile" logs each compile to the "adjit.compile" logger
+# (runtime/profiling.py).
+LOG_CATEGORIES = ("compile",)
+
+
+def _log_categories(text: str) -> frozenset[str]:
+    names = frozenset(v.strip() for v in text.split(",") if v.strip())
+    unknown = sorted(names - set(LOG_CATEGORIES))
+    if unknown:
+        raise Refused(f"unknown category {unknown[0]!r}")
+    return names
+
+
 @dataclass(frozen=True)
 class Variable:
     name: str
@@ -151,6 +164,11 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
              "(one new file per compile's IR)", None, "`0`",
              "`1`: print the adj and LLVM-dialect IR of each compile; a folder: write it there",
              _ERRORS, pure=False),
+    Variable("ADJIT_LOG", _log_categories,
+             f"a comma-separated list of categories (known: {', '.join(LOG_CATEGORIES)})",
+             frozenset(), "none",
+             "`compile`: log each compile (what, for which types, each phase's time, disk cache "
+             "hit or miss) to the `adjit.compile` logger, on stderr", "tutorials/debugging.md"),
     Variable("ADJIT_CACHE_DIR", _cache_dir, "the path of a folder (empty: the disk caches off)",
              _home_cache, "`~/.cache/adjit`",
              "the disk caches' root (`cpu/`, `gpu/`); set but empty: caches off",
@@ -158,8 +176,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
     Variable("ADJIT_DISK_CACHE", _switch, SWITCH, True, "`1`",
              "`0`: no disk cache (nothing reused or kept)", _PERFORMANCE),
     Variable("ADJIT_CACHE_SHARED", _switch, SWITCH, False, "`0`",
-             "`1`: a cache kept for a group: its folders may be writable by the cache root's "
-             "group, its entries owned by the group's members", "security.md"),
+             "`1`: a cache shared with its root folder's group (group-writable folders and "
+             "members' entries trusted)", "security.md"),
     Variable("ADJIT_CACHE_MAX_MB", _finite_at_least_zero,
              "a finite number of megabytes >= 0 (0: no cap)", 2048.0, "`2048`",
              "each cache folder's cap in MB; `0`: no cap", _PERFORMANCE),

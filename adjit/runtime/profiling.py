@@ -34,6 +34,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..core.environment import read
 from . import memory
 
 # The recorder of the open profiles, or None: the one test on the Python call paths.
@@ -44,22 +45,15 @@ _local = threading.local()
 _lock = threading.Lock()
 _toggles: list[Callable[[bool], None]] = []
 
-# ADJIT_LOG's categories (a comma-separated list); "compile" logs each compile to the
-# "adjit.compile" logger (stderr unless logging is configured).
-LOG_CATEGORIES = ("compile",)
 _compile_log = logging.getLogger("adjit.compile")
 
 
 def log_categories() -> frozenset[str]:
-    """The categories ADJIT_LOG names (empty when unset); ValueError naming the setting for
-    an unknown one. Read at each compile, so that a change at run time holds."""
-    value = os.environ.get("ADJIT_LOG", "")
-    names = frozenset(v.strip() for v in value.split(",") if v.strip())
-    unknown = sorted(names - set(LOG_CATEGORIES))
-    if unknown:
-        raise ValueError(f"ADJIT_LOG={value!r}: unknown category {unknown[0]!r} (known: "
-                         f"{', '.join(LOG_CATEGORIES)}; several are separated by commas)")
-    return names
+    """The categories ADJIT_LOG names (a comma-separated list, empty when unset: "compile"
+    logs each compile to the "adjit.compile" logger, stderr unless logging is configured);
+    EnvironmentValueError naming the setting for an unknown one. Read at each compile, so
+    that a change at run time holds."""
+    return read("ADJIT_LOG")
 
 
 def _logging_compiles() -> bool:

@@ -345,7 +345,7 @@ def test_the_check_is_made_once_per_folder(tmp_path, cache_at, monkeypatch):
 
 
 def test_the_setting_is_checked():
-    env = {**os.environ, "ADJIT_CACHE_SHARED": "maybe"}
+    env = {**os.environ, "ADJIT_CACHE_SHARED": "yes"}
     with pytest.MonkeyPatch.context() as m:
         m.setattr(os, "environ", env)
         with pytest.raises(ValueError, match="ADJIT_CACHE_SHARED must be 0 or 1"):

@@ -146,6 +146,7 @@ from .lang import debug, rules
 from .lang.checkpointing import checkpointed
 from .lang.fixed_point import fixed_point
 from .lang.stop_gradient import stop_gradient
+from .lang.interpreter import interpret
 from .api.calls import ROUTES as _ROUTES
 from .lang.functions import install as _install
 from .runtime.device_array import DeviceArray, to_device
@@ -287,4 +288,5 @@ __all__ = ["kernel", "func", "jit", "Function", "Kernel", "CompilationError", "C
            "Tape", "autodiff", "autodiff_thunk", "check_grad", "grad", "hessian", "hvp", "jacfwd", "jacrev",
            "jvp", "value_and_grad",
            "vjp", "rules", "debug", "checkpointed", "fixed_point", "stop_gradient", "DeviceArray",
-           "to_device", "profile", "Profile", "export", "load", "ArtifactError", *sorted(_ns)]
+           "to_device", "profile", "Profile", "export", "load", "ArtifactError",
+           "interpret", *sorted(_ns)]

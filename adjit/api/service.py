@@ -35,7 +35,7 @@ from ..lang.functions import Function, Kernel, debug_enabled
 from .gpu_target import chip, is_compile_only
 from .guard import compiling
 from ..lang.modes import BatchDuplicated, Mode, activity_key
-from ..lang import pytrees
+from ..lang import interpreter, pytrees
 from ..lang.source import code_sites, compiler_fingerprint, fingerprint
 
 if TYPE_CHECKING:
@@ -213,6 +213,7 @@ def derivative(target: Function | Kernel, mode: Mode, anns: Sequence[Annotation]
     """The CPU derivative of `target` in `mode` for annotations `anns` and argument `types`
     (a kernel's: of its launch over `ndrange`); `pullback`: that of its inner product with a
     cotangent (derivative.Derivative). Memoised in the declaration's `_derivatives`."""
+    interpreter.refuse_derivative(f"the derivative of {target.__name__}")
     key = Key(mode, activity_key(anns), "pullback" if pullback else "derivative",
               tuple(types), None if ndrange is None else len(ndrange), wgs, None,
               debug_enabled())
@@ -248,6 +249,7 @@ def transform(g: Any, types: Sequence, mode: Mode | None = None,
     Memoised on `g` (`g.compiled`, by this key); on disk under the innermost declaration's
     fingerprint and the transforms' attributes (_named), so that a later process loads it
     without MLIR."""
+    interpreter.refuse_derivative(g.__name__)
     key = Key(mode, _activities(anns), "transform", tuple(types), None, None, None,
               debug_enabled())
 
@@ -389,6 +391,8 @@ def host_program(target: Function | Kernel, types: Sequence, mode: Mode | None =
     a function's call, or its derivative in `mode` for `anns`; a kernel's launch derivative
     over an ndrange of `ndrange`'s rank in workgroups of `wgs` (the launch rule's block size,
     so part of the key), which the autodiff pass's launch rule makes as it does on the CPU."""
+    if mode is not None:
+        interpreter.refuse_derivative(f"the derivative of {target.__name__}")
     key = Key(mode, activity_key(anns), "host-program", tuple(types),
               None if ndrange is None else len(ndrange), wgs, chip(), debug_enabled())
 

@@ -9,6 +9,7 @@ import ctypes
 import functools
 import re
 from dataclasses import dataclass
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -64,6 +65,12 @@ class ScalarType:
     def strong(self) -> ScalarType:
         """The type itself, not weak (what an array of such values, or NumPy, holds)."""
         return _STRONG[self.name] if self.weak else self
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        """Its NumPy dtype, so that NumPy takes it where it takes one
+        (``np.zeros(3, dtype=adjit.f32)``, ``x.astype(adjit.f64)``: interpreted code's)."""
+        return self.np_dtype
 
     @property
     def is_float(self) -> bool:
@@ -229,6 +236,13 @@ class VecType:
     # `adjit.vec3()` (zeros), `adjit.vec3(s)` (every component s), a matrix from its
     # components in row-major order.
     def __call__(self, *args):
+        return VecType.made(self._value(args))
+
+    # What a value made from Python becomes: NumPy's array, or while the interpreter mode
+    # runs, its value with compiled code's operators (lang/vector_values.py sets this).
+    made: ClassVar[Callable] = staticmethod(lambda a: a)
+
+    def _value(self, args: tuple) -> np.ndarray:
         out = np.zeros(self.shape, self.dtype.np_dtype)
         if self.kind in ("quat", "transform") and not args:
             out[-1] = 1     # the identity rotation, as Warp's quat() and transform()

@@ -6,7 +6,8 @@ only names them, so that ``import adjit`` needs no MLIR). Outside compiled code 
 array and vector functions run on NumPy (so custom-rule bodies and tests can call them
 from Python); the kernel-only ones (``index``, ``index_nd``, ``ndrange``, ``atomic_add``,
 ``synchronize``) raise RuntimeError there ("adjit.index() can only be called inside
-@adjit.kernel, @adjit.func or @adjit.jit code"). Math functions of an integer give an f64,
+@adjit.kernel, @adjit.func or @adjit.jit code"), except in the interpreter mode
+(lang/interpreter.py gives them their meaning over the work item it runs). Math functions of an integer give an f64,
 as Python's math module; of an f32, an f32. Every one is differentiable where its
 mathematical function is.
 
@@ -64,6 +65,9 @@ import math as pymath
 from typing import Callable
 
 import numpy as np
+
+from .interpreter import WORK_ITEM_BUILTINS
+from .vector_values import VECTOR_FUNCTIONS
 
 # Unary math functions (scalar_ops.math_unary compiles them); integer arguments become f64
 # as in Python's math module, f32 stays f32.
@@ -210,18 +214,15 @@ def reference_table() -> str:
 
 
 class Builtin:
-    """A function of the adjit namespace. Calling it from Python runs `py_impl` (NumPy)
-    if it has one."""
+    """A function of the adjit namespace. Calling it from Python runs `py_impl` (NumPy; the
+    interpreter mode's, for the kernel ones)."""
 
-    def __init__(self, name: str, py_impl: Callable | None = None):
+    def __init__(self, name: str, py_impl: Callable):
         self.__name__ = name
         self._py_impl = py_impl
         self.__doc__ = DOCS[name]
 
     def __call__(self, *args, **kwargs):
-        if self._py_impl is None:
-            raise RuntimeError(f"adjit.{self.__name__}() can only be called inside "
-                               "@adjit.kernel, @adjit.func or @adjit.jit code")
         return self._py_impl(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -248,7 +249,7 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
                      ("floor", np.floor), ("ceil", np.ceil), ("abs", np.abs),
                      *[(n, getattr(np, n)) for n in PREDICATES],
                      *[(n, getattr(np, _NUMPY_BINARY.get(n, n))) for n in BINARY_MATH],
-                     *[(n, None) for n in KERNEL_ONLY],
+                     *[(n, WORK_ITEM_BUILTINS[n]) for n in KERNEL_ONLY],
                      *[(n, getattr(np, n)) for n in ARRAY_FUNCTIONS],
                      ("max", _numpy_minmax("max")), ("min", _numpy_minmax("min")),
                      ("degrees", np.degrees), ("radians", np.radians),
@@ -258,130 +259,7 @@ for _name, _impl in [*[(n, _numpy_unary(n)) for n in UNARY_MATH],
     namespace[_name] = Builtin(_name, _impl)
 
 
-# ---- small vectors, matrices and quaternions (compiler/vectors.py compiles them) -----------
-# Outside compiled code a vector is a NumPy array of its shape (adjit.vec3(1, 2, 3)), a
-# quaternion one of 4 (x, y, z, w), and these are Warp's builtins on them, in NumPy.
-def _normalize(v):
-    v = np.asarray(v)
-    n = np.sqrt(np.dot(v, v))
-    return v / n if n > 0 else np.zeros_like(v)
-
-
-def _length(v):
-    v = np.asarray(v)
-    return np.sqrt(np.dot(v, v))
-
-
-def _inverse(m):
-    m = np.asarray(m)
-    d = np.linalg.det(m)
-    return np.linalg.inv(m).astype(m.dtype) if d != 0 else np.zeros_like(m)
-
-
-def _quat_mul(a, b):
-    x1, y1, z1, w1 = a
-    x2, y2, z2, w2 = b
-    return np.array([w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-                     w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2],
-                    dtype=np.result_type(a, b))
-
-
-def _mul(a, b):
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return np.multiply(a, b)
-    if np.ndim(a) == 1 and np.ndim(b) == 1:
-        if len(a) == len(b) == 7:
-            return _transform_multiply(a, b)   # two transforms
-        if len(a) == len(b) == 4:
-            return _quat_mul(a, b)   # the only mul of two 1-D values Warp has
-        raise TypeError("mul() of two vectors: use dot() or cw_mul()")
-    return np.matmul(a, b)
-
-
-def _quat_rotate(q, v):
-    q, v = np.asarray(q), np.asarray(v)
-    qv, w = q[:3], q[3]
-    return v * (2 * w * w - 1) + np.cross(qv, v) * w * 2 + qv * np.dot(qv, v) * 2
-
-
-def _quat_inverse(q):
-    q = np.array(q)
-    q[:3] = -q[:3]
-    return q
-
-
-def _quat_from_axis_angle(axis, angle):
-    axis = np.asarray(axis)
-    return np.array([*(axis * np.sin(angle / 2)), np.cos(angle / 2)], dtype=axis.dtype)
-
-
-def _quat_to_matrix(q):
-    q = np.asarray(q)
-    return np.stack([_quat_rotate(q, e) for e in np.eye(3, dtype=q.dtype)], axis=1)
-
-
-def _quat_to_axis_angle(q):
-    q = np.asarray(q)
-    v = -q[:3] if q[3] < 0 else q[:3]
-    n = np.sqrt(np.dot(v, v))
-    axis = v / n if n > 0 else np.zeros_like(v)
-    return axis, (2 * np.arctan2(n, abs(q[3]))).astype(q.dtype)
-
-
-def _quat_slerp(q0, q1, t):
-    q0, q1 = np.asarray(q0), np.asarray(q1)
-    axis, angle = _quat_to_axis_angle(_quat_mul(_quat_inverse(q0), q1))
-    return _quat_mul(q0, _quat_from_axis_angle(axis, t * angle))
-
-
-def _transform(m, p, w):
-    m, p = np.asarray(m), np.asarray(p)
-    if m.shape == (7,):     # a transform (p, q)
-        return _quat_rotate(m[3:], p) + (m[:3] if w else 0)
-    return m[:3, :3] @ p + (m[:3, 3] if w else 0)
-
-
-def _transform_multiply(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return np.concatenate([_quat_rotate(a[3:], b[:3]) + a[:3], _quat_mul(a[3:], b[3:])])
-
-
-def _transform_inverse(t):
-    t = np.asarray(t)
-    qi = _quat_inverse(t[3:])
-    return np.concatenate([-_quat_rotate(qi, t[:3]), qi])
-
-
-def _skew(v):
-    x, y, z = v
-    return np.array([[0, -z, y], [z, 0, -x], [-y, x, 0]], dtype=np.asarray(v).dtype)
-
-
-def _identity(n, dtype=np.float32):
-    return np.eye(n, dtype=getattr(dtype, "np_dtype", dtype))
-
-
-VECTOR_FUNCTIONS = {
-    "cross": np.cross, "length": _length, "length_sq": lambda v: np.dot(v, v),
-    "normalize": _normalize, "outer": np.outer, "determinant": np.linalg.det,
-    "inverse": _inverse, "mul": _mul, "diag": np.diag, "get_diag": np.diag, "identity": _identity,
-    "trace": np.trace, "skew": _skew, "cw_mul": np.multiply, "cw_div": np.divide,
-    "quat_from_axis_angle": _quat_from_axis_angle, "quat_rotate": _quat_rotate,
-    "quat_rotate_inv": lambda q, v: _quat_rotate(_quat_inverse(q), v),
-    "quat_inverse": _quat_inverse, "quat_to_matrix": _quat_to_matrix,
-    "matrix_from_rows": lambda *r: np.stack(r), "matrix_from_cols": lambda *c: np.stack(c, 1),
-    "vector": lambda *a: np.array(a),
-    "quat_to_axis_angle": _quat_to_axis_angle, "quat_slerp": _quat_slerp,
-    "lerp": lambda a, b, t: np.asarray(a) * (1 - t) + np.asarray(b) * t,
-    "ddot": lambda a, b: np.sum(np.multiply(a, b)),
-    "transform_point": lambda m, p: _transform(m, p, True),
-    "transform_vector": lambda m, v: _transform(m, v, False),
-    "transform_get_translation": lambda t: np.array(t)[:3],
-    "transform_get_rotation": lambda t: np.array(t)[3:],
-    "transform_multiply": _transform_multiply, "transform_inverse": _transform_inverse,
-    "transform_identity": lambda dtype=np.float32: np.array(
-        [0, 0, 0, 0, 0, 0, 1], getattr(dtype, "np_dtype", dtype)),
-}
+# ---- small vectors, matrices and quaternions: their NumPy meanings are vector_values.py's
 for _name, _impl in VECTOR_FUNCTIONS.items():
     namespace[_name] = Builtin(_name, _impl)
 

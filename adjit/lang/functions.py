@@ -22,7 +22,7 @@ from ..runtime.foreign import host_value
 from ..core.errors import CompilationError
 from ..core.threads import default_num_threads
 from .source import SourceInfo, parse_source
-from . import pytrees
+from . import interpreter, pytrees, vector_values
 from .structs import StructType, flatten_args, flatten_params, struct_type
 from ..core.types import (ArrayType, ScalarType, VecArrayType, VecType, as_scalar_type,
                           type_of_value, unit_dims, weak_f64, weak_i64)
@@ -309,6 +309,30 @@ def _checked_device(device: str, what: str) -> str:
     return device
 
 
+def interpreted_arguments(target, args: tuple) -> tuple:
+    """A call's arguments (by Python parameter) as the interpreter mode passes them to the
+    Python function, checked and converted as a compiled call takes them: an annotated
+    scalar in its type (an ``int``/``float`` annotation a Python int/float: weak), a vector
+    as vector_values makes it, arrays (another library's CPU array: a NumPy view of it),
+    structs and trees as they are."""
+    params = target.struct_params
+    if len(args) != len(params):
+        raise TypeError(f"{target.__name__}() takes {len(params)} arguments "
+                        f"({', '.join(params)}), got {len(args)}")
+    out = []
+    for p, ann, a in zip(params, target._python_annotations(), args):
+        if struct_type(a) is not None:
+            out.append(vector_values.interpreted_struct(a))
+            continue
+        if isinstance(ann, (StructType, pytrees.TreeAnnotation)) or (
+                ann is None and pytrees.is_tree(a)):
+            out.append(a)     # (a struct annotation given another value: Python's error)
+            continue
+        (t,), (v,) = specialise(target.__name__, [p], [ann], [a])
+        out.append(vector_values.interpreted(ann, t, v))
+    return tuple(out)
+
+
 class Lowered:
     """What `f.lower(...)` returns: the IR of each stage, as text."""
 
@@ -354,6 +378,7 @@ class _Decorated:
         # theirs, `struct_params` the Python parameters and `struct_layout` each one's
         # StructType or None (None throughout: no struct parameter).
         self.struct_params, self.struct_layout = self.params, None
+        self._py_annotations = list(self.annotations)    # (per Python parameter)
         if any(isinstance(a, StructType) for a in self.annotations):
             self.params, self.annotations, self.struct_layout = flatten_params(
                 self.params, self.annotations)
@@ -406,7 +431,7 @@ class _Decorated:
                 names.append(path)
                 anns.append(leaf)
         v.tree_layout = layout
-        v.struct_params, v.struct_layout = names, None
+        v.struct_params, v.struct_layout, v._py_annotations = names, None, anns
         v.params, v.annotations = names, anns
         v._tree_ok = tuple(not isinstance(a, (VecType, VecArrayType, StructType))
                            for a in anns)
@@ -420,9 +445,7 @@ class _Decorated:
     def _python_annotations(self) -> list:
         """The annotation of each Python parameter (a struct's StructType, not its
         fields')."""
-        if self.struct_layout is None:
-            return list(self.annotations)
-        return list(self.struct_layout)
+        return list(self._py_annotations)
 
     def _tree_call(self, args: tuple) -> tuple | None:
         """(the variant for the trees among `args`, the arguments with each tree replaced
@@ -506,6 +529,8 @@ class Function(_Decorated):
         device = kwargs.pop("device", None)
         if kwargs or self.defaults and len(args) < len(self.struct_params):
             args = bind_arguments(self, args, kwargs)
+        if interpreter.interpreting():
+            return self._interpret(args, device)
         # Trees among the arguments go to their leaves' variant: looked for after the fast
         # path (whose signatures hold no trees), or before a struct's fields replace it.
         tree_call = self._tree_call(args) if self.struct_layout is not None else None
@@ -532,6 +557,13 @@ class Function(_Decorated):
                 compiled.register_native(self._native, args)
             self._fast[signature] = (key, compiled)
         return result
+
+    def _interpret(self, args: tuple, device: str | None):
+        """The call in the interpreter mode: the Python function run on the arguments."""
+        if self._device(device) == "cuda":
+            raise RuntimeError(f"{self.__name__}(..., device='cuda'): the interpreter mode "
+                               "runs on the CPU only; call it without device='cuda'")
+        return interpreter.returned(self.pyfn(*interpreted_arguments(self, args)))
 
     def lower(self, *args, device: str | None = None, **kwargs) -> Lowered:
         if kwargs or self.defaults and len(args) < len(self.struct_params):
@@ -622,6 +654,8 @@ class Kernel(_Decorated):
         kw = _keywords(f"kernel {self.__name__}", kwargs,
                        {"ndrange": None, "workgroupsize": None, "device": "cpu"})
         ndrange, workgroupsize, device = kw["ndrange"], kw["workgroupsize"], kw["device"]
+        if interpreter.interpreting():
+            return self._interpret(args, ndrange, workgroupsize, device)
         # (trees: as Function._call_python looks for them)
         tree_call = self._tree_call(args) if self.struct_layout is not None else None
         if tree_call is None and self.struct_layout is not None:
@@ -649,6 +683,16 @@ class Kernel(_Decorated):
         if signature not in self._fast and wgs is None:
             compiled.register_native(self._native, args, len(nd))
         self._fast[signature] = (key, compiled)
+
+    def _interpret(self, args: tuple, ndrange, workgroupsize, device: str) -> None:
+        """The launch in the interpreter mode: the Python function run once per work item
+        (interpreter.launch); the workgroup size is checked and has no other effect."""
+        nd = ndrange_tuple(ndrange, self.__name__)
+        workgroup_tuple(workgroupsize, len(nd), self.__name__)
+        if self._check_device(device) == "cuda":
+            raise RuntimeError(f"kernel {self.__name__} (device='cuda'): the interpreter "
+                               "mode runs on the CPU only; launch it without device='cuda'")
+        interpreter.launch(self.__name__, self.pyfn, interpreted_arguments(self, args), nd)
 
     def lower(self, *args, ndrange=None, workgroupsize=None, device: str = "cpu") -> Lowered:
         tree_call = self._tree_call(args)
@@ -693,16 +737,33 @@ def _profiled_kernel_call(self: Kernel, *args, **kwargs):
         return self._call_python(*args, **kwargs)
 
 
-def _route_calls(profiled: bool) -> None:
+def _python_function_call(self: Function, *args, **kwargs):
+    """`Function.__call__` while the interpreter mode is on (lang/interpreter.py): the
+    Python path, which interprets."""
+    return self._call_python(*args, **kwargs)
+
+
+def _python_kernel_call(self: Kernel, *args, **kwargs):
+    """`Kernel.__call__` while the interpreter mode is on: the Python path."""
+    return self._call_python(*args, **kwargs)
+
+
+def _route_calls(_on: bool = False) -> None:
     """While a profile is open, every call of a declaration takes the Python path, which
-    records it; when none is, the native dispatcher's methods are back, unchanged (so the
-    profiler off costs a call nothing)."""
-    Function.__call__ = (_profiled_function_call if profiled
-                         else native_dispatch.function_call)
-    Kernel.__call__ = _profiled_kernel_call if profiled else native_dispatch.kernel_call
+    records it; while the interpreter mode is on, the Python path, which interprets; when
+    neither is, the native dispatcher's methods are back, unchanged (so neither costs a
+    call anything when off)."""
+    if profiling.ACTIVE is not None:
+        Function.__call__, Kernel.__call__ = _profiled_function_call, _profiled_kernel_call
+    elif interpreter.routed():
+        Function.__call__, Kernel.__call__ = _python_function_call, _python_kernel_call
+    else:
+        Function.__call__ = native_dispatch.function_call
+        Kernel.__call__ = native_dispatch.kernel_call
 
 
 profiling.on_toggle(_route_calls)
+interpreter.on_toggle(_route_calls)
 
 
 def kernel(pyfn: Callable) -> Kernel:

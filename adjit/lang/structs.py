@@ -112,7 +112,8 @@ def _converted(st: StructType, name: str, t, value):
                             ) from None
         if arr.shape != t.shape:
             raise ValueError(f"{what}: needs shape {t.shape}, got {arr.shape}")
-        return arr.copy() if arr is value else arr
+        # (VecType.made: a Vector in the interpreter mode, lang/vector_values.py)
+        return VecType.made(arr.copy() if arr is value else arr)
     # an array field: the user's array itself (kernels write through it)
     if value is None:
         return None

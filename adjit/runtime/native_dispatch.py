@@ -41,6 +41,15 @@ def debug_enabled() -> bool:
     return _debug_set() and read("ADJIT_DEBUG")
 
 
+def _interpret_enabled_python() -> bool:
+    return os.environ.get("ADJIT_INTERPRET", "") not in ("", "0")
+
+
+# Whether ADJIT_INTERPRET is on (lang/interpreter.py's switch), read at every call on the
+# Python path as debug_enabled reads ADJIT_DEBUG.
+interpret_enabled = getattr(_dispatch, "interpret_enabled", _interpret_enabled_python)
+
+
 def _result_kind(t: ScalarType) -> int | None:
     """How the dispatcher returns a scalar result of type `t`: a NumPy scalar of its dtype,
     or for a weak one (a Python float or int in compiled code: core/types.py) a Python float

@@ -12,7 +12,10 @@ ADJIT_CACHE_DIR, where an empty value turns the caches off).
 One read stays outside: the native dispatcher (runtime/native/dispatch.cpp) reads ADJIT_DEBUG
 with getenv at every call and only compares it with the text a specialisation was compiled
 under; a different text is a miss, which takes the Python path, whose `debug_enabled` reads
-it here and so refuses a value that is not valid before anything is compiled with it.
+it here and so refuses a value that is not valid before anything is compiled with it. Its
+`debug_enabled` and `interpret_enabled` (ADJIT_INTERPRET) only say whether the variable is
+set to other than "" or "0", a cheap first look on the Python path, which then reads the
+value here.
 
 `warn_unknown()` runs at `import adjit`: an `ADJIT_*` name in the environment that adjit
 does not read (a typo, `ADJIT_NUM_THREAD`) gets one warning naming the closest known name,
@@ -157,6 +160,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in [
     Variable("ADJIT_DEBUG", _switch, SWITCH, False, "`0`",
              "`1`: bounds-check every array access (`IndexError`); read at every call",
              _ERRORS),
+    Variable("ADJIT_INTERPRET", _switch, SWITCH, False, "`0`",
+             "`1`: run kernels, `@func` and `@jit` code as Python over NumPy (the interpreter "
+             "mode: print, pdb); read at each call Python handles", "tutorials/debugging.md"),
     Variable("ADJIT_DUMP_IR", _dump_ir,
              "0 (off), 1 (print the IR to stdout) or the path of an existing folder "
              "(one new file per compile's IR)", None, "`0`",

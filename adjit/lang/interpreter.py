@@ -54,9 +54,9 @@ def routed() -> bool:
 
 def interpreting() -> bool:
     """Whether calls are interpreted now: inside ``with adjit.interpret():``, or with
-    ADJIT_INTERPRET set to other than "" or "0" (read here, at each call that reaches the
-    declarations' Python path; the first that finds it on sends every call there, until
-    one finds it off)."""
+    ADJIT_INTERPRET=1 (read here, at each call that reaches the declarations' Python path,
+    through core/environment.py's checked reader; the first that finds it on sends every
+    call there, until one finds it off)."""
     if _depth:
         return True
     on = interpret_enabled()

@@ -42,12 +42,18 @@ def debug_enabled() -> bool:
 
 
 def _interpret_enabled_python() -> bool:
-    return os.environ.get("ADJIT_INTERPRET", "") not in ("", "0")
+    return read("ADJIT_INTERPRET")
 
 
-# Whether ADJIT_INTERPRET is on (lang/interpreter.py's switch), read at every call on the
-# Python path as debug_enabled reads ADJIT_DEBUG.
-interpret_enabled = getattr(_dispatch, "interpret_enabled", _interpret_enabled_python)
+# Whether ADJIT_INTERPRET is set to other than "" or "0", read natively as _debug_set is.
+_interpret_set = getattr(_dispatch, "interpret_enabled", _interpret_enabled_python)
+
+
+def interpret_enabled() -> bool:
+    """Whether ADJIT_INTERPRET is on (lang/interpreter.py's switch), read at every call of
+    the Python path as debug_enabled reads ADJIT_DEBUG: unset costs the native read alone; a
+    value that is set is read and checked (core/environment.py)."""
+    return _interpret_set() and read("ADJIT_INTERPRET")
 
 
 def _result_kind(t: ScalarType) -> int | None:

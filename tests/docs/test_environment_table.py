@@ -23,9 +23,10 @@ DIRECT_READ = re.compile(r"""(environ\.get\(|getenv\()\s*["']ADJIT_"""
                          r"""|(?<!del os\.)environ\[\s*["']ADJIT_\w+["']\](?!\s*=[^=])""")
 # Names the docs give as a typo's example (the unknown-name warning's).
 TYPOS = {"ADJIT_NUM_THREAD"}
-# dispatch.cpp compares ADJIT_DEBUG's text with its specialisation's at every call and
-# nothing else (core/environment.py's docstring): the Python path checks the value.
-NATIVE_READERS = {"adjit/runtime/native/dispatch.cpp": {"ADJIT_DEBUG"}}
+# dispatch.cpp compares ADJIT_DEBUG's text with its specialisation's at every call, and its
+# debug_enabled and interpret_enabled say whether ADJIT_DEBUG and ADJIT_INTERPRET are set,
+# and nothing else (core/environment.py's docstring): the Python path checks the value.
+NATIVE_READERS = {"adjit/runtime/native/dispatch.cpp": {"ADJIT_DEBUG", "ADJIT_INTERPRET"}}
 
 
 def _title(page: Path) -> str:

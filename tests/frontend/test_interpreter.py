@@ -72,7 +72,8 @@ def apply(x: Array[f64, 1]):
 
 @adjit.jit
 def rms(x: Array[f64, 1]) -> f64:
-    return adjit.sqrt(adjit.sum(x * x) / x.shape[0])
+    total = adjit.debug.print_adjoint(adjit.sum(x * x), label="total")   # (the primal: x)
+    return adjit.sqrt(total / x.shape[0])
 
 
 @adjit.jit

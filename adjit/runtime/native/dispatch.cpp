@@ -510,8 +510,9 @@ NB_MODULE(_native, m) {
         const char *v = std::getenv("ADJIT_DEBUG");
         return v && *v && std::strcmp(v, "0") != 0;
     });
-    // lang/interpreter.interpreting: ADJIT_INTERPRET set to other than "" or "0", read as
-    // debug_enabled reads ADJIT_DEBUG (~0.05 us; os.environ.get ~0.6 us a call).
+    // runtime/native_dispatch.interpret_enabled's first look: ADJIT_INTERPRET set to other
+    // than "" or "0", read as debug_enabled reads ADJIT_DEBUG (~0.05 us; os.environ.get
+    // ~0.6 us a call); the Python path then reads and checks the value.
     m.def("interpret_enabled", []() {
         const char *v = std::getenv("ADJIT_INTERPRET");
         return v && *v && std::strcmp(v, "0") != 0;

@@ -83,9 +83,16 @@ class CacheSettings:
         found = _verdicts.get(key)
         if found is None:
             root = self._root_of(folder)
-            problem = trust.folder_problem(folder, root, self.shared)
-            group = (trust.sharing_group(root) if self.shared and problem is None
-                     and os.path.isdir(root) else None)
+            # The root's verdict serves every folder in it (cpu/, gpu/, compiler/).
+            problem, group = _root_verdicts.get((root, self.shared)) or (None, None)
+            if (root, self.shared) not in _root_verdicts:
+                problem = trust.problem(root, self.shared)
+                group = (trust.sharing_group(root) if self.shared and problem is None
+                         and os.path.isdir(root) else None)
+                if problem is not None or os.path.isdir(root):
+                    _root_verdicts[(root, self.shared)] = (problem, group)
+            if problem is None:
+                problem = trust.below_problem(folder, root, group)
             found = (problem, group)
             if problem is not None or os.path.isdir(folder):  # a missing one: checked when made
                 _verdicts[key] = found
@@ -123,12 +130,14 @@ class CacheSettings:
 # Each cache folder's trust verdict (problem, sharing group), by (root setting, folder, shared):
 # decided once per process (forget_trust: tests that change a folder's mode).
 _verdicts: dict[tuple[str, str, bool], tuple[trust.Problem | None, int | None]] = {}
+_root_verdicts: dict[tuple[str, bool], tuple[trust.Problem | None, int | None]] = {}
 _warned_untrusted: set[tuple[str, str]] = set()
 
 
 def forget_trust() -> None:
     """Forgets the verdicts on cache folders and the warnings given (for tests)."""
     _verdicts.clear()
+    _root_verdicts.clear()
     _warned_untrusted.clear()
 
 
@@ -149,12 +158,26 @@ def warn_untrusted(place: Path, found: trust.Problem, entry: bool = False) -> No
                       stacklevel=3)
 
 
+_SETTINGS = ("ADJIT_CACHE_DIR", "ADJIT_DISK_CACHE", "ADJIT_CACHE_MAX_MB", "ADJIT_CACHE_SHARED",
+             "HOME")
+_last_settings: tuple[tuple, CacheSettings] | None = None
+
+
 def cache_settings() -> CacheSettings:
-    """ADJIT_CACHE_DIR, ADJIT_DISK_CACHE and ADJIT_CACHE_MAX_MB, read now (tests change them);
-    EnvironmentValueError naming the setting and its value when one is not valid."""
+    """ADJIT_CACHE_DIR, ADJIT_DISK_CACHE, ADJIT_CACHE_MAX_MB and ADJIT_CACHE_SHARED, read now
+    (tests change them); EnvironmentValueError naming the setting and its value when one is
+    not valid. (Made again only when one of their texts, or HOME, changed: a cache hit's first
+    call asks ~8 times, 9 us a time to read them all.)"""
+    global _last_settings
+    texts = tuple(map(os.environ.get, _SETTINGS))
+    last = _last_settings
+    if last is not None and last[0] == texts:
+        return last[1]
     root = read("ADJIT_CACHE_DIR")
-    return CacheSettings(root, read("ADJIT_DISK_CACHE") and root is not None,
-                         max_cache_bytes(), read("ADJIT_CACHE_SHARED"))
+    settings = CacheSettings(root, read("ADJIT_DISK_CACHE") and root is not None,
+                             max_cache_bytes(), read("ADJIT_CACHE_SHARED"))
+    _last_settings = (texts, settings)
+    return settings
 
 
 def max_cache_bytes() -> int:

@@ -335,13 +335,17 @@ def test_cache_folders_are_made_0700_under_a_permissive_umask(tmp_path, cache_at
 def test_the_check_is_made_once_per_folder(tmp_path, cache_at, monkeypatch):
     root = folder(tmp_path, "root", 0o700)
     (root / "cpu").mkdir()
+    (root / "compiler").mkdir()
     cache_at(root)
-    calls = []
-    check = trust.folder_problem
-    monkeypatch.setattr(trust, "folder_problem", lambda *a: calls.append(a) or check(*a))
+    walks, below = [], []
+    walk, check = trust.problem, trust.below_problem
+    monkeypatch.setattr(trust, "problem", lambda *a: walks.append(a) or walk(*a))
+    monkeypatch.setattr(trust, "below_problem", lambda *a: below.append(a) or check(*a))
     for _ in range(3):
         assert cpu_cache.directory() == root / "cpu"
-    assert len(calls) == 1
+        assert files.cache_settings().folder("compiler") == root / "compiler"
+    assert len(walks) == 1          # the root's chain, for both folders
+    assert len(below) == 2          # each folder once
 
 
 def test_the_setting_is_checked():

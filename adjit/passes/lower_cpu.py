@@ -31,7 +31,6 @@ from ..core.threads import default_num_threads
 from .chunked_launch import (lower_accumulating_launch, lower_privatised_launch,
                              lower_summing_launch)
 from .ir_util import symbol_table
-from .lower_print import lower_prints
 from .kernel_abi import check_ndrange_bounds, expose_work_item, guarded_at, is_kernel, launched
 from .registry import AdjPass
 from .summation import expand_item_sums
@@ -212,7 +211,11 @@ def _lower_cpu(module: ir.Operation, threads: int) -> None:
         else:
             prints.append(op)
     lower_checks_per_call(module)
-    lower_prints(module, prints)
+    if prints:
+        # (imported here: lower_print imports mlir.dialects.llvm, 12-25 ms, which a CPU
+        # compile otherwise never loads; only code that prints pays for it)
+        from .lower_print import lower_prints
+        lower_prints(module, prints)
 
 
 @dataclasses.dataclass

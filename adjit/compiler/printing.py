@@ -5,7 +5,8 @@ A print is one `adj.print` op: a printf format and the 64-bit words it reads (th
 says how), lowered to printf on the CPU and vprintf on a GPU (passes/lower_print.py). What is
 known while compiling (string constants, Python numbers, `sep=` and `end=`) is formatted here
 by Python itself, `%` escaped; a scalar of the code becomes a conversion: an integer `%lld`,
-a float `%g` (C's, six significant digits), a bool the string True or False. An f-string's
+a float `%.16g` (f32 `%.8g`) with Python's `.0` after a whole number (NumPy's `.` in an
+array), a bool the string True or False. An f-string's
 replacement fields map their format spec to printf's (`{x:.3f}` is `%.3f`, `{i:5d}`
 `%5lld`, `{x:e}` `%e`); a spec printf cannot say is refused. Vectors and matrices print as
 NumPy prints the array they are from Python (`[1 2 3]`, `[[1 0]\\n [0 1]]`), their components
@@ -19,7 +20,7 @@ import ast
 import re
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith, math, scf
 
 from ..core.errors import UserError
 from ..core.types import f64, i64
@@ -116,12 +117,15 @@ class _Printer:
             adj.print_(self.words, "".join(self.format), "".join(self.kinds))
         self.format, self.words, self.kinds = [], [], []
 
-    def scalar(self, s: Scalar, spec: str) -> None:
+    def scalar(self, s: Scalar, spec: str, element: bool = False) -> None:
         t = s.type
         if t.is_bool and not spec:
             self.format.append("%s")
             self.words.append(S.cast(s, i64).value)
             self.kinds.append("b")
+            return
+        if t.is_float and not spec:
+            self._float(S.cast(s, f64).value, 8 if t.name == "f32" else 16, element)
             return
         conv, word = _conversion(spec, "float" if t.is_float else "int")
         if word == "f":
@@ -131,6 +135,23 @@ class _Printer:
         self.format.append(conv)
         self.words.append(bits)
         self.kinds.append(word)
+
+    def _float(self, x: ir.Value, digits: int, element: bool) -> None:
+        """A float as Python prints it (an array's element as NumPy does): `digits`
+        significant digits (16 for f64 and 8 for f32 show the shortest repr of most values;
+        C has no shortest round-trip conversion), and a whole number under 10**digits, which
+        %g prints without a point, gets Python's `.0` (NumPy's `.` in an array)."""
+        f64_t, i64_t = ir.F64Type.get(), ir.IntegerType.get_signless(64)
+        bound = arith.constant(f64_t, 10.0 ** digits)
+        inside = arith.cmpf(arith.CmpFPredicate.OLT, math.absf(x), bound)   # (false for NaN)
+        # fptosi of a NaN or of a value past i64 is poison: convert only a value inside
+        safe = arith.select(inside, x, arith.constant(f64_t, 0.0))
+        whole = arith.cmpf(arith.CmpFPredicate.OEQ, arith.sitofp(f64_t, arith.fptosi(
+            i64_t, safe)), x)
+        flag = arith.extui(i64_t, arith.andi(inside, whole))
+        self.format.append(f"%.{digits}g%s")
+        self.words += [arith.bitcast(i64_t, x), flag]
+        self.kinds += "f" + ("p" if element else "w")
 
     def value(self, v, spec: str = "", conversion: int = -1) -> None:
         if isinstance(v, FString):
@@ -169,7 +190,7 @@ class _Printer:
         if len(shape) == 1:
             for k, item in enumerate(items):
                 self.text(" " if k else "")
-                self.scalar(item, spec)
+                self.scalar(item, spec, element=True)
         else:
             row = len(items) // shape[0]
             for k in range(shape[0]):
@@ -213,7 +234,7 @@ class _Printer:
             for block, lead in ((first.then_block, ""), (first.else_block, " ")):
                 with ir.InsertionPoint(block):
                     self.text(lead)
-                    self.scalar(x, spec)
+                    self.scalar(x, spec, element=True)
                     self.emit()
                     scf.YieldOp([])
             scf.YieldOp([])

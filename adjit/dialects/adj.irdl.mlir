@@ -62,7 +62,8 @@ irdl.dialect @adj {
   // GPU). `format` is a printf format whose conversions read the operands in order; each
   // operand is a 64-bit word, since an IRDL variadic holds one type per op, and `kinds`
   // says what each word is, one letter per operand: "i" an integer (%lld, %llu, %llx...),
-  // "f" a double's bits (%f, %e, %g...), "b" a boolean (0 or 1) read by a %s as False or True.
+  // "f" a double's bits (%f, %e, %g...), "b" a boolean (0 or 1) read by a %s as False or True,
+  // "w"/"p" a flag read by a %s as "" or ".0"/"." (the point %g leaves off a whole number).
   // An effect with no derivative (passes/op_facts.py): derivatives print in their primal.
   irdl.operation @print {
     %word = irdl.is i64

@@ -121,8 +121,9 @@ def check(ok: ir.Value, error: str, message: str) -> ir.Operation:
 
 def print_(words: Sequence[ir.Value], format: str, kinds: str) -> ir.Operation:
     """`adj.print`: `format`, a printf format, of the 64-bit `words`, each read as `kinds`
-    says (the IRDL declaration: "i" integer, "f" a double's bits, "b" a boolean)."""
-    if len(kinds) != len(words) or set(kinds) - set("ifb"):
+    says (the IRDL declaration: "i" integer, "f" a double's bits, "b" a boolean, "w"/"p" a
+    whole number's point)."""
+    if len(kinds) != len(words) or set(kinds) - set("ifbwp"):
         raise ValueError(f"adj.print: kinds {kinds!r} do not describe {len(words)} words")
     return ir.Operation.create("adj.print", operands=list(words), attributes={
         "format": ir.StringAttr.get(format), "kinds": ir.StringAttr.get(kinds)})

@@ -5,11 +5,13 @@
 
 - string constants and Python numbers as Python does; ``sep=`` and ``end=`` (constant
   strings); ``flush=`` is accepted (every print is flushed anyway);
-- integers as ``%lld``; floats (f32 and f64) as C's ``%g``, six significant digits (``2.0``
-  prints ``2``; write ``f"{x:.17g}"`` for every digit); bools as ``True``/``False``;
-- vectors, matrices and quaternions as NumPy prints the same array (``[1 2 3]``), each
-  component as a scalar; a tuple as Python does;
-- a 1-D array as NumPy's ``str`` (``[0 1 2]``), summarised above 1000 elements as NumPy does
+- integers as Python does; floats as Python does (``2.0``, ``0.1``, ``nan``), with 16
+  significant digits for f64 and 8 for f32 (C has no shortest round-trip conversion: a
+  value needing Python's 17th digit shows 16; write ``f"{x:.17g}"`` for every digit); bools
+  as ``True``/``False``;
+- vectors, matrices and quaternions as NumPy prints the same array (``[1. 2. 3.]``), each
+  component as a scalar, without NumPy's column padding; a tuple as Python does;
+- a 1-D array as NumPy's ``str`` (``[0. 1. 2.]``), summarised above 1000 elements as NumPy does
   (``[0 1 2 ... 997 998 999]``); a 0-d array as its element; larger ranks are refused
   (print rows or elements);
 - f-strings whose format specs printf can say: ``{x}``, ``{x:.3f}``, ``{x:e}``, ``{x:+8.2g}``,

@@ -24,7 +24,9 @@ from mlir import ir
 from mlir.dialects import arith, llvm
 
 
-_STRINGS = {"b0": "False", "b1": "True"}
+# the strings a word of kind b (a bool), w (a whole number's point in Python's repr) or p
+# (in NumPy's repr of an array) selects: (when 0, when not)
+_STRINGS = {"b": ("False", "True"), "w": ("", ".0"), "p": ("", ".")}
 
 
 def lower_prints(holder: ir.Operation, prints: list[ir.Operation], gpu: bool = False) -> None:
@@ -105,10 +107,10 @@ class _Lowering:
     def _argument(self, word: ir.Value, kind: str) -> ir.Value:
         if kind == "f":
             return arith.bitcast(ir.F64Type.get(), word)
-        if kind == "b":
-            true = arith.cmpi(arith.CmpIPredicate.ne, word, arith.constant(self.i64, 0))
-            return llvm.SelectOp(true, self.string(_STRINGS["b1"]),
-                                 self.string(_STRINGS["b0"])).result
+        if kind in _STRINGS:
+            false, true = _STRINGS[kind]
+            on = arith.cmpi(arith.CmpIPredicate.ne, word, arith.constant(self.i64, 0))
+            return llvm.SelectOp(on, self.string(true), self.string(false)).result
         return word
 
     def _vprintf(self, op: ir.Operation, fmt: ir.Value, args: list[ir.Value]) -> None:

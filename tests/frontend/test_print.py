@@ -31,7 +31,7 @@ def show(x, n: i64, a):
 
 
 def _g(v) -> str:
-    return "%g" % v
+    return repr(float(v))          # (Python's repr for these values: 16 digits show them)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
@@ -46,9 +46,9 @@ def test_what_print_prints(capfd, dtype):
         "python before",
         "plain, 1.5, 42, True, False, 7, 2.5, None",
         "x=1.500 n=   42 e=1.500000e+00 g=1.5 2a 42  | +0001.50 100%|",
-        "[0 1 2 3 4] ; [1 2 3.5] ; (42, 1.5)",
-        "[[1 2]",
-        " [3 4]] [0 0 0 1]",
+        "[0. 1. 2. 3. 4.] ; [1. 2. 3.5] ; (42, 1.5)",
+        "[[1. 2.]",
+        " [3. 4.]] [0. 0. 0. 1.]",
         "[0.0 1.0 2.0 3.0 4.0]",
         "",
         "python after"]
@@ -59,7 +59,7 @@ def test_an_array_above_numpy_threshold_is_summarised_and_an_empty_one_is_bracke
     show(0.5, -3, np.zeros(0))
     lines = capfd.readouterr().out.splitlines()
     arrays = [line.split(" ; ")[0] for line in lines if " ; " in line]
-    assert arrays == ["[0 1 2 ... 998 999 1000]", "[]"]
+    assert arrays == ["[0. 1. 2. ... 998. 999. 1000.]", "[]"]
     assert "plain, 0.5, -3, False, True, 7, 2.5, None" in lines
     assert "x=0.500 n=   -3 e=5.000000e-01 g=0.5 fffffffffffffffd -3  | +0000.50 100%|" in lines
 
@@ -114,13 +114,13 @@ def test_grad_prints_the_primal_once_and_print_adjoint_the_adjoint(capfd, x):
 def test_jvp_prints_the_primal_once_and_print_adjoint_the_tangent(capfd):
     value, tangent = adjit.jvp(loss, (2.0,), (0.5,))
     assert (value, tangent) == (12.0, 6.0)
-    assert capfd.readouterr().out.splitlines() == ["x tangent: 0.5", "primal 2"]
+    assert capfd.readouterr().out.splitlines() == ["x tangent: 0.5", "primal 2.0"]
 
 
 def test_plain_calls_print_nothing_of_print_adjoint(capfd):
     assert loss(2.0) == 12.0
     assert adjit.debug.print_adjoint(1.5) == 1.5     # from Python: x, nothing printed
-    assert capfd.readouterr().out.splitlines() == ["primal 2"]
+    assert capfd.readouterr().out.splitlines() == ["primal 2.0"]
 
 
 def _to_file(x):
@@ -191,3 +191,23 @@ def test_unsupported_forms_are_refused_at_the_line_of_the_print(fn, args, messag
     lines, first = inspect.getsourcelines(fn)
     line = first + next(k for k, text in enumerate(lines) if text.endswith("# refused\n"))
     assert f"test_print.py:{line}:" in str(info.value)
+
+
+@adjit.jit
+def floats(x, y: adjit.f32):
+    print(x, x / 3.0, -0.0 * x, x * 1e14, x * 1e16, np.nan * x, -np.inf * x, y, y / 3.0,
+          y * 1e6, y * 1e9)
+    return x
+
+
+def test_floats_print_as_python_prints_them(capfd):
+    # A whole number keeps its `.0` (C's %g drops it) below 10**16 (f32: 10**8), where
+    # Python switches to an exponent too (NumPy's float32 switches at 10**6: the one
+    # documented difference); 16 (f32: 8) significant digits show these values' shortest
+    # repr. NaN and inf as Python spells them.
+    floats(2.0, np.float32(0.1))
+    y = np.float32(0.1)
+    expected = " ".join(str(v) for v in (2.0, 2.0 / 3.0, -0.0, 2e14, 2e16, float("nan"),
+                                        float("-inf"), y, y / np.float32(3.0),
+                                        y * np.float32(1e6), y * np.float32(1e9)))
+    assert capfd.readouterr().out.splitlines() == [expected]

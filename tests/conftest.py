@@ -26,3 +26,16 @@ os.environ.setdefault("ADJIT_DISK_CACHE", "0")
 for folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir()):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
+
+
+def pytest_collection_modifyitems(config, items):
+    """In a parallel run (pytest-xdist's workers, `-n 2`), tests marked `exclusive` are
+    deselected: they watch the thread pool hand work to idle cores, and the other worker
+    keeps a core busy, so the pool rightly keeps the work (the README's second command,
+    `pytest -m exclusive`, runs them alone). A serial run runs them with the rest."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    alone = [item for item in items if item.get_closest_marker("exclusive")]
+    if alone:
+        config.hook.pytest_deselected(items=alone)
+        items[:] = [item for item in items if not item.get_closest_marker("exclusive")]

@@ -135,6 +135,7 @@ def _prelude() -> str:
     return KERNELS.format(folder=os.path.dirname(__file__))
 
 
+@pytest.mark.exclusive      # (its interrupt lands in a launch's time window: a loaded core misses it)
 def test_ctrl_c_during_a_failing_launch_leaves_no_stale_error():
     # The launch fails and is long; SIGINT lands while it runs. Python raises the
     # KeyboardInterrupt when the call returns (before the runtime reads the call's error

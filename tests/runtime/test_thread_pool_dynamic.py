@@ -18,6 +18,9 @@ import pytest
 from adjit.core import threads as th
 from adjit.runtime import extension
 
+# the pool's share of the work depends on idle cores (conftest.py: run apart from -n)
+pytestmark = pytest.mark.exclusive
+
 BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 parallel_for = ctypes.CFUNCTYPE(None, BODY, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                                 ctypes.c_int64)(extension.address("adj_parallel_for"))

@@ -11,6 +11,9 @@ import textwrap
 
 import pytest
 
+# the pool's share of the work depends on idle cores (conftest.py: run apart from -n)
+pytestmark = pytest.mark.exclusive
+
 CHILD = textwrap.dedent("""
     import os, resource, time
     import numpy as np

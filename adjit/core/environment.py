@@ -30,11 +30,11 @@ import difflib
 import math
 import os
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import user_warnings
 from .errors import EnvironmentValueError
 
 PREFIX = "ADJIT_"
@@ -260,6 +260,6 @@ def warn_unknown(environ: Mapping[str, str] | None = None) -> None:
     for name in unknown(environ):
         near = closest(name)
         hint = f"; did you mean {near}?" if near else ""
-        warnings.warn(f"{name} is set but adjit does not read it{hint} (adjit's variables: "
-                      "docs/tutorials/errors.md, 'Every environment variable')",
-                      UserWarning, stacklevel=2)
+        user_warnings.warn(f"{name} is set but adjit does not read it{hint} (adjit's "
+                           "variables: docs/tutorials/errors.md, 'Every environment "
+                           "variable')", UserWarning)

@@ -37,11 +37,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.environment import read
+from ..core import user_warnings
 from ..core.errors import CacheTrustWarning
 from . import trust
 
@@ -154,8 +154,7 @@ def warn_untrusted(place: Path, found: trust.Problem, entry: bool = False) -> No
     `entry`, a file in it) is not used, why, and the fix."""
     if (found.path, found.why) not in _warned_untrusted:
         _warned_untrusted.add((found.path, found.why))
-        warnings.warn(trust.warning_text(str(place), found, entry), CacheTrustWarning,
-                      stacklevel=3)
+        user_warnings.warn(trust.warning_text(str(place), found, entry), CacheTrustWarning)
 
 
 _SETTINGS = ("ADJIT_CACHE_DIR", "ADJIT_DISK_CACHE", "ADJIT_CACHE_MAX_MB", "ADJIT_CACHE_SHARED",
@@ -314,9 +313,8 @@ def warn_unwritable(folder: Path, error: OSError) -> None:
     UntrustedFolder: its own warning said why.)"""
     if folder not in _warned and not isinstance(error, UntrustedFolder):
         _warned.add(folder)
-        warnings.warn(f"adjit: the cache folder {folder} cannot be written ({error}); "
-                      "compiled code is used without being stored", RuntimeWarning,
-                      stacklevel=2)
+        user_warnings.warn(f"adjit: the cache folder {folder} cannot be written ({error}); "
+                           "compiled code is used without being stored", RuntimeWarning)
 
 
 def mark_used(path: Path) -> None:

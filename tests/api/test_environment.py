@@ -207,6 +207,7 @@ def test_a_bad_value_at_import_is_a_clear_error_and_a_typo_a_warning():
     lines = run.stderr.strip().splitlines()
     assert "ADJIT_NUM_THREAD is set but adjit does not read it; did you mean " \
         "ADJIT_NUM_THREADS?" in lines[0]
+    assert lines[0].startswith("<string>:1: UserWarning")    # the user's `import adjit`
     assert lines[-1] == ("adjit.core.errors.EnvironmentValueError: ADJIT_NUM_THREADS must be "
                          "a whole number from 1 to 1024, got '1e9'")
     assert "invalid literal" not in run.stderr

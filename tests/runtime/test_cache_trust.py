@@ -302,6 +302,7 @@ def test_an_untrusted_root_turns_the_disk_caches_off_with_one_warning(tmp_path, 
     text = str(warned[0].message)
     assert text.startswith(f"adjit: not using the disk cache {root}: {root} is writable") and "writable by others" in text and f"chmod o-w {root}" in text
     assert "ADJIT_CACHE_DIR" in text
+    assert warned[0].filename == __file__      # shown at the caller's line, not adjit's
     assert reads == [] and os.listdir(root / "cpu") == []
 
 

@@ -737,17 +737,6 @@ def _profiled_kernel_call(self: Kernel, *args, **kwargs):
         return self._call_python(*args, **kwargs)
 
 
-def _python_function_call(self: Function, *args, **kwargs):
-    """`Function.__call__` while the interpreter mode is on (lang/interpreter.py): the
-    Python path, which interprets."""
-    return self._call_python(*args, **kwargs)
-
-
-def _python_kernel_call(self: Kernel, *args, **kwargs):
-    """`Kernel.__call__` while the interpreter mode is on: the Python path."""
-    return self._call_python(*args, **kwargs)
-
-
 def _route_calls(_on: bool = False) -> None:
     """While a profile is open, every call of a declaration takes the Python path, which
     records it; while the interpreter mode is on, the Python path, which interprets; when
@@ -755,8 +744,8 @@ def _route_calls(_on: bool = False) -> None:
     call anything when off)."""
     if profiling.ACTIVE is not None:
         Function.__call__, Kernel.__call__ = _profiled_function_call, _profiled_kernel_call
-    elif interpreter.routed():
-        Function.__call__, Kernel.__call__ = _python_function_call, _python_kernel_call
+    elif interpreter.routed():      # (the Python path is what interprets)
+        Function.__call__, Kernel.__call__ = Function._call_python, Kernel._call_python
     else:
         Function.__call__ = native_dispatch.function_call
         Kernel.__call__ = native_dispatch.kernel_call
